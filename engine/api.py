@@ -1,0 +1,60 @@
+"""The engine's public contract.  engine/ never imports Prefect; heavy imports (torch, ChatTTS) are lazy.
+
+    engine = Engine.load(EngineOptions(model="random-tiny"))
+    voice = engine.sample_voice(seed=1234)              # a spk_emb string, stored in the manifest
+    for result in engine.synthesize(requests):          # yields as segments finish (completion order)
+        ...
+
+Determinism: a Result depends only on (text, spk_emb, seed, forced_tokens, engine version), never on the
+other requests it was batched with.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ModelSpec = str   # "hf" | "random-tiny" | "random-full" | a local asset directory
+RANDOM_MODELS = ("random-tiny", "random-full")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    model: ModelSpec = "hf"
+    device: Literal["cpu", "cuda"] = "cpu"
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"   # auto: fp32 on CPU, bf16 on CUDA
+    int8: bool = False             # CPU only: dynamic INT8 quantization of the GPT linears
+    compile: bool = False          # CUDA only: compiled / graphed decode step
+    max_batch: int = 16            # rows decoded together at most
+    threads: int | None = None     # torch CPU threads; None leaves torch's default
+
+    def validate(self) -> "EngineOptions":
+        """Raise ValueError naming the conflict."""
+        if self.int8 and self.device != "cpu":
+            raise ValueError("--int8 is a CPU option; on CUDA use --dtype bf16/fp16")
+        if self.compile and self.device != "cuda":
+            raise ValueError("--compile needs --device cuda")
+        if self.device == "cpu" and self.dtype in ("bf16", "fp16"):
+            raise ValueError(f"--dtype {self.dtype} needs --device cuda; the CPU runs fp32")
+        if self.max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        return self
+
+
+@dataclass(frozen=True)
+class Request:
+    key: str                       # the segment's content key; returned with the result
+    text: str                      # normalized text to speak
+    spk_emb: str                   # the book's voice (ChatTTS speaker embedding string)
+    seed: int                      # per-segment seed (its RNG is this row's alone)
+    forced_tokens: int | None = None   # exact GPT token count (random-* models set it from the text)
+
+
+@dataclass(frozen=True)
+class Result:
+    key: str
+    audio: "object"                # numpy float32 mono at engine.units.SAMPLE_RATE, (2T-1)*256 samples
+    tokens: int                    # GPT steps generated (T)
+
+
+class ModelUnavailable(Exception):
+    """The model cannot be loaded (offline hub, missing asset dir); the message is one line for the user."""

@@ -1,0 +1,54 @@
+"""The data model shared by the pipeline stages: a book as ingest produces it, a segment as the segmenter
+produces it.  Plain frozen dataclasses: stages pass these (or paths and ids), never models or arrays."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# The boundary that follows a segment; assembly chooses the pause from it.
+PauseKind = Literal["clause", "sentence", "paragraph", "chapter"]
+PAUSE_KINDS: tuple[str, ...] = ("clause", "sentence", "paragraph", "chapter")
+
+
+class BookError(Exception):
+    """Bad input: the CLI prints `str(err)` as one line and exits 2.  Always names the file."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class BookMeta:
+    title: str
+    author: str = ""
+    language: str = "zh"
+    source_path: str = ""
+    source_format: Literal["epub", "txt"] = "txt"
+    encoding: str = "utf-8"          # TXT: the encoding detected and used; EPUB: "utf-8"
+    cover: bytes | None = None       # image bytes, for packaging
+    cover_mime: str = ""             # e.g. "image/jpeg"
+
+
+@dataclass(frozen=True)
+class Chapter:
+    index: int                       # 0-based position in reading order
+    title: str                       # original (unnormalized) title text
+    paragraphs: tuple[str, ...]      # original text, one entry per paragraph, never empty strings
+
+
+@dataclass(frozen=True)
+class Book:
+    meta: BookMeta
+    chapters: tuple[Chapter, ...]
+
+
+@dataclass(frozen=True)
+class Segment:
+    chapter: int                     # Chapter.index
+    index: int                       # 0-based position within the chapter
+    text: str                        # normalized text, what the engine speaks
+    source_text: str                 # the original text it came from (subtitles show this)
+    pause_after: PauseKind = "sentence"
+    notes: tuple[str, ...] = field(default_factory=tuple)  # e.g. removed characters, for the audit
