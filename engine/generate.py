@@ -1,0 +1,279 @@
+"""The decode loop: ChatTTS's prompt embedding, code heads and logits processing over our Llama and KV cache.
+
+A *row* is one request being decoded.  Rows live in cache *slots*; a slot is refilled as soon as its row ends
+(continuous batching).  Step i of a row computes hidden_i (the GPT's last hidden state, which the Decoder turns
+into 2 mel frames) and samples the 4 codes of token i from it:
+
+    step 0  = prefill of the prompt `[Stts][spk_emb]text[Ptts]`, run for this row alone (no padding)
+    step i  = feed token i-1 (sum of the 4 code embeddings) at position L+i-1
+
+A row ends with T tokens when step T samples EOS (625) in any codebook (hidden_T is dropped), or when it has
+made `end_at` steps: its forced token count (EOS masked before it) or its cap of ~3x the expected length.
+
+**Batch invariance.**  A row's result must not depend on its batch-mates.  On CPU every fp32 GEMM result
+depends on the number of rows M (gemv for M=1, different kernels/blocking as M grows) but, measured, not on the
+row's place or its neighbours' values for a fixed M.  So on CPU (`exact=True`) decode steps run in chunks of
+exactly EXACT_ROWS rows (padded with a scratch slot), attention runs per row over its own prefix, and every
+per-row op (logits processing, sampling) sees the same fixed shapes.  Sampling noise is counter-based — a hash
+of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch                      # imported lazily by engine.engine, never by engine.api
+import torch.nn.functional as F
+
+from engine.llama import KVCache, Llama
+
+EXACT_ROWS = 8                     # rows per decode call on CPU (fixed GEMM shape => batch-invariant rows)
+MAX_NEW_TOKENS = 2048              # hard cap per row (upstream's default: 43.7 s)
+CAP_FACTOR = 3.0                   # a row that never samples EOS stops at CAP_FACTOR x its expected tokens
+EOS = 625                          # ChatTTS audio EOS id (num_audio_tokens - 1)
+_M32 = 0xFFFF_FFFF
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Upstream ChatTTS's InferCodeParams defaults."""
+    temperature: float = 0.3
+    top_p: float = 0.7
+    top_k: int = 20
+    repetition_penalty: float = 1.05
+    penalty_window: int = 16       # tokens of the row's own history the penalty looks at
+    min_keep: int = 3              # top-P / top-K keep at least this many (upstream: min_tokens_to_keep=3)
+
+
+# ------------------------------------------------------------------------------------------- counter-based RNG
+def _mul32(x, c: int):
+    """(x * c) mod 2^32 for x in [0, 2^32) (int64 tensor or int) without int64 overflow."""
+    return ((x & 0xFFFF) * c + ((((x >> 16) * c) & 0xFFFF) << 16)) & _M32
+
+
+def hash32(x):
+    """lowbias32 (Wellons): a full-avalanche 32-bit integer hash; works on ints and int64 tensors alike."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def row_key(seed: int) -> int:
+    """A row's 32-bit RNG key from its (64-bit) segment seed."""
+    seed &= (1 << 64) - 1
+    return hash32(hash32(seed & _M32) ^ (seed >> 32))
+
+
+def gumbel_noise(keys: torch.Tensor, steps: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+    """Gumbel(0,1) noise [B, N] for rows with keys [B] at steps [B]; cells [N] = hash32(arange(N) + 1).
+    Depends only on (key, step, cell): the same on any batch, slot or device (up to log's rounding)."""
+    base = hash32(keys ^ hash32(steps + 0x9E3779B9 & _M32))                     # [B]
+    bits = hash32(base[:, None] ^ cells[None, :])                                # [B, N] in [0, 2^32)
+    u = ((bits >> 8).float() + 0.5) * (1.0 / (1 << 24))                          # (0, 1), exact in fp32
+    return -torch.log(-torch.log(u))
+
+
+def process_logits(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.Tensor,
+                   p: SamplingParams) -> torch.Tensor:
+    """Upstream's order: /temperature, repetition penalty, top-P, top-K, EOS mask.
+    logits [B, Q, V] fp32; history [B, Q, W] long, the row's last W codes (V = empty);
+    eos_allowed [B] bool.  Returns processed logits [B, Q, V] (-inf = removed)."""
+    B, Q, V = logits.shape
+    x = logits / p.temperature
+    if p.repetition_penalty != 1.0:
+        freq = torch.zeros(B, Q, V + 1, device=x.device, dtype=x.dtype)
+        freq.scatter_add_(2, history, torch.ones_like(history, dtype=x.dtype))
+        alpha = torch.pow(p.repetition_penalty, freq[..., :V])
+        x = torch.where(x < 0, x * alpha, x / alpha)
+    x = x.reshape(B * Q, V)
+    if p.top_p is not None and p.top_p < 1.0:                 # HF TopPLogitsWarper
+        sorted_x, order = torch.sort(x, descending=False)
+        cum = sorted_x.softmax(-1).cumsum(-1)
+        remove = cum <= (1 - p.top_p)
+        remove[:, -p.min_keep:] = False
+        x = x.masked_fill(remove.scatter(1, order, remove), -torch.inf)
+    if p.top_k is not None:                                   # HF TopKLogitsWarper
+        k = min(max(p.top_k, p.min_keep), V)
+        x = x.masked_fill(x < torch.topk(x, k)[0][:, -1:], -torch.inf)
+    x = x.view(B, Q, V)
+    x[:, :, EOS] = torch.where(eos_allowed[:, None], x[:, :, EOS], -torch.inf)
+    return x
+
+
+def sample(processed: torch.Tensor, keys: torch.Tensor, steps: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+    """Gumbel-max sampling: tokens [B, Q] ~ softmax(processed).  processed [B, Q, V]."""
+    B, Q, V = processed.shape
+    g = gumbel_noise(keys, steps, cells).view(B, Q, V)
+    return (processed + g).argmax(-1)
+
+
+# ------------------------------------------------------------------------------------------------ the model
+class CodeModel:
+    """ChatTTS's GPT for audio codes: text embedding, 4 code embeddings, our Llama, 4 weight-normed heads.
+    Embeddings and heads stay fp32 (as upstream); the Llama runs in `dtype`."""
+
+    def __init__(self, llama: Llama, emb_text: torch.Tensor, emb_code: torch.Tensor, head_code: torch.Tensor,
+                 spk_emb_id: int):
+        self.llama = llama                            # hidden C
+        self.emb_text = emb_text                      # [V_text, C] fp32
+        self.emb_code = emb_code                      # [Q, V, C] fp32
+        self.head = head_code.reshape(-1, head_code.shape[-1])   # [Q·V, C] fp32, weight-norm applied once
+        self.Q, self.V = head_code.shape[0], head_code.shape[1]
+        self.spk_emb_id = spk_emb_id
+        self.dtype = next(llama.parameters()).dtype
+        self.device = emb_text.device
+        self.cells = hash32(torch.arange(self.Q * self.V, device=self.device, dtype=torch.long) + 1)
+
+    @classmethod
+    def from_chattts(cls, gpt, embed, spk_emb_id: int, device, dtype) -> "CodeModel":
+        """From ChatTTS's loaded `GPT` (its `.gpt` is the HF LlamaModel) and `Embed` modules."""
+        from engine.llama import LlamaShape, build_llama
+        shape = LlamaShape.from_hf(gpt.gpt.config)
+        llama = build_llama(shape, {k: v.detach() for k, v in gpt.gpt.state_dict().items()}, device, dtype)
+        with torch.no_grad():
+            emb_code = torch.stack([e.weight.detach().float() for e in embed.emb_code]).to(device)
+            head = torch.stack([h.weight.detach().float() for h in embed.head_code]).to(device)  # g·v/|v|
+        return cls(llama, embed.emb_text.weight.detach().float().to(device), emb_code, head, spk_emb_id)
+
+    def prompt_embedding(self, ids: torch.Tensor, spk: torch.Tensor | None) -> torch.Tensor:
+        """ids [L] text token ids; spk [C] speaker embedding (unnormalized) -> [1, L, C] in the Llama dtype.
+        As upstream Speaker.apply: [spk_emb] positions get the L2-normalized speaker vector."""
+        emb = self.emb_text[ids.to(self.device)]                                    # [L, C]
+        if spk is not None:
+            n = F.normalize(spk.float().to(self.device), p=2.0, dim=0, eps=1e-12)
+            emb = torch.where((ids.to(self.device) == self.spk_emb_id)[:, None], n[None, :], emb)
+        return emb[None].to(self.dtype)
+
+    def code_embedding(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, Q] -> [B, 1, C]: the sum of the Q code embeddings (upstream: stack then sum)."""
+        parts = [self.emb_code[q][tokens[:, q]] for q in range(self.Q)]             # Q x [B, C]
+        return torch.stack(parts, 2).sum(2)[:, None].to(self.dtype)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [B, C] -> logits [B, Q, V] fp32."""
+        return F.linear(hidden.float(), self.head).view(-1, self.Q, self.V)
+
+
+# ------------------------------------------------------------------------------------------------ the rows
+@dataclass
+class Row:
+    """One request being decoded."""
+    key: str                       # the request key (returned with the result)
+    prompt: torch.Tensor           # [1, L, C] prompt embedding
+    rng: int                       # row_key(seed)
+    end_at: int                    # steps to run at most (forced count, or the cap)
+    forced: bool                   # end_at is exact: EOS masked before it
+    order: int = 0                 # arrival index (ties in scheduling)
+    slot: int = -1
+    steps: int = 0                 # steps done
+    tokens: int | None = None      # T once finished
+    hiddens: torch.Tensor | None = field(default=None, repr=False)   # [T, C] fp32 once finished
+
+    @property
+    def prompt_len(self) -> int:
+        return self.prompt.shape[1]
+
+
+class DecodeBatch:
+    """Slots over one KV cache.  `admit` prefills a row into a free slot; `step` advances every active row by
+    one token and returns the rows that finished (slot freed).  Prefill never touches other slots."""
+
+    def __init__(self, model: CodeModel, slots: int, max_len: int, max_steps: int, exact: bool,
+                 params: SamplingParams = SamplingParams()):
+        dev, C, Q = model.device, model.llama.s.hidden, model.Q
+        self.model, self.params, self.exact = model, params, exact
+        self.slots, self.max_len, self.max_steps = slots, max_len, max_steps
+        self.scratch = slots                                   # a spare slot that padding rows write into
+        self.cache = KVCache(model.llama.s, slots + 1, max_len, dev, model.dtype)
+        self.hid = torch.zeros(slots + 1, max_steps, C, device=dev, dtype=torch.float32)   # hidden_i per slot
+        self.last = torch.zeros(slots + 1, Q, dtype=torch.long, device=dev)        # token of the last step
+        self.hist = torch.full((slots + 1, Q, params.penalty_window), model.V, dtype=torch.long, device=dev)
+        self.rows: dict[int, Row] = {}                          # slot -> row
+
+    def free_slots(self) -> list[int]:
+        return [s for s in range(self.slots) if s not in self.rows]
+
+    def fits(self, row: Row) -> bool:
+        return row.prompt_len + row.end_at <= self.max_len and row.end_at <= self.max_steps
+
+    # ---- one row alone: prefill = step 0
+    @torch.no_grad()
+    def admit(self, row: Row, slot: int) -> Row | None:
+        """Prefill `row` into free `slot` and sample its token 0.  Returns the row if it already finished."""
+        assert slot not in self.rows and self.fits(row)
+        dev, L = self.model.device, row.prompt_len
+        row.slot, row.steps = slot, 0
+        self.hist[slot].fill_(self.model.V)
+        pos = torch.arange(L, device=dev)[None]                                   # [1, L]
+        sl = torch.tensor([slot], device=dev)
+        if self.exact:
+            h = self.model.llama(row.prompt, pos, self.cache, sl, lengths=[L])
+        else:
+            mask = torch.ones(L, L, dtype=torch.bool, device=dev).tril()[None, None]
+            h = self.model.llama(row.prompt, pos, self.cache, sl, mask=mask)
+        self.rows[slot] = row
+        done = self._sample([row], h[:, -1])                                      # h [1, L, C]
+        return done[0] if done else None
+
+    # ---- every active row: one decode step
+    @torch.no_grad()
+    def step(self) -> list[Row]:
+        """Advance all active rows by one token; return the finished ones (their slots are free again)."""
+        active = [self.rows[s] for s in sorted(self.rows)]
+        if not active:
+            return []
+        chunks = ([active[i:i + EXACT_ROWS] for i in range(0, len(active), EXACT_ROWS)]
+                  if self.exact else [active])
+        finished: list[Row] = []
+        for chunk in chunks:
+            finished += self._decode(chunk)
+        return finished
+
+    def _decode(self, rows: list[Row]) -> list[Row]:
+        dev = self.model.device
+        n = EXACT_ROWS if self.exact else len(rows)
+        pad = n - len(rows)
+        slots = torch.tensor([r.slot for r in rows] + [self.scratch] * pad, device=dev)          # [n]
+        pos_list = [r.prompt_len + r.steps - 1 for r in rows] + [0] * pad                       # token i-1 at L+i-1
+        pos = torch.tensor(pos_list, device=dev)[:, None]                                        # [n, 1]
+        x = self.model.code_embedding(self.last[slots])                                          # [n, 1, C]
+        if self.exact:
+            lengths = [p + 1 for p in pos_list[:len(rows)]] + [0] * pad
+            h = self.model.llama(x, pos, self.cache, slots, lengths=lengths)
+        else:
+            S = max(pos_list) + 1
+            mask = (torch.arange(S, device=dev)[None, :] <= pos)[:, None, None, :]               # [n, 1, 1, S]
+            h = self.model.llama(x, pos, self.cache, slots, mask=mask)
+        return self._sample(rows, h[:, 0], slots)
+
+    def _sample(self, rows: list[Row], h: torch.Tensor, slots: torch.Tensor | None = None) -> list[Row]:
+        """h [n, C] hidden of this step for `rows` (+ padding rows); sample, record, retire finished rows."""
+        dev, n = self.model.device, h.shape[0]
+        pad = n - len(rows)
+        if slots is None:
+            slots = torch.tensor([r.slot for r in rows], device=dev)
+        steps = torch.tensor([r.steps for r in rows] + [0] * pad, device=dev)
+        keys = torch.tensor([r.rng for r in rows] + [0] * pad, device=dev)
+        eos_ok = torch.tensor([(r.steps >= r.end_at if r.forced else r.steps >= 1) for r in rows]
+                              + [False] * pad, device=dev)
+        live = slots[:len(rows)]
+        self.hid[live, steps[:len(rows)]] = h[:len(rows)].float()
+        proc = process_logits(self.model.logits(h), self.hist[slots], eos_ok, self.params)   # [n, Q, V]
+        tok = sample(proc, keys, steps, self.model.cells)[:len(rows)]                             # [B, Q]
+        self.last[live] = tok
+        self.hist[live] = torch.cat([self.hist[live, :, 1:], tok[:, :, None]], 2)
+        eos = tok.eq(EOS).any(1).tolist()
+        finished = []
+        for r, e in zip(rows, eos):
+            r.steps += 1
+            if e or r.steps >= r.end_at:
+                r.tokens = r.steps - 1 if e else r.steps
+                finished.append(self.release(r))
+        return finished
+
+    def release(self, row: Row) -> Row:
+        """Take a finished row out of its slot, with a copy of its hidden states [T, C]."""
+        row.hiddens = self.hid[row.slot, :row.tokens].clone()
+        del self.rows[row.slot]
+        return row
