@@ -1,0 +1,126 @@
+"""Coverage audit: proof that every source character of a chapter is spoken in exactly one segment, or was
+removed for a listed reason.  The render refuses to start while any report has `unexplained` entries.
+
+The chapter's source stream is its units (title, paragraphs) joined by "\\n".  Segments must consume it in order:
+each segment's `source_text` is found at or after the cursor; the skipped text between segments may hold only
+silent material (marks, spaces, removed characters).  Inside each segment the removals are listed from the
+normalization map, and the segment's speech must equal the normalization of its own source.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+from tasks.book import Chapter, Segment
+from tasks.segment import SegmentOptions, chapter_units
+from tasks.textnorm import iter_spans, removals
+
+MAX_LISTED = 2_000          # entries: per-chapter cap on listed removals (the count stays exact)
+
+
+def _speech(text: str) -> str:
+    """Only what is spoken: letters and CJK (drops marks and spaces)."""
+    return "".join(c for c in text if c.isalnum())
+
+
+@dataclass
+class CoverageReport:
+    chapter: int
+    title: str
+    source_chars: int = 0            # characters in the chapter's source stream (units joined by "\n")
+    segment_chars: int = 0           # source characters inside segments
+    segments: int = 0
+    removed: list[dict] = field(default_factory=list)       # {pos, text, reason}: unspeakable, listed
+    removed_count: int = 0                                   # removed characters (exact, even past the cap)
+    removed_by_reason: dict[str, int] = field(default_factory=dict)
+    silent_outside: int = 0          # marks/spaces outside any segment (between paragraphs, '……' lines)
+    unexplained: list[dict] = field(default_factory=list)   # {pos, text, problem}: must be empty
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexplained
+
+    @property
+    def coverage(self) -> float:
+        """Share of source characters that are in a segment or explained (1.0 when nothing is unexplained)."""
+        bad = sum(len(u["text"]) for u in self.unexplained)
+        return 1.0 if self.source_chars == 0 else 1.0 - bad / self.source_chars
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["coverage"] = self.coverage
+        d["ok"] = self.ok
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CoverageReport":
+        keys = cls.__dataclass_fields__.keys()
+        return cls(**{k: v for k, v in d.items() if k in keys})
+
+
+def _explain_gap(rep: CoverageReport, gap: str, base: int, opts: SegmentOptions, counts: Counter) -> None:
+    """Text between segments: only silent material is allowed."""
+    if not gap:
+        return
+    for sp in iter_spans(gap, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn):
+        if sp.kind == "removed":
+            continue
+        if _speech(sp.out):
+            rep.unexplained.append({"pos": base + sp.start, "text": gap[sp.start:sp.end],
+                                    "problem": "speakable text in no segment"})
+        else:
+            rep.silent_outside += sp.end - sp.start
+    _add_removals(rep, gap, base, opts, counts)
+
+
+def _add_removals(rep: CoverageReport, text: str, base: int, opts: SegmentOptions, counts: Counter) -> None:
+    spans = iter_spans(text, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn)
+    for r in removals(spans, text, base):
+        counts[r.reason] += len(r.text)
+        rep.removed_count += len(r.text)
+        if len(rep.removed) < MAX_LISTED:
+            rep.removed.append(r.as_dict())
+
+
+def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
+                  opts: SegmentOptions = SegmentOptions()) -> CoverageReport:
+    """Check that `segments` cover `chapter` exactly; list removals and anything unexplained."""
+    stream = "\n".join(chapter_units(chapter))
+    rep = CoverageReport(chapter=chapter.index, title=chapter.title, source_chars=len(stream))
+    counts: Counter = Counter()
+    cursor = 0
+    expected_index = 0
+    for seg in segments:
+        rep.segments += 1
+        if seg.chapter != chapter.index or seg.index != expected_index:
+            rep.unexplained.append({"pos": cursor, "text": "",
+                                    "problem": f"segment {seg.chapter}/{seg.index} out of order "
+                                               f"(expected {chapter.index}/{expected_index})"})
+        expected_index = seg.index + 1
+        src = seg.source_text
+        at = stream.find(src, cursor) if src else -1
+        if at < 0:
+            rep.unexplained.append({"pos": cursor, "text": src[:200],
+                                    "problem": f"segment {seg.index}: source text not found after position "
+                                               f"{cursor} (overlap, reorder or foreign text)"})
+            continue
+        _explain_gap(rep, stream[cursor:at], cursor, opts, counts)
+        rep.segment_chars += len(src)
+        _add_removals(rep, src, at, opts, counts)
+        if not _speech(seg.text):
+            rep.unexplained.append({"pos": at, "text": src[:200], "problem": f"segment {seg.index} is silent"})
+        else:
+            expect = "".join(sp.out for sp in iter_spans(src, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn))
+            if _speech(expect) != _speech(seg.text):
+                rep.unexplained.append({"pos": at, "text": src[:200],
+                                        "problem": f"segment {seg.index}: text does not match its source "
+                                                   f"({seg.text[:60]!r} vs {expect[:60]!r})"})
+        cursor = at + len(src)
+    _explain_gap(rep, stream[cursor:], cursor, opts, counts)
+    rep.removed_by_reason = dict(sorted(counts.items()))
+    return rep

@@ -1,0 +1,245 @@
+"""Segmentation: a chapter's normalized text cut into 15-30 s pieces ChatTTS speaks well.
+
+Sentences end at 。！？；… (and the closing quotes after them); sentences are packed into segments up to
+`target_seconds` (never over `max_seconds` or `max_chars`); a sentence over the limit is split at clause marks
+(，、：——), then between words (jieba), never inside a number window.  Fragments under `min_chars` speakable
+characters are merged with a neighbour (ChatTTS fails on very short inputs).  The chapter title is always the
+first segment (pause "paragraph").  Works as a stream: memory is bounded by a chunk, not the paragraph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+from engine.units import estimate_seconds, speakable_chars
+from tasks.book import Chapter, PauseKind, Segment
+from tasks.textnorm import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
+
+TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
+MAX_SECONDS = 20.0         # s: never pack past this (a single sentence over it is split)
+MAX_CHARS = 150            # normalized characters: hard cap (upstream loses endings past ~150-200)
+MIN_CHARS = 5              # speakable characters: shorter fragments are merged with a neighbour
+_MARKS = "，。、,. "
+
+
+@dataclass(frozen=True)
+class SegmentOptions:
+    target_seconds: float = TARGET_SECONDS
+    max_seconds: float = MAX_SECONDS
+    max_chars: int = MAX_CHARS
+    min_chars: int = MIN_CHARS
+    t2s: bool = True
+    tn: bool = True
+    lexicon: Lexicon | None = None
+
+    def validate(self) -> "SegmentOptions":
+        if not 0 < self.target_seconds <= self.max_seconds:
+            raise ValueError(f"target_seconds ({self.target_seconds}) must be in (0, max_seconds="
+                             f"{self.max_seconds}]")
+        if self.max_chars < 10:
+            raise ValueError(f"max_chars ({self.max_chars}) must be at least 10")
+        if not 0 <= self.min_chars < self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) must be in [0, max_chars={self.max_chars})")
+        return self
+
+
+def chapter_units(chapter: Chapter) -> list[str]:
+    """The texts a chapter is segmented from, in order: its title (if any), then its paragraphs."""
+    units = [chapter.title] if chapter.title and chapter.title.strip() else []
+    units.extend(p for p in chapter.paragraphs if p)
+    return units
+
+
+@dataclass
+class _Draft:
+    u0: int                  # first unit
+    o0: int                  # source offset in it
+    u1: int                  # last unit
+    o1: int                  # source end offset in it
+    text: str
+    pause: PauseKind
+    title: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def _fits(text: str, opts: SegmentOptions) -> bool:
+    return len(text) <= opts.max_chars and estimate_seconds(text) <= opts.max_seconds
+
+
+def _out(spans: list[Span]) -> str:
+    return "".join(s.out for s in spans)
+
+
+def _pack(items: list[list[Span]], opts: SegmentOptions) -> list[list[Span]]:
+    """Greedy: join consecutive items while the result fits."""
+    parts: list[list[Span]] = []
+    cur: list[Span] = []
+    cur_text = ""
+    for it in items:
+        t = _out(it)
+        if cur and not _fits(cur_text + t, opts):
+            parts.append(cur)
+            cur, cur_text = [], ""
+        cur = cur + it
+        cur_text += t
+    if cur:
+        parts.append(cur)
+    return parts
+
+
+def _split_groups(spans: list[Span], at: int) -> list[list[Span]]:
+    groups: list[list[Span]] = []
+    cur: list[Span] = []
+    for s in spans:
+        cur.append(s)
+        if s.boundary >= at:
+            groups.append(cur)
+            cur = []
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
+    """Word-sized atoms: aligned text spans cut at jieba word boundaries; over-long atoms cut to the cap."""
+    import jieba
+    jieba.setLogLevel(60)
+    atoms: list[list[Span]] = []
+    for s in spans:
+        if s.kind == "text" and s.aligned and len(s.out) > 1:
+            i = 0
+            for w in jieba.cut(s.out, HMM=False):
+                atoms.append([Span(s.start + i, s.start + i + len(w), w, "text", aligned=True)])
+                i += len(w)
+        elif len(s.out) > opts.max_chars:
+            step = opts.max_chars
+            for k in range(0, len(s.out), step):
+                a = s.start if k == 0 else s.end
+                atoms.append([Span(a, s.end, s.out[k:k + step], s.kind)])
+        elif atoms and not s.out:
+            atoms[-1].append(s)              # silent spans ride with the previous atom
+        else:
+            atoms.append([s])
+    return atoms
+
+
+def _fit_sentence(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
+    """A sentence as one or more parts that each fit: clause marks first, then word boundaries."""
+    if _fits(_out(spans), opts):
+        return [spans]
+    parts: list[list[Span]] = []
+    for clause in _pack(_split_groups(spans, CLAUSE), opts):
+        if _fits(_out(clause), opts):
+            parts.append(clause)
+        else:
+            parts.extend(_pack(_words(clause, opts), opts))
+    return parts
+
+
+def _pause_of(spans: list[Span]) -> PauseKind:
+    b = spans[-1].boundary if spans else 0
+    return "sentence" if b >= SENTENCE else "clause"
+
+
+def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool) -> Iterator[_Draft]:
+    """Drafts tiling one unit (title or paragraph); none when it has nothing to say."""
+    def parts() -> Iterator[list[Span]]:
+        sentence: list[Span] = []
+        for sp in iter_spans(text, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn):
+            sentence.append(sp)
+            if sp.boundary >= SENTENCE:
+                yield from _fit_sentence(sentence, opts)
+                sentence = []
+        if sentence:
+            yield from _fit_sentence(sentence, opts)
+
+    cur: list[Span] = []
+    cur_text = ""
+    start = 0
+    last: _Draft | None = None
+    for part in parts():
+        t = _out(part)
+        if not cur or speakable_chars(t) == 0 or speakable_chars(cur_text) == 0:
+            cur, cur_text = cur + part, cur_text + t
+            continue
+        short = speakable_chars(t) < opts.min_chars or speakable_chars(cur_text) < opts.min_chars
+        joined = cur_text + t
+        if _fits(joined, opts) and (short or estimate_seconds(cur_text) < opts.target_seconds):
+            cur, cur_text = cur + part, joined
+            continue
+        end = cur[-1].end
+        if last is not None:
+            yield last
+        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title)
+        start = end
+        cur, cur_text = part, t
+    if cur and speakable_chars(cur_text) > 0:
+        if last is not None:
+            yield last
+        last = _Draft(ui, start, ui, len(text), cur_text.strip(), "paragraph", title)
+    elif last is not None:
+        # trailing marks without speech ride with the previous draft
+        last = replace(last, o1=len(text), text=(last.text + cur_text).strip(), pause="paragraph")
+    if last is not None:
+        yield last
+
+
+def _merge(a: _Draft, b: _Draft) -> _Draft:
+    sep = ""
+    if a.u1 != b.u0 and a.text and a.text[-1] not in _MARKS:
+        sep = "。"
+    return _Draft(a.u0, a.o0, b.u1, b.o1, a.text + sep + b.text, b.pause, False, a.notes + b.notes)
+
+
+def _short(d: _Draft, opts: SegmentOptions) -> bool:
+    return speakable_chars(d.text) < opts.min_chars
+
+
+def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) -> Iterator[Segment]:
+    """Segments of one chapter, in order (a stream; see segment_chapter)."""
+    opts.validate()
+    units = chapter_units(chapter)
+    has_title = bool(units) and units[0] is chapter.title
+
+    def drafts() -> Iterator[_Draft]:
+        for ui, text in enumerate(units):
+            yield from _unit_drafts(ui, text, opts, title=has_title and ui == 0)
+
+    def merged() -> Iterator[_Draft]:
+        prev: _Draft | None = None
+        for d in drafts():
+            if prev is not None and not prev.title and not d.title:
+                if (_short(d, opts) or _short(prev, opts)) and _fits(prev.text + "。" + d.text, opts):
+                    prev = _merge(prev, d)
+                    continue
+            if prev is not None:
+                yield prev
+            prev = d
+        if prev is not None:
+            yield prev
+
+    index = 0
+    pending: Segment | None = None
+    for d in merged():
+        if pending is not None:
+            yield pending
+        src = _source(units, d)
+        pause: PauseKind = "paragraph" if d.title and d.pause == "paragraph" else d.pause
+        pending = Segment(chapter=chapter.index, index=index, text=d.text, source_text=src, pause_after=pause,
+                          notes=tuple(d.notes))
+        index += 1
+    if pending is not None:
+        yield replace(pending, pause_after="chapter")
+
+
+def _source(units: list[str], d: _Draft) -> str:
+    if d.u0 == d.u1:
+        return units[d.u0][d.o0:d.o1]
+    pieces = [units[d.u0][d.o0:]] + units[d.u0 + 1:d.u1] + [units[d.u1][:d.o1]]
+    return "\n".join(pieces)
+
+
+def segment_chapter(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) -> list[Segment]:
+    """The chapter as segments: title first, 15-30 s each, every source character in exactly one segment
+    (or removed with a reason - see tasks.coverage.audit_chapter)."""
+    return list(iter_segments(chapter, opts=opts))

@@ -1,0 +1,687 @@
+"""Chinese text normalization for ChatTTS: Traditional -> Simplified, a user lexicon, numbers/dates/units read
+aloud (wetext FSTs on the digit-bearing windows only, plus our own rules), every punctuation mark mapped to one
+ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of what and why.
+
+The core is `iter_spans(text)`: a stream of `Span`s that tile the source text in order.  Each span says which
+source characters `[start, end)` became which output text, of what kind, and - for removals - why.  `normalize`
+joins the outputs; `normalize_with_map` also returns the spans; the segmenter cuts between spans and the coverage
+audit lists the removals.  Work is done per sentence-sized chunk, so memory stays bounded on huge paragraphs.
+
+Output alphabet (what ChatTTS's own normalizer lets through, `ChatTTS/norm.py` reject pattern): CJK ideographs
+U+4E00-U+9FFF and 〇, ASCII letters, single spaces between Latin words, and the marks `，` `。` `、` (plus `.` inside
+Latin abbreviations).  Everything else is mapped (see PUNCT_TABLE) or removed with a reason (REMOVAL_REASONS).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
+
+# ---------------------------------------------------------------------------------------------------------------
+# Constants
+# ---------------------------------------------------------------------------------------------------------------
+MAX_CHUNK_CHARS = 2_000          # characters: a chunk with no sentence mark is cut near this length
+TN_CONTEXT_CHARS = 4             # CJK characters of context either side of a digit run handed to wetext
+TN_MAX_WINDOW_CHARS = 200        # characters: longer digit windows are verbalized in pieces
+
+# Boundary strength after a span: where the segmenter may cut, and which pause follows.
+NONE, CLAUSE, SENTENCE = 0, 1, 2
+
+SpanKind = Literal["text", "tn", "punct", "space", "lexicon", "removed"]
+
+# Punctuation table: source mark -> (output mark, boundary).  Output "" drops the mark (no pause of its own).
+# Runs of marks with no speech between them collapse to the strongest output (。 > ， > 、) - e.g. `。」` -> `。`,
+# `？！` -> `。`, `：「` -> `，`.  The README section "Punctuation" is generated from this table.
+_P: dict[str, tuple[str, int]] = {}
+
+
+def _marks(chars: str, out: str, boundary: int) -> None:
+    for c in chars:
+        _P[c] = (out, boundary)
+
+
+_marks("。．｡.", "。", SENTENCE)                # full stop; ． is the full-width period of 紅樓夢
+_marks("！!﹗", "。", SENTENCE)                  # ChatTTS's normalizer maps ！ to 。
+_marks("？?﹖", "。", SENTENCE)                  # ChatTTS deletes ？ outright; 。 keeps the sentence pause
+_marks("…⋯", "。", SENTENCE)                    # …… ellipsis: a full pause
+_marks("；;﹔", "，", SENTENCE)                  # a sentence boundary for the segmenter, spoken as a comma pause
+_marks("，,﹐、﹑､", "，", CLAUSE)
+_marks("、﹑､", "、", CLAUSE)                    # enumeration comma: ChatTTS keeps 、
+_marks("：:︰﹕∶", "，", CLAUSE)                 # ︰ (U+FE30) is the colon of 吶喊
+_marks("—–―─━－‐‑‒⸺⸻", "，", CLAUSE)            # —— dash pair: a clause pause
+_marks("~～〜", "，", CLAUSE)                    # wave dash outside numbers (inside numbers TN reads 到)
+_marks("（(【［[〔｛{〖〘", "，", CLAUSE)           # opening brackets: a parenthetical pause
+_marks("）)】］]〕｝}〗〙", "，", CLAUSE)
+_marks("「『“‘\"'〝〞〟＂＇﹁﹂﹃﹄‹›«»", "", NONE)   # quotes: no sound of their own
+_marks("」』”’", "", NONE)
+_marks("《》〈〉<>＜＞", "", NONE)                 # book-title marks: read straight through
+_marks("·・•‧∙・", "", NONE)                     # middle dot in transliterated names
+_marks("/／\\＼|｜", "，", CLAUSE)               # slash outside numbers: "A/B" -> A，B
+_marks("*＊#＃@＠^＾_＿`｀=＝+＋§¶†‡※〃", "", NONE)  # layout and reference symbols (*** section breaks)
+PUNCT_TABLE: dict[str, tuple[str, int]] = dict(_P)
+
+_STRENGTH = {"": 0, "、": 1, "，": 2, "。": 3}
+
+# Why a character can be removed.  Every removal is recorded (position, text, reason) and listed by the audit.
+REMOVAL_REASONS = {
+    "placeholder": "a missing-glyph placeholder (□ ■ 囗 ?) in the source",
+    "glyph-description": "a 【…】 description of a character the source could not encode (山海經: 【上丞下□】)",
+    "markup": "an HTML/XML tag left in the text",
+    "emoji": "an emoji or pictograph",
+    "private-use": "a private-use code point (font-specific glyph)",
+    "control": "a control or format character (zero-width, BOM, bidi marks)",
+    "unassigned": "an unassigned or invalid code point",
+    "combining-mark": "a combining mark without a base ChatTTS can read",
+    "unsupported-script": "a letter of a script ChatTTS does not read (kana, hangul, Greek, Cyrillic, ...)",
+    "rare-glyph": "a CJK ideograph outside U+4E00-U+9FFF (ChatTTS's tokenizer has no entry)",
+    "symbol": "a symbol with no reading outside a number (currency, math, arrows, boxes)",
+}
+
+_CJK = "\u4e00-\u9fff\u3007"
+_RE_CJK = re.compile(f"[{_CJK}]")
+_RE_DIGIT = re.compile(r"[0-9０-９]")
+# Chunks: up to and including a run of sentence marks and the closing quotes/brackets after it.
+_RE_CHUNK = re.compile(r"[^。．｡！!？﹖﹗…⋯；;\n]*(?:[。．｡！!？﹖﹗…⋯；;\n]+[」』”’）)】\]》〉\"'\s]*|$)")
+_RE_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]{0,200})?/?>")
+_RE_GLYPH = re.compile(r"[【\[][^【】\[\]。，！？；\n]{1,16}[】\]]")
+_RE_GLYPH_WORDS = re.compile(r"[□■囗?？]|[上下左右外内內中].*[下右内內中]|[换換去加]")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public types
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Source characters [start, end) became `out`.  `aligned`: out[i] is the reading of source char start+i."""
+    start: int
+    end: int
+    out: str
+    kind: SpanKind
+    reason: str = ""
+    boundary: int = NONE
+    aligned: bool = False
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A source character run that was removed as unspeakable."""
+    start: int
+    text: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"pos": self.start, "text": self.text, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class NormalizeOptions:
+    t2s: bool = True                 # Traditional -> Simplified (OpenCC t2s)
+    tn: bool = True                  # verbalize numbers, dates, units (wetext + our rules)
+    lexicon: "Lexicon | None" = None
+
+    def validate(self) -> "NormalizeOptions":
+        if self.lexicon is not None and not isinstance(self.lexicon, Lexicon):
+            raise ValueError(f"lexicon must be a Lexicon, not {type(self.lexicon).__name__}")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Lexicon
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lexicon:
+    """User replacements applied before TN: `word<TAB>replacement` lines, `#` comments, UTF-8.
+
+    Longest match wins; later files override earlier ones (global first, then the book's).  Keys are matched
+    after Traditional -> Simplified conversion, so a Simplified key also matches Traditional text."""
+    entries: tuple[tuple[str, str], ...] = ()
+    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+
+    @classmethod
+    def load(cls, *paths: str | Path) -> "Lexicon":
+        from tasks.book import BookError
+        merged: dict[str, str] = {}
+        for path in paths:
+            try:
+                text = Path(path).read_text(encoding="utf-8-sig")
+            except FileNotFoundError:
+                raise BookError(str(path), "lexicon file not found") from None
+            except UnicodeDecodeError:
+                raise BookError(str(path), "lexicon file is not UTF-8") from None
+            for lineno, line in enumerate(text.splitlines(), 1):
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                if "\t" not in line:
+                    raise BookError(str(path), f"line {lineno}: expected word<TAB>replacement")
+                word, repl = line.split("\t", 1)
+                word, repl = word.strip(), repl.strip()
+                if not word:
+                    raise BookError(str(path), f"line {lineno}: empty word")
+                merged[word] = repl
+        return cls(tuple(merged.items()))
+
+    @classmethod
+    def from_dict(cls, mapping: dict[str, str]) -> "Lexicon":
+        return cls(tuple((k, v) for k, v in mapping.items() if k))
+
+    def pattern(self, t2s: bool) -> tuple[re.Pattern | None, dict[str, str]]:
+        key = ("t2s" if t2s else "raw")
+        if key not in self._cache:
+            table: dict[str, str] = {}
+            for word, repl in self.entries:
+                table[word] = repl
+                if t2s:
+                    table.setdefault(_t2s(word), repl)
+            words = sorted(table, key=len, reverse=True)
+            pat = re.compile("|".join(map(re.escape, words))) if words else None
+            self._cache[key] = (pat, table)
+        return self._cache[key]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Lazy heavy helpers
+# ---------------------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _opencc():
+    import opencc
+    return opencc.OpenCC("t2s")
+
+
+def _t2s(text: str) -> str:
+    return _opencc().convert(text)
+
+
+@lru_cache(maxsize=1)
+def _wetext():
+    from wetext import Normalizer
+    return Normalizer(lang="zh", operator="tn")
+
+
+@lru_cache(maxsize=65_536)
+def _wetext_normalize(text: str) -> str:
+    return _wetext().normalize(text)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Character classes
+# ---------------------------------------------------------------------------------------------------------------
+def _is_cjk(c: str) -> bool:
+    return "\u4e00" <= c <= "\u9fff" or c == "\u3007"
+
+
+def _is_latin(c: str) -> bool:
+    return c.isascii() and c.isalpha()
+
+
+@lru_cache(maxsize=8_192)
+def classify(c: str) -> tuple[str, SpanKind, str, int]:
+    """(output, kind, reason, boundary) for one character outside a number window, without context."""
+    if c in "□■囗":
+        return "", "removed", "placeholder", NONE
+    if _is_cjk(c) or _is_latin(c):
+        return c, "text", "", NONE
+    if c in PUNCT_TABLE:
+        out, b = PUNCT_TABLE[c]
+        return out, "punct", "", b
+    if c.isspace():
+        return " ", "space", "", NONE
+    if c in "□■囗":
+        return "", "removed", "placeholder", NONE
+    cp = ord(c)
+    cat = unicodedata.category(c)
+    if cat == "Co":
+        return "", "removed", "private-use", NONE
+    if cat in ("Cn", "Cs"):
+        return "", "removed", "unassigned", NONE
+    if cat in ("Cc", "Cf"):
+        return "", "removed", "control", NONE
+    if cp >= 0x1F000 or 0x2600 <= cp <= 0x27BF or 0x2B00 <= cp <= 0x2BFF or cp in (0xFE0F, 0xFE0E, 0x200D):
+        return "", "removed", "emoji", NONE
+    folded = unicodedata.normalize("NFKC", c)
+    if folded != c and folded and all(_is_cjk(x) or _is_latin(x) for x in folded):
+        return folded, "text", "", NONE         # full-width letters, compatibility ideographs, Kangxi radicals
+    if folded != c and len(folded) == 1 and folded in PUNCT_TABLE:
+        out, b = PUNCT_TABLE[folded]
+        return out, "punct", "", b
+    if cat.startswith("M"):
+        return "", "removed", "combining-mark", NONE
+    if cat.startswith("L"):
+        base = unicodedata.normalize("NFKD", c)[0]
+        if _is_latin(base):                     # é -> e
+            return base, "text", "", NONE
+        if 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x3FFFF or 0xF900 <= cp <= 0xFAFF:
+            return "", "removed", "rare-glyph", NONE
+        return "", "removed", "unsupported-script", NONE
+    if cat.startswith("P"):                       # other punctuation: brackets pause, the rest is silent
+        if cat in ("Ps", "Pe", "Pd"):
+            return "，", "punct", "", CLAUSE
+        return "", "punct", "", NONE
+    if cat == "Nd" or cat.startswith("N"):
+        return "", "removed", "symbol", NONE      # only reached for numbers outside digit windows
+    return "", "removed", "symbol", NONE
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Numbers (TN)
+# ---------------------------------------------------------------------------------------------------------------
+_DIGITS = "零一二三四五六七八九"
+_FW = str.maketrans({chr(0xFF10 + i): str(i) for i in range(10)} | {
+    "％": "%", "．": ".", "：": ":", "／": "/", "－": "-", "＋": "+", "～": "~", "，": ",", "￥": "¥", "＄": "$",
+    "℃": "°C", "℉": "°F", "＝": "=", "×": "×"})
+# Characters that may sit inside a number window (between or around digits).
+_NUM_INNER = set("0123456789.,:/-~+%°×÷=^²³$¥￥€£")
+# A digit window: digit runs with their number-internal punctuation, ASCII letters (units), and currency.
+_RE_NUMTOK = re.compile(
+    r"[-+−±]?[$¥￥€£]?\s?[0-9](?:[0-9A-Za-z%°².,:/\-~+×÷=²³ ]*[0-9A-Za-z%°²³])?")
+
+
+def digits_zh(s: str) -> str:
+    """Read a digit string one digit at a time (phone numbers, years, codes): 2024 -> 二零二四."""
+    return "".join(_DIGITS[int(d)] if d.isdigit() else d for d in s)
+
+
+def cardinal_zh(s: str) -> str:
+    """Read a non-negative integer string as a cardinal with 二 (not 两): 10 -> 十, 102 -> 一百零二."""
+    s = s.lstrip("0") or "0"
+    if len(s) > 16:
+        return digits_zh(s)
+    n = int(s)
+    if n == 0:
+        return "零"
+    units = ["", "十", "百", "千"]
+    bigs = ["", "万", "亿", "万亿"]
+    groups = []
+    while n:
+        groups.append(n % 10_000)
+        n //= 10_000
+    out = []
+    zero_pending = False
+    for gi in range(len(groups) - 1, -1, -1):
+        g = groups[gi]
+        if g == 0:
+            zero_pending = bool(out)
+            continue
+        if out and (zero_pending or g < 1000):
+            out.append("零")
+        zero_pending = False
+        ds = f"{g:04d}" if out else str(g)
+        part = []
+        zeros = False
+        for i, d in enumerate(ds):
+            pos = len(ds) - 1 - i
+            if d == "0":
+                zeros = bool(part)
+                continue
+            if zeros:
+                part.append("零")
+                zeros = False
+            part.append(_DIGITS[int(d)] + units[pos])
+        out.append("".join(part) + bigs[gi])
+    text = "".join(out)
+    if text.startswith("一十"):
+        text = text[1:]
+    return text
+
+
+def _verbalize_number_window(text: str) -> str:
+    """Verbalize one window of text that contains digits: our pre-rules, wetext, our post-rules."""
+    from tasks import tn_rules
+    pre = tn_rules.pre(text)
+    out = _wetext_normalize(pre) if _RE_DIGIT.search(pre) else pre
+    return tn_rules.post(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Chunking and span production
+# ---------------------------------------------------------------------------------------------------------------
+def _iter_chunks(text: str) -> Iterator[tuple[int, int]]:
+    """Sentence-sized [start, end) chunks tiling `text`, each at most MAX_CHUNK_CHARS (+ trailing marks)."""
+    pos, n = 0, len(text)
+    while pos < n:
+        m = _RE_CHUNK.match(text, pos)
+        end = m.end() if m and m.end() > pos else n
+        if end - pos > MAX_CHUNK_CHARS:
+            limit = pos + MAX_CHUNK_CHARS
+            cut = max(text.rfind(c, pos + MAX_CHUNK_CHARS // 2, limit) for c in "，,、 　：")
+            end = cut + 1 if cut > 0 else limit
+            while pos < end < n and (text[end - 1].isdigit() or text[end].isdigit()) and end < limit + 64:
+                end += 1                                  # never cut inside a number
+        yield pos, end
+        pos = end
+
+
+def _t2s_aligned(chunk: str, on: bool) -> str:
+    """Simplified text with the same length as `chunk` (per-character conversion if phrases changed length)."""
+    if not on or chunk.isascii():
+        return chunk
+    conv = _t2s(chunk)
+    if len(conv) == len(chunk):
+        return conv
+    return "".join(x if len(x := _t2s(c)) == 1 else c for c in chunk)
+
+
+def _find_removals(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
+    """Context-dependent removals inside text[start:end]: markup tags, glyph descriptions, '?' placeholders."""
+    found: list[tuple[int, int, str]] = []
+    seg = text[start:end]
+    if "<" in seg:
+        for m in _RE_TAG.finditer(text, start, end):
+            found.append((m.start(), m.end(), "markup"))
+    if "【" in seg or "[" in seg:
+        for m in _RE_GLYPH.finditer(text, start, end):
+            inner = m.group()[1:-1]
+            inline = m.start() > 0 and _is_cjk(text[m.start() - 1])
+            if _RE_GLYPH_WORDS.search(inner) or (inline and 2 <= len(inner.strip()) <= 4
+                                                   and all(_is_cjk(c) or c.isspace() for c in inner)):
+                found.append((m.start(), m.end(), "glyph-description"))
+    if "?" in seg:
+        for i in range(start, end):
+            if text[i] == "?":
+                nxt = text[i + 1] if i + 1 < len(text) else ""
+                prv = text[i - 1] if i > 0 else ""
+                if _is_cjk(nxt) or nxt == "?" or (prv == "?" and not nxt.isspace() and nxt != ""):
+                    found.append((i, i + 1, "placeholder"))
+                elif prv == "?" or (prv and _is_cjk(prv) and nxt in "，。、,"):
+                    found.append((i, i + 1, "placeholder"))
+    if "○" in seg:
+        for i in range(start, end):
+            if text[i] == "○" and not (
+                    (i > 0 and text[i - 1] in "一二三四五六七八九十〇○零")
+                    or (i + 1 < len(text) and text[i + 1] in "一二三四五六七八九十〇○零")):
+                found.append((i, i + 1, "placeholder"))
+    found.sort()
+    merged: list[tuple[int, int, str]] = []
+    for s, e, r in found:
+        if merged and s < merged[-1][1]:
+            continue
+        merged.append((s, e, r))
+    return merged
+
+
+def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
+    """[s, e) windows (absolute) around digit runs, with up to TN_CONTEXT_CHARS CJK characters either side."""
+    wins: list[tuple[int, int]] = []
+    for m in _RE_NUMTOK.finditer(work, start, end):
+        s, e = m.start(), m.end()
+        k = 0
+        while s > start and k < TN_CONTEXT_CHARS and (_is_cjk(work[s - 1]) or work[s - 1] in "第负正约"):
+            s -= 1
+            k += 1
+        k = 0
+        while e < end and k < TN_CONTEXT_CHARS and (_is_cjk(work[e]) or work[e] in "%％℃°"):
+            e += 1
+            k += 1
+        if wins and s <= wins[-1][1]:
+            wins[-1] = (wins[-1][0], e)
+        else:
+            wins.append((s, e))
+    return wins
+
+
+def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
+    """Spans tiling text[start:end], before punctuation collapsing."""
+    chunk = text[start:end]
+    work_chunk = _t2s_aligned(chunk, opts.t2s)
+    # Work in absolute coordinates on a same-length simplified copy: work[i] <-> text[i].
+    work = _Offset(work_chunk, start)
+    removals = _find_removals(text, start, end)
+    spans: list[Span] = []
+
+    # Lexicon matches first (on the simplified text), then number windows, then characters.
+    lex_hits: list[tuple[int, int, str]] = []
+    if opts.lexicon is not None:
+        pat, table = opts.lexicon.pattern(opts.t2s)
+        if pat is not None:
+            for m in pat.finditer(work_chunk):
+                lex_hits.append((m.start() + start, m.end() + start, table[m.group()]))
+
+    blocked = sorted([(s, e, "removed", r) for s, e, r in removals]
+                     + [(s, e, "lexicon", rep) for s, e, rep in lex_hits])
+    # Resolve overlaps: earlier wins.
+    events: list[tuple[int, int, str, str]] = []
+    for ev in blocked:
+        if events and ev[0] < events[-1][1]:
+            continue
+        events.append(ev)
+
+    pos = start
+    for s, e, kind, val in events + [(end, end, "", "")]:
+        if pos < s:
+            spans.extend(_plain_spans(text, work, pos, s, opts))
+        if kind == "removed":
+            spans.append(Span(s, e, "", "removed", val))
+        elif kind == "lexicon":
+            inner = normalize(val, t2s=False, lexicon=None) if val else ""
+            spans.append(Span(s, e, inner, "lexicon"))
+        pos = max(pos, e)
+    return spans
+
+
+class _Offset:
+    """A string viewed at absolute offsets (work[i] for i in [base, base+len))."""
+    __slots__ = ("s", "base")
+
+    def __init__(self, s: str, base: int):
+        self.s, self.base = s, base
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self.s[i.start - self.base:i.stop - self.base]
+        return self.s[i - self.base]
+
+
+def _plain_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
+    """Spans for a stretch with no lexicon hits or context removals: number windows, then characters."""
+    spans: list[Span] = []
+    pos = start
+    seg = work[start:end]
+    wins = []
+    if opts.tn and _RE_DIGIT.search(seg):
+        folded = seg.translate(_FW)              # same length: full-width digits/marks -> ASCII
+        wins = _number_windows(folded, 0, len(folded))
+        wins = [(s + start, e + start) for s, e in wins]
+    for ws, we in wins + [(end, end)]:
+        if pos < ws:
+            spans.extend(_char_spans(text, work, pos, ws))
+        if ws < we:
+            spans.extend(_tn_spans(text, work, ws, we))
+        pos = max(pos, we)
+    return spans
+
+
+def _tn_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
+    """One number window -> spans; unspeakable characters inside are removed first (and recorded)."""
+    spans: list[Span] = []
+    kept = []
+    for i in range(start, end):
+        c = work[i]
+        out, kind, reason, _ = classify(c) if not (c.isascii() or c in "０１２３４５６７８９％．：／－＋～￥＄℃℉＝×÷°²³€£") \
+            else (c, "text", "", NONE)
+        if kind == "removed":
+            spans.append(Span(i, i + 1, "", "removed", reason))
+        else:
+            kept.append(c)
+    window = "".join(kept).translate(_FW)
+    if len(window) > TN_MAX_WINDOW_CHARS:
+        out = "".join(_verbalize_number_window(window[i:i + TN_MAX_WINDOW_CHARS])
+                      for i in range(0, len(window), TN_MAX_WINDOW_CHARS))
+    else:
+        out = _verbalize_number_window(window)
+    out = _clean_output(out)
+    # The TN span covers the whole window; removed characters inside are reported by separate zero-output spans
+    # that come first (the segmenter never cuts inside a window).
+    return _interleave_removed(spans, Span(start, end, out, "tn"))
+
+
+def _interleave_removed(removed: list[Span], tn: Span) -> list[Span]:
+    """A window with removed characters inside: report them as removals, and the window as one TN span.
+
+    To keep spans tiling the source without overlap, the TN span is split around each removed character:
+    the first piece carries the whole output; later pieces carry none."""
+    out: list[Span] = []
+    pos = tn.start
+    first = True
+    for r in removed:
+        if pos < r.start:
+            out.append(Span(pos, r.start, tn.out if first else "", "tn"))
+            first = False
+        out.append(r)
+        pos = r.end
+    if pos < tn.end:
+        out.append(Span(pos, tn.end, tn.out if first else "", "tn"))
+        first = False
+    if first:                                    # everything removed but the window had output: keep it
+        out.append(Span(tn.end, tn.end, tn.out, "tn"))
+    return out
+
+
+def _clean_output(s: str) -> str:
+    """Map what TN left behind (marks, stray digits, symbols) into the output alphabet."""
+    res = []
+    for c in s:
+        if _is_cjk(c) or _is_latin(c) or c == " ":
+            res.append(c)
+        elif c.isdigit() and c.isascii():
+            res.append(_DIGITS[int(c)])
+        elif c in PUNCT_TABLE:
+            res.append(PUNCT_TABLE[c][0])
+        else:
+            out, kind, _, _ = classify(c)
+            if kind in ("text", "punct"):
+                res.append(out)
+    return "".join(res).strip()
+
+
+def _char_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
+    """Character-level spans: runs of speakable text merged into one aligned span."""
+    spans: list[Span] = []
+    run_start = -1
+    run: list[str] = []
+
+    def flush(i: int) -> None:
+        nonlocal run_start, run
+        if run_start >= 0:
+            out = "".join(run)
+            spans.append(Span(run_start, i, out, "text", aligned=len(out) == i - run_start))
+            run_start, run = -1, []
+
+    for i in range(start, end):
+        c = work[i]
+        out, kind, reason, boundary = classify(c)
+        if kind == "text":
+            if run_start < 0:
+                run_start = i
+            run.append(out)
+            continue
+        flush(i)
+        if kind == "punct" and c in ".." and c == "." and 0 < i < len(text) - 1 \
+                and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
+            out, boundary = ".", NONE              # e.g. "e.g" inside Latin words
+        if kind == "punct" and c in "-‐‑－" and 0 < i < len(text) - 1 \
+                and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
+            out, kind, boundary = " ", "space", NONE  # hyphenated Latin words
+        if kind == "punct" and c in "'’" and 0 < i < len(text) - 1 \
+                and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
+            out = ""
+        spans.append(Span(i, i + 1, out, kind, reason, boundary))
+    flush(end)
+    return spans
+
+
+def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
+    """Resolve whitespace by context and collapse runs of marks to the strongest one."""
+    res: list[Span] = []
+    n = len(spans)
+    i = 0
+    while i < n:
+        sp = spans[i]
+        if sp.kind not in ("punct", "space", "removed") or (sp.kind == "removed" and sp.start == sp.end):
+            if sp.out:
+                state["last"] = sp.out[-1]
+            res.append(sp)
+            i += 1
+            continue
+        # A run of marks/spaces/removals with no speech in it.
+        j = i
+        while j < n and (spans[j].kind in ("punct", "space") or (spans[j].kind == "removed")) \
+                and not (spans[j].kind == "removed" and spans[j].start == spans[j].end):
+            j += 1
+        run = spans[i:j]
+        nxt = next((s.out[0] for s in spans[j:] if s.out), "")
+        prev = state.get("last", "")
+        best_out, best_at, bound = "", -1, NONE
+        for k, s in enumerate(run):
+            bound = max(bound, s.boundary)
+            if s.kind == "punct" and _STRENGTH.get(s.out, 0) > _STRENGTH.get(best_out, 0):
+                best_out, best_at = s.out, k
+        if best_at < 0:
+            if any(s.out == "." for s in run):
+                best_at = next(k for k, s in enumerate(run) if s.out == ".")
+                best_out = "."
+            else:
+                has_space = any(s.kind == "space" for s in run)
+                ideo = any(s.kind == "space" and "\u3000" in text[s.start:s.end] for s in run)
+                if has_space and _latinish(prev) and _latinish(nxt):
+                    best_out = " "
+                elif ideo and _is_cjk(prev) and _is_cjk(nxt):
+                    best_out = "，"
+                    bound = max(bound, CLAUSE)
+                if best_out:
+                    best_at = next(k for k, s in enumerate(run) if s.kind == "space")
+        if not prev or prev in "，。、 ":
+            if best_out in ("，", "、", " ") or (best_out == "。" and not prev):
+                best_out = ""                       # nothing to pause after (paragraph start, or already paused)
+            elif best_out == "。" and prev in "，、":
+                # upgrade the previous comma is not possible here; keep the period
+                pass
+        for k, s in enumerate(run):
+            out = best_out if k == best_at else ""
+            if s.kind == "removed":
+                out = ""
+            res.append(Span(s.start, s.end, out, s.kind, s.reason, bound if k == len(run) - 1 else NONE,
+                            s.aligned and out == s.out))
+        if best_out:
+            state["last"] = best_out
+        i = j
+    return res
+
+
+def _latinish(c: str) -> bool:
+    return bool(c) and c.isascii() and c.isalnum()
+
+
+def iter_spans(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True) -> Iterator[Span]:
+    """Spans tiling `text` in order; chunk by chunk, so memory is bounded by the chunk size."""
+    opts = NormalizeOptions(t2s=t2s, tn=tn, lexicon=lexicon).validate()
+    state: dict = {}
+    for s, e in _iter_chunks(text):
+        yield from _finish(_chunk_spans(text, s, e, opts), text, state)
+
+
+def normalize_with_map(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None,
+                       tn: bool = True) -> tuple[str, list[Span]]:
+    """(normalized text, spans).  `removals(spans)` lists what was removed and why."""
+    spans = list(iter_spans(text, t2s=t2s, lexicon=lexicon, tn=tn))
+    return "".join(s.out for s in spans), spans
+
+
+def normalize(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True) -> str:
+    """Text ChatTTS can read aloud: simplified, numbers verbalized, marks mapped, unspeakables removed."""
+    return "".join(s.out for s in iter_spans(text, t2s=t2s, lexicon=lexicon, tn=tn))
+
+
+def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
+    """Removed (unspeakable) runs, adjacent ones of the same reason merged; positions offset by `base`."""
+    out: list[Removal] = []
+    for s in spans:
+        if s.kind != "removed" or s.start == s.end:
+            continue
+        if out and out[-1].reason == s.reason and out[-1].start + len(out[-1].text) == s.start + base:
+            last = out[-1]
+            out[-1] = Removal(last.start, last.text + text[s.start:s.end], last.reason)
+        else:
+            out.append(Removal(s.start + base, text[s.start:s.end], s.reason))
+    return out

@@ -1,0 +1,119 @@
+"""segment_chapter: sentence packing, limits, short-fragment merging, pauses, title first, coverage."""
+from __future__ import annotations
+
+import pytest
+
+from engine.units import estimate_seconds, speakable_chars
+from tasks.book import Chapter
+from tasks.coverage import CoverageReport, audit_chapter
+from tasks.segment import SegmentOptions, segment_chapter
+
+SENT = "士隱於書房閒坐，至手倦拋書，伏几少憩，不覺朦朧睡去。"   # 24 speakable chars, ~6 s
+
+
+def _chapter(*paras: str, title: str = "第一回　甄士隱夢幻識通靈") -> Chapter:
+    return Chapter(index=3, title=title, paragraphs=tuple(paras))
+
+
+def test_title_is_first_segment_with_paragraph_pause():
+    segs = segment_chapter(_chapter(SENT * 2))
+    assert segs[0].text == "第一回，甄士隐梦幻识通灵"
+    assert segs[0].pause_after == "paragraph"
+    assert segs[0].source_text == "第一回　甄士隱夢幻識通靈"
+    assert [s.index for s in segs] == list(range(len(segs)))
+    assert all(s.chapter == 3 for s in segs)
+    assert segs[-1].pause_after == "chapter"
+
+
+def test_sentences_packed_up_to_target_never_over_max():
+    opts = SegmentOptions()
+    segs = segment_chapter(_chapter(SENT * 12), opts=opts)[1:]
+    assert len(segs) >= 3
+    for s in segs:
+        assert estimate_seconds(s.text) <= opts.max_seconds
+        assert len(s.text) <= opts.max_chars
+    # packing: all but the last reach the target or could not take one more sentence
+    for s in segs[:-1]:
+        assert estimate_seconds(s.text) >= opts.target_seconds or estimate_seconds(s.text + "士隐于书房闲坐，至手倦抛书，伏几少憩，不觉朦胧睡去。") > opts.max_seconds
+    assert "".join(s.source_text for s in segs) == SENT * 12
+
+
+def test_pause_kinds():
+    segs = segment_chapter(_chapter(SENT * 6, SENT * 6))[1:]
+    kinds = [s.pause_after for s in segs]
+    assert kinds[-1] == "chapter"
+    assert "paragraph" in kinds and "sentence" in kinds
+
+
+def test_long_sentence_split_at_clauses_then_words_never_over_cap():
+    opts = SegmentOptions(max_chars=40, max_seconds=8, target_seconds=6)
+    long_clause = "那僧便念咒書符大展幻術將一塊大石登時變成一塊鮮明瑩潔的美玉且又縮成扇墜大小的可佩可拿"
+    segs = segment_chapter(_chapter("甲乙丙丁戊，" * 20 + long_clause + "。"), opts=opts)[1:]
+    for s in segs:
+        assert len(s.text) <= 40 and estimate_seconds(s.text) <= 8
+    assert "".join(s.source_text for s in segs) == "甲乙丙丁戊，" * 20 + long_clause + "。"
+    clause_cut = [s for s in segs if s.text.endswith("，")]
+    assert clause_cut and all(s.pause_after == "clause" for s in clause_cut)
+    # the over-long clause is cut between words: each piece is a run of jieba words
+    import jieba
+    words = set(jieba.cut(normalize_simpl(long_clause), HMM=False))
+    tail = [s.text.rstrip("。") for s in segs if s.text and s.text[0] in "那鲜且将变大"]
+    assert tail, [s.text for s in segs]
+
+
+def normalize_simpl(s):
+    from tasks.textnorm import normalize
+    return normalize(s)
+
+
+def test_short_fragments_merged():
+    segs = segment_chapter(_chapter("「是。」", SENT, "嗯。", SENT, "好。"))
+    body = segs[1:]
+    assert all(speakable_chars(s.text) >= 5 for s in body)
+    assert body[0].source_text.startswith("「是。」\n")
+    assert body[-1].source_text.endswith("\n好。")
+
+
+def test_title_alone_kept_even_when_short():
+    segs = segment_chapter(_chapter(SENT, title="序"))
+    assert segs[0].text == "序" and segs[0].pause_after == "paragraph"
+
+
+def test_no_title_no_paragraphs():
+    assert segment_chapter(Chapter(0, "", ())) == []
+    assert segment_chapter(Chapter(0, "", ("……", "□□"))) == []
+
+
+def test_options_validate():
+    with pytest.raises(ValueError, match="target_seconds"):
+        SegmentOptions(target_seconds=30, max_seconds=20).validate()
+    with pytest.raises(ValueError, match="min_chars"):
+        SegmentOptions(min_chars=200).validate()
+
+
+def test_audit_clean_chapter():
+    ch = _chapter("其上多?囗，多【上丞下□】木。" + SENT, "＊＊＊", SENT * 8)
+    segs = segment_chapter(ch)
+    rep = audit_chapter(ch, segs)
+    assert rep.ok, rep.unexplained
+    assert rep.coverage == 1.0
+    reasons = {r["reason"] for r in rep.removed}
+    assert reasons == {"placeholder", "glyph-description"}
+    assert rep.silent_outside >= 3                      # the ＊＊＊ line
+    back = CoverageReport.from_dict(__import__("json").loads(rep.to_json()))
+    assert back.removed == rep.removed and back.ok
+
+
+def test_audit_detects_lost_duplicated_and_altered_text():
+    ch = _chapter(SENT * 8)
+    segs = segment_chapter(ch)
+    assert len(segs) >= 3
+    lost = segs[:2] + segs[3:]
+    lost = [s.__class__(**{**s.__dict__, "index": i}) for i, s in enumerate(lost)]
+    assert any("no segment" in u["problem"] for u in audit_chapter(ch, lost).unexplained)
+    dup = segs[:3] + segs[2:]
+    dup = [s.__class__(**{**s.__dict__, "index": i}) for i, s in enumerate(dup)]
+    assert not audit_chapter(ch, dup).ok
+    altered = list(segs)
+    altered[2] = altered[2].__class__(**{**altered[2].__dict__, "text": altered[2].text[1:]})
+    assert any("does not match" in u["problem"] for u in audit_chapter(ch, altered).unexplained)

@@ -1,0 +1,116 @@
+"""normalize / normalize_with_map: t2s, punctuation table, TN windows, removals with reasons, lexicon."""
+from __future__ import annotations
+
+import pytest
+
+from tasks.book import BookError
+from tasks.textnorm import (PUNCT_TABLE, Lexicon, cardinal_zh, digits_zh, normalize, normalize_with_map,
+                            removals)
+
+# The output alphabet: CJK, 〇, ASCII letters, space, and the marks ChatTTS's normalizer keeps.
+ALLOWED_MARKS = set("，。、. ")
+
+
+def _alphabet_ok(s: str) -> bool:
+    return all(("\u4e00" <= c <= "\u9fff") or c == "〇" or (c.isascii() and c.isalpha()) or c in ALLOWED_MARKS
+               for c in s)
+
+
+def test_t2s_default_on_and_optional():
+    assert normalize("紅樓夢") == "红楼梦"
+    assert normalize("紅樓夢", t2s=False) == "紅樓夢"
+
+
+@pytest.mark.parametrize("src, out", [
+    ("他說：「我們已經吃過了！」", "他说，我们已经吃过了。"),
+    ("真的嗎？", "真的吗。"),
+    ("好．", "好。"),                           # full-width period of 紅樓夢
+    ("奇特︰冬天的蘆根", "奇特，冬天的芦根"),       # U+FE30 colon of 吶喊
+    ("他來了——又走了……", "他来了，又走了。"),
+    ("讀《紅樓夢》", "读红楼梦"),
+    ("約翰·史密斯", "约翰史密斯"),
+    ("甲；乙", "甲，乙"),
+    ("菱角、羅漢豆", "菱角、罗汉豆"),
+    ("「好。」", "好。"),                        # run of marks collapses to the strongest
+    ("第一回　甄士隱", "第一回，甄士隐"),            # ideographic space between CJK: a pause
+])
+def test_punctuation_map(src, out):
+    assert normalize(src) == out
+
+
+def test_every_table_entry_maps_into_the_alphabet():
+    for mark, (out, boundary) in PUNCT_TABLE.items():
+        assert out in ("", "，", "。", "、"), mark
+        assert boundary in (0, 1, 2)
+        assert _alphabet_ok(normalize("甲" + mark + "乙")), mark
+
+
+@pytest.mark.parametrize("src, out", [
+    ("今天是2024年3月5日", "今天是二零二四年三月五日"),
+    ("5月2日", "五月二日"),                       # wetext alone says 两日
+    ("共有1,000,000人", "共有一百万人"),
+    ("50%", "百分之五十"),
+    ("电话13812345678", "电话一三八一二三四五六七八"),
+    ("１２３", "一百二十三"),                      # full-width digits
+])
+def test_numbers(src, out):
+    assert normalize(src) == out
+
+
+def test_removals_are_listed_with_positions_and_reasons():
+    src = "其上多?囗，多【上丞下□】木😀。<br>"
+    out, spans = normalize_with_map(src)
+    assert out == "其上多，多木。"
+    got = [(r.start, r.text, r.reason) for r in removals(spans, src)]
+    assert got == [(3, "?囗", "placeholder"), (7, "【上丞下□】", "glyph-description"),
+                   (14, "😀", "emoji"), (16, "<br>", "markup")]
+
+
+def test_question_mark_after_latin_is_not_a_placeholder():
+    assert normalize("Is it OK?") == "Is it OK。"
+
+
+def test_spans_tile_the_source():
+    src = "第3回：他說「2人」來了。\u200b多?囗 ABC def！"
+    _, spans = normalize_with_map(src)
+    pos = 0
+    for s in spans:
+        assert s.start == pos or (s.start == s.end == pos)
+        pos = s.end
+    assert pos == len(src)
+
+
+def test_private_use_control_and_kana_removed():
+    out, spans = normalize_with_map("甲\ue000乙\x07丙ヾ丁")
+    assert out == "甲乙丙丁"
+    assert [r.reason for r in removals(spans, "甲\ue000乙\x07丙ヾ丁")] == [
+        "private-use", "control", "unsupported-script"]
+
+
+def test_lexicon_applies_before_tn_and_matches_traditional(tmp_path):
+    g = tmp_path / "global.tsv"
+    g.write_text("# polyphones\n银行\t银杭\n", encoding="utf-8")
+    b = tmp_path / "book.tsv"
+    b.write_text("甄士隐\t真是隐\nV2\t第二版\n", encoding="utf-8")
+    lex = Lexicon.load(g, b)
+    assert normalize("去銀行找甄士隱，買V2", lexicon=lex) == "去银杭找真是隐，买第二版"
+
+
+def test_lexicon_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("no tab here\n", encoding="utf-8")
+    with pytest.raises(BookError, match="bad.tsv: line 1"):
+        Lexicon.load(bad)
+    with pytest.raises(BookError, match="not found"):
+        Lexicon.load(tmp_path / "missing.tsv")
+
+
+@pytest.mark.parametrize("n, zh", [("0", "零"), ("10", "十"), ("12", "十二"), ("102", "一百零二"),
+                                   ("1010", "一千零一十"), ("20000", "二万"), ("100005", "十万零五"),
+                                   ("120000000", "一亿二千万")])
+def test_cardinal(n, zh):
+    assert cardinal_zh(n) == zh
+
+
+def test_digits():
+    assert digits_zh("2024") == "二零二四"
