@@ -23,9 +23,10 @@ MIN_WRAP_WIDTH = 20                      # columns (CJK = 2); narrower "wrap wid
 WRAP_SLACK = 4                           # columns; a line this close to the wrap width is a wrapped line
 MIN_WRAPPED_SHARE = 0.25                 # share of text lines near the wrap width that marks a hard-wrapped file
 MAX_CONTROL_SHARE = 0.01                 # share of control characters above which decoded text is binary junk
+MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
 
 # Encodings we accept from detection: Chinese, Unicode, and single-byte Western ones.
-_ENCODING_ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030", "hz": "hz"}
+_ENCODING_ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030"}
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
@@ -105,7 +106,8 @@ def _detect(data: bytes) -> str | None:
     best = from_bytes(sample).best()
     if best is None:
         return None
-    return best.encoding.lower().replace("-", "_") if best.encoding not in ("utf_8", "ascii") else "utf-8"
+    name = best.encoding.lower().replace("_", "-")
+    return "utf-8" if name in ("utf-8", "ascii") else name
 
 
 def _looks_binary(text: str) -> bool:
@@ -114,7 +116,7 @@ def _looks_binary(text: str) -> bool:
     sample = text[:DETECT_SAMPLE_BYTES]
     bad = sum(1 for ch in sample if (ord(ch) < 32 and ch not in "\t\n\r\f\v") or 0x7F <= ord(ch) < 0xA0
               or 0xFFF0 <= ord(ch) <= 0xFFFF)
-    return bad > MAX_CONTROL_SHARE * len(sample)
+    return bad > max(MIN_CONTROL_CHARS, MAX_CONTROL_SHARE * len(sample))
 
 
 # ---------------------------------------------------------------------------------------------- cleanup
@@ -200,6 +202,47 @@ def numbered_heading(line: str) -> str | None:
         return s if not body or body[-1] not in "。．！？!?" else None
     # Glued title (第一章序): short, no punctuation at all.
     return s if len(rest) <= 15 and not _has_sentence_punct(rest) else None
+
+
+_DIGITS = {"零": 0, "〇": 0, "○": 0, "一": 1, "壹": 1, "二": 2, "贰": 2, "貳": 2, "两": 2, "兩": 2, "三": 3, "叁": 3,
+           "參": 3, "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "陸": 6, "七": 7, "柒": 7, "八": 8, "捌": 8,
+           "九": 9, "玖": 9}
+_UNITS = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
+
+
+def cn_number(s: str) -> int | None:
+    """Chinese or arabic numeral to int: 一百二十, 十九, 一二○ (digit by digit), 廿一, 120, １２０."""
+    s = s.strip()
+    if not s:
+        return None
+    if s.isdigit():
+        return int(s)
+    if s[0] in "廿卅":
+        rest = cn_number(s[1:]) if len(s) > 1 else 0
+        return None if rest is None else (20 if s[0] == "廿" else 30) + rest
+    if not any(ch in _UNITS for ch in s):
+        if not all(ch in _DIGITS for ch in s):
+            return None
+        n = 0
+        for ch in s:
+            n = n * 10 + _DIGITS[ch]
+        return n
+    total, digit = 0, None
+    for ch in s:
+        if ch in _DIGITS:
+            digit = _DIGITS[ch]
+        elif ch in _UNITS:
+            total += (1 if digit is None else digit) * _UNITS[ch]
+            digit = None
+        else:
+            return None
+    return total + (digit or 0)
+
+
+def heading_number(title: str) -> int | None:
+    """The number of a 第X回 heading (第一二○回 -> 120), else None."""
+    m = re.match(rf"^\s*第({_NUM})[{_UNIT}]", title)
+    return cn_number(m.group(1)) if m else None
 
 
 def special_heading(line: str) -> str | None:
@@ -382,10 +425,18 @@ def _paragraphs(block: list[str], wrap: int, indent_marks_paragraph: bool) -> li
     prev_full = False
     for ln in block:
         s = ln.strip()
-        if not s:
+        if not s or _is_separator(s):  # rule lines (-----, ＊＊＊) end a paragraph and are not text
             if cur:
                 paras.append(_join(cur))
                 cur = []
+            prev_full = False
+            continue
+        if len(s) <= MAX_HEADING_CHARS and (numbered_heading(s) or special_heading(s)):
+            # A section heading inside a chapter (阿Q正傳's 第九章大團圓) stands alone, even after a full line.
+            if cur:
+                paras.append(_join(cur))
+                cur = []
+            paras.append(_join([s]))
             prev_full = False
             continue
         if cur:
@@ -430,7 +481,10 @@ def read_txt(data: bytes, path: str) -> Book:
         chapters.append((title, front))
     for k, h in enumerate(heads):
         end = heads[k + 1].line if k + 1 < len(heads) else len(lines)
-        paras = _paragraphs(lines[h.line + h.consumed + 1:end], wrap, indent_marks_paragraph)
+        body = lines[h.line + h.consumed + 1:end]
+        # Wrap widths differ between parts of one file (紅樓夢: 52, 66, 70 columns): measure per chapter.
+        local = _wrap_width(body) if len(body) >= 40 else wrap
+        paras = _paragraphs(body, local or wrap, indent_marks_paragraph)
         htitle = clean_title(h.title)
         if paras and re.sub(r"\s+", "", paras[0]) == re.sub(r"\s+", "", htitle):
             paras = paras[1:]  # the title repeated as the first body line
