@@ -1,0 +1,748 @@
+"""EPUB 2/3 books read straight from the ZIP in memory (zipfile + lxml; never extracted to disk).
+
+Reading order is the spine (linear items only); chapter titles come from the TOC (EPUB3 nav, else NCX).
+A spine item without a TOC entry starts a chapter at its first h1-h3, or else continues the previous chapter.
+When the TOC is useless (Gutenberg's 山海經: one entry, the licence), chapters are split at headings found in
+the XHTML (h1-h3, or short stand-alone paragraphs styled as headings).
+
+Safety: XML is parsed without DTD loading, network access or entity resolution (lxml for XHTML, defusedxml for
+container/OPF/NCX); entity bombs are refused; ZIP entries are bounded in size and compression ratio; DRM
+(encryption.xml covering content documents) is refused, font obfuscation is not DRM."""
+from __future__ import annotations
+
+import html
+import io
+import posixpath
+import re
+import zipfile
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urldefrag
+
+from tasks.book import Book, BookError, BookMeta, Chapter
+from tasks.ingest_common import PG_END_RE, PG_START_RE, clean_title, collapse_ws, is_pg_boilerplate_title
+
+MAX_ENTRIES = 10_000                     # ZIP entries; more is not a book
+MAX_ENTRY_BYTES = 64 * 1024 * 1024       # bytes, decompressed size of one entry we read
+MAX_TOTAL_BYTES = 512 * 1024 * 1024      # bytes, decompressed size of all entries we read, together
+MAX_RATIO = 200                          # decompressed/compressed size of one entry (zip bombs reach 1000+)
+RATIO_MIN_BYTES = 1 * 1024 * 1024        # bytes; entries smaller than this are not ratio-checked
+MAX_COVER_BYTES = 16 * 1024 * 1024       # bytes; a larger cover image is left out
+MAX_ENTITY_DECLS = 64                    # entity declarations in one XHTML internal subset
+MAX_TOC_ENTRIES = 20_000                 # TOC entries read
+MAX_HEADING_CHARS = 40                   # characters; a "styled paragraph heading" is no longer than this
+
+OPF_NS = "http://www.idpf.org/2007/opf"
+DC_NS = "http://purl.org/dc/elements/1.1/"
+NCX_NS = "http://www.daisy.org/z3986/2005/ncx/"
+OPS_NS = "http://www.idpf.org/2007/ops"
+CONTAINER_NS = "urn:oasis:names:tc:opendocument:xmlns:container"
+ENC_NS = "http://www.w3.org/2001/04/xmlenc#"
+FONT_OBFUSCATION = {"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"}
+XHTML_TYPES = {"application/xhtml+xml", "text/html", "application/xml", "text/xml", "application/x-dtbook+xml"}
+
+SKIP_TAGS = {"script", "style", "head", "title", "rt", "rp", "img", "svg", "math", "audio", "video", "object",
+             "embed", "iframe", "canvas", "noscript", "template", "button", "input", "select", "textarea",
+             "map", "area", "meta", "link", "source", "track", "picture"}
+BLOCK_TAGS = {"p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "ul", "ol", "dl", "dt", "dd", "blockquote",
+              "pre", "section", "article", "header", "footer", "main", "figure", "figcaption", "table", "tr",
+              "td", "th", "caption", "tbody", "thead", "tfoot", "address", "hr", "body", "hgroup", "details",
+              "summary", "center", "nav", "aside", "fieldset", "legend", "form"}
+HEADING_TAGS = {"h1": 1, "h2": 2, "h3": 3}
+NOTE_TYPES = {"footnote", "endnote", "rearnote", "note", "footnotes", "endnotes", "rearnotes", "doc-footnote",
+              "doc-endnote", "doc-endnotes", "doc-footnotes"}
+NOTEREF_TYPES = {"noteref", "doc-noteref"}
+NAV_SKIP_TYPES = {"toc", "page-list", "landmarks", "doc-toc", "doc-pagelist"}
+PAGEBREAK_TYPES = {"pagebreak", "doc-pagebreak"}
+
+_ENTITY_DECL_RE = re.compile(rb"<!ENTITY\s+(%\s+)?([^\s>]+)\s+(SYSTEM|PUBLIC|\"[^\"]*\"|'[^']*')", re.I)
+_HTML_ENTITY_RE = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
+_XML_ENTITIES = {b"amp", b"lt", b"gt", b"quot", b"apos"}
+_MARGIN_RE = re.compile(r"margin-top\s*:\s*([0-9.]+)\s*(em|rem|ex)", re.I)
+_SENTENCE_PUNCT = set("。．，,！!？?；;：:、…")
+
+
+# ---------------------------------------------------------------------------------------------- ZIP
+class _Zip:
+    """Bounded, read-only access to the archive: names normalized, first entry of a duplicate name wins,
+    no path ever touches the file system."""
+
+    def __init__(self, data: bytes, path: str):
+        self.path = path
+        try:
+            self.zf = zipfile.ZipFile(io.BytesIO(data))
+            infos = self.zf.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError, OSError):
+            raise BookError(path, "truncated or corrupt ZIP archive") from None
+        if len(infos) > MAX_ENTRIES:
+            raise BookError(path, f"ZIP archive has too many entries ({len(infos)})")
+        self.entries: dict[str, zipfile.ZipInfo] = {}
+        self.lower: dict[str, str] = {}
+        for info in infos:
+            name = _norm_name(info.filename)
+            if name is None or info.is_dir():
+                continue
+            self.entries.setdefault(name, info)  # duplicates: the first one wins, deterministically
+            self.lower.setdefault(name.lower(), name)
+        self.total = 0
+
+    def resolve(self, name: str) -> str | None:
+        n = _norm_name(name)
+        if n is None:
+            return None
+        if n in self.entries:
+            return n
+        return self.lower.get(n.lower())  # case-insensitive fallback (books made on Windows)
+
+    def has(self, name: str) -> bool:
+        return self.resolve(name) is not None
+
+    def read(self, name: str, limit: int = MAX_ENTRY_BYTES) -> bytes:
+        key = self.resolve(name)
+        if key is None:
+            raise KeyError(name)
+        info = self.entries[key]
+        if info.flag_bits & 0x1:
+            raise BookError(self.path, f"ZIP entry is password-encrypted: {key}")
+        if info.file_size > limit:
+            raise BookError(self.path, f"ZIP entry too large ({info.file_size} bytes, limit {limit}): {key}")
+        if info.file_size >= RATIO_MIN_BYTES and info.file_size > MAX_RATIO * max(1, info.compress_size):
+            raise BookError(self.path, f"ZIP entry compression ratio too high (zip bomb?): {key}")
+        if self.total + info.file_size > MAX_TOTAL_BYTES:
+            raise BookError(self.path, f"book too large when decompressed (limit {MAX_TOTAL_BYTES} bytes)")
+        try:
+            with self.zf.open(info) as f:
+                # Declared sizes can lie: read at most limit+1 bytes and check the real size and ratio.
+                out = f.read(limit + 1)
+        except BookError:
+            raise
+        except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError, OSError, RuntimeError) as e:
+            raise BookError(self.path, f"truncated or corrupt ZIP archive ({_short(e)}): {key}") from None
+        except Exception as e:  # zlib.error, bz2/lzma errors
+            raise BookError(self.path, f"truncated or corrupt ZIP archive ({_short(e)}): {key}") from None
+        if len(out) > limit:
+            raise BookError(self.path, f"ZIP entry too large (over {limit} bytes): {key}")
+        if len(out) >= RATIO_MIN_BYTES and len(out) > MAX_RATIO * max(1, info.compress_size):
+            raise BookError(self.path, f"ZIP entry compression ratio too high (zip bomb?): {key}")
+        self.total += len(out)
+        if self.total > MAX_TOTAL_BYTES:
+            raise BookError(self.path, f"book too large when decompressed (limit {MAX_TOTAL_BYTES} bytes)")
+        return out
+
+
+def _norm_name(name: str) -> str | None:
+    """A ZIP entry name as a relative POSIX path inside the archive, or None if it would leave it."""
+    name = name.replace("\\", "/")
+    parts: list[str] = []
+    for part in name.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(part)
+    return "/".join(parts) if parts else None
+
+
+def _short(e: BaseException) -> str:
+    s = " ".join(str(e).split()) or type(e).__name__
+    return s[:100]
+
+
+# ---------------------------------------------------------------------------------------------- XML
+def _parse_meta_xml(z: _Zip, name: str):
+    """container.xml / OPF / NCX / encryption.xml through defusedxml: entity declarations and external
+    references are refused (BookError), never expanded."""
+    import defusedxml.ElementTree as DET
+    from defusedxml import DefusedXmlException
+    from xml.etree.ElementTree import ParseError
+
+    data = z.read(name)
+    try:
+        return DET.fromstring(data)
+    except DefusedXmlException:
+        raise BookError(z.path, f"XML entity declarations refused (possible entity bomb or external entity): "
+                                f"{name}") from None
+    except ParseError:
+        # Broken XML: let lxml recover what it can, still without entities or network.
+        from lxml import etree
+
+        parser = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, load_dtd=False,
+                                 huge_tree=False)
+        root = etree.fromstring(data, parser) if data.strip() else None
+        if root is None:
+            raise BookError(z.path, f"unreadable XML: {name}") from None
+        return _LxmlAsET(root)
+
+
+class _LxmlAsET:
+    """Minimal ElementTree-like view over an lxml element (iter/find/get/text), for recovered documents."""
+
+    def __init__(self, el):
+        self.el = el
+
+    def iter(self, tag=None):
+        for e in self.el.iter():
+            if isinstance(e.tag, str) and (tag is None or e.tag == tag):
+                yield _LxmlAsET(e)
+
+    def get(self, key, default=None):
+        return self.el.get(key, default)
+
+    @property
+    def tag(self):
+        return self.el.tag
+
+    @property
+    def text(self):
+        return self.el.text
+
+    def itertext(self):
+        return self.el.itertext()
+
+    def __iter__(self):
+        for e in self.el:
+            if isinstance(e.tag, str):
+                yield _LxmlAsET(e)
+
+
+def _local(tag) -> str:
+    if not isinstance(tag, str):
+        return ""
+    return tag.rsplit("}", 1)[-1].rsplit(":", 1)[-1].lower()
+
+
+def _children(el, name: str):
+    return [c for c in el if _local(c.tag) == name]
+
+
+def _all(el, name: str):
+    return [c for c in el.iter() if _local(c.tag) == name]
+
+
+def _text_of(el) -> str:
+    return collapse_ws("".join(el.itertext())).strip()
+
+
+def _check_entities(data: bytes, z: _Zip, name: str) -> None:
+    """Refuse entity bombs: entity declarations whose values reference other entities, or too many of them.
+    External entities are harmless here (never resolved) and are left in place unexpanded."""
+    head = data[:65536]
+    if b"<!ENTITY" not in head.upper() and b"<!entity" not in head:
+        return
+    decls = _ENTITY_DECL_RE.findall(head)
+    if len(decls) > MAX_ENTITY_DECLS:
+        raise BookError(z.path, f"XML entity expansion refused (entity bomb): {name}")
+    for _pct, _n, val in decls:
+        if val[:1] in (b'"', b"'") and b"&" in val or b"%" in val[:1]:
+            raise BookError(z.path, f"XML entity expansion refused (entity bomb): {name}")
+        if _pct:
+            raise BookError(z.path, f"XML parameter entities refused: {name}")
+
+
+def _fix_html_entities(data: bytes) -> bytes:
+    """XHTML without a DTD cannot use &nbsp; and friends: turn HTML named entities into numeric references
+    (XML's five stay).  Unknown names are left as they are (the parser drops them)."""
+    if b"&" not in data:
+        return data
+    from html.entities import name2codepoint
+
+    def rep(m: re.Match) -> bytes:
+        n = m.group(1)
+        if n in _XML_ENTITIES:
+            return m.group()
+        cp = name2codepoint.get(n.decode("ascii", "replace"))
+        return b"&#%d;" % cp if cp is not None else m.group()
+
+    return _HTML_ENTITY_RE.sub(rep, data)
+
+
+def _parse_xhtml(z: _Zip, name: str):
+    """An XHTML content document as an lxml tree (XML parser in recover mode, else the HTML parser)."""
+    from lxml import etree, html as lhtml
+
+    data = z.read(name)
+    _check_entities(data, z, name)
+    data = _fix_html_entities(data)
+    parser = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, load_dtd=False,
+                             huge_tree=False, remove_comments=True, remove_pis=True)
+    root = None
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError:
+        root = None
+    if root is None or _local(root.tag) != "html" and not _all(root, "body"):
+        try:
+            hparser = lhtml.HTMLParser(no_network=True, remove_comments=True, remove_pis=True)
+            root = lhtml.document_fromstring(data, parser=hparser)
+        except (etree.ParserError, etree.XMLSyntaxError, ValueError):
+            return None
+    return root
+
+
+# ---------------------------------------------------------------------------------------------- package
+@dataclass
+class _Item:
+    id: str
+    href: str            # resolved path inside the ZIP
+    media_type: str
+    properties: str = ""
+
+
+@dataclass
+class _Package:
+    opf_path: str
+    items: dict[str, _Item]
+    spine: list[tuple[_Item, bool]]      # (item, linear)
+    toc_id: str
+    meta: dict[str, str]
+    cover_id: str = ""
+
+
+def _find_opf(z: _Zip) -> str:
+    if z.has("META-INF/container.xml"):
+        try:
+            root = _parse_meta_xml(z, "META-INF/container.xml")
+            for rf in _all(root, "rootfile"):
+                fp = rf.get("full-path") or ""
+                mt = (rf.get("media-type") or "").lower()
+                if fp and (not mt or "oebps-package" in mt) and z.has(unquote(fp)):
+                    return z.resolve(unquote(fp)) or ""
+        except BookError as e:
+            if "entity" in e.problem:
+                raise
+    opfs = sorted(n for n in z.entries if n.lower().endswith(".opf"))
+    if opfs:
+        return opfs[0]
+    raise BookError(z.path, "not an EPUB (no package document found)")
+
+
+def _read_package(z: _Zip, opf_path: str) -> _Package:
+    root = _parse_meta_xml(z, opf_path)
+    base = posixpath.dirname(opf_path)
+    items: dict[str, _Item] = {}
+    for it in _all(root, "item"):
+        iid, href = it.get("id") or "", it.get("href") or ""
+        if not iid or not href or iid in items:
+            continue
+        items[iid] = _Item(iid, _join_href(base, href), (it.get("media-type") or "").lower().strip(),
+                           it.get("properties") or "")
+    spine_el = next(iter(_all(root, "spine")), None)
+    spine: list[tuple[_Item, bool]] = []
+    toc_id = ""
+    if spine_el is not None:
+        toc_id = spine_el.get("toc") or ""
+        for ref in _children(spine_el, "itemref"):
+            it = items.get(ref.get("idref") or "")
+            if it is not None:
+                spine.append((it, (ref.get("linear") or "yes").strip().lower() != "no"))
+    meta: dict[str, str] = {}
+    cover_id = ""
+    md = next(iter(_all(root, "metadata")), None)
+    if md is not None:
+        for el in md.iter():
+            ln = _local(el.tag)
+            if ln in ("title", "creator", "language") and ln not in meta:
+                txt = collapse_ws("".join(el.itertext())).strip()
+                if txt:
+                    meta[ln] = txt
+            elif ln == "meta" and (el.get("name") or "").lower() == "cover":
+                cover_id = el.get("content") or ""
+    return _Package(opf_path, items, spine, toc_id, meta, cover_id)
+
+
+def _join_href(base: str, href: str) -> str:
+    path = unquote(urldefrag(href.strip())[0])
+    if not path:
+        return ""
+    return posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
+
+
+def _check_drm(z: _Zip, pkg: _Package) -> None:
+    """encryption.xml covering a content document (not only obfuscated fonts) means DRM."""
+    if not z.has("META-INF/encryption.xml"):
+        return
+    try:
+        root = _parse_meta_xml(z, "META-INF/encryption.xml")
+    except BookError as e:
+        raise BookError(z.path, "EPUB is DRM-encrypted, cannot be read") from None if "entity" not in e.problem \
+            else e
+    content = {it.href for it, _ in pkg.spine}
+    content |= {it.href for it in pkg.items.values() if it.media_type in XHTML_TYPES}
+    for ed in _all(root, "encrypteddata"):
+        algo = ""
+        for em in _all(ed, "encryptionmethod"):
+            algo = (em.get("Algorithm") or em.get("algorithm") or "").strip()
+        uris = [cr.get("URI") or cr.get("uri") or "" for cr in _all(ed, "cipherreference")]
+        if algo in FONT_OBFUSCATION:
+            continue
+        for uri in uris:
+            target = z.resolve(_join_href("", uri))
+            if target is None or target in content or not _is_font_or_media(target):
+                raise BookError(z.path, "EPUB is DRM-encrypted, cannot be read")
+
+
+def _is_font_or_media(name: str) -> bool:
+    return name.lower().rsplit(".", 1)[-1] in {"ttf", "otf", "woff", "woff2", "jpg", "jpeg", "png", "gif",
+                                                "svg", "mp3", "mp4", "m4a", "webp", "css"}
+
+
+# ---------------------------------------------------------------------------------------------- TOC
+@dataclass
+class _TocEntry:
+    path: str
+    frag: str
+    title: str
+
+
+def _read_toc(z: _Zip, pkg: _Package) -> list[_TocEntry]:
+    """EPUB3 nav (epub:type="toc"), else the NCX; flattened depth-first (document order)."""
+    nav = next((it for it in pkg.items.values() if "nav" in it.properties.split()), None)
+    entries: list[_TocEntry] = []
+    if nav is not None and z.has(nav.href):
+        entries = _read_nav(z, nav.href)
+    if not entries:
+        ncx = pkg.items.get(pkg.toc_id) or next(
+            (it for it in pkg.items.values() if it.media_type == "application/x-dtbncx+xml"), None)
+        if ncx is not None and z.has(ncx.href):
+            entries = _read_ncx(z, ncx.href)
+    return entries[:MAX_TOC_ENTRIES]
+
+
+def _read_nav(z: _Zip, name: str) -> list[_TocEntry]:
+    root = _parse_xhtml(z, name)
+    if root is None:
+        return []
+    navs = [n for n in root.iter() if _local(n.tag) == "nav"]
+    toc = next((n for n in navs if "toc" in _types(n)), None)
+    if toc is None:
+        toc = navs[0] if len(navs) == 1 else None
+    if toc is None:
+        return []
+    base = posixpath.dirname(name)
+    out = []
+    for a in toc.iter():
+        if _local(a.tag) != "a" or not a.get("href"):
+            continue
+        href = a.get("href")
+        path, frag = urldefrag(href)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", path, re.I):
+            continue  # external link
+        title = clean_title("".join(t for t in _visible_text(a)))
+        out.append(_TocEntry(_join_href(base, path) if path else name, unquote(frag), title))
+    return out
+
+
+def _read_ncx(z: _Zip, name: str) -> list[_TocEntry]:
+    root = _parse_meta_xml(z, name)
+    base = posixpath.dirname(name)
+    out = []
+    navmap = next(iter(_all(root, "navmap")), None)
+    if navmap is None:
+        return []
+    for np_ in navmap.iter():
+        if _local(np_.tag) != "navpoint":
+            continue
+        label = next(iter(_children(np_, "navlabel")), None)
+        content = next(iter(_children(np_, "content")), None)
+        if content is None or not content.get("src"):
+            continue
+        title = clean_title(_text_of(label)) if label is not None else ""
+        path, frag = urldefrag(content.get("src"))
+        out.append(_TocEntry(_join_href(base, path), unquote(frag), title))
+    return out
+
+
+def _types(el) -> set[str]:
+    """epub:type and role tokens of an element (namespaced or, in sloppy books, a literal "epub:type")."""
+    vals = []
+    for k, v in el.attrib.items():
+        lk = k.lower() if isinstance(k, str) else ""
+        if lk in (_OPS_TYPE, "epub:type", "role"):
+            vals.append(v)
+    return {t.lower() for v in vals for t in v.split()}
+
+
+_OPS_TYPE = "{%s}type" % OPS_NS
+
+
+def _visible_text(el) -> list[str]:
+    """Text pieces of an element without ruby annotations, scripts, etc."""
+    out: list[str] = []
+
+    def rec(e):
+        if _local(e.tag) in SKIP_TAGS:
+            return
+        if e.text:
+            out.append(e.text)
+        for c in e:
+            if isinstance(c.tag, str):
+                rec(c)
+            if c.tail:
+                out.append(c.tail)
+
+    rec(el)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- content
+@dataclass
+class _Block:
+    text: str
+    kind: str = "p"          # "p", "h1".."h3" (heading), "hp" (styled paragraph heading), "note"
+    anchors: tuple[str, ...] = ()
+
+
+@dataclass
+class _Doc:
+    path: str
+    blocks: list[_Block] = field(default_factory=list)
+
+
+class _Extractor:
+    """Walks an XHTML body and emits paragraphs (blocks), notes separately, anchors (ids) on each block."""
+
+    def __init__(self):
+        self.blocks: list[_Block] = []
+        self.notes: list[_Block] = []
+        self.buf: list[str] = []
+        self.anchors: list[str] = []
+        self.kind = "p"
+
+    def flush(self, target=None):
+        text = collapse_ws("".join(self.buf)).strip()
+        if text:
+            (self.blocks if target is None else target).append(_Block(text, self.kind, tuple(self.anchors)))
+            self.anchors = []
+        self.buf = []
+        self.kind = "p"
+
+    def walk(self, el, depth: int = 0, in_note: bool = False):
+        tag = _local(el.tag)
+        if not tag:
+            return  # comment / PI
+        if tag in SKIP_TAGS:
+            return
+        types = _types(el)
+        if types & NOTEREF_TYPES or types & PAGEBREAK_TYPES:
+            return  # the note number / page number is not read mid-sentence
+        if tag == "nav" and (types & NAV_SKIP_TYPES or not types):
+            return
+        is_note = not in_note and (bool(types & NOTE_TYPES) or tag == "aside")
+        if is_note:
+            self.flush()
+            sub = _Extractor()
+            sub.walk_children(el, depth + 1, True)
+            sub.flush()
+            self.notes.extend(_Block(b.text, "note", b.anchors) for b in sub.blocks)
+            self.notes.extend(sub.notes)
+            return
+        el_id = el.get("id") or el.get("name") if tag == "a" or el.get("id") else None
+        block = tag in BLOCK_TAGS
+        if block:
+            self.flush()
+        if el_id:
+            self.anchors.append(el_id)
+        if block and tag in HEADING_TAGS:
+            self.kind = tag
+        elif block and tag in ("p", "div") and self._styled_heading(el):
+            self.kind = "hp"
+        if tag == "br":
+            self.flush()
+        elif el.text:
+            self.buf.append(el.text)
+        kind_here = self.kind
+        self.walk_children(el, depth + 1, in_note)
+        if block:
+            if kind_here != "p" and self.kind == "p" and self.buf:
+                self.kind = kind_here
+            self.flush()
+
+    def walk_children(self, el, depth: int, in_note: bool):
+        for c in el:
+            if isinstance(c.tag, str):
+                self.walk(c, depth, in_note)
+            if c.tail:
+                self.buf.append(c.tail)
+
+    @staticmethod
+    def _styled_heading(el) -> bool:
+        """A short paragraph with a big top margin (Gutenberg txt-to-html section titles) or a heading class."""
+        style = el.get("style") or ""
+        m = _MARGIN_RE.search(style)
+        cls = (el.get("class") or "").lower()
+        return bool(m and float(m.group(1)) >= 2.0) or bool(re.search(r"\b(chapter|title|heading|h[123])\b", cls))
+
+
+def _extract(root) -> tuple[list[_Block], list[_Block], set[str]]:
+    """(blocks, notes, ids) of a content document.  Ids are all element ids present (for TOC fragments)."""
+    body = next((e for e in root.iter() if _local(e.tag) == "body"), root)
+    ex = _Extractor()
+    ex.walk(body)
+    ex.flush()
+    blocks = []
+    for b in ex.blocks:
+        if b.kind == "hp" and (len(b.text) > MAX_HEADING_CHARS or any(ch in _SENTENCE_PUNCT for ch in b.text)):
+            b = _Block(b.text, "p", b.anchors)
+        blocks.append(b)
+    return blocks, ex.notes, set()
+
+
+def _drop_pg_boilerplate(blocks: list[_Block]) -> list[_Block]:
+    """Drop Project Gutenberg header (up to '*** START OF') and footer (from '*** END OF' / 'End of the
+    Project Gutenberg') blocks and the "Produced by" credit line."""
+    start = 0
+    for i, b in enumerate(blocks):
+        if PG_START_RE.search(b.text):
+            start = i + 1
+    blocks = blocks[start:]
+    for i, b in enumerate(blocks):
+        if PG_END_RE.search(b.text) or re.match(r"^\s*End of (?:the )?Project Gutenberg", b.text, re.I):
+            blocks = blocks[:i]
+            break
+    if start and blocks and re.match(r"^(Produced by|E-text prepared by)\b", blocks[0].text, re.I):
+        blocks = blocks[1:]
+    return blocks
+
+
+# ---------------------------------------------------------------------------------------------- book
+def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
+    z = _Zip(data, path)
+    if not z.entries:
+        raise BookError(path, "not an EPUB (empty ZIP archive)")
+    opf = _find_opf(z)
+    pkg = _read_package(z, opf)
+    _check_drm(z, pkg)
+    if not pkg.spine:
+        raise BookError(path, "not an EPUB (package has no spine)")
+    toc = [e for e in _read_toc(z, pkg) if e.path]
+    useful_toc = [e for e in toc if e.title and not is_pg_boilerplate_title(e.title)]
+    toc_by_path: dict[str, list[_TocEntry]] = {}
+    for e in useful_toc:
+        p = z.resolve(e.path)
+        if p:
+            toc_by_path.setdefault(p, []).append(e)
+    split_at_headings = len(toc_by_path) <= 1 and len([it for it, lin in pkg.spine if lin]) >= 1
+
+    chapters: list[tuple[str, list[str], list[str]]] = []  # (title, paragraphs, notes)
+    in_pg_body = True
+    seen: set[str] = set()
+    for item, linear in pkg.spine:
+        if not linear:
+            continue
+        name = z.resolve(item.href)
+        if name is None or name in seen:
+            continue
+        seen.add(name)
+        if item.media_type and item.media_type not in XHTML_TYPES and not name.lower().endswith(
+                (".html", ".xhtml", ".htm", ".xml")):
+            continue  # images or other non-text items in the spine
+        root = _parse_xhtml(z, name)
+        if root is None:
+            continue
+        blocks, doc_notes, _ = _extract(root)
+        had_pg = any(PG_START_RE.search(b.text) or PG_END_RE.search(b.text) for b in blocks)
+        if had_pg or any(re.match(r"^\s*End of (?:the )?Project Gutenberg", b.text, re.I) for b in blocks):
+            before_end = not any(PG_END_RE.search(b.text) for b in blocks)
+            blocks = _drop_pg_boilerplate(blocks)
+            if not blocks and not before_end:
+                in_pg_body = False
+        if not in_pg_body:
+            continue
+        note_texts = [b.text for b in doc_notes] if notes == "end" else []
+        entries = toc_by_path.get(name, [])
+        _place(chapters, blocks, note_texts, entries, split_at_headings)
+        if blocks and any(PG_END_RE.search(b.text) for b in blocks):
+            in_pg_body = False
+
+    out = []
+    for title, paras, nts in chapters:
+        paras = [p for p in paras if p] + [n for n in nts if n]
+        if paras:
+            out.append(Chapter(index=len(out), title=clean_title(title) or f"{len(out) + 1}", paragraphs=tuple(paras)))
+    if not out:
+        raise BookError(path, "no readable text")
+    cover, cover_mime = _cover(z, pkg)
+    meta = BookMeta(title=clean_title(pkg.meta.get("title", "")) or _stem(path),
+                    author=clean_title(pkg.meta.get("creator", "")),
+                    language=(pkg.meta.get("language") or "").strip()[:35] or "und",
+                    source_path=str(path), source_format="epub", encoding="utf-8", cover=cover,
+                    cover_mime=cover_mime)
+    return Book(meta=meta, chapters=tuple(out))
+
+
+def _place(chapters: list, blocks: list[_Block], notes: list[str], entries: list[_TocEntry], split: bool):
+    """Add one spine document's blocks to the chapter list.  TOC entries for this document start chapters
+    (at their fragment when it is found); without entries the first heading starts one, else the text
+    continues the previous chapter."""
+    if not blocks:
+        if notes and chapters:
+            chapters[-1][2].extend(notes)
+        return
+    starts: dict[int, str] = {}
+    if entries:
+        for e in entries:
+            idx = 0
+            if e.frag:
+                idx = next((i for i, b in enumerate(blocks) if e.frag in b.anchors), -1)
+                if idx < 0:
+                    idx = 0 if 0 not in starts else -1
+            if idx >= 0 and idx not in starts:
+                starts[idx] = e.title
+    elif split:
+        level = _top_heading_level(blocks)
+        for i, b in enumerate(blocks):
+            if b.kind == level:
+                starts[i] = b.text
+    else:
+        first = next((i for i, b in enumerate(blocks) if b.kind in HEADING_TAGS), None)
+        if first is not None and (not chapters or first <= 2):
+            starts[first] = blocks[first].text
+    if not chapters and 0 not in starts:
+        lead = blocks[: min(starts) if starts else len(blocks)]
+        title = next((b.text for b in lead if b.kind in HEADING_TAGS or b.kind == "hp"), "")
+        starts[0] = title or (lead[0].text[:MAX_HEADING_CHARS] if lead else "")
+    cut = sorted(starts)
+    if cut and cut[0] > 0 and chapters:
+        chapters[-1][1].extend(b.text for b in blocks[: cut[0]])
+    elif cut and cut[0] > 0:
+        chapters.append((starts[cut[0]], [b.text for b in blocks[: cut[0]]], []))
+    for k, i in enumerate(cut):
+        end = cut[k + 1] if k + 1 < len(cut) else len(blocks)
+        seg = blocks[i:end]
+        title = starts[i]
+        # The heading block that gave the chapter its title is not read again as a paragraph.
+        if seg and (seg[0].kind != "p" or _same(seg[0].text, title)) and _same(seg[0].text, title):
+            seg = seg[1:]
+        chapters.append((title, [b.text for b in seg], []))
+    if chapters:
+        chapters[-1][2].extend(notes)
+
+
+def _same(a: str, b: str) -> bool:
+    return re.sub(r"\s+", "", a) == re.sub(r"\s+", "", b)
+
+
+def _top_heading_level(blocks: list[_Block]) -> str:
+    kinds = {b.kind for b in blocks}
+    for k in ("h1", "h2", "h3", "hp"):
+        if k in kinds and sum(1 for b in blocks if b.kind == k) >= 1:
+            return k
+    return "none"
+
+
+def _cover(z: _Zip, pkg: _Package) -> tuple[bytes | None, str]:
+    item = next((it for it in pkg.items.values() if "cover-image" in it.properties.split()), None)
+    if item is None and pkg.cover_id:
+        item = pkg.items.get(pkg.cover_id)
+    if item is None or not item.media_type.startswith("image/") or not z.has(item.href):
+        return None, ""
+    try:
+        return z.read(item.href, limit=MAX_COVER_BYTES), item.media_type
+    except (BookError, KeyError):
+        return None, ""
+
+
+def _stem(path: str) -> str:
+    return posixpath.basename(path.replace("\\", "/")).rsplit(".", 1)[0]
