@@ -70,7 +70,8 @@ def test_flac_chapter_file_length_tags_cover(tmp_path):
     from mutagen.flac import FLAC
 
     ch = chapter()
-    paths = write_chapter_files(tmp_path / "book", 1, 12, "第二章 a/b", ch, META, PackageOptions(formats=("flac",)))
+    paths = write_chapter_files(tmp_path / "book", 1, 12, "第二章 a/b", ch, META,
+                                PackageOptions(formats=("flac",), subtitles=()))
     assert [p.name for p in paths] == ["002 - 第二章 a_b.flac"]
     data, sr = sf.read(str(paths[0]), dtype="float32")
     assert sr == SR and len(data) == len(ch.audio)
@@ -86,9 +87,11 @@ def test_flac_chapter_file_length_tags_cover(tmp_path):
 
 def test_chapter_files_are_byte_identical_across_runs(tmp_path):
     ch = chapter(seed=3)
-    a = write_chapter_files(tmp_path / "a", 0, 1, "One", ch, META, PackageOptions(formats=("flac", "wav")))
-    b = write_chapter_files(tmp_path / "b", 0, 1, "One", ch, META, PackageOptions(formats=("flac", "wav")))
-    assert [p.name for p in a] == ["001 - One.flac", "001 - One.wav"]
+    o = PackageOptions(formats=("flac", "wav"))
+    a = write_chapter_files(tmp_path / "a", 0, 1, "One", ch, META, o)
+    b = write_chapter_files(tmp_path / "b", 0, 1, "One", ch, META, o)
+    assert [p.name for p in a] == ["001 - One.flac", "001 - One.wav", "001 - One.srt", "001 - One.vtt",
+                                   "001 - One.lrc"]
     for x, y in zip(a, b):
         assert x.read_bytes() == y.read_bytes()
 
