@@ -31,7 +31,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> dict[str, argparse.ArgumentParser]:
     from engine.api import EngineOptions
-    from tasks.options import DEFAULT_OUT, FORMATS
+    from tasks.package import FORMATS
 
     d = EngineOptions()
     render = _Parser(prog=PROG, description="Render a book (EPUB or TXT) into an audiobook with ChatTTS. "
@@ -50,7 +50,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     render.add_argument("--max-batch", type=int, default=d.max_batch, help="rows decoded together at most")
     render.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     render.add_argument("--format", default="flac",
-                        help=f"comma-separated output formats: {','.join(FORMATS)} (default flac)")
+                        help=f"comma-separated output formats: {','.join(FORMATS + ('m4b',))} (default flac)")
     render.add_argument("--allow-gaps", action="store_true",
                         help="assemble chapters even if some segments failed (silence in their place)")
 
@@ -66,8 +66,6 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
                       "(no re-rendering, the model is not loaded).")
     _common(package)
     package.add_argument("--format", default="flac")
-    package.set_defaults()
-    _ = DEFAULT_OUT
     return {"render": render, "status": status, "inspect": inspect, "package": package}
 
 
@@ -80,15 +78,11 @@ def _check_book(path: Path) -> None:
         raise BookError(str(path), "not a file")
 
 
-def _render_options(a: argparse.Namespace):
-    from engine.api import EngineOptions
-    from tasks.options import DEFAULT_OUT, RenderOptions
-
-    eng = EngineOptions(model=a.model, device=a.device, dtype=a.dtype, int8=a.int8, compile=a.compile,
-                        max_batch=a.max_batch, threads=a.threads)
-    formats = tuple(f.strip().lower() for f in a.format.split(",") if f.strip())
-    return RenderOptions(book=a.book, out=a.out or DEFAULT_OUT, voice=a.voice, formats=formats, engine=eng,
-                         allow_gaps=a.allow_gaps).validate()
+def render_params(a: argparse.Namespace) -> dict:
+    """The plain parameters of a render (the flow's and the deployment's parameters too)."""
+    return {"book": str(a.book), "out": str(a.out) if a.out else None, "model": a.model, "voice": a.voice,
+            "formats": a.format.split(","), "device": a.device, "dtype": a.dtype, "int8": a.int8,
+            "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps}
 
 
 def prefect_server_configured() -> bool:
@@ -109,8 +103,11 @@ def prefect_server_configured() -> bool:
 def cmd_render(a) -> int:
     from flows.progress import TqdmProgress
 
+    from tasks.options import options_from_params
+
+    params = render_params(a)
     try:
-        opts = _render_options(a)
+        opts = options_from_params(**params)
     except ValueError as e:
         raise UsageError(str(e)) from None
     _check_book(opts.book)
@@ -120,26 +117,22 @@ def cmd_render(a) -> int:
         if prefect_server_configured():
             from flows.render_book import render_book_flow
 
-            book_dir = Path(render_book_flow(**flow_params(opts)))
+            result = {"book_dir": Path(render_book_flow(**params))}
         else:
             from flows.pipeline import render
 
-            book_dir = render(opts, on_done=progress)
+            result = render(opts, on_done=progress)
     finally:
         progress.close()
     from manifests import load, summary
 
+    book_dir = result["book_dir"]
     rows = summary(load(book_dir))
-    print(f"{book_dir}: {len(rows)} chapters, {sum(r['done'] for r in rows)} segments, "
+    counts = (f" ({result['rendered']} rendered, {result['adopted'] + result['already_done']} reused)"
+              if "rendered" in result else "")
+    print(f"{book_dir}: {len(rows)} chapters, {sum(r['done'] for r in rows)} segments{counts}, "
           f"{sum(r['done_s'] for r in rows) / 60:.1f} min of audio, {time.monotonic() - t0:.1f} s")
     return EXIT_OK
-
-
-def flow_params(opts) -> dict:
-    e = opts.engine
-    return {"book": str(opts.book), "out": str(opts.out), "voice": opts.voice, "formats": list(opts.formats),
-            "model": e.model, "device": e.device, "dtype": e.dtype, "int8": e.int8, "compile": e.compile,
-            "max_batch": e.max_batch, "threads": e.threads, "allow_gaps": opts.allow_gaps}
 
 
 def cmd_status(a) -> int:
@@ -179,12 +172,11 @@ def cmd_inspect(a) -> int:
 
 
 def cmd_package(a) -> int:
-    from tasks.options import DEFAULT_OUT, RenderOptions
-    from tasks.stages import assemble, chapters, package
+    from tasks.options import options_from_params
+    from tasks.stages import package
 
-    formats = tuple(f.strip().lower() for f in a.format.split(",") if f.strip())
     try:
-        opts = RenderOptions(book=a.book, out=a.out or DEFAULT_OUT, formats=formats).validate()
+        opts = options_from_params(str(a.book), out=a.out and str(a.out), formats=a.format.split(","))
     except ValueError as e:
         raise UsageError(str(e)) from None
     from manifests.lock import BookLock
@@ -193,10 +185,8 @@ def cmd_package(a) -> int:
     if not (opts.book_dir / "manifest").is_dir():
         raise BookError(str(a.book), f"no render found in {opts.book_dir}")
     with BookLock(opts.book_dir):
-        for ch in chapters(opts.book_dir):
-            assemble(opts.book_dir, ch, opts)
         package(opts.book_dir, opts)
-    print(f"{opts.book_dir}: packaged as {', '.join(formats)}")
+    print(f"{opts.book_dir}: packaged as {', '.join(opts.package.formats)}")
     return EXIT_OK
 
 

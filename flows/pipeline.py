@@ -16,8 +16,9 @@ def direct(fn, *args, **kwargs):
 
 
 def render(opts: RenderOptions, *, call: Call = direct,
-           on_done: Callable[[int, int], None] | None = None) -> Path:
-    """Render one book; returns its output directory.  Resumable: rerun after any crash."""
+           on_done: Callable[[int, int], None] | None = None) -> dict:
+    """Render one book; returns {book_dir, rendered, adopted, already_done, total}.  Resumable: rerun
+    after any crash."""
     from manifests.lock import BookLock
     from tasks.book import BookError
 
@@ -26,22 +27,16 @@ def render(opts: RenderOptions, *, call: Call = direct,
     try:
         with BookLock(opts.book_dir):
             book_dir = Path(call(stages.prepare, opts))
-            call(stages.synthesize, book_dir, opts, on_done)
-            for chapter in stages.chapters(book_dir):
-                call(stages.assemble, book_dir, chapter, opts)
+            counts = call(stages.synthesize, book_dir, opts, on_done)
             call(stages.package, book_dir, opts)
     except BookError:
         _remove_created(created, opts.book_dir)
         raise
-    return book_dir
+    return {"book_dir": book_dir, **counts}
 
 
 def _remove_created(created: list[Path], book_dir: Path) -> None:
-    """Bad input: take back the folders this run created (they hold nothing but the lock file)."""
-    from manifests.lock import LOCK_NAME
-
-    if book_dir in created:
-        (book_dir / LOCK_NAME).unlink(missing_ok=True)
+    """Bad input: take back the (empty) folders this run created."""
     for p in reversed(created):
         try:
             p.rmdir()

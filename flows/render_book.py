@@ -1,4 +1,4 @@
-"""The `render-book` Prefect flow: one flow run per book, one task run per stage / per chapter.
+"""The `render-book` Prefect flow: one flow run per book, one task run per stage.
 
 The flow body is flows.pipeline.render with each stage submitted as a task; the business logic lives in
 tasks/ and runs the same without a server.  Progress goes to a Prefect progress artifact (and tqdm on a
@@ -22,7 +22,6 @@ TASKS = {
     stages.prepare: task(stages.prepare, name="prepare", cache_policy=NO_CACHE, retries=1),
     stages.synthesize: task(stages.synthesize, name="synthesize", cache_policy=NO_CACHE, retries=2,
                             retry_delay_seconds=5),
-    stages.assemble: task(stages.assemble, name="assemble-chapter", cache_policy=NO_CACHE, retries=1),
     stages.package: task(stages.package, name="package", cache_policy=NO_CACHE, retries=1),
 }
 
@@ -56,22 +55,21 @@ class ArtifactProgress:
 
 
 @flow(name="render-book", log_prints=True)
-def render_book_flow(book: str, out: str = "output", model: str = "hf", voice: str | None = None,
-                     formats: list[str] = ("flac",), device: str = "cpu", dtype: str = "auto",
-                     int8: bool = False, compile: bool = False, max_batch: int = 16,
+def render_book_flow(book: str, out: str | None = None, model: str | None = None, voice: str | None = None,
+                     formats: list[str] | None = None, device: str | None = None, dtype: str | None = None,
+                     int8: bool = False, compile: bool = False, max_batch: int | None = None,
                      threads: int | None = None, allow_gaps: bool = False) -> str:
-    from engine.api import EngineOptions
-    from tasks.options import RenderOptions
+    """Render one book (parameters as the CLI's options; None keeps the default)."""
+    from tasks.options import options_from_params
 
-    opts = RenderOptions(book=Path(book), out=Path(out), voice=voice, formats=tuple(formats),
-                         engine=EngineOptions(model=model, device=device, dtype=dtype, int8=int8,
-                                              compile=compile, max_batch=max_batch, threads=threads),
-                         allow_gaps=allow_gaps)
+    opts = options_from_params(book, out=out, model=model, voice=voice, formats=formats, device=device,
+                               dtype=dtype, int8=int8, compile=compile, max_batch=max_batch, threads=threads,
+                               allow_gaps=allow_gaps)
     progress = ArtifactProgress()
     try:
-        book_dir = pipeline.render(opts, call=_task_call, on_done=progress)
+        result = pipeline.render(opts, call=_task_call, on_done=progress)
     finally:
         progress.tqdm.close()
     if progress.artifact_id is None:
         progress(1, 1)                       # nothing to render: still show 100 %
-    return str(book_dir)
+    return str(result["book_dir"])

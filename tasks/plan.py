@@ -65,31 +65,60 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
 
 
 BOOK_JSON = "book.json"
+COVERAGE_JSON = "coverage.json"
 
 
-def prepare_book(opts, engine) -> Path:
+def prepare_book(opts, get_engine) -> Path:
     """Ingest, normalize, segment and audit the book, then commit a new plan when it changed.
 
-    Everything that can fail on bad input happens before anything is written, so a bad book leaves the
-    output folder exactly as it was.  Returns the book directory."""
+    Everything that can fail on bad input happens before anything is written (or the model is loaded), so a
+    bad book leaves the output folder exactly as it was.  Returns the book directory."""
     import json
 
     from manifests import commit, load
     from tasks.ingest import load_book
-    from tasks.segment import segment_book
 
     book = load_book(opts.book)                     # BookError on bad input: nothing written yet
-    segments = segment_book(book)                   # BookError when characters vanished unexplained
+    segments, reports = segment_book(book, opts.segment)   # BookError when characters vanished
     book_dir = opts.book_dir
     old = load(book_dir).to_pylist() if book_dir.exists() else []
+    engine = get_engine()                            # only a good book loads the model
     spk_emb = _resolve_voice(opts.voice, old, engine)
     rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
                      previous={r["content_key"]: r for r in old})
     book_dir.mkdir(parents=True, exist_ok=True)
     if _plan_signature(rows) != _plan_signature(old):
         commit(book_dir, rows)
-    _write_json_atomic(book_dir / BOOK_JSON, book_info(book))
+    info = book_info(book)
+    if book.meta.cover:
+        ext = "png" if book.meta.cover[:4] == b"\x89PNG" else "jpg"
+        info["cover_file"] = f"cover.{ext}"
+        _write_bytes_atomic(book_dir / info["cover_file"], book.meta.cover)
+    _write_json_atomic(book_dir / COVERAGE_JSON, [r.to_dict() for r in reports])
+    _write_json_atomic(book_dir / BOOK_JSON, info)
     return book_dir
+
+
+def segment_book(book: Book, opts=None) -> tuple[list[Segment], list]:
+    """Every chapter's segments and its coverage report.  A chapter whose characters vanished without a
+    listed reason stops the render before it starts (BookError naming the chapter and the text)."""
+    from tasks.book import BookError
+    from tasks.coverage import audit_chapter
+    from tasks.segment import SegmentOptions, segment_chapter
+
+    opts = opts or SegmentOptions()
+    segments, reports = [], []
+    for chapter in book.chapters:
+        segs = segment_chapter(chapter, opts=opts)
+        rep = audit_chapter(chapter, segs, opts=opts)
+        if not rep.ok:
+            u = rep.unexplained[0]
+            raise BookError(book.meta.source_path or book.meta.title,
+                            f"chapter {chapter.index + 1} ({chapter.title[:30]!r}): text would be lost at "
+                            f"position {u['pos']}: {u['problem']} ({len(rep.unexplained)} such places)")
+        segments += segs
+        reports.append(rep)
+    return segments, reports
 
 
 def _plan_signature(rows: list[dict]) -> list[tuple]:
@@ -125,10 +154,25 @@ def book_info(book: Book) -> dict:
 
 def _write_json_atomic(path: Path, data) -> None:
     import json
-    import os
-    import tempfile
 
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=1)
-    os.replace(tmp, path)
+    _write_bytes_atomic(path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    from tasks.package import atomic_write_bytes
+
+    atomic_write_bytes(path, data)
+
+
+def load_meta(book_dir: Path):
+    """BookMeta (cover included) and chapter titles from book.json, for packaging without the book."""
+    import json
+
+    from tasks.book import BookMeta
+
+    info = json.loads((book_dir / BOOK_JSON).read_text(encoding="utf-8"))
+    cover = (book_dir / info["cover_file"]).read_bytes() if info.get("cover_file") else None
+    meta = BookMeta(title=info["title"], author=info["author"], language=info["language"],
+                    source_path=info["source_path"], source_format=info["source_format"],
+                    encoding=info["encoding"], cover=cover, cover_mime=info.get("cover_mime", ""))
+    return meta, {c["index"]: c["title"] for c in info["chapters"]}

@@ -27,31 +27,58 @@ def prepare(opts: RenderOptions) -> Path:
     """ingest → normalize → segment → audit → plan; returns the book dir."""
     from tasks.plan import prepare_book
 
-    return prepare_book(opts, get_engine(opts))
+    return prepare_book(opts, lambda: get_engine(opts))
 
 
 def synthesize(book_dir: Path, opts: RenderOptions,
                on_done: Callable[[int, int], None] | None = None) -> dict:
+    from manifests import compact
     from tasks.synthesize import synthesize_book
 
-    return synthesize_book(Path(book_dir), get_engine(opts), on_done=on_done)
+    counts = synthesize_book(Path(book_dir), get_engine(opts), on_done=on_done)
+    compact(book_dir)
+    return counts
 
 
-def chapters(book_dir: Path) -> list[int]:
-    from manifests import load
+def package(book_dir: Path, opts: RenderOptions) -> Path:
+    """Assemble every chapter from its stored segment audio and write the outputs (chapter files, M4B,
+    subtitles, report.json).  Needs no engine: `chattts-render package` calls this alone."""
+    from tasks.package import package_book
+    from tasks.plan import load_meta
 
-    return sorted(set(load(book_dir).column("chapter").to_pylist()))
+    book_dir = Path(book_dir)
+    meta, titles = load_meta(book_dir)
+    chapters = [(index, titles.get(index, ""), _chapter_loader(pieces, opts))
+                for index, pieces in chapter_pieces(book_dir, opts.allow_gaps).items()]
+    package_book(book_dir, chapters, meta, opts.package)
+    return book_dir
 
 
-def assemble(book_dir: Path, chapter: int, opts: RenderOptions) -> list[Path]:
-    """Join one chapter's segments into its chapter file(s)."""
-    from tasks.assemble import assemble_book_chapter
+def chapter_pieces(book_dir: Path, allow_gaps: bool = False) -> dict[int, list]:
+    """Per chapter, its segments' stored audio in order (assemble.Piece).  A chapter with segments that are
+    not done cannot be assembled unless allow_gaps (then they are left out, listed by the caller)."""
+    from manifests import STATUS_DONE, load
+    from tasks.assemble import Piece
 
-    return assemble_book_chapter(Path(book_dir), chapter, opts)
+    out: dict[int, list] = {}
+    missing = []
+    for r in load(book_dir).to_pylist():
+        if r["status"] != STATUS_DONE:
+            missing.append(r)
+            continue
+        out.setdefault(r["chapter"], []).append(
+            Piece(book_dir / r["audio_path"], r["pause_after"], r["source_text"]))
+    if missing and not allow_gaps:
+        r = missing[0]
+        raise RuntimeError(f"{len(missing)} segments are not rendered (first: chapter {r['chapter'] + 1}, "
+                           f"segment {r['segment'] + 1}: {r['status']} {r['error']}); rerun to finish them, "
+                           "or pass --allow-gaps")
+    return out
 
 
-def package(book_dir: Path, opts: RenderOptions) -> Path | None:
-    """Book-wide outputs (M4B, report)."""
-    from tasks.package import package_book_dir
+def _chapter_loader(pieces: list, opts: RenderOptions) -> Callable:
+    def load():
+        from tasks.assemble import assemble_chapter
 
-    return package_book_dir(Path(book_dir), opts)
+        return assemble_chapter(pieces, opts.assemble)
+    return load
