@@ -67,10 +67,10 @@ class Engine:
                 spk_id = loaded.tokenizer.spk_emb_ids
                 model = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, spk_id, opts.device, tdtype)
                 if opts.int8:
-                    from engine.quant import quantize_int8
-                    quantize_int8(model)
+                    from engine.llama import quantize_int8
+                    quantize_int8(model.llama)
                 if opts.compile:
-                    from engine.compiled import enable_compile
+                    from engine.generate import enable_compile
                     enable_compile(model)
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype)

@@ -192,3 +192,33 @@ def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> "Ll
     model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device=device)
     model.rope_tables(device)
     return model.eval().requires_grad_(False)
+
+
+class Int8Linear(nn.Module):
+    """W8A8 linear for CPU: int8 weights (per output channel, symmetric), activations quantized per row
+    (symmetric, absmax), an exact int32 GEMM (torch._int_mm), one fp32 rescale.  Integer accumulation is exact,
+    so a row's result never depends on the other rows of the call (unlike per-tensor dynamic quantization)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()                                       # [N, K]
+        scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                       # [N]
+        self.register_buffer("wq", torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scale", scale)
+        self.in_features, self.out_features = w.shape[1], w.shape[0]
+
+    def forward(self, x):                                                        # x [..., K] fp32
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).float()                                    # [M, K]
+        s = (x2.abs().amax(-1, keepdim=True) / 127.0).clamp_min(1e-12)           # [M, 1]
+        xq = torch.round(x2 / s).clamp(-127, 127).to(torch.int8)
+        acc = torch._int_mm(xq, self.wq.t())                                     # [M, N] int32, exact
+        return (acc.float() * (s * self.scale)).to(x.dtype).view(*shape[:-1], self.out_features)
+
+
+def quantize_int8(model: Llama) -> Llama:
+    """Replace every projection of every block by an Int8Linear (CPU).  Norms, RoPE, attention stay fp32."""
+    for block in model.layers:
+        for name in ("wqkv", "wo", "w13", "w2"):
+            setattr(block, name, Int8Linear(getattr(block, name)))
+    return model
