@@ -6,10 +6,11 @@
 #   steps.jsonl       decode-step time, random-full bf16, batch 1/64/128/256, eager and CUDA-graphed (--compile)
 #   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --compile --batch B (B = 64, 128, 256)
 #
-# ChatTTS and its pure-Python dependencies are not in the H200 image.  Carry them as wheels in .whl/ (see
-# /work/.library/device/README.md); this script installs .whl/*.whl into /tmp/site when the folder exists:
-#   chattts==0.2.5 vocos==0.1.0 encodec==0.1.1 vector-quantize-pytorch==1.32.0 einx==0.4.3 frozendict loguru
-#   torch-einops-utils pybase16384==0.3.9 (cp312 manylinux wheel)
+# ChatTTS and its pure-Python dependencies are not in the H200 image.  Carry them (see
+# /work/.library/device/README.md): wheels in .whl/ are installed into /tmp/site, and a folder .site/ is put on
+# PYTHONPATH.  What worked: .whl/ = vocos==0.1.0 vector-quantize-pytorch==1.32.0 einx==0.4.3 frozendict==2.5.1
+# loguru==0.7.3 torch-einops-utils==0.2.0 pybase16384==0.3.9 (cp312 manylinux wheel); .site/ = copies of the
+# pure-Python ChatTTS/ and encodec/ packages from the dev venv (both are sdist-only on PyPI).
 # Without them the Engine/benchmark parts are skipped (the Llama and CUDA-graph tests still run).
 # Budget: ~6-9 min on an H200 (random-full generation ~1 min, pytest ~1-2 min, steps ~2 min, bench ~3 min).
 set -u
@@ -24,6 +25,7 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
+[ -d .site ] && export PYTHONPATH=$PWD/.site${PYTHONPATH:+:$PYTHONPATH}
 
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -48,7 +50,7 @@ if [ "$HAVE_CHATTTS" = "1" ]; then
       --batch 1 64 128 256 --steps 30 2>&1 | tee -a "$OUT/steps.jsonl"
   timeout "$LIMIT" $PY -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 --compile \
       --batch 1 64 128 256 --steps 30 2>&1 | tee -a "$OUT/steps.jsonl"
-  if [ -f benchmarks/engine_vs_upstream.py ]; then
+  if [ -z "${SKIP_BENCH:-}" ] && [ -f benchmarks/engine_vs_upstream.py ]; then
     CORPUS=${CORPUS:-../shared/corpus/txt/gutenberg-zh/27166-0.txt}
     [ -f "$CORPUS" ] || CORPUS=$(ls shared/corpus/txt/gutenberg-zh/27166-0.txt 2>/dev/null || echo "$CORPUS")
     for B in 64 128 256; do
