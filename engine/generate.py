@@ -203,7 +203,7 @@ class DecodeBatch:
         self.last = torch.zeros(slots + 1, Q, dtype=torch.long, device=dev)        # token of the last step
         self.hist = torch.full((slots + 1, Q, params.penalty_window), model.V, dtype=torch.long, device=dev)
         self.rows: dict[int, Row] = {}                          # slot -> row
-        self.graphs = GraphStep(self) if (model.graphs and dev.type == "cuda" and not exact) else None
+        self.graphs = None if exact else GraphStep(self, capture=model.graphs and dev.type == "cuda")
 
     def free_slots(self) -> list[int]:
         return [s for s in range(self.slots) if s not in self.rows]
@@ -245,23 +245,17 @@ class DecodeBatch:
         return finished
 
     def _decode(self, rows: list[Row]) -> list[Row]:
-        if self.graphs is not None:
+        if not self.exact:                                   # all slots in one call (CUDA graphs when compiled)
             h, tok = self.graphs.run(rows)
             return self._record(rows, h, tok)
         dev = self.model.device
-        n = EXACT_ROWS if self.exact else len(rows)
-        pad = n - len(rows)
+        pad = EXACT_ROWS - len(rows)
         slots = torch.tensor([r.slot for r in rows] + [self.scratch] * pad, device=dev)          # [n]
         pos_list = [r.prompt_len + r.steps - 1 for r in rows] + [0] * pad                       # token i-1 at L+i-1
         pos = torch.tensor(pos_list, device=dev)[:, None]                                        # [n, 1]
         x = self.model.code_embedding(self.last[slots])                                          # [n, 1, C]
-        if self.exact:
-            lengths = [p + 1 for p in pos_list[:len(rows)]] + [0] * pad
-            h = self.model.llama(x, pos, self.cache, slots, lengths=lengths)
-        else:
-            S = max(pos_list) + 1
-            mask = (torch.arange(S, device=dev)[None, :] <= pos)[:, None, None, :]               # [n, 1, 1, S]
-            h = self.model.llama(x, pos, self.cache, slots, mask=mask)
+        lengths = [p + 1 for p in pos_list[:len(rows)]] + [0] * pad
+        h = self.model.llama(x, pos, self.cache, slots, lengths=lengths)
         return self._sample(rows, h[:, 0], slots)
 
     def _sample(self, rows: list[Row], h: torch.Tensor, slots: torch.Tensor | None = None) -> list[Row]:
@@ -305,33 +299,36 @@ GRAPH_BUCKET = 256                 # attention length of captured graphs: multip
 
 
 class GraphStep:
-    """The decode step of *all* slots of a DecodeBatch as CUDA graphs, one per attention length S (a multiple
-    of GRAPH_BUCKET).  Inactive slots are computed too (position 0 of their own, unused cache row) and ignored.
-    Static inputs are filled before each replay; outputs are copied out of static buffers."""
+    """The non-exact decode step: *all* slots of a DecodeBatch in one call, attention over cache views of
+    length S (a multiple of GRAPH_BUCKET).  Inactive slots are computed too (position 0 of their own unused
+    cache row) and ignored.  With `capture` (CUDA + compile) each S is a captured CUDA graph: static inputs are
+    filled before each replay and outputs copied out of static buffers; without, the same body runs eagerly."""
 
-    def __init__(self, batch: DecodeBatch):
+    def __init__(self, batch: DecodeBatch, capture: bool):
         dev, B = batch.model.device, batch.slots
         self.batch, self.B = batch, B
-        self.slots = torch.arange(B, device=dev)
         self.pos = torch.zeros(B, 1, dtype=torch.long, device=dev)
         self.steps = torch.zeros(B, dtype=torch.long, device=dev)
         self.keys = torch.zeros(B, dtype=torch.long, device=dev)
         self.eos_ok = torch.zeros(B, dtype=torch.bool, device=dev)
         self.h = torch.zeros(B, batch.model.llama.s.hidden, dtype=torch.float32, device=dev)
         self.tok = torch.zeros(B, batch.model.Q, dtype=torch.long, device=dev)
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.capture = capture
+        self.graphs: dict[int, object] = {}
         self.pool = None
 
     def _body(self, S: int) -> None:
         b, m = self.batch, self.batch.model
         x = m.code_embedding(b.last[:self.B])                                          # [B, 1, C]
         mask = (torch.arange(S, device=m.device)[None, :] <= self.pos)[:, None, None, :]   # [B, 1, 1, S]
-        h = m.llama(x, self.pos, b.cache, self.slots, mask=mask)[:, 0]                  # [B, C]
+        h = m.llama(x, self.pos, b.cache, None, mask=mask)[:, 0]                        # [B, C]
         proc = process_logits(m.logits(h), b.hist[:self.B], self.eos_ok, b.params)
         self.tok.copy_(sample(proc, self.keys, self.steps, m.cells))
         self.h.copy_(h.float())
 
-    def _graph(self, S: int) -> torch.cuda.CUDAGraph:
+    def _graph(self, S: int):
+        if not self.capture:
+            return _Eager(lambda: self._body(S))
         if S not in self.graphs:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -362,3 +359,10 @@ class GraphStep:
         with torch.no_grad():
             self._graph(S).replay()
         return self.h[live], self.tok[live]
+
+
+class _Eager:
+    """Stands in for a CUDA graph when not capturing."""
+
+    def __init__(self, fn):
+        self.replay = fn

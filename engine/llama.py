@@ -108,13 +108,16 @@ class Block(nn.Module):
         v = v.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2)
         q, k = _rope(q, cos, sin), _rope(k, cos, sin)
         # write the new keys/values: cache[slot_b, :, cache_idx[b, l]] = k[b, :, l]
-        k_cache[slots[:, None], :, cache_idx] = k.transpose(1, 2)            # [B, L, Hkv, D]
-        v_cache[slots[:, None], :, cache_idx] = v.transpose(1, 2)
+        rix = torch.arange(B, device=x.device) if slots is None else slots   # [B] cache rows
+        k_cache[rix[:, None], :, cache_idx] = k.transpose(1, 2)             # [B, L, Hkv, D]
+        v_cache[rix[:, None], :, cache_idx] = v.transpose(1, 2)
         rep = s.heads // s.kv_heads
         if lengths is None:                                                  # batched: mask [B, 1, L, S]
             S = mask.shape[-1]
-            kk = k_cache[slots, :, :S]                                       # [B, Hkv, S, D]
-            vv = v_cache[slots, :, :S]
+            if slots is None:                                                # rows are slots 0..B-1: views
+                kk, vv = k_cache[:B, :, :S], v_cache[:B, :, :S]              # [B, Hkv, S, D]
+            else:
+                kk, vv = k_cache[slots, :, :S], v_cache[slots, :, :S]
             if rep > 1:
                 kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
             o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)   # [B, H, L, D]
@@ -161,7 +164,8 @@ class Llama(nn.Module):
         self.cos, self.sin = emb.cos(), emb.sin()
 
     def forward(self, x, pos, cache: KVCache, slots, cache_idx=None, mask=None, lengths=None):
-        """x [B, L, C] input embeddings; pos [B, L] long RoPE positions; slots [B] long cache rows;
+        """x [B, L, C] input embeddings; pos [B, L] long RoPE positions; slots [B] long cache rows
+        (None: row b is slot b, and batched attention reads cache views instead of gathering);
         cache_idx [B, L] long cache indices to write (default: pos); exactly one of
         mask [B, 1, L, S] bool (batched attention over cache[:, :, :S]) or
         lengths: list[int] (per-row attention over cache[slot, :, :n], n = valid length after writing).

@@ -97,7 +97,7 @@ def test_per_row_and_batched_paths_agree_on_padding_free_batch(models):
     pos = torch.arange(n).expand(B, n)
     c1 = KVCache(ours.s, B, 8, "cpu", torch.float32)
     c2 = KVCache(ours.s, B, 8, "cpu", torch.float32)
-    a = ours(x, pos, c1, torch.arange(B), mask=torch.ones(n, n, dtype=torch.bool).tril()[None, None])
+    a = ours(x, pos, c1, None, mask=torch.ones(n, n, dtype=torch.bool).tril()[None, None])   # slot b = row b
     b = ours(x, pos, c2, torch.arange(B), lengths=[n, n])
     torch.testing.assert_close(a, b, **TOL)
     torch.testing.assert_close(c1.k[-1], c2.k[-1], **TOL)
