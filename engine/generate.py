@@ -168,7 +168,8 @@ def enable_compile(model: CodeModel) -> None:
 class Row:
     """One request being decoded."""
     key: str                       # the request key (returned with the result)
-    prompt: torch.Tensor           # [1, L, C] prompt embedding
+    ids: torch.Tensor              # [L] prompt token ids (embedded at admission: pending rows stay small)
+    spk: torch.Tensor | None       # [C] speaker embedding, or None
     rng: int                       # row_key(seed)
     end_at: int                    # steps to run at most (forced count, or the cap)
     forced: bool                   # end_at is exact: EOS masked before it
@@ -180,7 +181,7 @@ class Row:
 
     @property
     def prompt_len(self) -> int:
-        return self.prompt.shape[1]
+        return self.ids.shape[0]
 
 
 def eos_allowed(r: "Row") -> bool:
@@ -219,13 +220,14 @@ class DecodeBatch:
         dev, L = self.model.device, row.prompt_len
         row.slot, row.steps = slot, 0
         self.hist[slot].fill_(self.model.V)
+        prompt = self.model.prompt_embedding(row.ids, row.spk)                  # [1, L, C]
         pos = torch.arange(L, device=dev)[None]                                   # [1, L]
         sl = torch.tensor([slot], device=dev)
         if self.exact:
-            h = self.model.llama(row.prompt, pos, self.cache, sl, lengths=[L])
+            h = self.model.llama(prompt, pos, self.cache, sl, lengths=[L])
         else:
             mask = torch.ones(L, L, dtype=torch.bool, device=dev).tril()[None, None]
-            h = self.model.llama(row.prompt, pos, self.cache, sl, mask=mask)
+            h = self.model.llama(prompt, pos, self.cache, sl, mask=mask)
         self.rows[slot] = row
         done = self._sample([row], h[:, -1])                                      # h [1, L, C]
         return done[0] if done else None

@@ -34,7 +34,7 @@ def make_row(model, key, n_prompt, seed, end_at, forced=True, spk=None):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(8, V_TEXT, (n_prompt,), generator=g)
     ids[1] = SPK_ID
-    return G.Row(key=key, prompt=model.prompt_embedding(ids, spk), rng=G.row_key(seed), end_at=end_at,
+    return G.Row(key=key, ids=ids, spk=spk, rng=G.row_key(seed), end_at=end_at,
                  forced=forced)
 
 
