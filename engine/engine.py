@@ -67,10 +67,10 @@ class Engine:
                 spk_id = loaded.tokenizer.spk_emb_ids
                 model = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, spk_id, opts.device, tdtype)
                 if opts.int8:
-                    from engine.quant import quantize_int8
-                    quantize_int8(model)
+                    from engine.llama import quantize_int8
+                    quantize_int8(model.llama)
                 if opts.compile:
-                    from engine.compiled import enable_compile
+                    from engine.generate import enable_compile
                     enable_compile(model)
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype)
@@ -121,20 +121,18 @@ class Engine:
         if len(ids) + end_at > max_pos:
             raise ValueError(f"request {req.key}: text too long ({len(ids)} prompt tokens + {end_at} steps "
                              f"> {max_pos} positions)")
-        prompt = self.model.prompt_embedding(ids, self._speaker_vector(req.spk_emb))
-        return Row(key=req.key, prompt=prompt, rng=row_key(req.seed), end_at=end_at, forced=forced, order=order)
+        return Row(key=req.key, ids=ids, spk=self._speaker_vector(req.spk_emb), rng=row_key(req.seed),
+                   end_at=end_at, forced=forced, order=order)
 
     # ------------------------------------------------------------------------------------------ synthesize
     def synthesize(self, requests: Iterable[Request],
                    progress: Callable[[Result], None] | None = None) -> Iterator[Result]:
-        """Yield a Result per request as rows finish (completion order)."""
-        import torch
-
+        """Yield a Result per request as rows finish (completion order).  Bad requests (voice, forced count,
+        length) raise ValueError before any decoding."""
         from engine.scheduler import Scheduler
         from engine.vocoder import decode
 
-        with torch.inference_mode():
-            rows = [self._row(r, i) for i, r in enumerate(requests)]
+        rows = [self._row(r, i) for i, r in enumerate(requests)]
         exact = self.opts.device == "cpu"
         sched = Scheduler(self.model, self.opts.max_batch, exact=exact)
         self.last_batch_sizes = sched.batch_sizes
@@ -151,7 +149,6 @@ class Engine:
             ready.clear()
 
         for row in sched.run(rows):              # (no grad mode held across yields: weights need no grad)
-            row.prompt = None                    # free the prompt embedding early
             ready.append(row)
             if len(ready) >= group:
                 yield from flush()

@@ -123,6 +123,7 @@ class CodeModel:
         self.spk_emb_id = spk_emb_id
         self.dtype = next(llama.parameters()).dtype
         self.device = emb_text.device
+        self.graphs = False                           # decode steps as CUDA graphs (enable_compile)
         self.cells = hash32(torch.arange(self.Q * self.V, device=self.device, dtype=torch.long) + 1)
 
     @classmethod
@@ -155,12 +156,20 @@ class CodeModel:
         return F.linear(hidden.float(), self.head).view(-1, self.Q, self.V)
 
 
+def enable_compile(model: CodeModel) -> None:
+    """Decode steps run as captured CUDA graphs (one per attention-length bucket); CUDA only."""
+    if model.device.type != "cuda":
+        raise ValueError("compile needs a CUDA device")
+    model.graphs = True
+
+
 # ------------------------------------------------------------------------------------------------ the rows
 @dataclass
 class Row:
     """One request being decoded."""
     key: str                       # the request key (returned with the result)
-    prompt: torch.Tensor           # [1, L, C] prompt embedding
+    ids: torch.Tensor              # [L] prompt token ids (embedded at admission: pending rows stay small)
+    spk: torch.Tensor | None       # [C] speaker embedding, or None
     rng: int                       # row_key(seed)
     end_at: int                    # steps to run at most (forced count, or the cap)
     forced: bool                   # end_at is exact: EOS masked before it
@@ -172,7 +181,12 @@ class Row:
 
     @property
     def prompt_len(self) -> int:
-        return self.prompt.shape[1]
+        return self.ids.shape[0]
+
+
+def eos_allowed(r: "Row") -> bool:
+    """Forced rows never sample EOS (they end by count); others may from step 1 on (no empty rows)."""
+    return r.steps >= r.end_at if r.forced else r.steps >= 1
 
 
 class DecodeBatch:
@@ -190,6 +204,7 @@ class DecodeBatch:
         self.last = torch.zeros(slots + 1, Q, dtype=torch.long, device=dev)        # token of the last step
         self.hist = torch.full((slots + 1, Q, params.penalty_window), model.V, dtype=torch.long, device=dev)
         self.rows: dict[int, Row] = {}                          # slot -> row
+        self.graphs = None if exact else GraphStep(self, capture=model.graphs and dev.type == "cuda")
 
     def free_slots(self) -> list[int]:
         return [s for s in range(self.slots) if s not in self.rows]
@@ -205,13 +220,14 @@ class DecodeBatch:
         dev, L = self.model.device, row.prompt_len
         row.slot, row.steps = slot, 0
         self.hist[slot].fill_(self.model.V)
+        prompt = self.model.prompt_embedding(row.ids, row.spk)                  # [1, L, C]
         pos = torch.arange(L, device=dev)[None]                                   # [1, L]
         sl = torch.tensor([slot], device=dev)
         if self.exact:
-            h = self.model.llama(row.prompt, pos, self.cache, sl, lengths=[L])
+            h = self.model.llama(prompt, pos, self.cache, sl, lengths=[L])
         else:
             mask = torch.ones(L, L, dtype=torch.bool, device=dev).tril()[None, None]
-            h = self.model.llama(row.prompt, pos, self.cache, sl, mask=mask)
+            h = self.model.llama(prompt, pos, self.cache, sl, mask=mask)
         self.rows[slot] = row
         done = self._sample([row], h[:, -1])                                      # h [1, L, C]
         return done[0] if done else None
@@ -231,36 +247,38 @@ class DecodeBatch:
         return finished
 
     def _decode(self, rows: list[Row]) -> list[Row]:
+        if not self.exact:                                   # all slots in one call (CUDA graphs when compiled)
+            h, tok = self.graphs.run(rows)
+            return self._record(rows, h, tok)
         dev = self.model.device
-        n = EXACT_ROWS if self.exact else len(rows)
-        pad = n - len(rows)
+        pad = EXACT_ROWS - len(rows)
         slots = torch.tensor([r.slot for r in rows] + [self.scratch] * pad, device=dev)          # [n]
         pos_list = [r.prompt_len + r.steps - 1 for r in rows] + [0] * pad                       # token i-1 at L+i-1
         pos = torch.tensor(pos_list, device=dev)[:, None]                                        # [n, 1]
         x = self.model.code_embedding(self.last[slots])                                          # [n, 1, C]
-        if self.exact:
-            lengths = [p + 1 for p in pos_list[:len(rows)]] + [0] * pad
-            h = self.model.llama(x, pos, self.cache, slots, lengths=lengths)
-        else:
-            S = max(pos_list) + 1
-            mask = (torch.arange(S, device=dev)[None, :] <= pos)[:, None, None, :]               # [n, 1, 1, S]
-            h = self.model.llama(x, pos, self.cache, slots, mask=mask)
+        lengths = [p + 1 for p in pos_list[:len(rows)]] + [0] * pad
+        h = self.model.llama(x, pos, self.cache, slots, lengths=lengths)
         return self._sample(rows, h[:, 0], slots)
 
     def _sample(self, rows: list[Row], h: torch.Tensor, slots: torch.Tensor | None = None) -> list[Row]:
-        """h [n, C] hidden of this step for `rows` (+ padding rows); sample, record, retire finished rows."""
+        """h [n, C] hidden of this step for `rows` (+ padding rows): sample, then record."""
         dev, n = self.model.device, h.shape[0]
         pad = n - len(rows)
         if slots is None:
             slots = torch.tensor([r.slot for r in rows], device=dev)
         steps = torch.tensor([r.steps for r in rows] + [0] * pad, device=dev)
         keys = torch.tensor([r.rng for r in rows] + [0] * pad, device=dev)
-        eos_ok = torch.tensor([(r.steps >= r.end_at if r.forced else r.steps >= 1) for r in rows]
-                              + [False] * pad, device=dev)
-        live = slots[:len(rows)]
-        self.hid[live, steps[:len(rows)]] = h[:len(rows)].float()
+        eos_ok = torch.tensor([eos_allowed(r) for r in rows] + [False] * pad, device=dev)
         proc = process_logits(self.model.logits(h), self.hist[slots], eos_ok, self.params)   # [n, Q, V]
-        tok = sample(proc, keys, steps, self.model.cells)[:len(rows)]                             # [B, Q]
+        tok = sample(proc, keys, steps, self.model.cells)                                         # [n, Q]
+        return self._record(rows, h[:len(rows)], tok[:len(rows)])
+
+    def _record(self, rows: list[Row], h: torch.Tensor, tok: torch.Tensor) -> list[Row]:
+        """Store hidden_i [B, C] and token i [B, Q] of `rows`; retire the rows that finished."""
+        dev = self.model.device
+        live = torch.tensor([r.slot for r in rows], device=dev)
+        steps = torch.tensor([r.steps for r in rows], device=dev)
+        self.hid[live, steps] = h.float()
         self.last[live] = tok
         self.hist[live] = torch.cat([self.hist[live, :, 1:], tok[:, :, None]], 2)
         eos = tok.eq(EOS).any(1).tolist()
@@ -277,3 +295,76 @@ class DecodeBatch:
         row.hiddens = self.hid[row.slot, :row.tokens].clone()
         del self.rows[row.slot]
         return row
+
+
+GRAPH_BUCKET = 256                 # attention length of captured graphs: multiples of this many positions
+
+
+class GraphStep:
+    """The non-exact decode step: *all* slots of a DecodeBatch in one call, attention over cache views of
+    length S (a multiple of GRAPH_BUCKET).  Inactive slots are computed too (position 0 of their own unused
+    cache row) and ignored.  With `capture` (CUDA + compile) each S is a captured CUDA graph: static inputs are
+    filled before each replay and outputs copied out of static buffers; without, the same body runs eagerly."""
+
+    def __init__(self, batch: DecodeBatch, capture: bool):
+        dev, B = batch.model.device, batch.slots
+        self.batch, self.B = batch, B
+        self.pos = torch.zeros(B, 1, dtype=torch.long, device=dev)
+        self.steps = torch.zeros(B, dtype=torch.long, device=dev)
+        self.keys = torch.zeros(B, dtype=torch.long, device=dev)
+        self.eos_ok = torch.zeros(B, dtype=torch.bool, device=dev)
+        self.h = torch.zeros(B, batch.model.llama.s.hidden, dtype=torch.float32, device=dev)
+        self.tok = torch.zeros(B, batch.model.Q, dtype=torch.long, device=dev)
+        self.capture = capture
+        self.graphs: dict[int, object] = {}
+        self.pool = None
+
+    def _body(self, S: int) -> None:
+        b, m = self.batch, self.batch.model
+        x = m.code_embedding(b.last[:self.B])                                          # [B, 1, C]
+        mask = (torch.arange(S, device=m.device)[None, :] <= self.pos)[:, None, None, :]   # [B, 1, 1, S]
+        h = m.llama(x, self.pos, b.cache, None, mask=mask)[:, 0]                        # [B, C]
+        proc = process_logits(m.logits(h), b.hist[:self.B], self.eos_ok, b.params)
+        self.tok.copy_(sample(proc, self.keys, self.steps, m.cells))
+        self.h.copy_(h.float())
+
+    def _graph(self, S: int):
+        if not self.capture:
+            return _Eager(lambda: self._body(S))
+        if S not in self.graphs:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):                     # warm up kernels/workspaces (same inputs: idempotent)
+                    self._body(S)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            if self.pool is None:
+                self.pool = torch.cuda.graph_pool_handle()
+            with torch.cuda.graph(g, pool=self.pool):
+                self._body(S)
+            self.graphs[S] = g
+        return self.graphs[S]
+
+    def run(self, rows: list[Row]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Hidden [n, C] and tokens [n, Q] of this step for `rows`."""
+        dev = self.batch.model.device
+        live = torch.tensor([r.slot for r in rows], device=dev)
+        pos = [r.prompt_len + r.steps - 1 for r in rows]
+        self.pos.zero_()
+        self.pos[live, 0] = torch.tensor(pos, device=dev)
+        self.steps[live] = torch.tensor([r.steps for r in rows], device=dev)
+        self.keys[live] = torch.tensor([r.rng for r in rows], device=dev)
+        self.eos_ok.zero_()
+        self.eos_ok[live] = torch.tensor([eos_allowed(r) for r in rows], device=dev)
+        S = min(self.batch.max_len, -(-(max(pos) + 1) // GRAPH_BUCKET) * GRAPH_BUCKET)
+        with torch.no_grad():
+            self._graph(S).replay()
+        return self.h[live], self.tok[live]
+
+
+class _Eager:
+    """Stands in for a CUDA graph when not capturing."""
+
+    def __init__(self, fn):
+        self.replay = fn

@@ -108,13 +108,16 @@ class Block(nn.Module):
         v = v.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2)
         q, k = _rope(q, cos, sin), _rope(k, cos, sin)
         # write the new keys/values: cache[slot_b, :, cache_idx[b, l]] = k[b, :, l]
-        k_cache[slots[:, None], :, cache_idx] = k.transpose(1, 2)            # [B, L, Hkv, D]
-        v_cache[slots[:, None], :, cache_idx] = v.transpose(1, 2)
+        rix = torch.arange(B, device=x.device) if slots is None else slots   # [B] cache rows
+        k_cache[rix[:, None], :, cache_idx] = k.transpose(1, 2)             # [B, L, Hkv, D]
+        v_cache[rix[:, None], :, cache_idx] = v.transpose(1, 2)
         rep = s.heads // s.kv_heads
         if lengths is None:                                                  # batched: mask [B, 1, L, S]
             S = mask.shape[-1]
-            kk = k_cache[slots, :, :S]                                       # [B, Hkv, S, D]
-            vv = v_cache[slots, :, :S]
+            if slots is None:                                                # rows are slots 0..B-1: views
+                kk, vv = k_cache[:B, :, :S], v_cache[:B, :, :S]              # [B, Hkv, S, D]
+            else:
+                kk, vv = k_cache[slots, :, :S], v_cache[slots, :, :S]
             if rep > 1:
                 kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
             o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)   # [B, H, L, D]
@@ -161,7 +164,8 @@ class Llama(nn.Module):
         self.cos, self.sin = emb.cos(), emb.sin()
 
     def forward(self, x, pos, cache: KVCache, slots, cache_idx=None, mask=None, lengths=None):
-        """x [B, L, C] input embeddings; pos [B, L] long RoPE positions; slots [B] long cache rows;
+        """x [B, L, C] input embeddings; pos [B, L] long RoPE positions; slots [B] long cache rows
+        (None: row b is slot b, and batched attention reads cache views instead of gathering);
         cache_idx [B, L] long cache indices to write (default: pos); exactly one of
         mask [B, 1, L, S] bool (batched attention over cache[:, :, :S]) or
         lengths: list[int] (per-row attention over cache[slot, :, :n], n = valid length after writing).
@@ -192,3 +196,33 @@ def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> "Ll
     model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device=device)
     model.rope_tables(device)
     return model.eval().requires_grad_(False)
+
+
+class Int8Linear(nn.Module):
+    """W8A8 linear for CPU: int8 weights (per output channel, symmetric), activations quantized per row
+    (symmetric, absmax), an exact int32 GEMM (torch._int_mm), one fp32 rescale.  Integer accumulation is exact,
+    so a row's result never depends on the other rows of the call (unlike per-tensor dynamic quantization)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()                                       # [N, K]
+        scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                       # [N]
+        self.register_buffer("wq", torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scale", scale)
+        self.in_features, self.out_features = w.shape[1], w.shape[0]
+
+    def forward(self, x):                                                        # x [..., K] fp32
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).float()                                    # [M, K]
+        s = (x2.abs().amax(-1, keepdim=True) / 127.0).clamp_min(1e-12)           # [M, 1]
+        xq = torch.round(x2 / s).clamp(-127, 127).to(torch.int8)
+        acc = torch._int_mm(xq, self.wq.t())                                     # [M, N] int32, exact
+        return (acc.float() * (s * self.scale)).to(x.dtype).view(*shape[:-1], self.out_features)
+
+
+def quantize_int8(model: Llama) -> Llama:
+    """Replace every projection of every block by an Int8Linear (CPU).  Norms, RoPE, attention stay fp32."""
+    for block in model.layers:
+        for name in ("wqkv", "wo", "w13", "w2"):
+            setattr(block, name, Int8Linear(getattr(block, name)))
+    return model

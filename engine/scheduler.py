@@ -78,7 +78,7 @@ class Scheduler:
             return
         max_len = -(-max(r.prompt_len + r.end_at for r in pending) // LEN_ROUND) * LEN_ROUND
         max_steps = max(r.end_at for r in pending)
-        size = batch_for_budget(self.model, self.max_batch, max_len, max_steps, self.free_bytes)
+        size = batch_for_budget(self.model, min(self.max_batch, len(pending)), max_len, max_steps, self.free_bytes)
         batch: DecodeBatch | None = None
         while pending or (batch is not None and batch.rows):
             finished: list[Row] = []

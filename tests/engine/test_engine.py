@@ -5,6 +5,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
+pytest.importorskip("ChatTTS")
 
 from engine.api import EngineOptions, Request  # noqa: E402
 from engine.units import expected_tokens, samples_for_tokens  # noqa: E402
@@ -96,3 +97,30 @@ def test_prompt_is_upstream_and_version_names_settings(engine):
     assert ids[:2] == tok.convert_tokens_to_ids(["[Stts]", "[spk_emb]"]) and ids[-1] == tok.convert_tokens_to_ids("[Ptts]")
     assert engine.prompt_ids("[Stts]你好") == ids           # upstream strips its own control tokens
     assert engine.loaded.fingerprint in engine.version and "fp32" in engine.version and "cpu" in engine.version
+
+
+def test_int8_engine_is_batch_invariant(requests):
+    from engine.engine import Engine
+    e8 = Engine.load(EngineOptions(model="random-tiny", max_batch=2, int8=True))
+    assert "int8" in e8.version
+    reqs = requests[:4]
+    out = {r.key: r for r in e8.synthesize(reqs)}
+    for req in reqs[:2]:
+        assert np.array_equal(next(e8.synthesize([req])).audio, out[req.key].audio), req.key
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("compile_", [False, True])
+def test_cuda_engine_end_to_end(compile_):
+    from engine.engine import Engine
+    e = Engine.load(EngineOptions(model="random-tiny", device="cuda", compile=compile_, max_batch=4))
+    assert "bf16" in e.version and "cuda" in e.version
+    voice = e.sample_voice(42)
+    reqs = [Request(f"g{i}", t, voice, seed=i) for i, t in enumerate(TEXTS)]
+    out = {r.key: r for r in e.synthesize(reqs)}
+    assert len(e.last_batch_sizes) == 1 and e.last_batch_sizes[0] == 4
+    for r in reqs:
+        assert out[r.key].tokens == expected_tokens(r.text)
+        assert out[r.key].audio.shape == (samples_for_tokens(out[r.key].tokens),)
+        assert np.isfinite(out[r.key].audio).all()
