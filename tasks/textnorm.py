@@ -533,18 +533,24 @@ def _interleave_removed(removed: list[Span], tn: Span) -> list[Span]:
 def _clean_output(s: str) -> str:
     """Map what TN left behind (marks, stray digits, symbols) into the output alphabet."""
     res = []
-    for c in s:
+    for i, c in enumerate(s):
         if _is_cjk(c) or _is_latin(c) or c == " ":
             res.append(c)
         elif c.isdigit() and c.isascii():
             res.append(_DIGITS[int(c)])
+        elif c == "." and i < len(s) - 1:          # a dot TN did not read (No.1): silent inside a window
+            continue
         elif c in PUNCT_TABLE:
             res.append(PUNCT_TABLE[c][0])
         else:
             out, kind, _, _ = classify(c)
             if kind in ("text", "punct"):
                 res.append(out)
-    return "".join(res).strip()
+    out = "".join(res).strip()
+    if " " in out:                               # a space only between two Latin words
+        out = re.sub(r" +", " ", out)
+        out = re.sub(r"(?<![A-Za-z]) | (?![A-Za-z])", "", out)
+    return out
 
 
 def _char_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
