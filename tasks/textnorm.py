@@ -20,11 +20,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
+from tasks import tn_rules
+from tasks.tn_rules import cardinal_zh, digits_zh  # noqa: F401  (re-exported)
+
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
 # ---------------------------------------------------------------------------------------------------------------
 MAX_CHUNK_CHARS = 2_000          # characters: a chunk with no sentence mark is cut near this length
-TN_CONTEXT_CHARS = 4             # CJK characters of context either side of a digit run handed to wetext
+TN_CONTEXT_CHARS = 6             # CJK characters of context either side of a digit run handed to wetext
 TN_MAX_WINDOW_CHARS = 200        # characters: longer digit windows are verbalized in pieces
 
 # Boundary strength after a span: where the segmenter may cut, and which pause follows.
@@ -82,6 +85,7 @@ REMOVAL_REASONS = {
 
 _CJK = "\u4e00-\u9fff\u3007"
 _RE_CJK = re.compile(f"[{_CJK}]")
+_RE_RARE = re.compile("[\u3400-\u4dbf\U00020000-\U0003ffff]")
 _RE_DIGIT = re.compile(r"[0-9０-９]")
 # Chunks: up to and including a run of sentence marks and the closing quotes/brackets after it.
 _RE_CHUNK = re.compile(r"[^。．｡！!？﹖﹗…⋯；;\n]*(?:[。．｡！!？﹖﹗…⋯；;\n]+[」』”’）)】\]》〉\"'\s]*|$)")
@@ -228,17 +232,19 @@ def classify(c: str) -> tuple[str, SpanKind, str, int]:
         return out, "punct", "", b
     if c.isspace():
         return " ", "space", "", NONE
-    if c in "□■囗":
-        return "", "removed", "placeholder", NONE
+    if c == "○":                                 # a zero in 一九二○年 (placeholders are found by context)
+        return "〇", "text", "", NONE
     cp = ord(c)
     cat = unicodedata.category(c)
+    if 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x3FFFF:
+        return "", "removed", "rare-glyph", NONE
     if cat == "Co":
         return "", "removed", "private-use", NONE
     if cat in ("Cn", "Cs"):
         return "", "removed", "unassigned", NONE
     if cat in ("Cc", "Cf"):
         return "", "removed", "control", NONE
-    if cp >= 0x1F000 or 0x2600 <= cp <= 0x27BF or 0x2B00 <= cp <= 0x2BFF or cp in (0xFE0F, 0xFE0E, 0x200D):
+    if cp >= 0x1F000 or cp in (0xFE0F, 0xFE0E, 0x200D):
         return "", "removed", "emoji", NONE
     folded = unicodedata.normalize("NFKC", c)
     if folded != c and folded and all(_is_cjk(x) or _is_latin(x) for x in folded):
@@ -269,66 +275,27 @@ def classify(c: str) -> tuple[str, SpanKind, str, int]:
 # ---------------------------------------------------------------------------------------------------------------
 _DIGITS = "零一二三四五六七八九"
 _FW = str.maketrans({chr(0xFF10 + i): str(i) for i in range(10)} | {
-    "％": "%", "．": ".", "：": ":", "／": "/", "－": "-", "＋": "+", "～": "~", "，": ",", "￥": "¥", "＄": "$",
-    "℃": "°C", "℉": "°F", "＝": "=", "×": "×"})
-# Characters that may sit inside a number window (between or around digits).
-_NUM_INNER = set("0123456789.,:/-~+%°×÷=^²³$¥￥€£")
-# A digit window: digit runs with their number-internal punctuation, ASCII letters (units), and currency.
+    "％": "%", "．": ".", "：": ":", "／": "/", "－": "-", "＋": "+", "～": "~", "￥": "¥", "＄": "$",
+    "℃": "°C", "℉": "°F", "＝": "="})
+# Initialisms inside Chinese text: 2-4 lowercase letters (nba, gpu) or spaced single letters (c e o).
+_RE_ACRO = re.compile(r"(?<![A-Za-z0-9 ])(?!(?:am|pm|ad|bc)(?![A-Za-z]))"
+                      r"(?:[a-z]{2,4}|[a-zA-Z](?: [a-zA-Z]){1,4})(?![A-Za-z0-9])")
+# A digit token: optional sign/currency/letters before, digits with number-internal marks, units after.
+# A comma stays inside only as a thousands separator (1,000); spaces only before more number material.
 _RE_NUMTOK = re.compile(
-    r"[-+−±]?[$¥￥€£]?\s?[0-9](?:[0-9A-Za-z%°².,:/\-~+×÷=²³ ]*[0-9A-Za-z%°²³])?")
-
-
-def digits_zh(s: str) -> str:
-    """Read a digit string one digit at a time (phone numbers, years, codes): 2024 -> 二零二四."""
-    return "".join(_DIGITS[int(d)] if d.isdigit() else d for d in s)
-
-
-def cardinal_zh(s: str) -> str:
-    """Read a non-negative integer string as a cardinal with 二 (not 两): 10 -> 十, 102 -> 一百零二."""
-    s = s.lstrip("0") or "0"
-    if len(s) > 16:
-        return digits_zh(s)
-    n = int(s)
-    if n == 0:
-        return "零"
-    units = ["", "十", "百", "千"]
-    bigs = ["", "万", "亿", "万亿"]
-    groups = []
-    while n:
-        groups.append(n % 10_000)
-        n //= 10_000
-    out = []
-    zero_pending = False
-    for gi in range(len(groups) - 1, -1, -1):
-        g = groups[gi]
-        if g == 0:
-            zero_pending = bool(out)
-            continue
-        if out and (zero_pending or g < 1000):
-            out.append("零")
-        zero_pending = False
-        ds = f"{g:04d}" if out else str(g)
-        part = []
-        zeros = False
-        for i, d in enumerate(ds):
-            pos = len(ds) - 1 - i
-            if d == "0":
-                zeros = bool(part)
-                continue
-            if zeros:
-                part.append("零")
-                zeros = False
-            part.append(_DIGITS[int(d)] + units[pos])
-        out.append("".join(part) + bigs[gi])
-    text = "".join(out)
-    if text.startswith("一十"):
-        text = text[1:]
-    return text
+    r"(?:[A-Za-z]{1,4} (?=[0-9$¥￥€£₩]))?(?:[A-Za-z$¥￥€£₩±+\-−.<>≤≥=≠≈~])*[0-9０-９]"
+    r"(?:[0-9０-９A-Za-z%％‰°℃℉²³.:/\-~+×÷=≤≥<>≠≈·・_$¥￥€£₩：／－＋～．]|,(?=\d{3}(?!\d))"
+    r"| (?=[0-9A-Za-z≤≥<>=+\-×÷/]))*")
+_RE_TRAILING = re.compile(r"[.:/\-~+=·・_：／－＋～．]+$")
+_RE_AMPM = re.compile(r"(?:^|[^A-Za-z])[abp]\.[cdm]\.$", re.I)
+_RE_SUFFIX = re.compile(r"\s?(?:[ap]\.?m\.?|a\.?d\.?|b\.?c\.?)(?![A-Za-z])", re.I)    # am/pm/ad/bc after 3月
+# Removal reasons that apply inside a number window too (the rest - symbols - may be read by TN).
+_WINDOW_REMOVALS = {"placeholder", "emoji", "private-use", "control", "unassigned", "combining-mark"}
+_QUOTES = set("“”‘’「」『』\"'《》")
 
 
 def _verbalize_number_window(text: str) -> str:
     """Verbalize one window of text that contains digits: our pre-rules, wetext, our post-rules."""
-    from tasks import tn_rules
     pre = tn_rules.pre(text)
     out = _wetext_normalize(pre) if _RE_DIGIT.search(pre) else pre
     return tn_rules.post(out)
@@ -358,9 +325,13 @@ def _t2s_aligned(chunk: str, on: bool) -> str:
     if not on or chunk.isascii():
         return chunk
     conv = _t2s(chunk)
-    if len(conv) == len(chunk):
-        return conv
-    return "".join(x if len(x := _t2s(c)) == 1 else c for c in chunk)
+    if len(conv) != len(chunk):
+        conv = "".join(x if len(x := _t2s(c)) == 1 else c for c in chunk)
+    if _RE_RARE.search(conv):
+        # OpenCC maps some common Traditional characters to rare Simplified ones outside U+4E00-U+9FFF
+        # (綝 -> U+2C62D, 喎 -> U+359E) that ChatTTS cannot read: keep the Traditional character then.
+        conv = "".join(c if _RE_RARE.match(x) and not _RE_RARE.match(c) else x for c, x in zip(chunk, conv))
+    return conv
 
 
 def _find_removals(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
@@ -402,18 +373,29 @@ def _find_removals(text: str, start: int, end: int) -> list[tuple[int, int, str]
 
 
 def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
-    """[s, e) windows (absolute) around digit runs, with up to TN_CONTEXT_CHARS CJK characters either side."""
+    """[s, e) windows around digit tokens, with up to TN_CONTEXT_CHARS CJK characters (and quotes) either side."""
     wins: list[tuple[int, int]] = []
     for m in _RE_NUMTOK.finditer(work, start, end):
         s, e = m.start(), m.end()
+        tok = work[s:e]
+        trail = _RE_TRAILING.search(tok)
+        if trail and not _RE_AMPM.search(tok):
+            e -= len(trail.group())
+        if s >= e:
+            continue
         k = 0
-        while s > start and k < TN_CONTEXT_CHARS and (_is_cjk(work[s - 1]) or work[s - 1] in "第负正约"):
+        while s > start and k < TN_CONTEXT_CHARS and (_is_cjk(work[s - 1]) or work[s - 1] in _QUOTES
+                                                      or (k > 0 and work[s - 1] in "-−")
+                                                      or (k == 0 and work[s - 1] == " " and s - 1 > start
+                                                          and _is_cjk(work[s - 2]))):
             s -= 1
             k += 1
         k = 0
-        while e < end and k < TN_CONTEXT_CHARS and (_is_cjk(work[e]) or work[e] in "%％℃°"):
+        while e < end and k < TN_CONTEXT_CHARS and (_is_cjk(work[e]) or work[e] in _QUOTES):
             e += 1
             k += 1
+        if k and (m2 := _RE_SUFFIX.match(work, e, end)):
+            e = m2.end()
         if wins and s <= wins[-1][1]:
             wins[-1] = (wins[-1][0], e)
         else:
@@ -438,8 +420,18 @@ def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions) -> lis
             for m in pat.finditer(work_chunk):
                 lex_hits.append((m.start() + start, m.end() + start, table[m.group()]))
 
+    acronyms: list[tuple[int, int, str]] = []
+    if opts.tn and any("a" <= c <= "z" for c in work_chunk):
+        for m in _RE_ACRO.finditer(work_chunk):
+            a, b = m.start() + start, m.end() + start
+            prev = text[a - 1] if a > 0 else ""
+            nxt = text[b] if b < len(text) else ""
+            if (_is_cjk(prev) or _is_cjk(nxt)) and not (_latinish(prev) or _latinish(nxt)):
+                acronyms.append((a, b, m.group().replace(" ", "").upper()))
+
     blocked = sorted([(s, e, "removed", r) for s, e, r in removals]
-                     + [(s, e, "lexicon", rep) for s, e, rep in lex_hits])
+                     + [(s, e, "lexicon", rep) for s, e, rep in lex_hits]
+                     + [(s, e, "acronym", rep) for s, e, rep in acronyms])
     # Resolve overlaps: earlier wins.
     events: list[tuple[int, int, str, str]] = []
     for ev in blocked:
@@ -456,6 +448,8 @@ def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions) -> lis
         elif kind == "lexicon":
             inner = normalize(val, t2s=False, lexicon=None) if val else ""
             spans.append(Span(s, e, inner, "lexicon"))
+        elif kind == "acronym":
+            spans.append(Span(s, e, val, "text", aligned=len(val) == e - s))
         pos = max(pos, e)
     return spans
 
@@ -480,8 +474,7 @@ def _plain_spans(text: str, work: _Offset, start: int, end: int, opts: Normalize
     seg = work[start:end]
     wins = []
     if opts.tn and _RE_DIGIT.search(seg):
-        folded = seg.translate(_FW)              # same length: full-width digits/marks -> ASCII
-        wins = _number_windows(folded, 0, len(folded))
+        wins = _number_windows(seg, 0, len(seg))
         wins = [(s + start, e + start) for s, e in wins]
     for ws, we in wins + [(end, end)]:
         if pos < ws:
@@ -498,9 +491,8 @@ def _tn_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
     kept = []
     for i in range(start, end):
         c = work[i]
-        out, kind, reason, _ = classify(c) if not (c.isascii() or c in "０１２３４５６７８９％．：／－＋～￥＄℃℉＝×÷°²³€£") \
-            else (c, "text", "", NONE)
-        if kind == "removed":
+        out, kind, reason, _ = classify(c)
+        if kind == "removed" and reason in _WINDOW_REMOVALS:
             spans.append(Span(i, i + 1, "", "removed", reason))
         else:
             kept.append(c)
@@ -541,18 +533,24 @@ def _interleave_removed(removed: list[Span], tn: Span) -> list[Span]:
 def _clean_output(s: str) -> str:
     """Map what TN left behind (marks, stray digits, symbols) into the output alphabet."""
     res = []
-    for c in s:
+    for i, c in enumerate(s):
         if _is_cjk(c) or _is_latin(c) or c == " ":
             res.append(c)
         elif c.isdigit() and c.isascii():
             res.append(_DIGITS[int(c)])
+        elif c == "." and i < len(s) - 1:          # a dot TN did not read (No.1): silent inside a window
+            continue
         elif c in PUNCT_TABLE:
             res.append(PUNCT_TABLE[c][0])
         else:
             out, kind, _, _ = classify(c)
             if kind in ("text", "punct"):
                 res.append(out)
-    return "".join(res).strip()
+    out = "".join(res).strip()
+    if " " in out:                               # a space only between two Latin words
+        out = re.sub(r" +", " ", out)
+        out = re.sub(r"(?<![A-Za-z]) | (?![A-Za-z])", "", out)
+    return out
 
 
 def _char_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
@@ -632,11 +630,7 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
                 if best_out:
                     best_at = next(k for k, s in enumerate(run) if s.kind == "space")
         if not prev or prev in "，。、 ":
-            if best_out in ("，", "、", " ") or (best_out == "。" and not prev):
-                best_out = ""                       # nothing to pause after (paragraph start, or already paused)
-            elif best_out == "。" and prev in "，、":
-                # upgrade the previous comma is not possible here; keep the period
-                pass
+            best_out = ""                           # nothing to pause after (paragraph start, or already paused)
         for k, s in enumerate(run):
             out = best_out if k == best_at else ""
             if s.kind == "removed":

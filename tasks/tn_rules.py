@@ -1,27 +1,207 @@
-"""Our pre/post rules around wetext's Chinese TN FSTs: general fixes for cases wetext reads wrongly.
+"""Our rules around wetext's Chinese TN FSTs: general fixes for patterns wetext reads wrongly.
 
-`pre(window)` rewrites digit patterns wetext gets wrong into Chinese before wetext sees them; `post(out)` fixes
-wetext's output.  Every rule is a general pattern (dates, phone numbers, money, temperatures), not a per-case
-patch; tests/tasks/test_textnorm_rules.py pins each one."""
+`pre(window)` rewrites digit patterns into Chinese before wetext sees them (wetext leaves Chinese alone);
+`post(out)` fixes wetext's output.  Each rule is a general pattern, not a per-case patch; the golden sets
+(benchmarks/tn_score.py) disagree with each other on a few conventions - the choices are noted per rule.
+"""
 from __future__ import annotations
 
 import re
 
-from tasks.textnorm import cardinal_zh, digits_zh
+_DIGITS = "零一二三四五六七八九"
+_CURRENCY = {"$": "美元", "＄": "美元", "US$": "美元", "€": "欧元", "£": "英镑", "₩": "韩元", "¥": "元", "￥": "元",
+             "HK$": "港元", "A$": "澳元"}
+_CODES = {"CNY": "人民币", "RMB": "人民币", "USD": "美元", "HKD": "港元", "EUR": "欧元", "GBP": "英镑",
+          "JPY": "日元", "KRW": "韩元"}
+# Words after which a digit string is an identifier read digit by digit (phone and ID numbers).
+_ID_WORDS = "电话|号码|热线|致电|分机|传真|编号|工号|学号|账号|帐号|代码|邮编|车次|房间|门牌|序号|卡号"
+# After "N年", words that make it a duration (二十年后) rather than a year (86年).
+_DURATION_AFTER = "后前来内里间多半之以左的中代"
 
 
-def _sub(pattern: str, repl, text: str) -> str:
-    return re.sub(pattern, repl, text)
+def digits_zh(s: str) -> str:
+    """Read a digit string one digit at a time: 2024 -> 二零二四."""
+    return "".join(_DIGITS[ord(d) - 48] if "0" <= d <= "9" else d for d in s)
+
+
+def cardinal_zh(s: str) -> str:
+    """A non-negative integer as a cardinal with 二 (not 两): 10 -> 十, 102 -> 一百零二, 10000100000 -> 一百亿零十万.
+
+    一十 is kept only in the lowest group after a zero (50010 -> 五万零一十); a 万 group reads 十万."""
+    s = s.lstrip("0") or "0"
+    if len(s) > 16:
+        return digits_zh(s)
+    n = int(s)
+    if n == 0:
+        return "零"
+    units = ["", "十", "百", "千"]
+    bigs = ["", "万", "亿", "万亿"]
+    groups = []
+    while n:
+        groups.append(n % 10_000)
+        n //= 10_000
+    out: list[str] = []
+    zero_gap = False
+    for gi in range(len(groups) - 1, -1, -1):
+        g = groups[gi]
+        if g == 0:
+            zero_gap = bool(out)
+            continue
+        leading = not out
+        if out and (zero_gap or g < 1000):
+            out.append("零")
+        zero_gap = False
+        ds = str(g) if leading else f"{g:04d}"
+        part: list[str] = []
+        pending_zero = False
+        for i, d in enumerate(ds):
+            pos = len(ds) - 1 - i
+            if d == "0":
+                pending_zero = bool(part)
+                continue
+            if pending_zero:
+                part.append("零")
+                pending_zero = False
+            part.append(_DIGITS[int(d)] + units[pos])
+        text = "".join(part)
+        if text.startswith("一十") and (leading or gi > 0):
+            text = text[1:]
+        out.append(text + bigs[gi])
+    return "".join(out)
+
+
+def decimal_zh(s: str, *, drop_trailing_zeros: bool = False) -> str:
+    """12.50 -> 十二点五零 (or 十二点五 with drop_trailing_zeros); integers as cardinals."""
+    if "." not in s:
+        return cardinal_zh(s)
+    whole, frac = s.split(".", 1)
+    if drop_trailing_zeros:
+        frac = frac.rstrip("0")
+    return cardinal_zh(whole or "0") + ("点" + digits_zh(frac) if frac else "")
+
+
+_NUM = r"\d+(?:\.\d+)?"
+
+
+def _valid_md(m: str, d: str) -> bool:
+    return 1 <= int(m) <= 12 and 1 <= int(d) <= 31
+
+
+def _date3(m: re.Match) -> str:
+    y, mo, d = m.group(1), m.group(2), m.group(3)
+    if not _valid_md(mo, d):
+        return m.group(0)
+    return f"{digits_zh(y)}年{cardinal_zh(mo)}月{cardinal_zh(d)}日"
+
+
+def _money_scaled(m: re.Match) -> str:
+    cur = _CURRENCY.get(m.group(1), "")
+    return f"{decimal_zh(m.group(2))}{m.group(3)}{cur}"
+
+
+def _era(m: re.Match) -> str:
+    bc = m.group(3).lower().startswith("b")
+    return ("公元前" if bc else "公元") + digits_zh(m.group(1)) + "年" + (m.group(2) or "")
+
+
+# (pattern, replacement) in order.  Each rewrites digits into Chinese, so later rules and wetext skip them.
+_PRE: list[tuple[re.Pattern, object]] = [
+    # Era suffixes: 2934ad -> 公元二九三四年, 1234b.c. -> 公元前一二三四年, 1823年3月bc -> 公元前一八二三年三月.
+    (re.compile(r"(\d+)(?:年((?:\d{1,2}月)?(?:\d{1,2}日)?))?\s*((?:a\.?d\.?|b\.?c\.?)(?![A-Za-z]))", re.I),
+     lambda m: _era_full(m)),
+    # Negative temperatures: -10°C -> 零下十度 (wetext: 负十摄氏度).
+    (re.compile(r"[-−]\s?(" + _NUM + r")\s?(?:°C|℃|°|度)"), lambda m: f"零下{decimal_zh(m.group(1))}度"),
+    # Negative fractions and percentages: the sign goes in front (wetext: 三分之负一).
+    (re.compile(r"[-−](\d+)/(\d+)"), lambda m: f"负{cardinal_zh(m.group(2))}分之{cardinal_zh(m.group(1))}"),
+    (re.compile(r"[-−](" + _NUM + r")[%％]"), lambda m: f"负百分之{decimal_zh(m.group(1), drop_trailing_zeros=True)}"),
+    (re.compile(r"[-−](?=百分之|千分之|\d+分之)"), "负"),
+    # Percentages drop trailing decimal zeros: 0.70% -> 百分之零点七.
+    (re.compile(r"(" + _NUM + r")[%％]"), lambda m: f"百分之{decimal_zh(m.group(1), drop_trailing_zeros=True)}"),
+    # Money: currency symbol before a scaled amount ($1.5万 -> 一点五万美元), ₩, and 元 amounts drop .00.
+    (re.compile(r"(US\$|HK\$|A\$|[$＄€£₩¥￥])\s?(" + _NUM + r")([万亿])"), _money_scaled),
+    (re.compile(r"₩\s?(" + _NUM + r")"), lambda m: f"{decimal_zh(m.group(1))}韩元"),
+    (re.compile(r"(?<![A-Za-z])(" + "|".join(_CODES) + r")\s?(" + _NUM + r")([万亿]?)"),
+     lambda m: f"{decimal_zh(m.group(2))}{m.group(3)}{_CODES[m.group(1)]}"),
+    (re.compile(r"(\d+\.\d+)(?=元|块|美元|欧元|英镑|港元|日元|韩元)"),
+     lambda m: decimal_zh(m.group(1), drop_trailing_zeros=True)),
+    # Dates: y/m/d and y.m.d with 2- or 4-digit years, and 2019·2·10.
+    (re.compile(r"(?<![\d.])(\d{4}|\d{2})[/.·・](\d{1,2})[/.·・](\d{1,2})(?![\d.])"), _date3),
+    # Month and day with leading zeros or 2 (wetext: 零八月, 两日).
+    (re.compile(r"(?<![\d.])(\d{1,2})(?=月)"), lambda m: cardinal_zh(m.group(1)) if _m_ok(m.group(1)) else m.group(0)),
+    (re.compile(r"(?<=月)(\d{1,2})(?=[日号])"), lambda m: cardinal_zh(m.group(1))),
+    (re.compile(r"(?<![\d.])(\d{1,2})(?=[日号](?!元))"),
+     lambda m: cardinal_zh(m.group(1)) if 1 <= int(m.group(1)) <= 31 else m.group(0)),
+    # Years: 86年 -> 八六年, 公元前202年 -> 公元前二零二年 (not durations: 二十年后).
+    (re.compile(r"(?<![\d.])(\d{2})年(?![" + _DURATION_AFTER + r"])"), lambda m: digits_zh(m.group(1)) + "年"),
+    (re.compile(r"(公元前?|前)(\d{1,4})年"), lambda m: m.group(1) + digits_zh(m.group(2)) + "年"),
+    # Scores: 比分 17:16 -> 十七比十六.
+    (re.compile(r"(比分|比数|战平|战胜|击败|负于|比赛)([^\d，。]{0,6}?)(\d+)[:：](\d+)"),
+     lambda m: f"{m.group(1)}{m.group(2)}{cardinal_zh(m.group(3))}比{cardinal_zh(m.group(4))}"),
+    # Country codes: +86 -> 八六 (then the number itself).
+    (re.compile(r"\+(\d{1,3})\s?(?=\d{7,})"), lambda m: digits_zh(m.group(1))),
+    # Identifiers: after 电话/编号/… digit by digit; numbers before 号 with 3+ digits (not dates) too.  Mobile
+    # numbers and the words wetext knows (手机, 拨打, 尾号) are left to wetext, which reads 1 as 幺 there.
+    (re.compile(r"(" + _ID_WORDS + r")([^\d，。]{0,3}?)(\d{3,})(?!\d)"),
+     lambda m: m.group(0) if _phone_like(m.group(3)) else m.group(1) + m.group(2) + digits_zh(m.group(3))),
+    (re.compile(r"(?<![\d.])(\d{3,})(?=[”\"’」』]?号(?!码))"), lambda m: digits_zh(m.group(1))),
+    # Grams: 1.2g -> 一点二克.
+    (re.compile(r"(" + _NUM + r")\s?g(?![A-Za-z])"), lambda m: decimal_zh(m.group(1)) + "克"),
+    # m.n is a decimal, not a date (12.9英寸 -> 十二点九; wetext: 十二月九日) - unless it is written like a
+    # date with a leading zero (08.08 -> 八月八日), or money/units follow or precede (wetext reads those).
+    (re.compile(r"(?<![\d.$¥￥€£₩A-Za-z\-−])(\d{1,2})\.(\d{1,2})(?![\d.]|日|号|[A-Za-z%°′″])"), lambda m: _m_dot_n(m)),
+    # Leading-dot decimals: .22口径 -> 零点二二.
+    (re.compile(r"(?<![0-9A-Za-z.])\.(\d+)"), lambda m: "零点" + digits_zh(m.group(1))),
+    # Long plain integers (9-16 digits) that are not phone-shaped: cardinals (wetext reads them digit by digit).
+    (re.compile(r"(?<![\d.,+\-])([1-9]\d{8,15})(?![\d.,])"),
+     lambda m: m.group(0) if _phone_like(m.group(1)) else cardinal_zh(m.group(1))),
+    # Ranges of ordinals: 第3-5章 -> 第三到五章 (wetext: 第三减五章).
+    (re.compile(r"第(\d+)\s?[-–—~～]\s?(\d+)"), lambda m: f"第{cardinal_zh(m.group(1))}到{cardinal_zh(m.group(2))}"),
+    # 2 before a measure word is 两 (wetext does this for 个/岁 but not for 次/遍/天/...): 2次 -> 两次.
+    (re.compile(r"(?<![\d.第])2(?=(?:次|遍|趟|位|种|件|本|张|条|只|头|匹|家|天|周|倍|根|把|双|对|层|间|辆|架|艘"
+                r"|座|台|部|场|封|篇|首|句|份|名|人|碗|杯|口|声|步|下|眼|份|样|块钱|分钟|小时|公里|斤|里路))"), "两"),
+    # A minus sign left in front of a verbalized number: 负.
+    (re.compile(r"(?<![0-9A-Za-z])[-−](?=[零一二三四五六七八九十两])"), "负"),
+]
+
+
+def _m_dot_n(m: re.Match) -> str:
+    mo, d = m.group(1), m.group(2)
+    if len(mo) == 2 and len(d) == 2 and (mo[0] == "0" or d[0] == "0") and _valid_md(mo, d):
+        return f"{cardinal_zh(mo)}月{cardinal_zh(d)}日"
+    return decimal_zh(m.group(0))
+
+
+def _m_ok(s: str) -> bool:
+    return 1 <= int(s) <= 12
+
+
+def _era_full(m: re.Match) -> str:
+    rest = m.group(2) or ""
+    rest = re.sub(r"(\d{1,2})([月日])", lambda k: cardinal_zh(k.group(1)) + k.group(2), rest)
+    bc = m.group(3).lower().startswith("b")
+    return ("公元前" if bc else "公元") + digits_zh(m.group(1)) + "年" + rest
+
+
+def _phone_like(s: str) -> bool:
+    return len(s) == 11 and s[0] == "1" and s[1] in "3456789"
 
 
 def pre(text: str) -> str:
     """Rewrite the patterns wetext reads wrongly (run before wetext)."""
-    # Day of month: wetext reads 2日 as 两日.
-    text = _sub(r"(?<![0-9.])(\d{1,2})(\s*)(日|号|號)", lambda m: cardinal_zh(m.group(1)) + m.group(3), text)
+    for pat, repl in _PRE:
+        if any(c.isdigit() for c in text) or "-" in text:
+            text = pat.sub(repl, text)
     return text
+
+
+_POST: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"(?<![一二三四五六七八九十百千点])二千"), "两千"),   # 2xxx at a number or group start: 两千
+    (re.compile(r"两(?=分之)"), "二"),                 # 二分之一, never 两分之一
+]
 
 
 def post(text: str) -> str:
     """Fix wetext's output (run after wetext)."""
-    text = text.replace("幺", "一")
+    for pat, repl in _POST:
+        text = pat.sub(repl, text)
     return text

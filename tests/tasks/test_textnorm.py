@@ -50,7 +50,8 @@ def test_every_table_entry_maps_into_the_alphabet():
     ("5月2日", "五月二日"),                       # wetext alone says 两日
     ("共有1,000,000人", "共有一百万人"),
     ("50%", "百分之五十"),
-    ("电话13812345678", "电话一三八一二三四五六七八"),
+    ("电话13812345678", "电话幺三八幺二三四五六七八"),   # mobile numbers: wetext reads 1 as 幺
+    ("投诉电话10015", "投诉电话一零零一五"),
     ("１２３", "一百二十三"),                      # full-width digits
 ])
 def test_numbers(src, out):

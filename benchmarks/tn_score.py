@@ -1,0 +1,111 @@
+"""Chinese TN scoring: exact-match rates of our normalize() and of wetext alone on three public golden sets.
+
+    python -m benchmarks.tn_score                 # rates + misses (ours)
+    python -m benchmarks.tn_score --baseline      # also wetext alone, and its misses with -v
+    python -m benchmarks.tn_score --speed         # also: normalize the whole of 紅樓夢 and report chars/s
+
+Sets (in ../shared/corpus/tn): NeMo zh_text_normalization/*.txt (`input~output`), PaddleSpeech
+textnorm_test_cases.txt (`input|output`), WeTextProcessing tn_chinese/*.txt (`input => output`).
+Both sides of a comparison go through the same punctuation/whitespace canonicalization (our punctuation table,
+no TN), so a case scores on its reading, not on which comma the golden file happened to use.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("CHATTTS_RENDER_CORPUS", ROOT.parent / "shared" / "corpus"))
+TN_DIR = CORPUS / "tn"
+HONGLOUMENG = CORPUS / "txt" / "gutenberg-zh" / "24264-0.txt"
+
+SETS = {
+    "nemo": ("nemo/zh_text_normalization/*.txt", "~"),
+    "paddlespeech": ("paddlespeech/textnorm_test_cases.txt", "|"),
+    "wetext": ("wetextprocessing/tn_chinese/*.txt", " => "),
+}
+
+
+def load_cases(name: str, root: Path = TN_DIR) -> list[tuple[str, str, str]]:
+    """[(input, expected, origin)] of one golden set; empty when the corpus is absent."""
+    pattern, sep = SETS[name]
+    cases = []
+    for path in sorted(root.glob(pattern)):
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if sep not in line or not line.strip():
+                continue
+            inp, exp = line.split(sep, 1)
+            cases.append((inp, exp, f"{path.name}:{lineno}"))
+    return cases
+
+
+def canon(text: str) -> str:
+    """Punctuation and whitespace through our table (no TN, no t2s), for a fair comparison."""
+    from tasks.textnorm import normalize
+    return normalize(text, t2s=False, tn=False)
+
+
+def score(fn: Callable[[str], str], cases: list[tuple[str, str, str]]) -> tuple[float, list[tuple[str, ...]]]:
+    """(exact-match rate, misses as (origin, input, expected, got))."""
+    misses = []
+    for inp, exp, origin in cases:
+        got = fn(inp)
+        if canon(got) != canon(exp):
+            misses.append((origin, inp, exp, got))
+    rate = 1.0 - len(misses) / len(cases) if cases else 0.0
+    return rate, misses
+
+
+def ours(text: str) -> str:
+    from tasks.textnorm import normalize
+    return normalize(text)
+
+
+def wetext_alone(text: str) -> str:
+    from tasks.textnorm import _wetext
+    return _wetext().normalize(text)
+
+
+def speed(path: Path = HONGLOUMENG) -> tuple[int, float]:
+    """(characters, seconds) to normalize a whole book file."""
+    from tasks.textnorm import normalize
+    text = path.read_text(encoding="utf-8-sig")
+    normalize("预热1次")                     # load OpenCC and the FSTs outside the timing
+    t0 = time.perf_counter()
+    normalize(text)
+    return len(text), time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", action="store_true", help="also score wetext alone")
+    ap.add_argument("--speed", action="store_true", help="time normalizing 紅樓夢")
+    ap.add_argument("-v", "--verbose", action="store_true", help="list the misses")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    for name in SETS:
+        cases = load_cases(name)
+        if not cases:
+            print(f"{name}: corpus absent ({TN_DIR})")
+            continue
+        rate, misses = score(ours, cases)
+        line = f"{name:13s} ours {rate:6.1%} ({len(cases) - len(misses)}/{len(cases)})"
+        if args.baseline:
+            brate, bmisses = score(wetext_alone, cases)
+            line += f"   wetext alone {brate:6.1%} ({len(cases) - len(bmisses)}/{len(cases)})"
+        print(line)
+        if args.verbose or not args.baseline:
+            for origin, inp, exp, got in misses:
+                print(f"    miss {origin:32s} {inp!r} -> {got!r}  (want {exp!r})")
+    if args.speed:
+        n, sec = speed()
+        print(f"紅樓夢 {n:,} chars normalized in {sec:.1f} s ({n / sec:,.0f} chars/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
