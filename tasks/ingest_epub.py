@@ -102,7 +102,8 @@ class _Zip:
     def has(self, name: str) -> bool:
         return self.resolve(name) is not None
 
-    def read(self, name: str, limit: int = MAX_ENTRY_BYTES) -> bytes:
+    def read(self, name: str, limit: int | None = None) -> bytes:
+        limit = MAX_ENTRY_BYTES if limit is None else limit
         key = self.resolve(name)
         if key is None:
             raise KeyError(name)
@@ -321,6 +322,8 @@ def _find_opf(z: _Zip) -> str:
     opfs = sorted(n for n in z.entries if n.lower().endswith(".opf"))
     if opfs:
         return opfs[0]
+    if z.has("[Content_Types].xml"):
+        raise BookError(z.path, "not an EPUB (an Office Open XML document, e.g. .docx)")
     raise BookError(z.path, "not an EPUB (no package document found)")
 
 
@@ -813,14 +816,20 @@ def _place(chapters: list[_Chap], blocks: list[_Block], entries: list[_TocEntry]
 
 
 def _drop_title_blocks(seg: list[_Block], title: str) -> list[_Block]:
-    """The heading blocks that spell the chapter title (CHAPTER I. / START IN LIFE) are not read again."""
+    """Leading blocks that spell the chapter title (a heading equal to the TOC label, or CHAPTER I. / START IN
+    LIFE split over two headings) are not read again as paragraphs."""
     key = _squash(title)
-    taken = 0
-    for b in seg[:3]:
-        if b.kind == "p" and _squash(b.text) != key or not key or _squash(b.text) not in key:
+    if not key:
+        return seg
+    acc, drop = "", 0
+    for n, b in enumerate(seg[:3], 1):
+        acc += _squash(b.text)
+        if acc == key:
+            return seg[n:]
+        if b.kind == "p" or not key.startswith(acc):
             break
-        taken += 1
-    return seg[taken:]
+        drop = n  # headings that are a shorter form of the title (第一回 for "第一回 始")
+    return seg[drop:]
 
 
 def _squash(s: str) -> str:
