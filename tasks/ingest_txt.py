@@ -21,6 +21,7 @@ MAX_BARE_TITLE_CHARS = 20                # characters; bare title lines in essay
 MAX_SUBTITLE_CHARS = 40                  # characters; a heading's title on the following line
 MIN_WRAP_WIDTH = 20                      # columns (CJK = 2); narrower "wrap widths" are not hard wrapping
 WRAP_SLACK = 4                           # columns; a line this close to the wrap width is a wrapped line
+MIN_MIDSENTENCE_SHARE = 0.2             # share of full-width lines that must end mid-sentence in a wrapped file
 MIN_WRAPPED_SHARE = 0.25                 # share of text lines near the wrap width that marks a hard-wrapped file
 MAX_CONTROL_SHARE = 0.01                 # share of control characters above which decoded text is binary junk
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
@@ -41,8 +42,10 @@ SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小�
 _SPECIAL_RE = re.compile(r"^(?:《[^》]{1,20}》)?\s*(?:" + "|".join(sorted(map(re.escape, SPECIAL_TITLES), key=len,
                                                                             reverse=True)) + r")$")
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:︰、…「」『』“”\"")
+_SENTENCE_END = set("。．！？!?」』”’）)…")
 _CLOSING_START = set("．。，、；：！？」』”’）)》〉】…,.;:!?")
 _SEPARATOR_RE = re.compile(r"^[\s\-—=＝_＿*＊~～·•.。．、]{3,}$")
+_BINARY_CHARS_RE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufff0-\uffff]")
 _HTML_BR_RE = re.compile(r"<br\s*/?>", re.I)
 _HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]{0,200})?/?>")
 _HTML_ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
@@ -114,8 +117,7 @@ def _looks_binary(text: str) -> bool:
     if not text:
         return False
     sample = text[:DETECT_SAMPLE_BYTES]
-    bad = sum(1 for ch in sample if (ord(ch) < 32 and ch not in "\t\n\r\f\v") or 0x7F <= ord(ch) < 0xA0
-              or 0xFFF0 <= ord(ch) <= 0xFFFF)
+    bad = len(_BINARY_CHARS_RE.findall(sample))
     return bad > max(MIN_CONTROL_CHARS, MAX_CONTROL_SHARE * len(sample))
 
 
@@ -176,7 +178,7 @@ def _indent(line: str) -> int:
 
 def _width(s: str) -> int:
     """Columns as a fixed-width wrapper counts them: non-ASCII (GBK/Big5 double-byte) = 2."""
-    return len(s) + sum(1 for ch in s if ord(ch) > 0x7F)
+    return 2 * len(s) - len(s.encode("ascii", "ignore"))
 
 
 def _has_sentence_punct(s: str) -> bool:
@@ -415,7 +417,11 @@ def _wrap_width(lines: list[str]) -> int:
     near = sum(v for w, v in c.items() if top - WRAP_SLACK <= w <= top)
     if top < MIN_WRAP_WIDTH or near < MIN_WRAPPED_SHARE * len(widths):
         return 0
-    return top
+    # Hard wrapping cuts lines mid-sentence; a file of complete sentences that happen to be the same length
+    # (one per line) is not wrapped.
+    full = [ln.rstrip() for ln in lines[:100_000] if len(ln.strip()) >= 8 and _width(ln.rstrip()) >= top - WRAP_SLACK]
+    mid = sum(1 for ln in full if ln[-1] not in _SENTENCE_END)
+    return top if mid >= MIN_MIDSENTENCE_SHARE * len(full) else 0
 
 
 def _paragraphs(block: list[str], wrap: int, indent_marks_paragraph: bool) -> list[str]:
