@@ -24,6 +24,8 @@ WRAP_SLACK = 4                           # columns; a line this close to the wra
 MIN_MIDSENTENCE_SHARE = 0.2             # share of full-width lines that must end mid-sentence in a wrapped file
 MIN_WRAPPED_SHARE = 0.25                 # share of text lines near the wrap width that marks a hard-wrapped file
 MAX_CONTROL_SHARE = 0.01                 # share of control characters above which decoded text is binary junk
+MAX_UTF8_DAMAGE = 8                      # invalid sequences tolerated in a UTF-8 file (replaced, reported)
+MAX_UTF8_DAMAGE_SHARE = 0.001            # ... or this share of its characters, if larger
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
 
 # Encodings we accept from detection: Chinese, Unicode, and single-byte Western ones.
@@ -75,13 +77,18 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
                 raise BookError(path, f"unknown text encoding (invalid {enc} after a byte-order mark)") from None
     try:
         return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
+    except UnicodeDecodeError as e:
+        if e.start >= len(data) - 3 and e.reason == "unexpected end of data":
+            return data[: e.start].decode("utf-8"), "utf-8"  # the file was cut inside its last character
+    lossy = _nearly_utf8(data)
+    if lossy is not None:
+        return lossy
     enc = _detect(data)
     if enc is None:
         raise BookError(path, "unknown text encoding")
+    codec = _ENCODING_ALIASES.get(enc, enc)
     try:
-        text = data.decode(_ENCODING_ALIASES.get(enc, enc))
+        text = _decode_tolerating_cut_end(data, codec)
     except (UnicodeDecodeError, LookupError):
         # The sample fitted but the rest of the file does not: try the Chinese superset before giving up.
         try:
@@ -89,6 +96,32 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
         except UnicodeDecodeError:
             raise BookError(path, "unknown text encoding") from None
     return text, enc
+
+
+def _decode_tolerating_cut_end(data: bytes, codec: str) -> str:
+    """Strict decoding, except that a multibyte character cut off by the end of the file is dropped."""
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as e:
+        if e.start >= len(data) - 4:
+            return data[: e.start].decode(codec)
+        raise
+
+
+def _nearly_utf8(data: bytes) -> tuple[str, str] | None:
+    """UTF-8 with a few damaged bytes (a bad sector, a bad copy): decoded with U+FFFD for the damage, and the
+    damage named in the encoding, rather than misread as GB18030 or Big5.  None when it is not UTF-8."""
+    sample = data[:DETECT_SAMPLE_BYTES]
+    text = sample.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - sample.count(b"\xef\xbf\xbd")
+    multibyte = sum(1 for ch in text if ord(ch) > 0x7F) - bad
+    if bad > max(MAX_UTF8_DAMAGE, MAX_UTF8_DAMAGE_SHARE * multibyte):
+        return None
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count(b"\xef\xbf\xbd")
+    if bad > max(MAX_UTF8_DAMAGE, MAX_UTF8_DAMAGE_SHARE * len(text)) or multibyte < 4 * bad:
+        return None
+    return text, f"utf-8 ({bad} invalid byte sequences replaced)"
 
 
 def _detect(data: bytes) -> str | None:
@@ -107,6 +140,9 @@ def _detect(data: bytes) -> str | None:
     from charset_normalizer import from_bytes  # lazy: only non-UTF-8 files need it
 
     best = from_bytes(sample).best()
+    cut = sample.rfind(b"\n")
+    if best is None and cut > len(sample) // 2:
+        best = from_bytes(sample[: cut + 1]).best()  # the sample may end inside a character
     if best is None:
         return None
     name = best.encoding.lower().replace("_", "-")
