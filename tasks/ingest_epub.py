@@ -64,6 +64,7 @@ _XML_ENTITIES = {b"amp", b"lt", b"gt", b"quot", b"apos"}
 _MARGIN_RE = re.compile(r"margin-top\s*:\s*([0-9.]+)\s*(em|rem|ex)", re.I)
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:、…")
 _PG_END_LINE_RE = re.compile(r"^\s*End of (?:the )?Project Gutenberg", re.I)
+_PG_TXT_DOC_RE = re.compile(r"\.txt\.x?html?$", re.I)  # Gutenberg Ebookmaker's rendering of a plain-text book
 _PG_CREDIT_RE = re.compile(r"^(Produced by|E-text prepared by|Transcribed from)\b", re.I)
 
 
@@ -680,6 +681,25 @@ def _extract(root, doc: str) -> tuple[list[_Block], list[_Note]]:
     return blocks, ex.notes
 
 
+def _join_wrapped_paragraphs(blocks: list[_Block]) -> list[_Block]:
+    """Gutenberg's txt-to-html conversions turn hard-wrapped CJK lines into separate <p>s (其名</p><p>曰類):
+    a paragraph ending in an ideograph continues into a paragraph starting with one."""
+    out: list[_Block] = []
+    for b in blocks:
+        prev = out[-1] if out else None
+        if (prev is not None and prev.kind == "p" and b.kind == "p" and not b.anchors[1:]
+                and (_is_ideograph(prev.text[-1]) or prev.text[-1] in "，、；：") and _is_ideograph(b.text[0])):
+            out[-1] = _Block(prev.text + b.text, "p", prev.anchors, prev.refs + b.refs, prev.linky and b.linky)
+        else:
+            out.append(b)
+    return out
+
+
+def _is_ideograph(ch: str) -> bool:
+    o = ord(ch)
+    return 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0x20000 <= o <= 0x3FFFF or ch in "【】□囗〇"
+
+
 def _is_toc_page(blocks: list[_Block]) -> bool:
     """An in-book table of contents (a page of links): not read aloud."""
     body = [b for b in blocks if b.kind == "p"]
@@ -750,6 +770,8 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
         if root is None:
             continue
         blocks, doc_notes = _extract(root, name)
+        if _PG_TXT_DOC_RE.search(name):
+            blocks = _join_wrapped_paragraphs(blocks)
         if any(PG_START_RE.search(b.text) or _is_pg_end(b.text) for b in blocks):
             blocks, pg_over = _drop_pg_boilerplate(blocks)
         all_notes.extend(doc_notes)

@@ -53,6 +53,8 @@ _HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]{0,200})?/?>")
 _HTML_ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 _JUNK_TITLES = {"無標題文件", "无标题文档", "無標題文檔", "无标题文件", "untitled", "untitled document"}
 _PG_META_RE = re.compile(r"^(Title|Author)\s*:\s*(.+)$", re.I)
+_PG_FOOTER_META_RE = re.compile(r"End of (?:the )?Project Gutenberg(?:'s|\s+E-?Book of)\s+(.+?)(?:,\s+by\s+(.+?))?\s*"
+                                r"(?:\*{3}|$)", re.I)
 # Other file types people rename to .txt/.epub: refused by name, not by "unknown text encoding".
 _BINARY_MAGICS = ((b"\x89PNG", "PNG image"), (b"\xff\xd8\xff", "JPEG image"), (b"GIF8", "GIF image"),
                   (b"%PDF", "PDF document"), (b"Rar!", "RAR archive"), (b"7z\xbc\xaf", "7-Zip archive"),
@@ -191,6 +193,12 @@ def _strip_gutenberg(lines: list[str]) -> tuple[list[str], dict[str, str]]:
     for i in range(len(lines) - 1, max(start, len(lines) - 5000) - 1, -1):
         if PG_END_LINE_RE.search(lines[i]):
             end = i
+    if end < len(lines):
+        # "End of the Project Gutenberg EBook of Hen Hai, by Jian-Ren Wu": a last-resort title and author.
+        m = _PG_FOOTER_META_RE.search(" ".join(lines[end:end + 3]))
+        if m:
+            meta.setdefault("footer_title", m.group(1).strip())
+            meta.setdefault("footer_author", (m.group(2) or "").strip())
     return lines[start:end], meta
 
 
@@ -559,6 +567,10 @@ def _front_matter(front: list[str], pg_meta: dict[str, str], path: str) -> tuple
             title = first
             if not author and len(short) > 1:
                 author = short[1]
+    if not title:
+        title = pg_meta.get("footer_title", "")
+        author = author or pg_meta.get("footer_author", "")
+    author = author or pg_meta.get("footer_author", "")
     if not title:
         title = Path(path).stem
     only_labels = all(len(p) <= 30 for p in front) and sum(len(p) for p in front) <= 120
