@@ -214,3 +214,23 @@ def test_many_short_lines_txt(tmp_path):
     p.write_text("\n".join(lines), encoding="utf-8")
     book = load_book(p)
     assert sum(len(c.paragraphs) for c in book.chapters) == 100_000
+
+
+@pytest.mark.parametrize("depth", [200, 5000])
+def test_deeply_nested_xhtml(tmp_path, depth):
+    body = "<div>" * depth + "<p>深</p>" + "</div>" * depth
+    try:
+        book = load_bytes(tmp_path, make_epub([("c.xhtml", body)]))
+    except BookError as e:
+        assert depth > 256 and not e.problem.startswith("unreadable book")
+    else:
+        assert all_text(book) == "深"
+
+
+def test_billion_laughs_never_expanded_by_the_parser(tmp_path, monkeypatch):
+    """Defence in depth: even with the entity-declaration check disabled, lxml (resolve_entities=False)
+    does not expand the bomb."""
+    monkeypatch.setattr(ingest_epub, "_check_entities", lambda *a: None)
+    data = make_epub([("c.xhtml", "<p>ok</p>"), ("bomb.xhtml", "")], raw_docs={"bomb.xhtml": BILLION_LAUGHS})
+    book = load_bytes(tmp_path, data)
+    assert "lol" not in all_text(book) and len(all_text(book)) < 100
