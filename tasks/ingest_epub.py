@@ -178,7 +178,10 @@ def _parse_meta_xml(z: _Zip, name: str):
 
         parser = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, load_dtd=False,
                                  huge_tree=False)
-        root = etree.fromstring(data, parser) if data.strip() else None
+        try:
+            root = etree.fromstring(data, parser) if data.strip() else None
+        except etree.XMLSyntaxError:  # nothing recoverable ("Document is empty")
+            root = None
         if root is None:
             raise BookError(z.path, f"unreadable XML: {name}") from None
         return _LxmlAsET(root)
@@ -745,7 +748,12 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     _check_drm(z, pkg)
     if not pkg.spine:
         raise BookError(path, "not an EPUB (package has no spine)")
-    toc = [e for e in _read_toc(z, pkg) if e.path]
+    try:
+        toc = [e for e in _read_toc(z, pkg) if e.path]
+    except BookError as e:
+        if "entit" in e.problem or "too large" in e.problem or "ratio" in e.problem:
+            raise
+        toc = []  # a broken nav/NCX only costs the titles: chapters come from the headings
     toc_by_path: dict[str, list[_TocEntry]] = {}
     for e in toc:
         p = z.resolve(e.path)
