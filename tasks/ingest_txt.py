@@ -37,7 +37,8 @@ _CN_NUM = "零〇○一二三四五六七八九十百千两兩壹贰貳叁參肆
 _NUM = rf"(?:[{_CN_NUM}]+|[0-9０-９]+)"
 _UNIT = "章回卷节節篇部集折幕"
 # 第X回 + separator or end, or a short title glued on (第一章序); the caller limits the length.
-NUMBERED_RE = re.compile(rf"^第{_NUM}[{_UNIT}](?P<rest>.*)$")
+NUMBERED_RE = re.compile(rf"^(?:第{_NUM}[{_UNIT}]|(?:CHAPTER|Chapter|BOOK|Book|PART|Part)\s+(?:[0-9]+|[IVXLC]+)\b\.?)"
+                         r"(?P<rest>.*)$")
 # Lines that are a heading by name alone (optionally after a book-title prefix like 《吶喊》).
 SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記", "后记",
                   "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章")
@@ -234,7 +235,7 @@ def numbered_heading(line: str) -> str | None:
     第X回 (第四回中既將..., 第二回了．你...) are refused: the marker must be followed by a separator, the end of
     the line, or a short glued title without sentence punctuation."""
     s = _visible(line)
-    if not s or len(s) > MAX_HEADING_CHARS or s[0] != "第":
+    if not s or len(s) > MAX_HEADING_CHARS or s[0] not in "第CcBbPp":
         return None
     m = NUMBERED_RE.match(s)
     if m is None:
@@ -245,7 +246,7 @@ def numbered_heading(line: str) -> str | None:
     if rest[0] in " \t\u3000\xa0:：、.．,，-—_":
         body = rest.strip(" \t\u3000\xa0:：、.．,，-—_")
         # A title may have internal commas (宴桃園豪傑三結義，斬黃巾英雄首立功) but not end a sentence.
-        return s if not body or body[-1] not in "。．！？!?" else None
+        return s if not body or rest.rstrip()[-1] not in "。．！？!?." else None
     # Glued title (第一章序): short, no punctuation at all.
     return s if len(rest) <= 15 and not _has_sentence_punct(rest) else None
 
@@ -308,27 +309,36 @@ class _Heading:
 
 
 def _find_headings(lines: list[str], wrap: int) -> list[_Heading]:
-    """Numbered/special headings at (near) column 0; if a book has fewer than two numbered ones, bare title
-    lines (essay collections: short, outdented, after a blank line, no sentence punctuation) instead."""
+    """Chapter headings, by the first structure the book has:
+    1. numbered headings (第X回/章...) outdented from the body (at most one space when the body is indented);
+    2. bare title lines (essay collections: short, outdented, after a blank line, no sentence punctuation);
+    3. numbered headings at any indentation (web-novel files indent every line, headings included).
+    序/楔子/后记... lines are headings in every case."""
     blank = [not ln.strip() for ln in lines]
     body_indent = _body_indent(lines)
     max_head_indent = max(1, body_indent - 1) if body_indent >= 2 else 8
 
     numbered: list[int] = []
+    numbered_any: list[int] = []
     special: list[int] = []
     for i, ln in enumerate(lines):
-        if blank[i] or _indent(ln) > max_head_indent:
+        if blank[i] or len(ln) > 4 * MAX_HEADING_CHARS:
             continue
+        low = _indent(ln) <= max_head_indent
         if numbered_heading(ln):
-            numbered.append(i)
-        elif special_heading(ln):
+            (numbered if low else numbered_any).append(i)
+        elif low and special_heading(ln):
             special.append(i)
 
     if len(numbered) >= 2:
-        idx = sorted(set(numbered) | set(special))
+        idx = set(numbered) | set(special)
     else:
-        idx = sorted(set(special) | set(_bare_titles(lines, blank, body_indent, wrap)))
-    heads = [_complete_heading(lines, blank, i) for i in idx]
+        bare = _bare_titles(lines, blank, body_indent, wrap)
+        if len(bare) < 2 and len(numbered) + len(numbered_any) >= 2:
+            idx = set(numbered) | set(numbered_any) | set(special)
+        else:
+            idx = set(special) | set(bare)
+    heads = [_complete_heading(lines, blank, i) for i in sorted(idx)]
     return _dedupe(heads, lines, blank)
 
 

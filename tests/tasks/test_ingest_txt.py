@@ -276,3 +276,24 @@ def test_lines_of_complete_sentences_are_not_unwrapped(tmp_path):
     p = tmp_path / "s.txt"
     p.write_text("\n".join(["這是一行完整的句子。"] * 50), encoding="utf-8")
     assert len(load_book(p).chapters[0].paragraphs) == 50
+
+
+def test_web_novel_indented_headings(tmp_path):
+    """Web-novel TXT: every line, headings included, starts with two ideographic spaces."""
+    body = "　　他走進了房間，看見桌上放著一封信，信封上寫著他的名字，字跡非常熟悉。\n"
+    text = "".join(f"　　第{n}章　標題{n}\n\n{body * 3}\n" for n in "一二三")
+    p = tmp_path / "web.txt"
+    p.write_text(text, encoding="utf-8")
+    book = load_book(p)
+    assert [c.title for c in book.chapters] == ["第一章　標題一", "第二章　標題二", "第三章　標題三"]
+    assert all(len(c.paragraphs) == 3 for c in book.chapters)
+
+
+def test_english_chapter_headings(tmp_path):
+    text = ("CHAPTER I.\n\nThe Beginning\n\nIt was a dark night.\n\nCHAPTER II. The End\n\nIt was over.\n\n"
+            "Chapter 3 was not written.\n")
+    p = tmp_path / "en.txt"
+    p.write_text(text, encoding="utf-8")
+    book = load_book(p)
+    assert [c.title for c in book.chapters] == ["CHAPTER I.\u3000The Beginning", "CHAPTER II. The End"]
+    assert book.chapters[1].paragraphs == ("It was over.", "Chapter 3 was not written.")
