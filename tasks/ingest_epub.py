@@ -762,6 +762,7 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     # A TOC that names at most one document is no guide to chapters: split at the XHTML headings instead.
     split_at_headings = len(toc_by_path) <= 1
 
+    book_title = clean_title(pkg.meta.get("title", "")) or _stem(path)
     chapters: list[_Chap] = []
     all_notes: list[_Note] = []
     doc_end_chapter: dict[str, int] = {}
@@ -786,7 +787,7 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
         if not blocks or _is_toc_page(blocks):
             doc_end_chapter[name] = len(chapters) - 1
             continue
-        _place(chapters, blocks, toc_by_path.get(name, []), split_at_headings)
+        _place(chapters, blocks, toc_by_path.get(name, []), split_at_headings, _doc_title(root) or book_title)
         doc_end_chapter[name] = len(chapters) - 1
 
     if notes == "end":
@@ -800,7 +801,7 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     if not out:
         raise BookError(path, "no readable text")
     cover, cover_mime = _cover(z, pkg)
-    meta = BookMeta(title=clean_title(pkg.meta.get("title", "")) or _stem(path),
+    meta = BookMeta(title=book_title,
                     author=clean_title(pkg.meta.get("creator", "")),
                     language=clean_title(pkg.meta.get("language", ""))[:35] or "und",
                     source_path=str(path), source_format="epub", encoding="utf-8", cover=cover,
@@ -808,7 +809,17 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     return Book(meta=meta, chapters=tuple(out))
 
 
-def _place(chapters: list[_Chap], blocks: list[_Block], entries: list[_TocEntry], split: bool) -> None:
+def _doc_title(root) -> str:
+    """The <title> of a content document (a fallback chapter title)."""
+    head = next((e for e in root.iter() if _local(e.tag) == "head"), None)
+    if head is None:
+        return ""
+    t = next((e for e in head.iter() if _local(e.tag) == "title"), None)
+    return clean_title("".join(t.itertext())) if t is not None else ""
+
+
+def _place(chapters: list[_Chap], blocks: list[_Block], entries: list[_TocEntry], split: bool,
+           fallback_title: str) -> None:
     """Add one spine document's blocks to the chapters.  Its TOC entries (the shallowest ones) start chapters
     at their fragments; without entries the first heading starts one, else the text continues the previous
     chapter (a Gutenberg "Split on p" chunk)."""
@@ -832,7 +843,7 @@ def _place(chapters: list[_Chap], blocks: list[_Block], entries: list[_TocEntry]
             starts[first] = blocks[first].text
     if not chapters and 0 not in starts:
         lead = blocks[: min(starts) if starts else len(blocks)]
-        starts[0] = next((b.text for b in lead if b.kind != "p"), "") or lead[0].text[:MAX_HEADING_CHARS]
+        starts[0] = next((b.text for b in lead if b.kind != "p"), "") or fallback_title
     cut = sorted(starts)
     if not cut or cut[0] > 0:  # text before the first start continues the previous chapter
         head = blocks[: cut[0]] if cut else blocks

@@ -313,3 +313,11 @@ def test_every_corpus_epub_ingests_or_fails_cleanly():
     errors = {k: v for k, v in outcomes.items() if v != "ok"}
     assert errors == {k: v for k, v in EXPECTED_ERRORS.items() if k in outcomes}
     assert len(outcomes) >= 70
+
+
+def test_no_toc_at_all_titles_from_headings_or_document_title(tmp_path):
+    docs = [("intro.xhtml", "<p>沒有標題的開頭。</p>"), ("c1.xhtml", "<h1>第一章</h1><p>甲。</p>"),
+            ("c1b.xhtml", "<p>甲續。</p>"), ("c2.xhtml", "<h1>第二章</h1><p>乙。</p>")]
+    book = load_bytes(tmp_path, make_epub(docs, nav=False, ncx=False))
+    assert [c.title for c in book.chapters] == ["intro.xhtml", "第一章", "第二章"]  # <title>, then <h1>s
+    assert book.chapters[1].paragraphs == ("甲。", "甲續。")
