@@ -234,3 +234,17 @@ def test_billion_laughs_never_expanded_by_the_parser(tmp_path, monkeypatch):
     data = make_epub([("c.xhtml", "<p>ok</p>"), ("bomb.xhtml", "")], raw_docs={"bomb.xhtml": BILLION_LAUGHS})
     book = load_bytes(tmp_path, data)
     assert "lol" not in all_text(book) and len(all_text(book)) < 100
+
+
+def test_character_entity_declarations_are_not_a_bomb(tmp_path):
+    raw = ('<?xml version="1.0"?>\n<!DOCTYPE html [ <!ENTITY nbsp "&#160;"> <!ENTITY mdash "&#8212;"> ]>\n'
+           '<html xmlns="http://www.w3.org/1999/xhtml"><body><p>甲&#8212;乙</p></body></html>')
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", "")], raw_docs={"c.xhtml": raw}))
+    assert all_text(book) == "甲—乙"
+
+
+def test_encrypted_image_only_is_not_drm(tmp_path):
+    enc = _encryption("http://www.w3.org/2001/04/xmlenc#aes256-cbc", "OEBPS/img/a.jpg")
+    data = make_epub([("c.xhtml", "<p>正文。</p>")], extra=[("META-INF/encryption.xml", enc),
+                                                           ("OEBPS/img/a.jpg", b"\x00enc")])
+    assert all_text(load_bytes(tmp_path, data)) == "正文。"
