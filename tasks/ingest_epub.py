@@ -692,15 +692,19 @@ def _extract(root, doc: str) -> tuple[list[_Block], list[_Note]]:
 def _join_wrapped_paragraphs(blocks: list[_Block]) -> list[_Block]:
     """Gutenberg's txt-to-html conversions turn hard-wrapped CJK lines into separate <p>s (其名</p><p>曰類):
     a paragraph ending in an ideograph continues into a paragraph starting with one."""
-    out: list[_Block] = []
+    groups: list[list[_Block]] = []
     for b in blocks:
-        prev = out[-1] if out else None
-        if (prev is not None and prev.kind == "p" and b.kind == "p" and not b.anchors[1:]
+        prev = groups[-1][-1] if groups else None
+        if (prev is not None and prev.kind == "p" and b.kind == "p"
                 and (_is_ideograph(prev.text[-1]) or prev.text[-1] in "，、；：") and _is_ideograph(b.text[0])):
-            out[-1] = _Block(prev.text + b.text, "p", prev.anchors, prev.refs + b.refs, prev.linky and b.linky)
+            groups[-1].append(b)
         else:
-            out.append(b)
-    return out
+            groups.append([b])
+    return [g[0] if len(g) == 1 else
+            _Block("".join(b.text for b in g), "p", tuple(a for b in g for a in b.anchors),
+                   tuple(r for b in g for r in b.refs),
+                   all(b.linky for b in g))
+            for g in groups]
 
 
 def _is_ideograph(ch: str) -> bool:
@@ -831,10 +835,14 @@ def _place(chapters: list[_Chap], blocks: list[_Block], entries: list[_TocEntry]
     starts: dict[int, str] = {}
     if entries:
         top = min(e.depth for e in entries)
+        where: dict[str, int] = {}
+        for i, b in enumerate(blocks):
+            for a in b.anchors:
+                where.setdefault(a, i)
         for e in (e for e in entries if e.depth <= top + MAX_TOC_DEPTH):
             idx = 0
             if e.frag:
-                idx = next((i for i, b in enumerate(blocks) if e.frag in b.anchors), -1)
+                idx = where.get(e.frag, -1)
                 if idx < 0 and len(entries) == 1:
                     idx = 0
             if idx >= 0 and idx not in starts:
