@@ -49,14 +49,14 @@ def _read_bytes(p: str) -> bytes:
         if size > MAX_FILE_BYTES:
             raise BookError(p, f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
         with open(p, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+            data = f.read()  # not read(n): that preallocates n bytes
     except FileNotFoundError:
         raise BookError(p, "file not found") from None
     except PermissionError:
         raise BookError(p, "permission denied") from None
     except IsADirectoryError:
         raise BookError(p, "is a directory, not a book file") from None
-    except OSError as e:
+    except OSError as e:  # includes FileNotFoundError raced after stat
         raise BookError(p, f"cannot read file ({_one_line(e.strerror or str(e))})") from None
     if not data:
         raise BookError(p, "empty file")

@@ -28,8 +28,10 @@ MAX_RATIO = 200                          # decompressed/compressed size of one e
 RATIO_MIN_BYTES = 1 * 1024 * 1024        # bytes; entries smaller than this are not ratio-checked
 MAX_COVER_BYTES = 16 * 1024 * 1024       # bytes; a larger cover image is left out
 MAX_ENTITY_DECLS = 64                    # entity declarations in one XHTML internal subset
+ENTITY_SCAN_BYTES = 1024 * 1024          # bytes at the start of an XHTML file searched for entity declarations
 MAX_TOC_ENTRIES = 20_000                 # TOC entries read
 MAX_HEADING_CHARS = 40                   # characters; a "styled paragraph heading" is no longer than this
+MAX_TOC_DEPTH = 2                        # TOC levels below a document's shallowest entry that start chapters
 
 OPF_NS = "http://www.idpf.org/2007/opf"
 DC_NS = "http://purl.org/dc/elements/1.1/"
@@ -53,12 +55,19 @@ NOTE_TYPES = {"footnote", "endnote", "rearnote", "note", "footnotes", "endnotes"
 NOTEREF_TYPES = {"noteref", "doc-noteref"}
 NAV_SKIP_TYPES = {"toc", "page-list", "landmarks", "doc-toc", "doc-pagelist"}
 PAGEBREAK_TYPES = {"pagebreak", "doc-pagebreak"}
+NOTE_CONTAINER_TYPES = {"footnotes", "endnotes", "rearnotes", "doc-endnotes", "doc-footnotes"}
+SKIP_CLASSES = {"lnum", "linenum", "line-number", "linenumber", "pagenum", "page-number", "pageno"}
+HEADING_CLASSES = {"chapter", "chaptertitle", "chapter-title", "title", "heading", "h1", "h2", "h3"}
 
 _ENTITY_DECL_RE = re.compile(rb"<!ENTITY\s+(%\s+)?([^\s>]+)\s+(SYSTEM|PUBLIC|\"[^\"]*\"|'[^']*')", re.I)
 _HTML_ENTITY_RE = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
+_NAMED_REF_RE = re.compile(rb"&[A-Za-z_:][\w.:-]*;")
 _XML_ENTITIES = {b"amp", b"lt", b"gt", b"quot", b"apos"}
 _MARGIN_RE = re.compile(r"margin-top\s*:\s*([0-9.]+)\s*(em|rem|ex)", re.I)
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:、…")
+_PG_END_LINE_RE = re.compile(r"^\s*End of (?:the )?Project Gutenberg", re.I)
+_PG_TXT_DOC_RE = re.compile(r"\.txt\.x?html?$", re.I)  # Gutenberg Ebookmaker's rendering of a plain-text book
+_PG_CREDIT_RE = re.compile(r"^(Produced by|E-text prepared by|Transcribed from)\b", re.I)
 
 
 # ---------------------------------------------------------------------------------------------- ZIP
@@ -96,7 +105,8 @@ class _Zip:
     def has(self, name: str) -> bool:
         return self.resolve(name) is not None
 
-    def read(self, name: str, limit: int = MAX_ENTRY_BYTES) -> bytes:
+    def read(self, name: str, limit: int | None = None) -> bytes:
+        limit = MAX_ENTRY_BYTES if limit is None else limit
         key = self.resolve(name)
         if key is None:
             raise KeyError(name)
@@ -170,7 +180,10 @@ def _parse_meta_xml(z: _Zip, name: str):
 
         parser = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, load_dtd=False,
                                  huge_tree=False)
-        root = etree.fromstring(data, parser) if data.strip() else None
+        try:
+            root = etree.fromstring(data, parser) if data.strip() else None
+        except etree.XMLSyntaxError:  # nothing recoverable ("Document is empty")
+            root = None
         if root is None:
             raise BookError(z.path, f"unreadable XML: {name}") from None
         return _LxmlAsET(root)
@@ -228,17 +241,19 @@ def _text_of(el) -> str:
 def _check_entities(data: bytes, z: _Zip, name: str) -> None:
     """Refuse entity bombs: entity declarations whose values reference other entities, or too many of them.
     External entities are harmless here (never resolved) and are left in place unexpanded."""
-    head = data[:65536]
-    if b"<!ENTITY" not in head.upper() and b"<!entity" not in head:
+    head = data[:ENTITY_SCAN_BYTES]
+    if b"<!ENTITY" not in head and b"<!entity" not in head.lower():
         return
     decls = _ENTITY_DECL_RE.findall(head)
     if len(decls) > MAX_ENTITY_DECLS:
         raise BookError(z.path, f"XML entity expansion refused (entity bomb): {name}")
-    for _pct, _n, val in decls:
-        if val[:1] in (b'"', b"'") and b"&" in val or b"%" in val[:1]:
-            raise BookError(z.path, f"XML entity expansion refused (entity bomb): {name}")
-        if _pct:
+    for pct, _name, val in decls:
+        if pct:
             raise BookError(z.path, f"XML parameter entities refused: {name}")
+        if val[:1] in (b'"', b"'") and _NAMED_REF_RE.search(val):
+            # An entity defined through other entities is how expansion bombs grow; character references
+            # (<!ENTITY nbsp "&#160;">) are fine.
+            raise BookError(z.path, f"XML entity expansion refused (entity bomb): {name}")
 
 
 def _fix_html_entities(data: bytes) -> bytes:
@@ -315,6 +330,8 @@ def _find_opf(z: _Zip) -> str:
     opfs = sorted(n for n in z.entries if n.lower().endswith(".opf"))
     if opfs:
         return opfs[0]
+    if z.has("[Content_Types].xml"):
+        raise BookError(z.path, "not an EPUB (an Office Open XML document, e.g. .docx)")
     raise BookError(z.path, "not an EPUB (no package document found)")
 
 
@@ -366,8 +383,9 @@ def _check_drm(z: _Zip, pkg: _Package) -> None:
     try:
         root = _parse_meta_xml(z, "META-INF/encryption.xml")
     except BookError as e:
-        raise BookError(z.path, "EPUB is DRM-encrypted, cannot be read") from None if "entity" not in e.problem \
-            else e
+        if "entit" in e.problem:
+            raise
+        return  # unreadable: nothing is known to be encrypted; encrypted content would read as no text
     content = {it.href for it, _ in pkg.spine}
     content |= {it.href for it in pkg.items.values() if it.media_type in XHTML_TYPES}
     for ed in _all(root, "encrypteddata"):
@@ -379,7 +397,7 @@ def _check_drm(z: _Zip, pkg: _Package) -> None:
             continue
         for uri in uris:
             target = z.resolve(_join_href("", uri))
-            if target is None or target in content or not _is_font_or_media(target):
+            if target is not None and (target in content or not _is_font_or_media(target)):
                 raise BookError(z.path, "EPUB is DRM-encrypted, cannot be read")
 
 
@@ -394,6 +412,7 @@ class _TocEntry:
     path: str
     frag: str
     title: str
+    depth: int = 0       # nesting level in the TOC (0 = top)
 
 
 def _read_toc(z: _Zip, pkg: _Package) -> list[_TocEntry]:
@@ -421,36 +440,45 @@ def _read_nav(z: _Zip, name: str) -> list[_TocEntry]:
     if toc is None:
         return []
     base = posixpath.dirname(name)
-    out = []
-    for a in toc.iter():
-        if _local(a.tag) != "a" or not a.get("href"):
-            continue
-        href = a.get("href")
-        path, frag = urldefrag(href)
-        if re.match(r"^[a-z][a-z0-9+.-]*:", path, re.I):
-            continue  # external link
-        title = clean_title("".join(t for t in _visible_text(a)))
-        out.append(_TocEntry(_join_href(base, path) if path else name, unquote(frag), title))
+    out: list[_TocEntry] = []
+
+    def rec(el, depth: int):
+        for c in el:
+            if not isinstance(c.tag, str):
+                continue
+            tag = _local(c.tag)
+            if tag == "a" and c.get("href"):
+                path, frag = urldefrag(c.get("href"))
+                if not re.match(r"^[a-z][a-z0-9+.-]*:", path, re.I):  # external links are not chapters
+                    title = clean_title("".join(_visible_text(c)))
+                    out.append(_TocEntry(_join_href(base, path) if path else name, unquote(frag), title, depth))
+            elif len(out) < MAX_TOC_ENTRIES:
+                rec(c, depth + (tag == "ol" or tag == "ul"))
+
+    rec(toc, -1)
     return out
 
 
 def _read_ncx(z: _Zip, name: str) -> list[_TocEntry]:
     root = _parse_meta_xml(z, name)
     base = posixpath.dirname(name)
-    out = []
+    out: list[_TocEntry] = []
     navmap = next(iter(_all(root, "navmap")), None)
-    if navmap is None:
-        return []
-    for np_ in navmap.iter():
-        if _local(np_.tag) != "navpoint":
-            continue
-        label = next(iter(_children(np_, "navlabel")), None)
-        content = next(iter(_children(np_, "content")), None)
-        if content is None or not content.get("src"):
-            continue
-        title = clean_title(_text_of(label)) if label is not None else ""
-        path, frag = urldefrag(content.get("src"))
-        out.append(_TocEntry(_join_href(base, path), unquote(frag), title))
+
+    def rec(el, depth: int):
+        for np_ in el:
+            if _local(np_.tag) != "navpoint" or len(out) >= MAX_TOC_ENTRIES:
+                continue
+            label = next(iter(_children(np_, "navlabel")), None)
+            content = next(iter(_children(np_, "content")), None)
+            if content is not None and content.get("src"):
+                path, frag = urldefrag(content.get("src"))
+                title = clean_title(_text_of(label)) if label is not None else ""
+                out.append(_TocEntry(_join_href(base, path), unquote(frag), title, depth))
+            rec(np_, depth + 1)
+
+    if navmap is not None:
+        rec(navmap, 0)
     return out
 
 
@@ -490,55 +518,71 @@ def _visible_text(el) -> list[str]:
 @dataclass
 class _Block:
     text: str
-    kind: str = "p"          # "p", "h1".."h3" (heading), "hp" (styled paragraph heading), "note"
-    anchors: tuple[str, ...] = ()
+    kind: str = "p"                          # "p", "h1".."h3" (heading), "hp" (styled paragraph heading)
+    anchors: tuple[str, ...] = ()            # element ids that start at this block (TOC fragments land here)
+    refs: tuple[str, ...] = ()               # note targets ("path#id") referenced from this block
+    linky: bool = False                      # all of its text is inside <a href> (a table-of-contents line)
 
 
 @dataclass
-class _Doc:
-    path: str
-    blocks: list[_Block] = field(default_factory=list)
+class _Note:
+    doc: str                                 # the document the note is in
+    ids: set[str]                            # its own id and the ids inside it
+    paras: list[str]
+    used: bool = False
 
 
 class _Extractor:
-    """Walks an XHTML body and emits paragraphs (blocks), notes separately, anchors (ids) on each block."""
+    """Walks an XHTML body: paragraphs (blocks) with their anchors and note references; notes (footnotes,
+    endnotes, asides) are collected apart so they are never read mid-sentence."""
 
-    def __init__(self):
+    def __init__(self, doc: str):
+        self.doc = doc
         self.blocks: list[_Block] = []
-        self.notes: list[_Block] = []
+        self.notes: list[_Note] = []
         self.buf: list[str] = []
+        self.link_chars = 0                  # characters of self.buf that are inside <a href>
         self.anchors: list[str] = []
+        self.refs: list[str] = []
         self.kind = "p"
+        self.in_link = 0
 
-    def flush(self, target=None):
+    def flush(self):
         text = collapse_ws("".join(self.buf)).strip()
         if text:
-            (self.blocks if target is None else target).append(_Block(text, self.kind, tuple(self.anchors)))
-            self.anchors = []
+            linky = self.link_chars >= len(text) * 0.9
+            self.blocks.append(_Block(text, self.kind, tuple(self.anchors), tuple(self.refs), linky))
+            self.anchors, self.refs = [], []
         self.buf = []
+        self.link_chars = 0
         self.kind = "p"
 
-    def walk(self, el, depth: int = 0, in_note: bool = False):
+    def text(self, t: str | None):
+        if t:
+            self.buf.append(t)
+            if self.in_link:
+                self.link_chars += len(t.strip())
+
+    def walk(self, el):
         tag = _local(el.tag)
-        if not tag:
-            return  # comment / PI
-        if tag in SKIP_TAGS:
+        if not tag or tag in SKIP_TAGS or _classes(el) & SKIP_CLASSES:
             return
         types = _types(el)
-        if types & NOTEREF_TYPES or types & PAGEBREAK_TYPES:
-            return  # the note number / page number is not read mid-sentence
+        if types & NOTEREF_TYPES:
+            href = el.get("href") or ""
+            if href:
+                path, frag = urldefrag(href)
+                target = _join_href(posixpath.dirname(self.doc), path) if path else self.doc
+                self.refs.append(f"{target}#{unquote(frag)}")
+            return  # the note mark is not read mid-sentence
+        if types & PAGEBREAK_TYPES:
+            return
         if tag == "nav" and (types & NAV_SKIP_TYPES or not types):
             return
-        is_note = not in_note and (bool(types & NOTE_TYPES) or tag == "aside")
-        if is_note:
-            self.flush()
-            sub = _Extractor()
-            sub.walk_children(el, depth + 1, True)
-            sub.flush()
-            self.notes.extend(_Block(b.text, "note", b.anchors) for b in sub.blocks)
-            self.notes.extend(sub.notes)
+        if types & NOTE_TYPES or tag == "aside":
+            self._note(el, container=bool(types & NOTE_CONTAINER_TYPES))
             return
-        el_id = el.get("id") or el.get("name") if tag == "a" or el.get("id") else None
+        el_id = el.get("id") or (el.get("name") if tag == "a" else None)
         block = tag in BLOCK_TAGS
         if block:
             self.flush()
@@ -546,67 +590,164 @@ class _Extractor:
             self.anchors.append(el_id)
         if block and tag in HEADING_TAGS:
             self.kind = tag
-        elif block and tag in ("p", "div") and self._styled_heading(el):
+        elif block and tag in ("p", "div") and _styled_heading(el):
             self.kind = "hp"
+        link = tag == "a" and bool(el.get("href"))
+        self.in_link += link
         if tag == "br":
-            self.flush()
-        elif el.text:
-            self.buf.append(el.text)
+            if self.kind == "p":
+                self.flush()          # a line break in running text: lines of verse are paragraphs
+            else:
+                self.buf.append(" ")  # a line break inside a heading
+        else:
+            self.text(el.text)
         kind_here = self.kind
-        self.walk_children(el, depth + 1, in_note)
+        for c in el:
+            if isinstance(c.tag, str):
+                self.walk(c)
+            self.text(c.tail)
+        self.in_link -= link
         if block:
             if kind_here != "p" and self.kind == "p" and self.buf:
                 self.kind = kind_here
             self.flush()
 
-    def walk_children(self, el, depth: int, in_note: bool):
+    def _note(self, el, container: bool):
+        """A note (or a notes section: its own text is one note, each note inside another)."""
+        self.flush()
+        sub = _Extractor(self.doc)
+        if container:
+            sub.walk_children(el)
+        else:
+            sub.note_mode(el)
+        sub.flush()
+        ids = {el.get("id")} if el.get("id") else set()
+        ids |= {a for b in sub.blocks for a in b.anchors}
+        if sub.blocks:
+            self.notes.append(_Note(self.doc, ids, [b.text for b in sub.blocks]))
+        self.notes.extend(sub.notes)
+
+    def note_mode(self, el):
+        # Inside a single note nested notes are just text.
         for c in el:
             if isinstance(c.tag, str):
-                self.walk(c, depth, in_note)
-            if c.tail:
-                self.buf.append(c.tail)
+                tag = _local(c.tag)
+                if tag and tag not in SKIP_TAGS and not (_types(c) & NOTEREF_TYPES):
+                    self._walk_plain(c)
+            self.text(c.tail)
+        if el.text:
+            self.buf.insert(0, el.text)
 
-    @staticmethod
-    def _styled_heading(el) -> bool:
-        """A short paragraph with a big top margin (Gutenberg txt-to-html section titles) or a heading class."""
-        style = el.get("style") or ""
-        m = _MARGIN_RE.search(style)
-        cls = (el.get("class") or "").lower()
-        return bool(m and float(m.group(1)) >= 2.0) or bool(re.search(r"\b(chapter|title|heading|h[123])\b", cls))
+    def _walk_plain(self, el):
+        tag = _local(el.tag)
+        if not tag or tag in SKIP_TAGS or _types(el) & (NOTEREF_TYPES | PAGEBREAK_TYPES):
+            return
+        block = tag in BLOCK_TAGS
+        if block:
+            self.flush()
+        if el.get("id"):
+            self.anchors.append(el.get("id"))
+        if tag == "br":
+            self.flush()
+        else:
+            self.text(el.text)
+        for c in el:
+            if isinstance(c.tag, str):
+                self._walk_plain(c)
+            self.text(c.tail)
+        if block:
+            self.flush()
+
+    def walk_children(self, el):
+        self.text(el.text)
+        for c in el:
+            if isinstance(c.tag, str):
+                self.walk(c)
+            self.text(c.tail)
 
 
-def _extract(root) -> tuple[list[_Block], list[_Block], set[str]]:
-    """(blocks, notes, ids) of a content document.  Ids are all element ids present (for TOC fragments)."""
+def _classes(el) -> set[str]:
+    return set((el.get("class") or "").lower().split())
+
+
+def _styled_heading(el) -> bool:
+    """A paragraph with a big top margin (Gutenberg txt-to-html section titles) or a heading-like class."""
+    m = _MARGIN_RE.search(el.get("style") or "")
+    return bool(m and float(m.group(1)) >= 2.0) or bool(_classes(el) & HEADING_CLASSES)
+
+
+def _extract(root, doc: str) -> tuple[list[_Block], list[_Note]]:
     body = next((e for e in root.iter() if _local(e.tag) == "body"), root)
-    ex = _Extractor()
+    ex = _Extractor(doc)
     ex.walk(body)
     ex.flush()
     blocks = []
     for b in ex.blocks:
         if b.kind == "hp" and (len(b.text) > MAX_HEADING_CHARS or any(ch in _SENTENCE_PUNCT for ch in b.text)):
-            b = _Block(b.text, "p", b.anchors)
+            b = _Block(b.text, "p", b.anchors, b.refs, b.linky)
         blocks.append(b)
-    return blocks, ex.notes, set()
+    return blocks, ex.notes
 
 
-def _drop_pg_boilerplate(blocks: list[_Block]) -> list[_Block]:
-    """Drop Project Gutenberg header (up to '*** START OF') and footer (from '*** END OF' / 'End of the
-    Project Gutenberg') blocks and the "Produced by" credit line."""
+def _join_wrapped_paragraphs(blocks: list[_Block]) -> list[_Block]:
+    """Gutenberg's txt-to-html conversions turn hard-wrapped CJK lines into separate <p>s (其名</p><p>曰類):
+    a paragraph ending in an ideograph continues into a paragraph starting with one."""
+    groups: list[list[_Block]] = []
+    for b in blocks:
+        prev = groups[-1][-1] if groups else None
+        if (prev is not None and prev.kind == "p" and b.kind == "p"
+                and (_is_ideograph(prev.text[-1]) or prev.text[-1] in "，、；：") and _is_ideograph(b.text[0])):
+            groups[-1].append(b)
+        else:
+            groups.append([b])
+    return [g[0] if len(g) == 1 else
+            _Block("".join(b.text for b in g), "p", tuple(a for b in g for a in b.anchors),
+                   tuple(r for b in g for r in b.refs),
+                   all(b.linky for b in g))
+            for g in groups]
+
+
+def _is_ideograph(ch: str) -> bool:
+    o = ord(ch)
+    return 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0x20000 <= o <= 0x3FFFF or ch in "【】□囗〇"
+
+
+def _is_toc_page(blocks: list[_Block]) -> bool:
+    """An in-book table of contents (a page of links): not read aloud."""
+    body = [b for b in blocks if b.kind == "p"]
+    return len(body) >= 3 and sum(b.linky for b in body) >= 0.6 * len(body)
+
+
+def _is_pg_end(text: str) -> bool:
+    return bool(PG_END_RE.search(text) or _PG_END_LINE_RE.match(text))
+
+
+def _drop_pg_boilerplate(blocks: list[_Block]) -> tuple[list[_Block], bool]:
+    """Drop the Project Gutenberg header (up to '*** START OF ...' and the "Produced by" credit) and footer
+    (from '*** END OF ...' / 'End of the Project Gutenberg ...').  Returns (blocks, the footer was seen)."""
     start = 0
     for i, b in enumerate(blocks):
         if PG_START_RE.search(b.text):
             start = i + 1
-    blocks = blocks[start:]
-    for i, b in enumerate(blocks):
-        if PG_END_RE.search(b.text) or re.match(r"^\s*End of (?:the )?Project Gutenberg", b.text, re.I):
-            blocks = blocks[:i]
+    out = blocks[start:]
+    ended = False
+    for i, b in enumerate(out):
+        if _is_pg_end(b.text):
+            out, ended = out[:i], True
             break
-    if start and blocks and re.match(r"^(Produced by|E-text prepared by)\b", blocks[0].text, re.I):
-        blocks = blocks[1:]
-    return blocks
+    if start and out and _PG_CREDIT_RE.match(out[0].text):
+        out = out[1:]
+    return out, ended
 
 
 # ---------------------------------------------------------------------------------------------- book
+@dataclass
+class _Chap:
+    title: str
+    paras: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)
+
+
 def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     z = _Zip(data, path)
     if not z.entries:
@@ -616,120 +757,162 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     _check_drm(z, pkg)
     if not pkg.spine:
         raise BookError(path, "not an EPUB (package has no spine)")
-    toc = [e for e in _read_toc(z, pkg) if e.path]
-    useful_toc = [e for e in toc if e.title and not is_pg_boilerplate_title(e.title)]
+    try:
+        toc = [e for e in _read_toc(z, pkg) if e.path]
+    except BookError as e:
+        if "entit" in e.problem or "too large" in e.problem or "ratio" in e.problem:
+            raise
+        toc = []  # a broken nav/NCX only costs the titles: chapters come from the headings
     toc_by_path: dict[str, list[_TocEntry]] = {}
-    for e in useful_toc:
+    for e in toc:
         p = z.resolve(e.path)
-        if p:
+        if p and e.title and not is_pg_boilerplate_title(e.title):
             toc_by_path.setdefault(p, []).append(e)
-    split_at_headings = len(toc_by_path) <= 1 and len([it for it, lin in pkg.spine if lin]) >= 1
+    # A TOC that names at most one document is no guide to chapters: split at the XHTML headings instead.
+    split_at_headings = len(toc_by_path) <= 1
 
-    chapters: list[tuple[str, list[str], list[str]]] = []  # (title, paragraphs, notes)
-    in_pg_body = True
+    book_title = clean_title(pkg.meta.get("title", "")) or _stem(path)
+    chapters: list[_Chap] = []
+    all_notes: list[_Note] = []
+    doc_end_chapter: dict[str, int] = {}
     seen: set[str] = set()
+    pg_over = False
     for item, linear in pkg.spine:
-        if not linear:
-            continue
-        name = z.resolve(item.href)
-        if name is None or name in seen:
+        name = z.resolve(item.href) if item.href else None
+        if not linear or name is None or name in seen or pg_over:
             continue
         seen.add(name)
-        if item.media_type and item.media_type not in XHTML_TYPES and not name.lower().endswith(
-                (".html", ".xhtml", ".htm", ".xml")):
+        if item.media_type not in XHTML_TYPES and not name.lower().endswith((".html", ".xhtml", ".htm", ".xml")):
             continue  # images or other non-text items in the spine
         root = _parse_xhtml(z, name)
         if root is None:
             continue
-        blocks, doc_notes, _ = _extract(root)
-        had_pg = any(PG_START_RE.search(b.text) or PG_END_RE.search(b.text) for b in blocks)
-        if had_pg or any(re.match(r"^\s*End of (?:the )?Project Gutenberg", b.text, re.I) for b in blocks):
-            before_end = not any(PG_END_RE.search(b.text) for b in blocks)
-            blocks = _drop_pg_boilerplate(blocks)
-            if not blocks and not before_end:
-                in_pg_body = False
-        if not in_pg_body:
+        blocks, doc_notes = _extract(root, name)
+        if _PG_TXT_DOC_RE.search(name):
+            blocks = _join_wrapped_paragraphs(blocks)
+        if any(PG_START_RE.search(b.text) or _is_pg_end(b.text) for b in blocks):
+            blocks, pg_over = _drop_pg_boilerplate(blocks)
+        all_notes.extend(doc_notes)
+        if not blocks or _is_toc_page(blocks):
+            doc_end_chapter[name] = len(chapters) - 1
             continue
-        note_texts = [b.text for b in doc_notes] if notes == "end" else []
-        entries = toc_by_path.get(name, [])
-        _place(chapters, blocks, note_texts, entries, split_at_headings)
-        if blocks and any(PG_END_RE.search(b.text) for b in blocks):
-            in_pg_body = False
+        _place(chapters, blocks, toc_by_path.get(name, []), split_at_headings, _doc_title(root) or book_title)
+        doc_end_chapter[name] = len(chapters) - 1
 
+    if notes == "end":
+        _attach_notes(chapters, all_notes, doc_end_chapter)
     out = []
-    for title, paras, nts in chapters:
-        paras = [p for p in paras if p] + [n for n in nts if n]
+    for ch in chapters:
+        paras = [p for p in ch.paras if p]
         if paras:
-            out.append(Chapter(index=len(out), title=clean_title(title) or f"{len(out) + 1}", paragraphs=tuple(paras)))
+            out.append(Chapter(index=len(out), title=clean_title(ch.title) or str(len(out) + 1),
+                               paragraphs=tuple(paras)))
     if not out:
         raise BookError(path, "no readable text")
     cover, cover_mime = _cover(z, pkg)
-    meta = BookMeta(title=clean_title(pkg.meta.get("title", "")) or _stem(path),
+    meta = BookMeta(title=book_title,
                     author=clean_title(pkg.meta.get("creator", "")),
-                    language=(pkg.meta.get("language") or "").strip()[:35] or "und",
+                    language=clean_title(pkg.meta.get("language", ""))[:35] or "und",
                     source_path=str(path), source_format="epub", encoding="utf-8", cover=cover,
                     cover_mime=cover_mime)
     return Book(meta=meta, chapters=tuple(out))
 
 
-def _place(chapters: list, blocks: list[_Block], notes: list[str], entries: list[_TocEntry], split: bool):
-    """Add one spine document's blocks to the chapter list.  TOC entries for this document start chapters
-    (at their fragment when it is found); without entries the first heading starts one, else the text
-    continues the previous chapter."""
-    if not blocks:
-        if notes and chapters:
-            chapters[-1][2].extend(notes)
-        return
+def _doc_title(root) -> str:
+    """The <title> of a content document (a fallback chapter title)."""
+    head = next((e for e in root.iter() if _local(e.tag) == "head"), None)
+    if head is None:
+        return ""
+    t = next((e for e in head.iter() if _local(e.tag) == "title"), None)
+    return clean_title("".join(t.itertext())) if t is not None else ""
+
+
+def _place(chapters: list[_Chap], blocks: list[_Block], entries: list[_TocEntry], split: bool,
+           fallback_title: str) -> None:
+    """Add one spine document's blocks to the chapters.  Its TOC entries (the shallowest ones) start chapters
+    at their fragments; without entries the first heading starts one, else the text continues the previous
+    chapter (a Gutenberg "Split on p" chunk)."""
     starts: dict[int, str] = {}
     if entries:
-        for e in entries:
+        top = min(e.depth for e in entries)
+        where: dict[str, int] = {}
+        for i, b in enumerate(blocks):
+            for a in b.anchors:
+                where.setdefault(a, i)
+        for e in (e for e in entries if e.depth <= top + MAX_TOC_DEPTH):
             idx = 0
             if e.frag:
-                idx = next((i for i, b in enumerate(blocks) if e.frag in b.anchors), -1)
-                if idx < 0:
-                    idx = 0 if 0 not in starts else -1
+                idx = where.get(e.frag, -1)
+                if idx < 0 and len(entries) == 1:
+                    idx = 0
             if idx >= 0 and idx not in starts:
                 starts[idx] = e.title
     elif split:
         level = _top_heading_level(blocks)
-        for i, b in enumerate(blocks):
-            if b.kind == level:
-                starts[i] = b.text
+        starts = {i: b.text for i, b in enumerate(blocks) if b.kind == level}
     else:
         first = next((i for i, b in enumerate(blocks) if b.kind in HEADING_TAGS), None)
         if first is not None and (not chapters or first <= 2):
             starts[first] = blocks[first].text
     if not chapters and 0 not in starts:
         lead = blocks[: min(starts) if starts else len(blocks)]
-        title = next((b.text for b in lead if b.kind in HEADING_TAGS or b.kind == "hp"), "")
-        starts[0] = title or (lead[0].text[:MAX_HEADING_CHARS] if lead else "")
+        starts[0] = next((b.text for b in lead if b.kind != "p"), "") or fallback_title
     cut = sorted(starts)
-    if cut and cut[0] > 0 and chapters:
-        chapters[-1][1].extend(b.text for b in blocks[: cut[0]])
-    elif cut and cut[0] > 0:
-        chapters.append((starts[cut[0]], [b.text for b in blocks[: cut[0]]], []))
+    if not cut or cut[0] > 0:  # text before the first start continues the previous chapter
+        head = blocks[: cut[0]] if cut else blocks
+        chapters[-1].paras.extend(b.text for b in head)
+        chapters[-1].refs.extend(r for b in head for r in b.refs)
     for k, i in enumerate(cut):
-        end = cut[k + 1] if k + 1 < len(cut) else len(blocks)
-        seg = blocks[i:end]
+        seg = blocks[i: cut[k + 1] if k + 1 < len(cut) else len(blocks)]
         title = starts[i]
-        # The heading block that gave the chapter its title is not read again as a paragraph.
-        if seg and (seg[0].kind != "p" or _same(seg[0].text, title)) and _same(seg[0].text, title):
-            seg = seg[1:]
-        chapters.append((title, [b.text for b in seg], []))
-    if chapters:
-        chapters[-1][2].extend(notes)
+        seg = _drop_title_blocks(seg, title)
+        chapters.append(_Chap(title, [b.text for b in seg], [r for b in seg for r in b.refs]))
 
 
-def _same(a: str, b: str) -> bool:
-    return re.sub(r"\s+", "", a) == re.sub(r"\s+", "", b)
+def _drop_title_blocks(seg: list[_Block], title: str) -> list[_Block]:
+    """Leading blocks that spell the chapter title (a heading equal to the TOC label, or CHAPTER I. / START IN
+    LIFE split over two headings) are not read again as paragraphs."""
+    key = _squash(title)
+    if not key:
+        return seg
+    acc, drop = "", 0
+    for n, b in enumerate(seg[:3], 1):
+        acc += _squash(b.text)
+        if acc == key:
+            return seg[n:]
+        if b.kind == "p" or not key.startswith(acc):
+            break
+        drop = n  # headings that are a shorter form of the title (第一回 for "第一回 始")
+    return seg[drop:]
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"[\W_]+", "", s).lower()
+
+
+def _attach_notes(chapters: list[_Chap], all_notes: list[_Note], doc_end_chapter: dict[str, int]) -> None:
+    """notes="end": each note is read at the end of the chapter that first references it; a note nobody
+    references is read at the end of the chapter its own document ends in."""
+    by_id: dict[str, _Note] = {}
+    for n in all_notes:
+        for i in n.ids:
+            by_id.setdefault(f"{n.doc}#{i}", n)
+    for ch in chapters:
+        for ref in ch.refs:
+            n = by_id.get(ref)
+            if n is not None and not n.used:
+                ch.paras.extend(n.paras)
+                n.used = True
+    for n in all_notes:
+        if not n.used and chapters:
+            k = doc_end_chapter.get(n.doc, len(chapters) - 1)
+            chapters[max(0, k)].paras.extend(n.paras)
+            n.used = True
 
 
 def _top_heading_level(blocks: list[_Block]) -> str:
     kinds = {b.kind for b in blocks}
-    for k in ("h1", "h2", "h3", "hp"):
-        if k in kinds and sum(1 for b in blocks if b.kind == k) >= 1:
-            return k
-    return "none"
+    return next((k for k in ("h1", "h2", "h3", "hp") if k in kinds), "none")
 
 
 def _cover(z: _Zip, pkg: _Package) -> tuple[bytes | None, str]:

@@ -21,8 +21,11 @@ MAX_BARE_TITLE_CHARS = 20                # characters; bare title lines in essay
 MAX_SUBTITLE_CHARS = 40                  # characters; a heading's title on the following line
 MIN_WRAP_WIDTH = 20                      # columns (CJK = 2); narrower "wrap widths" are not hard wrapping
 WRAP_SLACK = 4                           # columns; a line this close to the wrap width is a wrapped line
+MIN_MIDSENTENCE_SHARE = 0.2             # share of full-width lines that must end mid-sentence in a wrapped file
 MIN_WRAPPED_SHARE = 0.25                 # share of text lines near the wrap width that marks a hard-wrapped file
 MAX_CONTROL_SHARE = 0.01                 # share of control characters above which decoded text is binary junk
+MAX_UTF8_DAMAGE = 8                      # invalid sequences tolerated in a UTF-8 file (replaced, reported)
+MAX_UTF8_DAMAGE_SHARE = 0.001            # ... or this share of its characters, if larger
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
 
 # Encodings we accept from detection: Chinese, Unicode, and single-byte Western ones.
@@ -34,20 +37,25 @@ _CN_NUM = "零〇○一二三四五六七八九十百千两兩壹贰貳叁參肆
 _NUM = rf"(?:[{_CN_NUM}]+|[0-9０-９]+)"
 _UNIT = "章回卷节節篇部集折幕"
 # 第X回 + separator or end, or a short title glued on (第一章序); the caller limits the length.
-NUMBERED_RE = re.compile(rf"^第{_NUM}[{_UNIT}](?P<rest>.*)$")
+NUMBERED_RE = re.compile(rf"^(?:第{_NUM}[{_UNIT}]|(?:CHAPTER|Chapter|BOOK|Book|PART|Part)\s+(?:[0-9]+|[IVXLC]+)\b\.?)"
+                         r"(?P<rest>.*)$")
 # Lines that are a heading by name alone (optionally after a book-title prefix like 《吶喊》).
 SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記", "后记",
                   "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章")
 _SPECIAL_RE = re.compile(r"^(?:《[^》]{1,20}》)?\s*(?:" + "|".join(sorted(map(re.escape, SPECIAL_TITLES), key=len,
                                                                             reverse=True)) + r")$")
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:︰、…「」『』“”\"")
+_SENTENCE_END = set("。．！？!?」』”’）)…")
 _CLOSING_START = set("．。，、；：！？」』”’）)》〉】…,.;:!?")
 _SEPARATOR_RE = re.compile(r"^[\s\-—=＝_＿*＊~～·•.。．、]{3,}$")
+_BINARY_CHARS_RE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufff0-\uffff]")
 _HTML_BR_RE = re.compile(r"<br\s*/?>", re.I)
 _HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]{0,200})?/?>")
 _HTML_ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 _JUNK_TITLES = {"無標題文件", "无标题文档", "無標題文檔", "无标题文件", "untitled", "untitled document"}
 _PG_META_RE = re.compile(r"^(Title|Author)\s*:\s*(.+)$", re.I)
+_PG_FOOTER_META_RE = re.compile(r"End of (?:the )?Project Gutenberg(?:'s|\s+E-?Book of)\s+(.+?)(?:,\s+by\s+(.+?))?\s*"
+                                r"(?:\*{3}|$)", re.I)
 # Other file types people rename to .txt/.epub: refused by name, not by "unknown text encoding".
 _BINARY_MAGICS = ((b"\x89PNG", "PNG image"), (b"\xff\xd8\xff", "JPEG image"), (b"GIF8", "GIF image"),
                   (b"%PDF", "PDF document"), (b"Rar!", "RAR archive"), (b"7z\xbc\xaf", "7-Zip archive"),
@@ -72,13 +80,18 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
                 raise BookError(path, f"unknown text encoding (invalid {enc} after a byte-order mark)") from None
     try:
         return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
+    except UnicodeDecodeError as e:
+        if e.start >= len(data) - 3 and e.reason == "unexpected end of data":
+            return data[: e.start].decode("utf-8"), "utf-8"  # the file was cut inside its last character
+    lossy = _nearly_utf8(data)
+    if lossy is not None:
+        return lossy
     enc = _detect(data)
     if enc is None:
         raise BookError(path, "unknown text encoding")
+    codec = _ENCODING_ALIASES.get(enc, enc)
     try:
-        text = data.decode(_ENCODING_ALIASES.get(enc, enc))
+        text = _decode_tolerating_cut_end(data, codec)
     except (UnicodeDecodeError, LookupError):
         # The sample fitted but the rest of the file does not: try the Chinese superset before giving up.
         try:
@@ -86,6 +99,32 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
         except UnicodeDecodeError:
             raise BookError(path, "unknown text encoding") from None
     return text, enc
+
+
+def _decode_tolerating_cut_end(data: bytes, codec: str) -> str:
+    """Strict decoding, except that a multibyte character cut off by the end of the file is dropped."""
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as e:
+        if e.start >= len(data) - 4:
+            return data[: e.start].decode(codec)
+        raise
+
+
+def _nearly_utf8(data: bytes) -> tuple[str, str] | None:
+    """UTF-8 with a few damaged bytes (a bad sector, a bad copy): decoded with U+FFFD for the damage, and the
+    damage named in the encoding, rather than misread as GB18030 or Big5.  None when it is not UTF-8."""
+    sample = data[:DETECT_SAMPLE_BYTES]
+    text = sample.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - sample.count(b"\xef\xbf\xbd")
+    multibyte = sum(1 for ch in text if ord(ch) > 0x7F) - bad
+    if bad > max(MAX_UTF8_DAMAGE, MAX_UTF8_DAMAGE_SHARE * multibyte):
+        return None
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count(b"\xef\xbf\xbd")
+    if bad > max(MAX_UTF8_DAMAGE, MAX_UTF8_DAMAGE_SHARE * len(text)) or multibyte < 4 * bad:
+        return None
+    return text, f"utf-8 ({bad} invalid byte sequences replaced)"
 
 
 def _detect(data: bytes) -> str | None:
@@ -104,6 +143,9 @@ def _detect(data: bytes) -> str | None:
     from charset_normalizer import from_bytes  # lazy: only non-UTF-8 files need it
 
     best = from_bytes(sample).best()
+    cut = sample.rfind(b"\n")
+    if best is None and cut > len(sample) // 2:
+        best = from_bytes(sample[: cut + 1]).best()  # the sample may end inside a character
     if best is None:
         return None
     name = best.encoding.lower().replace("_", "-")
@@ -114,8 +156,7 @@ def _looks_binary(text: str) -> bool:
     if not text:
         return False
     sample = text[:DETECT_SAMPLE_BYTES]
-    bad = sum(1 for ch in sample if (ord(ch) < 32 and ch not in "\t\n\r\f\v") or 0x7F <= ord(ch) < 0xA0
-              or 0xFFF0 <= ord(ch) <= 0xFFFF)
+    bad = len(_BINARY_CHARS_RE.findall(sample))
     return bad > max(MIN_CONTROL_CHARS, MAX_CONTROL_SHARE * len(sample))
 
 
@@ -153,6 +194,12 @@ def _strip_gutenberg(lines: list[str]) -> tuple[list[str], dict[str, str]]:
     for i in range(len(lines) - 1, max(start, len(lines) - 5000) - 1, -1):
         if PG_END_LINE_RE.search(lines[i]):
             end = i
+    if end < len(lines):
+        # "End of the Project Gutenberg EBook of Hen Hai, by Jian-Ren Wu": a last-resort title and author.
+        m = _PG_FOOTER_META_RE.search(" ".join(lines[end:end + 3]))
+        if m:
+            meta.setdefault("footer_title", m.group(1).strip())
+            meta.setdefault("footer_author", (m.group(2) or "").strip())
     return lines[start:end], meta
 
 
@@ -176,7 +223,7 @@ def _indent(line: str) -> int:
 
 def _width(s: str) -> int:
     """Columns as a fixed-width wrapper counts them: non-ASCII (GBK/Big5 double-byte) = 2."""
-    return len(s) + sum(1 for ch in s if ord(ch) > 0x7F)
+    return 2 * len(s) - len(s.encode("ascii", "ignore"))
 
 
 def _has_sentence_punct(s: str) -> bool:
@@ -188,7 +235,7 @@ def numbered_heading(line: str) -> str | None:
     第X回 (第四回中既將..., 第二回了．你...) are refused: the marker must be followed by a separator, the end of
     the line, or a short glued title without sentence punctuation."""
     s = _visible(line)
-    if not s or len(s) > MAX_HEADING_CHARS or s[0] != "第":
+    if not s or len(s) > MAX_HEADING_CHARS or s[0] not in "第CcBbPp":
         return None
     m = NUMBERED_RE.match(s)
     if m is None:
@@ -199,7 +246,7 @@ def numbered_heading(line: str) -> str | None:
     if rest[0] in " \t\u3000\xa0:：、.．,，-—_":
         body = rest.strip(" \t\u3000\xa0:：、.．,，-—_")
         # A title may have internal commas (宴桃園豪傑三結義，斬黃巾英雄首立功) but not end a sentence.
-        return s if not body or body[-1] not in "。．！？!?" else None
+        return s if not body or rest.rstrip()[-1] not in "。．！？!?." else None
     # Glued title (第一章序): short, no punctuation at all.
     return s if len(rest) <= 15 and not _has_sentence_punct(rest) else None
 
@@ -262,27 +309,36 @@ class _Heading:
 
 
 def _find_headings(lines: list[str], wrap: int) -> list[_Heading]:
-    """Numbered/special headings at (near) column 0; if a book has fewer than two numbered ones, bare title
-    lines (essay collections: short, outdented, after a blank line, no sentence punctuation) instead."""
+    """Chapter headings, by the first structure the book has:
+    1. numbered headings (第X回/章...) outdented from the body (at most one space when the body is indented);
+    2. bare title lines (essay collections: short, outdented, after a blank line, no sentence punctuation);
+    3. numbered headings at any indentation (web-novel files indent every line, headings included).
+    序/楔子/后记... lines are headings in every case."""
     blank = [not ln.strip() for ln in lines]
     body_indent = _body_indent(lines)
     max_head_indent = max(1, body_indent - 1) if body_indent >= 2 else 8
 
     numbered: list[int] = []
+    numbered_any: list[int] = []
     special: list[int] = []
     for i, ln in enumerate(lines):
-        if blank[i] or _indent(ln) > max_head_indent:
+        if blank[i] or len(ln) > 4 * MAX_HEADING_CHARS:
             continue
+        low = _indent(ln) <= max_head_indent
         if numbered_heading(ln):
-            numbered.append(i)
-        elif special_heading(ln):
+            (numbered if low else numbered_any).append(i)
+        elif low and special_heading(ln):
             special.append(i)
 
     if len(numbered) >= 2:
-        idx = sorted(set(numbered) | set(special))
+        idx = set(numbered) | set(special)
     else:
-        idx = sorted(set(special) | set(_bare_titles(lines, blank, body_indent, wrap)))
-    heads = [_complete_heading(lines, blank, i) for i in idx]
+        bare = _bare_titles(lines, blank, body_indent, wrap)
+        if len(bare) < 2 and len(numbered) + len(numbered_any) >= 2:
+            idx = set(numbered) | set(numbered_any) | set(special)
+        else:
+            idx = set(special) | set(bare)
+    heads = [_complete_heading(lines, blank, i) for i in sorted(idx)]
     return _dedupe(heads, lines, blank)
 
 
@@ -415,7 +471,11 @@ def _wrap_width(lines: list[str]) -> int:
     near = sum(v for w, v in c.items() if top - WRAP_SLACK <= w <= top)
     if top < MIN_WRAP_WIDTH or near < MIN_WRAPPED_SHARE * len(widths):
         return 0
-    return top
+    # Hard wrapping cuts lines mid-sentence; a file of complete sentences that happen to be the same length
+    # (one per line) is not wrapped.
+    full = [ln.rstrip() for ln in lines[:100_000] if len(ln.strip()) >= 8 and _width(ln.rstrip()) >= top - WRAP_SLACK]
+    mid = sum(1 for ln in full if ln[-1] not in _SENTENCE_END)
+    return top if mid >= MIN_MIDSENTENCE_SHARE * len(full) else 0
 
 
 def _paragraphs(block: list[str], wrap: int, indent_marks_paragraph: bool) -> list[str]:
@@ -517,6 +577,10 @@ def _front_matter(front: list[str], pg_meta: dict[str, str], path: str) -> tuple
             title = first
             if not author and len(short) > 1:
                 author = short[1]
+    if not title:
+        title = pg_meta.get("footer_title", "")
+        author = author or pg_meta.get("footer_author", "")
+    author = author or pg_meta.get("footer_author", "")
     if not title:
         title = Path(path).stem
     only_labels = all(len(p) <= 30 for p in front) and sum(len(p) for p in front) <= 120

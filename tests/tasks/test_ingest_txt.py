@@ -234,3 +234,66 @@ def test_pg_header_and_footer(tmp_path):
     book = load_book(p)
     assert book.meta.title == "測試書" and book.meta.author == "某人"
     assert [c.paragraphs for c in book.chapters] == [("正文一。",), ("正文二。",)]
+
+
+# ------------------------------------------------------------------------------------------- regressions
+def test_utf8_cut_inside_last_character(tmp_path):
+    """Fuzz regression: a file cut in the middle of its last UTF-8 character was 'unknown text encoding'."""
+    data = SAMPLE.encode("utf-8") + "尾".encode("utf-8")[:2]
+    p = tmp_path / "cut.txt"
+    p.write_bytes(data)
+    book = load_book(p)
+    assert book.meta.encoding == "utf-8"
+    assert book.chapters[-1].paragraphs[-1].endswith("直到天明。")
+
+
+def test_gbk_cut_inside_last_character(tmp_path):
+    """Fuzz regression: the same for a GBK file (the detector's sample ended inside a character)."""
+    data = (SAMPLE * 20).encode("gbk") + "尾".encode("gbk")[:1]
+    p = tmp_path / "cut.txt"
+    p.write_bytes(data)
+    book = load_book(p)
+    assert book.meta.encoding == "gb18030" and len(book.chapters) == 40
+
+
+def test_lightly_damaged_utf8_is_reported_not_misdetected(tmp_path):
+    data = bytearray((SAMPLE * 20).encode("utf-8"))
+    data[200] = 0xFF  # one bad byte
+    p = tmp_path / "damaged.txt"
+    p.write_bytes(bytes(data))
+    book = load_book(p)
+    assert re.fullmatch(r"utf-8 \([12] invalid byte sequences replaced\)", book.meta.encoding)
+    assert book.chapters[0].title == "第一回　開端"
+
+
+def test_title_and_author_from_gutenberg_footer():
+    book = _book("txt", "gutenberg-zh", "23950-0.txt")
+    assert (book.meta.title, book.meta.author) == ("Romance of the Three Kingdoms", "Guanzhong Luo")
+
+
+def test_lines_of_complete_sentences_are_not_unwrapped(tmp_path):
+    """Equal-length lines that each end a sentence are not hard wrapping."""
+    p = tmp_path / "s.txt"
+    p.write_text("\n".join(["這是一行完整的句子。"] * 50), encoding="utf-8")
+    assert len(load_book(p).chapters[0].paragraphs) == 50
+
+
+def test_web_novel_indented_headings(tmp_path):
+    """Web-novel TXT: every line, headings included, starts with two ideographic spaces."""
+    body = "　　他走進了房間，看見桌上放著一封信，信封上寫著他的名字，字跡非常熟悉。\n"
+    text = "".join(f"　　第{n}章　標題{n}\n\n{body * 3}\n" for n in "一二三")
+    p = tmp_path / "web.txt"
+    p.write_text(text, encoding="utf-8")
+    book = load_book(p)
+    assert [c.title for c in book.chapters] == ["第一章　標題一", "第二章　標題二", "第三章　標題三"]
+    assert all(len(c.paragraphs) == 3 for c in book.chapters)
+
+
+def test_english_chapter_headings(tmp_path):
+    text = ("CHAPTER I.\n\nThe Beginning\n\nIt was a dark night.\n\nCHAPTER II. The End\n\nIt was over.\n\n"
+            "Chapter 3 was not written.\n")
+    p = tmp_path / "en.txt"
+    p.write_text(text, encoding="utf-8")
+    book = load_book(p)
+    assert [c.title for c in book.chapters] == ["CHAPTER I.\u3000The Beginning", "CHAPTER II. The End"]
+    assert book.chapters[1].paragraphs == ("It was over.", "Chapter 3 was not written.")
