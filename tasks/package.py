@@ -198,11 +198,19 @@ def resample(audio: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
     return y[0].numpy().astype(np.float32, copy=False)
 
 
+def tag_text(value: str) -> str:
+    """A tag value every container and ffmpeg's argv accept: NFC, control characters dropped, one line."""
+    v = unicodedata.normalize("NFC", value)
+    v = "".join(" " if c in "\t\r\n\u2028\u2029" else c for c in v
+                if not (unicodedata.category(c) in ("Cc", "Cs") and c not in "\t\r\n"))
+    return re.sub(r" {2,}", " ", v).strip()
+
+
 def chapter_tags(chapter_index: int, n_chapters: int, title: str, meta: BookMeta) -> dict[str, str]:
     return {
-        "TITLE": title,
-        "ALBUM": meta.title,
-        "ARTIST": meta.author,
+        "TITLE": tag_text(title),
+        "ALBUM": tag_text(meta.title),
+        "ARTIST": tag_text(meta.author),
         "TRACKNUMBER": str(chapter_index + 1),
         "TRACKTOTAL": str(n_chapters),
         "LANGUAGE": meta.language,
@@ -276,13 +284,13 @@ def _encode_ffmpeg(path: Path, fmt: str, pcm: Iterable[np.ndarray], sr: int, tag
         meta_input = cover_input = None
         if fmt == "m4b":
             lines = [";FFMETADATA1"]
-            for key, value in (("title", meta.title), ("album", meta.title), ("artist", meta.author),
-                               ("album_artist", meta.author), ("genre", "Audiobook")):
+            for key, value in (("title", tags["TITLE"]), ("album", tags["ALBUM"]), ("artist", tags["ARTIST"]),
+                               ("album_artist", tags["ARTIST"]), ("genre", "Audiobook")):
                 if value:
                     lines.append(f"{key}={ffmetadata_escape(value)}")
             for start, end, title in chapters:
                 lines += ["[CHAPTER]", f"TIMEBASE=1/{sr}", f"START={start}", f"END={end}",
-                          f"title={ffmetadata_escape(title)}"]
+                          f"title={ffmetadata_escape(tag_text(title))}"]
             mf = Path(td) / "meta.txt"
             mf.write_text("\n".join(lines) + "\n", encoding="utf-8")
             args += ["-f", "ffmetadata", "-i", str(mf)]
@@ -576,8 +584,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
             stem = book_stem(meta)
             m4b = inside(book_dir, f"{stem}.m4b")
             audio = np.memmap(raw_path, dtype="<f4", mode="r")
-            tags = {"TITLE": meta.title, "ALBUM": meta.title, "ARTIST": meta.author, "TRACKNUMBER": "1",
-                    "TRACKTOTAL": "1", "LANGUAGE": meta.language}
+            tags = chapter_tags(0, 1, meta.title, meta)
             reports.append(_encode_verified(m4b, "m4b", audio, opts.sample_rate, tags, meta, opts, None, marks))
             del audio
             files.append(m4b)
