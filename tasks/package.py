@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 import numpy as np
 
 from engine.units import SAMPLE_RATE
-from tasks.assemble import ChapterAudio
+from tasks.assemble import AssembleOptions, ChapterAudio, Piece, assemble_chapter
 from tasks.book import BookError, BookMeta
 from tasks.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
 from tasks.subtitles import SUBTITLE_FORMATS
@@ -615,3 +615,14 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     report_path = inside(book_dir, REPORT_NAME)
     atomic_write_bytes(report_path, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
     return Report(book_dir, files + [report_path], reports, data)
+
+
+def package_pieces(book_dir: Path, chapters: Sequence[tuple[int, str, Sequence[Piece]]], meta: BookMeta,
+                   opts: PackageOptions = PackageOptions(),
+                   assemble_opts: AssembleOptions = AssembleOptions()) -> Report:
+    """Re-package from stored segment audio alone: assemble each chapter's pieces (one chapter in memory at a
+    time) and package_book them.  `chapters` is (chapter index, title, pieces in reading order)."""
+    from functools import partial
+
+    return package_book(book_dir, [(i, t, partial(assemble_chapter, list(p), assemble_opts))
+                                   for i, t, p in chapters], meta, opts)
