@@ -54,6 +54,7 @@ class PackageOptions:
     target_lufs: float = TARGET_LUFS       # LUFS, integrated loudness of every final file
     true_peak_dbtp: float = TRUE_PEAK_DBTP  # dBTP, ceiling of every final file
     subtitles: tuple[str, ...] = SUBTITLE_FORMATS   # per chapter, and book-wide with the M4B
+    subtitle_sentences: bool = False       # split each segment's cue into sentences (times estimated inside)
     bitrates_kbps: Mapping[str, int] = field(default_factory=lambda: dict(BITRATES_KBPS))
 
     def validate(self) -> "PackageOptions":
@@ -460,8 +461,10 @@ def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChap
 
 def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, title: str,
                      meta: BookMeta) -> list[Path]:
-    from tasks.subtitles import render
+    from tasks.subtitles import by_sentence, render
 
+    if opts.subtitle_sentences:
+        items = by_sentence(items)
     out = []
     for fmt in opts.subtitles:
         path = inside(book_dir, f"{stem}.{fmt}")

@@ -45,3 +45,16 @@ def test_render_rejects_unknown():
     with pytest.raises(ValueError, match="ass"):
         render("ass", [])
     assert srt([]) == "" and vtt([]) == "WEBVTT\n"
+
+
+def test_sentence_split_keeps_segment_boundaries_exact():
+    from tasks.subtitles import by_sentence, split_sentences
+
+    assert split_sentences("他说：“走吧！”我们走了。然后呢") == ["他说：“走吧！”", "我们走了。", "然后呢"]
+    assert split_sentences("没有标点") == ["没有标点"]
+    items = [TimedText(1_000, 4_000, "一二三。四五六七八九！"), TimedText(4_500, 5_000, "单句。")]
+    out = by_sentence(items)
+    assert [t.text for t in out] == ["一二三。", "四五六七八九！", "单句。"]
+    assert out[0].start_ms == 1_000 and out[1].end_ms == 4_000 and out[0].end_ms == out[1].start_ms
+    assert out[0].end_ms == 1_000 + 3_000 * 4 // 11                   # weights: speakable chars + 1
+    assert out[2] == items[1]
