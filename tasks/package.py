@@ -6,13 +6,13 @@ packages byte-identical files.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import tempfile
 import unicodedata
 from contextlib import contextmanager
-import json
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -562,7 +562,8 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     marks: list[tuple[int, int, str]] = []               # (start, end, title) at opts.sample_rate
     book_items = []
     pos = 0
-    raw_fd, raw_path = tempfile.mkstemp(dir=book_dir, prefix=".tmp-m4b-", suffix=".f32")
+    raw_fd, raw_path = tempfile.mkstemp(dir=book_dir, prefix=".tmp-m4b-", suffix=".f32") if want_m4b \
+        else (os.open(os.devnull, os.O_WRONLY), os.devnull)
     try:
         with os.fdopen(raw_fd, "wb") as raw:
             for index, title, item in chapters:
@@ -596,10 +597,11 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                 sub_stem = stem if not any(f"{stem}.{f}" in taken for f in opts.subtitles) else f"{stem} (book)"
                 files += _write_subtitles(book_dir, sub_stem, book_items, opts, meta.title, meta)
     finally:
-        try:
-            os.unlink(raw_path)
-        except FileNotFoundError:
-            pass
+        if want_m4b:
+            try:
+                os.unlink(raw_path)
+            except FileNotFoundError:
+                pass
     names = [p.name for p in files]
     if len({x.casefold() for x in names}) != len(names):
         raise AssertionError(f"two outputs share a name in {book_dir}")
