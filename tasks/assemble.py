@@ -8,6 +8,8 @@ decay), then the chapter is laid out as a sequence of *clips*:
 A silence clip is present only when its length is > 0.  Every two adjacent clips overlap by
 N = crossfade samples and are joined with an equal-power cross-fade (cos/sin gains, cos² + sin² = 1).
 Crossfading into a silence clip is a fade-out into the pause; crossfading out of one is a fade-in from it.
+Every piece fades in over its first N samples and out over its last N, also at the chapter's edges (no
+click at the file's start or end).
 The pause after the last piece is the chapter's tail: its length is the pause of that piece's `pause_after`
 kind (normally "chapter", 1.5 s), so concatenated chapters (M4B) are separated by a natural gap.
 
@@ -20,7 +22,9 @@ The exact length formula (all quantities in samples; see `expected_length`):
     length = H + sum(L_i') + sum(P_i) - N * (clips - 1)
 
 With `trim=False` L_i is the stored segment length, so the chapter is exactly
-sum(segments) + lead-in + pauses - N * (number of joins).  A non-zero pause must be >= 2N (validated) so that
+sum(segments) + lead-in + pauses - N * (number of joins).  Defaults at 24 kHz: N = 960, H = 12 000,
+P = 6 000 / 10 800 / 19 200 / 36 000 for clause / sentence / paragraph / chapter.  Packaging at another
+sample rate resamples the finished chapter with torchaudio: ceil(length * sr_out / 24 000) samples.  A non-zero pause must be >= 2N (validated) so that
 two pieces never overlap across a pause; with a zero pause the two pieces cross-fade directly.
 """
 from __future__ import annotations
@@ -238,16 +242,13 @@ def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: 
     out = np.zeros(total, dtype=np.float32)              # (total,)
 
     cues: list[Cue] = []
-    last = len(clips) - 1
-    for c, (off, length, index) in enumerate(clips):
+    for off, length, index in clips:
         if index < 0:
             continue                                     # silence contributes zeros
         a = pieces[index].copy()
-        if n > 0:
-            if c > 0:                                    # fade in from the previous clip
-                a[:n] *= fade_in
-            if c < last:                                 # fade out into the next clip
-                a[-n:] *= fade_out
+        if n > 0:                                        # fade in from the previous clip (or the file start),
+            a[:n] *= fade_in                             # fade out into the next clip (or the file end)
+            a[-n:] *= fade_out
         out[off:off + length] += a
         cues.append(Cue(0.0, 0.0, texts[index], index, off, off + length))
 

@@ -52,7 +52,7 @@ def _tail(stderr: bytes, lines: int = 3) -> str:
 
 
 def run_ffmpeg(args: Sequence[str], pcm: Iterable[np.ndarray] | None = None) -> None:
-    """Run `ffmpeg -nostdin? -v error <args>`, feeding float32 chunks to stdin when `pcm` is given."""
+    """Run `ffmpeg -v error <args>`, feeding float32 chunks to stdin when `pcm` is given."""
     cmd = [find_tool("ffmpeg"), "-hide_banner", "-nostats", "-v", "error", "-y", *args]
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if pcm is not None else subprocess.DEVNULL,
@@ -99,13 +99,16 @@ def probe(path: Path) -> dict:
     return json.loads(res.stdout)
 
 
-def decode(path: Path) -> tuple[int, Iterator[np.ndarray]]:
-    """(sample_rate, float32 mono chunks) of the first audio stream of `path`, at its native rate."""
-    info = probe(path)
-    audio = [s for s in info.get("streams", []) if s.get("codec_type") == "audio"]
-    if not audio:
-        raise FFmpegFailed(f"{path}: no audio stream")
-    sr = int(audio[0]["sample_rate"])
+def decode(path: Path, sample_rate: int | None = None) -> tuple[int, Iterator[np.ndarray]]:
+    """(sample_rate, float32 mono chunks) of the first audio stream of `path`: at `sample_rate` when the
+    caller knows the stream's rate (no probe), else at the rate ffprobe reports."""
+    sr = sample_rate
+    if sr is None:
+        info = probe(path)
+        audio = [s for s in info.get("streams", []) if s.get("codec_type") == "audio"]
+        if not audio:
+            raise FFmpegFailed(f"{path}: no audio stream")
+        sr = int(audio[0]["sample_rate"])
     cmd = [find_tool("ffmpeg"), "-hide_banner", "-nostats", "-v", "error", "-i", str(path),
            "-map", "0:a:0", "-f", "f32le", "-ac", "1", "-ar", str(sr), "pipe:1"]
 

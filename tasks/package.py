@@ -6,22 +6,22 @@ packages byte-identical files.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import tempfile
 import unicodedata
 from contextlib import contextmanager
-import json
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence, Union
+from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
 from engine.units import SAMPLE_RATE
-from tasks.assemble import ChapterAudio
+from tasks.assemble import AssembleOptions, ChapterAudio, Piece, assemble_chapter
 from tasks.book import BookError, BookMeta
 from tasks.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
 from tasks.subtitles import SUBTITLE_FORMATS
@@ -33,8 +33,10 @@ BITRATES_KBPS = {"mp3": 64, "opus": 48, "m4a": 64, "m4b": 64}   # kbit/s, mono s
 MP3_RATES = frozenset([16_000, 22_050, 24_000, 32_000, 44_100, 48_000])   # Hz that MPEG audio stores
 OPUS_RATES = frozenset([8_000, 12_000, 16_000, 24_000, 48_000])          # Hz libopus accepts; else 48 kHz
 PRE_LIMIT_MARGIN_DB = 0.3     # dB below the ceiling the limiter aims for, before encoding
-LOSSY_SAFETY_DB = 0.1         # dB below the ceiling a corrected lossy file aims for
-VERIFY_ROUNDS = 3             # encode -> decode -> measure -> correct rounds at most
+LOSSY_SAFETY_DB = 0.2         # dB below the ceiling a corrected lossy file aims for
+LOSSY_LOUDNESS_TOLERANCE_LU = 0.5   # LU a lossy file may drift from the target before it is re-encoded
+SHAPE_CONTEXT = 4096          # samples of context around each chunk the streaming limiter sees
+VERIFY_ROUNDS = 4             # encode -> decode -> measure -> correct rounds at most
 REPORT_NAME = "report.json"
 WINDOWS_RESERVED = frozenset(
     ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"]
@@ -52,6 +54,7 @@ class PackageOptions:
     target_lufs: float = TARGET_LUFS       # LUFS, integrated loudness of every final file
     true_peak_dbtp: float = TRUE_PEAK_DBTP  # dBTP, ceiling of every final file
     subtitles: tuple[str, ...] = SUBTITLE_FORMATS   # per chapter, and book-wide with the M4B
+    subtitle_sentences: bool = False       # split each segment's cue into sentences (times estimated inside)
     bitrates_kbps: Mapping[str, int] = field(default_factory=lambda: dict(BITRATES_KBPS))
 
     def validate(self) -> "PackageOptions":
@@ -91,7 +94,7 @@ def _cut_utf8(text: str, max_bytes: int) -> str:
     return cut
 
 
-def safe_name(text: str, max_bytes: int = MAX_NAME_BYTES) -> str:
+def safe_name(text: str, max_bytes: int = MAX_NAME_BYTES, reserved: bool = True) -> str:
     """`text` made into a file-name stem valid on every common filesystem (may be empty).
 
     NFC; no control/bidi characters; `/ \\ : * ? " < > |` -> `_`; runs of dots -> `…` (no `..`);
@@ -107,7 +110,7 @@ def safe_name(text: str, max_bytes: int = MAX_NAME_BYTES) -> str:
     s = re.sub(r"\s+", " ", s).strip(" .")
     s = _cut_utf8(s, max_bytes).rstrip(" .")
     base, dot, rest = s.partition(".")
-    if base.rstrip().upper() in WINDOWS_RESERVED:      # CON, con.txt, "COM1 " -> CON_, con_.txt, COM1_
+    if reserved and base.rstrip().upper() in WINDOWS_RESERVED:      # CON, con.txt, "COM1 " -> CON_, con_.txt, COM1_
         s = _cut_utf8(base.rstrip() + "_" + dot + rest, max_bytes).rstrip(" .")
     return s
 
@@ -117,7 +120,7 @@ def chapter_stem(chapter_index: int, n_chapters: int, title: str, ext: str = "fl
     width = max(3, len(str(n_chapters)))
     prefix = f"{chapter_index + 1:0{width}d}"
     budget = MAX_NAME_BYTES - len(prefix) - len(" - ") - len(ext) - 1
-    t = safe_name(title, budget)
+    t = safe_name(title, budget, reserved=False)       # "NNN - CON" is not a reserved name
     return f"{prefix} - {t}" if t else prefix
 
 
@@ -196,11 +199,19 @@ def resample(audio: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
     return y[0].numpy().astype(np.float32, copy=False)
 
 
+def tag_text(value: str) -> str:
+    """A tag value every container and ffmpeg's argv accept: NFC, control characters dropped, one line."""
+    v = unicodedata.normalize("NFC", value)
+    v = "".join(" " if c in "\t\r\n\u2028\u2029" else c for c in v
+                if not (unicodedata.category(c) in ("Cc", "Cs") and c not in "\t\r\n"))
+    return re.sub(r" {2,}", " ", v).strip()
+
+
 def chapter_tags(chapter_index: int, n_chapters: int, title: str, meta: BookMeta) -> dict[str, str]:
     return {
-        "TITLE": title,
-        "ALBUM": meta.title,
-        "ARTIST": meta.author,
+        "TITLE": tag_text(title),
+        "ALBUM": tag_text(meta.title),
+        "ARTIST": tag_text(meta.author),
         "TRACKNUMBER": str(chapter_index + 1),
         "TRACKTOTAL": str(n_chapters),
         "LANGUAGE": meta.language,
@@ -232,7 +243,7 @@ def _write_flac(path: Path, audio: np.ndarray, sr: int, tags: dict[str, str], me
     f.save()
 
 
-def _write_wav(path: Path, audio: np.ndarray, sr: int, tags: dict[str, str]) -> None:
+def _write_wav(path: Path, audio: np.ndarray, sr: int, tags: dict[str, str], meta: BookMeta) -> None:
     import soundfile as sf
 
     with sf.SoundFile(str(path), "w", sr, 1, format="WAV", subtype=FLAC_SUBTYPE) as f:
@@ -258,7 +269,7 @@ def _tag_opus(path: Path, tags: dict[str, str], meta: BookMeta) -> None:
     f.save()
 
 
-def _encode_ffmpeg(path: Path, fmt: str, audio: np.ndarray, sr: int, scale: float, tags: dict[str, str],
+def _encode_ffmpeg(path: Path, fmt: str, pcm: Iterable[np.ndarray], sr: int, tags: dict[str, str],
                    meta: BookMeta, kbps: int, chapters: Sequence[tuple[int, int, str]] = ()) -> None:
     """mp3 / opus / m4a / m4b through ffmpeg, bit-exact, fed float32 PCM on stdin.
 
@@ -266,7 +277,7 @@ def _encode_ffmpeg(path: Path, fmt: str, audio: np.ndarray, sr: int, scale: floa
     """
     import tempfile as _tf
 
-    from tasks.ffmpeg import BITEXACT, chunks, ffmetadata_escape, pcm_input, run_ffmpeg
+    from tasks.ffmpeg import BITEXACT, ffmetadata_escape, pcm_input, run_ffmpeg
 
     with _tf.TemporaryDirectory(prefix="chattts-render-") as td:
         args = [*pcm_input(sr)]
@@ -274,13 +285,13 @@ def _encode_ffmpeg(path: Path, fmt: str, audio: np.ndarray, sr: int, scale: floa
         meta_input = cover_input = None
         if fmt == "m4b":
             lines = [";FFMETADATA1"]
-            for key, value in (("title", meta.title), ("album", meta.title), ("artist", meta.author),
-                               ("album_artist", meta.author), ("genre", "Audiobook")):
+            for key, value in (("title", tags["TITLE"]), ("album", tags["ALBUM"]), ("artist", tags["ARTIST"]),
+                               ("album_artist", tags["ARTIST"]), ("genre", "Audiobook")):
                 if value:
                     lines.append(f"{key}={ffmetadata_escape(value)}")
             for start, end, title in chapters:
                 lines += ["[CHAPTER]", f"TIMEBASE=1/{sr}", f"START={start}", f"END={end}",
-                          f"title={ffmetadata_escape(title)}"]
+                          f"title={ffmetadata_escape(tag_text(title))}"]
             mf = Path(td) / "meta.txt"
             mf.write_text("\n".join(lines) + "\n", encoding="utf-8")
             args += ["-f", "ffmetadata", "-i", str(mf)]
@@ -302,7 +313,7 @@ def _encode_ffmpeg(path: Path, fmt: str, audio: np.ndarray, sr: int, scale: floa
         if fmt == "mp3":
             args += ["-c:a", "libmp3lame", "-b:a", f"{kbps}k", "-id3v2_version", "3", "-write_id3v1", "0"]
         elif fmt == "opus":
-            args += ["-c:a", "libopus", "-b:a", f"{kbps}k", "-application", "voip"]
+            args += ["-c:a", "libopus", "-b:a", f"{kbps}k", "-application", "audio"]
         else:
             args += ["-c:a", "aac", "-b:a", f"{kbps}k", "-movflags", "+faststart",
                      "-brand", "M4B " if fmt == "m4b" else "M4A ",
@@ -316,7 +327,7 @@ def _encode_ffmpeg(path: Path, fmt: str, audio: np.ndarray, sr: int, scale: floa
             if fmt == "mp3" and meta.language:
                 args += ["-metadata", f"language={iso639_2(meta.language)}"]
         args += [*BITEXACT, "-f", {"mp3": "mp3", "opus": "ogg", "m4a": "mp4", "m4b": "mp4"}[fmt], str(path)]
-        run_ffmpeg(args, chunks(audio, scale))
+        run_ffmpeg(args, pcm)
     if fmt == "opus":
         _tag_opus(path, tags, meta)
 
@@ -332,17 +343,19 @@ class FileReport:
     seconds: float | None          # decoded duration
     integrated_lufs: float | None  # measured on the decoded final file (None: silent / no audio)
     true_peak_dbtp: float | None
-    correction_db: float = 0.0     # extra gain applied after encoding + measuring (lossy overshoot)
+    correction_db: float = 0.0     # extra gain applied after encoding + measuring (lossy loudness drift)
+    limiter_dbtp: float | None = None  # tightened limiter ceiling after a lossy overshoot (None: not needed)
 
     def as_json(self) -> dict:
         def r(v):
             return None if v is None or not math.isfinite(v) else round(v, 3)
         return {"file": self.file, "format": self.format, "chapter": self.chapter, "seconds": r(self.seconds),
                 "integrated_lufs": r(self.integrated_lufs), "true_peak_dbtp": r(self.true_peak_dbtp),
-                "correction_db": round(self.correction_db, 3)}
+                "correction_db": round(self.correction_db, 3),
+                "limiter_dbtp": None if self.limiter_dbtp is None else round(self.limiter_dbtp, 3)}
 
 
-def measure_file(path: Path) -> tuple[float, float, float]:
+def measure_file(path: Path, sample_rate: int | None = None) -> tuple[float, float, float]:
     """(integrated LUFS, true peak dBTP, seconds) of a final file, decoded (soundfile or ffmpeg)."""
     from tasks.loudness import Meter
 
@@ -356,42 +369,66 @@ def measure_file(path: Path) -> tuple[float, float, float]:
     else:
         from tasks.ffmpeg import decode
 
-        sr, it = decode(path)
+        sr, it = decode(path, sample_rate)
         m = Meter(sr)
         for c in it:
             m.feed(c)
     return m.integrated_lufs(), m.true_peak_dbtp(), m.samples / m.sr
 
 
+def shaped_chunks(audio: np.ndarray, sr: int, gain_db: float = 0.0,
+                  ceiling_dbtp: float | None = None) -> Iterator[np.ndarray]:
+    """`audio` (array or memmap) chunk by chunk, times gain_db and true-peak limited to ceiling_dbtp
+    (None: unchanged).  Each chunk is limited with SHAPE_CONTEXT samples of context on both sides."""
+    from tasks.ffmpeg import CHUNK_SAMPLES, chunks
+    from tasks.loudness import db_to_gain, limit
+
+    if ceiling_dbtp is None:
+        yield from chunks(audio, db_to_gain(gain_db))
+        return
+    g = np.float32(db_to_gain(gain_db))
+    n = len(audio)
+    for i in range(0, n, CHUNK_SAMPLES):
+        lo, hi = max(0, i - SHAPE_CONTEXT), min(n, i + CHUNK_SAMPLES + SHAPE_CONTEXT)
+        y = limit(np.asarray(audio[lo:hi], dtype=np.float32) * g, sr, ceiling_dbtp)
+        yield y[i - lo:i - lo + min(CHUNK_SAMPLES, n - i)]
+
+
 def _encode_verified(path: Path, fmt: str, audio: np.ndarray, sr: int, tags: dict[str, str], meta: BookMeta,
                      opts: PackageOptions, chapter: int | None,
                      chapters: Sequence[tuple[int, int, str]] = ()) -> FileReport:
-    """Encode `audio` to `path` atomically, decode and measure it.  For lossy formats, when the codec pushed
-    the true peak over the ceiling (or the loudness off target), correct the gain and encode again."""
-    from tasks.loudness import db_to_gain
-
-    scale_db = 0.0
+    """Encode `audio` to `path` atomically, decode and measure it.  For a lossy format whose codec pushed the
+    true peak over the ceiling (or moved the loudness more than 0.5 LU), tighten the limiter by the overshoot
+    and encode again: first the limiter's ceiling is lowered by 1.5x the overshoot; if the codec still
+    overshoots, the level is lowered by the overshoot; a loudness drift under the ceiling is followed by
+    the gain.  At most VERIFY_ROUNDS encodes; the report carries what the final file measures."""
+    gain_db, ceiling = 0.0, None
+    lossless = fmt in ("flac", "wav")
     for round_ in range(VERIFY_ROUNDS):
         with atomic_path(path) as tmp:
-            if fmt == "flac":
-                _write_flac(tmp, audio, sr, tags, meta)
-            elif fmt == "wav":
-                _write_wav(tmp, audio, sr, tags)
+            if lossless:
+                (_write_flac if fmt == "flac" else _write_wav)(tmp, audio, sr, tags, meta)
             else:
-                _encode_ffmpeg(tmp, fmt, audio, sr, db_to_gain(scale_db), tags, meta,
+                _encode_ffmpeg(tmp, fmt, shaped_chunks(audio, sr, gain_db, ceiling), sr, tags, meta,
                                int(opts.bitrates_kbps.get(fmt, BITRATES_KBPS[fmt])), chapters)
-            lufs, tp, secs = measure_file(tmp)
-            fix = 0.0
-            if opts.normalize and fmt not in ("flac", "wav") and math.isfinite(tp):
-                off = (opts.target_lufs - lufs) if math.isfinite(lufs) else 0.0
-                if tp > opts.true_peak_dbtp - LOSSY_SAFETY_DB / 2 or abs(off) > 0.5:
-                    fix = min(opts.true_peak_dbtp - LOSSY_SAFETY_DB - tp, off)
-            if fix != 0.0 and round_ < VERIFY_ROUNDS - 1:
-                tmp.unlink()                              # discarded attempt; atomic_path tolerates it
-                scale_db += fix
-                continue
-        return FileReport(path.name, fmt, chapter, secs, lufs, tp, scale_db)
-    raise AssertionError("unreachable")
+            lufs, tp, secs = measure_file(tmp, 48_000 if fmt == "opus" else sr)
+            if lossless or not opts.normalize or not math.isfinite(tp) or round_ == VERIFY_ROUNDS - 1:
+                break
+            over = tp - (opts.true_peak_dbtp - LOSSY_SAFETY_DB / 2)
+            off = (opts.target_lufs - lufs) if math.isfinite(lufs) else 0.0
+            if over <= 0 and abs(off) <= LOSSY_LOUDNESS_TOLERANCE_LU:
+                break
+            excess = tp - (opts.true_peak_dbtp - LOSSY_SAFETY_DB)
+            if over > 0 and round_ == 0:                  # first, limit the peaks harder before encoding
+                ceiling = opts.true_peak_dbtp - PRE_LIMIT_MARGIN_DB - 1.5 * excess
+            elif over > 0:                                # codec noise, not peaks: lower the level itself
+                gain_db -= excess
+            else:                                         # under the ceiling, loudness drifted: follow it
+                gain_db += off
+                if ceiling is None and off > 0:
+                    ceiling = opts.true_peak_dbtp - PRE_LIMIT_MARGIN_DB
+            tmp.unlink()                                  # discard this attempt (atomic_path tolerates it)
+    return FileReport(path.name, fmt, chapter, secs, lufs, tp, gain_db, ceiling)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -424,14 +461,25 @@ def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChap
 
 def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, title: str,
                      meta: BookMeta) -> list[Path]:
-    from tasks.subtitles import render
+    from tasks.subtitles import by_sentence, render
 
+    if opts.subtitle_sentences:
+        items = by_sentence(items)
     out = []
     for fmt in opts.subtitles:
         path = inside(book_dir, f"{stem}.{fmt}")
         atomic_write_bytes(path, render(fmt, items, title, meta.author, meta.title).encode("utf-8"))
         out.append(path)
     return out
+
+
+def _check_tools(opts: PackageOptions) -> None:
+    """Fail before writing anything when a requested format needs ffmpeg/ffprobe and they are missing."""
+    if any(f not in ("flac", "wav") for f in opts.formats):
+        from tasks.ffmpeg import find_tool
+
+        find_tool("ffmpeg")
+        find_tool("ffprobe")
 
 
 def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title: str,
@@ -463,6 +511,7 @@ def write_chapter_files(book_dir: Path, chapter_index: int, n_chapters: int, tit
     """Write `book_dir/NNN - <safe title>.<ext>` for every chapter format in opts.formats (not m4b), plus
     the chapter's subtitles; their paths.  Each file is normalized, tagged, written atomically."""
     opts.validate()
+    _check_tools(opts)
     book_dir = Path(book_dir)
     book_dir.mkdir(parents=True, exist_ok=True)
     paths, _ = _chapter_outputs(book_dir, chapter_index, n_chapters, title, prepare_chapter(chapter, opts),
@@ -499,6 +548,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     No engine import: this works from stored segment audio alone.
     """
     opts.validate()
+    _check_tools(opts)
     book_dir = Path(book_dir)
     book_dir.mkdir(parents=True, exist_ok=True)
     n = len(chapters)
@@ -512,7 +562,8 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     marks: list[tuple[int, int, str]] = []               # (start, end, title) at opts.sample_rate
     book_items = []
     pos = 0
-    raw_fd, raw_path = tempfile.mkstemp(dir=book_dir, prefix=".tmp-m4b-", suffix=".f32")
+    raw_fd, raw_path = tempfile.mkstemp(dir=book_dir, prefix=".tmp-m4b-", suffix=".f32") if want_m4b \
+        else (os.open(os.devnull, os.O_WRONLY), os.devnull)
     try:
         with os.fdopen(raw_fd, "wb") as raw:
             for index, title, item in chapters:
@@ -537,8 +588,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
             stem = book_stem(meta)
             m4b = inside(book_dir, f"{stem}.m4b")
             audio = np.memmap(raw_path, dtype="<f4", mode="r")
-            tags = {"TITLE": meta.title, "ALBUM": meta.title, "ARTIST": meta.author, "TRACKNUMBER": "1",
-                    "TRACKTOTAL": "1", "LANGUAGE": meta.language}
+            tags = chapter_tags(0, 1, meta.title, meta)
             reports.append(_encode_verified(m4b, "m4b", audio, opts.sample_rate, tags, meta, opts, None, marks))
             del audio
             files.append(m4b)
@@ -547,10 +597,11 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                 sub_stem = stem if not any(f"{stem}.{f}" in taken for f in opts.subtitles) else f"{stem} (book)"
                 files += _write_subtitles(book_dir, sub_stem, book_items, opts, meta.title, meta)
     finally:
-        try:
-            os.unlink(raw_path)
-        except FileNotFoundError:
-            pass
+        if want_m4b:
+            try:
+                os.unlink(raw_path)
+            except FileNotFoundError:
+                pass
     names = [p.name for p in files]
     if len({x.casefold() for x in names}) != len(names):
         raise AssertionError(f"two outputs share a name in {book_dir}")
@@ -569,3 +620,14 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     report_path = inside(book_dir, REPORT_NAME)
     atomic_write_bytes(report_path, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
     return Report(book_dir, files + [report_path], reports, data)
+
+
+def package_pieces(book_dir: Path, chapters: Sequence[tuple[int, str, Sequence[Piece]]], meta: BookMeta,
+                   opts: PackageOptions = PackageOptions(),
+                   assemble_opts: AssembleOptions = AssembleOptions()) -> Report:
+    """Re-package from stored segment audio alone: assemble each chapter's pieces (one chapter in memory at a
+    time) and package_book them.  `chapters` is (chapter index, title, pieces in reading order)."""
+    from functools import partial
+
+    return package_book(book_dir, [(i, t, partial(assemble_chapter, list(p), assemble_opts))
+                                   for i, t, p in chapters], meta, opts)

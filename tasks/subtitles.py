@@ -38,6 +38,36 @@ def timed(cues: Sequence[Cue], sample_rate: int, offset: Fraction = Fraction(0))
     return out
 
 
+_SENTENCE = re.compile(r"[^。！？!?…]*(?:[。！？!?…]+[”」』）)\"'’]*|$)")
+
+
+def split_sentences(text: str) -> list[str]:
+    """`text` cut after sentence-ending punctuation (closing quotes stay with their sentence)."""
+    parts = [m.group(0) for m in _SENTENCE.finditer(text) if m.group(0).strip()]
+    return parts or [text]
+
+
+def by_sentence(items: Sequence[TimedText]) -> list[TimedText]:
+    """Each cue split into its sentences, the cue's time shared by speakable characters (an estimate inside
+    the cue; the cue's own start and end, the assembly's segment boundaries, stay exact)."""
+    from engine.units import speakable_chars
+
+    out: list[TimedText] = []
+    for t in items:
+        parts = split_sentences(t.text)
+        if len(parts) == 1:
+            out.append(t)
+            continue
+        weights = [speakable_chars(p) + 1 for p in parts]
+        total, acc, start = sum(weights), 0, t.start_ms
+        for p, w in zip(parts, weights):
+            acc += w
+            end = t.start_ms + (t.end_ms - t.start_ms) * acc // total
+            out.append(TimedText(start, end, p.strip()))
+            start = end
+    return out
+
+
 def _lines(text: str) -> list[str]:
     """Non-empty, whitespace-collapsed lines (a blank line would end an SRT/VTT cue)."""
     return [re.sub(r"[ \t\u3000]+", " ", ln).strip() for ln in re.split(r"\r\n|\r|\n", text)

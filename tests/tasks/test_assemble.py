@@ -31,6 +31,13 @@ def speechy(seconds: float, seed: int) -> np.ndarray:
     return (0.3 * x * env).astype(np.float32)
 
 
+def chirp(seconds: float, f0: float, f1: float, amp: float) -> np.ndarray:
+    """A linear chirp that starts and ends at full amplitude (a hard cut would click)."""
+    t = np.arange(int(round(seconds * SR))) / SR
+    k = (f1 - f0) / seconds
+    return (amp * np.cos(2 * np.pi * (f0 * t + 0.5 * k * t * t))).astype(np.float32)
+
+
 def write_pieces(tmp_path: Path, arrays, kinds, texts=None) -> list[Piece]:
     out = []
     for i, (a, k) in enumerate(zip(arrays, kinds)):
@@ -154,9 +161,9 @@ def test_no_click_at_joins(zero_pauses):
     opts = AssembleOptions(trim=False, pauses_s=pauses)
     # segments that start/end at full amplitude (worst case: a hard cut would click)
     arrays = [speechy(0.6, 1), tone(0.6, 440, 0.8, phase=np.pi / 2), speechy(0.5, 2), tone(0.4, 97, 0.9, 1.0),
-              speechy(0.7, 3)]
-    kinds = ["clause", "sentence", "paragraph", "clause", "chapter"]
-    ch = assemble_arrays(arrays, kinds, ["t"] * 5, opts)
+              chirp(0.5, 100, 3000, 0.7), speechy(0.7, 3)]
+    kinds = ["clause", "sentence", "paragraph", "clause", "sentence", "chapter"]
+    ch = assemble_arrays(arrays, kinds, ["t"] * 6, opts)
     inside = max(max_jump(a) for a in arrays)
     n = opts.crossfade_samples()
     for c in ch.cues:
@@ -166,6 +173,24 @@ def test_no_click_at_joins(zero_pauses):
     # a hard cut between the same pieces would click: the test can fail
     hard = np.concatenate(arrays)
     assert max_jump(hard) > inside * 1.2
+
+
+def test_chirp_fades_into_and_out_of_silence_exactly():
+    """Known result: a chirp between silences is the chirp times sin / cos ramps, zeros elsewhere."""
+    opts = AssembleOptions(trim=False, lead_in_s=0.2)
+    c = chirp(0.4, 200, 4000, 0.9)
+    ch = assemble_arrays([c], ["paragraph"], ["c"], opts)
+    n, h = opts.crossfade_samples(), opts.lead_in_samples()
+    fo, fi = equal_power_fades(n)
+    want = c.copy()
+    want[:n] *= fi
+    want[-n:] *= fo
+    start = h - n
+    np.testing.assert_array_equal(ch.audio[start:start + len(c)], want)
+    assert not ch.audio[:start].any() and not ch.audio[start + len(c):].any()
+    # the steepest step at the edges is no larger than inside the chirp
+    assert max_jump(ch.audio[:start + 2 * n]) <= max_jump(c)
+    assert max_jump(ch.audio[start + len(c) - 2 * n:]) <= max_jump(c)
 
 
 def test_sine_crossfade_of_identical_phase_tone_keeps_power():

@@ -101,3 +101,26 @@ def test_package_options_validate():
         PackageOptions(formats=("aiff",)).validate()
     with pytest.raises(ValueError, match="twice"):
         PackageOptions(formats=("flac", "flac")).validate()
+
+
+def test_package_pieces_from_stored_segments(tmp_path):
+    from tasks.assemble import Piece, assemble_chapter
+    from tasks.package import package_pieces
+
+    rng = np.random.default_rng(5)
+    chapters = []
+    for c in range(2):
+        pieces = []
+        for i in range(3):
+            p = tmp_path / "segments" / f"{c}{i}.flac"
+            p.parent.mkdir(exist_ok=True)
+            x = (0.1 * rng.standard_normal(SR // 2)).astype(np.float32)
+            sf.write(str(p), x, SR, format="FLAC", subtype="PCM_24")
+            pieces.append(Piece(p, "sentence" if i < 2 else "chapter", f"{c}-{i}"))
+        chapters.append((c, f"章{c}", pieces))
+    rep = package_pieces(tmp_path / "book", chapters, META, PackageOptions(formats=("flac",), subtitles=("srt",)))
+    assert [p.name for p in rep.files] == ["001 - 章0.flac", "001 - 章0.srt", "002 - 章1.flac", "002 - 章1.srt",
+                                           "report.json"]
+    for (c, _, pieces), flac in zip(chapters, rep.files[0::2]):
+        assert sf.info(str(flac)).frames == len(assemble_chapter(pieces).audio)
+    assert [r["integrated_lufs"] for r in rep.data["files"]] == [pytest.approx(-18, abs=0.1)] * 2
