@@ -98,7 +98,11 @@ class PeakRSS:
 
     def __enter__(self):
         import psutil
+        import torch
 
+        self.cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
         self._p = psutil.Process()
         self.before = self.peak = self._p.memory_info().rss
         self._stop = threading.Event()
@@ -114,12 +118,18 @@ class PeakRSS:
         self._stop.set()
         self._t.join()
         self.peak = max(self.peak, self._p.memory_info().rss)
+        self.gpu_peak = 0
+        if self.cuda:
+            import torch
+
+            self.gpu_peak = torch.cuda.max_memory_allocated()
 
 
 def _side(audio_s: float, returned_s: float, wall: float, rss: PeakRSS, **extra) -> dict:
     return {"audio_s": round(audio_s, 3), "returned_audio_s": round(returned_s, 3), "wall_s": round(wall, 3),
             "audio_s_per_wall_s": round(audio_s / wall, 4) if wall > 0 else None,
-            "peak_rss_mb": round(rss.peak / 2**20, 1), "rss_before_mb": round(rss.before / 2**20, 1), **extra}
+            "peak_rss_mb": round(rss.peak / 2**20, 1), "rss_before_mb": round(rss.before / 2**20, 1),
+            **({"peak_gpu_mb": round(rss.gpu_peak / 2**20, 1)} if rss.cuda else {}), **extra}
 
 
 def workload_audio_s(forced: list[int]) -> float:
