@@ -233,41 +233,103 @@ def run_ours(engine, texts: list[str], forced: list[int], voice: str, log) -> di
 
 # ------------------------------------------------------------------------------------------ INT8 drift
 
-def int8_drift(loaded, texts: list[str], voice: str, steps: int = 32) -> dict:
-    """Cosine similarity of the code logits of the HF Llama in fp32 vs the same Llama with its nn.Linear
-    layers dynamically quantized to INT8 (torch.ao quantize_dynamic, what EngineOptions.int8 names), on the
-    same inputs: a few segment prompts followed by `steps` random code embeddings.  Mean and min over positions
-    and codebooks."""
+def int8_drift(loaded, texts: list[str], voice: str, args, steps: int = 32) -> dict:
+    """Cosine similarity of the code logits, fp32 vs INT8, on the same inputs: 4 segment prompts each followed
+    by `steps` random code embeddings; mean and min over positions and codebooks.  Uses our engine's own INT8
+    model (Engine.load(int8=True)) when engine.engine is importable, checked against the HF Llama in fp32;
+    otherwise torch.ao dynamic quantization of the HF Llama's nn.Linear layers (the label says which)."""
+    try:
+        return _drift_engine(loaded, texts, voice, args, steps)
+    except (ImportError, AttributeError, TypeError, ValueError) as e:
+        out = _drift_torch_ao(loaded, texts, voice, steps)
+        out["note"] = f"engine INT8 path unavailable ({type(e).__name__}: {e})"[:300]
+        return out
+
+
+def _inputs(loaded, texts: list[str], voice: str, steps: int):
+    """[(ids [L], codes [steps, 4])] for the drift measurement; deterministic."""
+    import torch
+
+    tok = loaded.tokenizer._tokenizer
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for text in texts[:4]:
+        ids = torch.tensor(tok(f"[Stts][spk_emb]{text}[Ptts]", add_special_tokens=False)["input_ids"])
+        out.append((ids, torch.randint(0, 625, (steps, 4), generator=g)))
+    return out
+
+
+def _hf_logits(loaded, llama, ids, codes, spk):
+    """Code logits (L, 4, 626) of an HF LlamaModel over prompt + code embeddings, no cache."""
+    import torch
+
+    emb = loaded.embed
+    x = emb.emb_text(ids)
+    x = torch.where((ids == loaded.tokenizer.spk_emb_ids)[:, None], spk[None], x)
+    x = torch.cat([x, sum(emb.emb_code[k](codes[:, k]) for k in range(4))])[None]       # (1, L, C)
+    h = llama(inputs_embeds=x, use_cache=False).last_hidden_state[0]                     # (L, C)
+    return torch.einsum("lc,qvc->lqv", h, loaded.head_code_weight)
+
+
+def _cos(a, b) -> "object":
+    import torch.nn.functional as F
+
+    return F.cosine_similarity(a.float(), b.float(), dim=-1).flatten()
+
+
+def _drift_engine(loaded, texts, voice, args, steps) -> dict:
+    import torch
+    import torch.nn.functional as F
+    from ChatTTS.model.speaker import Speaker
+
+    from engine.api import EngineOptions
+    from engine.engine import Engine
+    from engine.llama import KVCache
+
+    base = dict(model=args.model, device="cpu", threads=args.threads)
+    m32 = Engine.load(EngineOptions(**base)).model
+    m8 = Engine.load(EngineOptions(**base, int8=True)).model
+    spk = torch.from_numpy(Speaker._decode(voice)).float()
+
+    def logits(m, ids, codes):
+        x = torch.cat([m.prompt_embedding(ids, spk)[0], m.code_embedding(codes)[:, 0]])[None]   # (1, L, C)
+        L = x.shape[1]
+        cache = KVCache(m.llama.s, 1, L, x.device, m.dtype)
+        mask = torch.ones(L, L, dtype=torch.bool).tril()[None, None]                          # (1,1,L,L)
+        h = m.llama(x, torch.arange(L)[None], cache, torch.tensor([0]), mask=mask)[0]         # (L, C)
+        return m.logits(h)                                                                    # (L, 4, 626)
+
+    sims, checks = [], []
+    with torch.inference_mode():
+        for ids, codes in _inputs(loaded, texts, voice, steps):
+            l32 = logits(m32, ids, codes)
+            checks.append(_cos(l32, _hf_logits(loaded, loaded.gpt, ids, codes, F.normalize(spk, dim=0))))
+            sims.append(_cos(l32, logits(m8, ids, codes)))
+    s, c = torch.cat(sims), torch.cat(checks)
+    if float(c.min()) < 0.999:
+        raise ValueError(f"engine fp32 forward disagrees with the HF Llama (cosine min {float(c.min()):.4f})")
+    return {"cosine_mean": round(float(s.mean()), 5), "cosine_min": round(float(s.min()), 5),
+            "positions": int(s.numel() // 4), "scheme": "engine INT8 (Engine.load(int8=True)) vs engine fp32",
+            "fp32_vs_hf_cosine_min": round(float(c.min()), 6)}
+
+
+def _drift_torch_ao(loaded, texts, voice, steps) -> dict:
     import copy
 
     import torch
     import torch.nn.functional as F
     from ChatTTS.model.speaker import Speaker
 
-    llama = loaded.gpt
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from torch.ao.quantization import quantize_dynamic
 
-        q = quantize_dynamic(copy.deepcopy(llama), {torch.nn.Linear}, dtype=torch.qint8)
-    tok = loaded.tokenizer._tokenizer
+        q = quantize_dynamic(copy.deepcopy(loaded.gpt), {torch.nn.Linear}, dtype=torch.qint8)
     spk = F.normalize(torch.from_numpy(Speaker._decode(voice)).float(), dim=0)
-    emb = loaded.embed
-    g = torch.Generator().manual_seed(0)
     sims = []
     with torch.inference_mode():
-        for text in texts[:4]:
-            ids = torch.tensor(tok(f"[Stts][spk_emb]{text}[Ptts]", add_special_tokens=False)["input_ids"])
-            x = emb.emb_text(ids)
-            x = torch.where((ids == loaded.tokenizer.spk_emb_ids)[:, None], spk[None], x)
-            codes = torch.randint(0, 625, (steps, 4), generator=g)
-            x = torch.cat([x, sum(emb.emb_code[k](codes[:, k]) for k in range(4))])[None]   # (1, L, C)
-            h32 = llama(inputs_embeds=x, use_cache=False).last_hidden_state[0]              # (L, C)
-            h8 = q(inputs_embeds=x, use_cache=False).last_hidden_state[0]
-            w = loaded.head_code_weight                                                   # (4, 626, C)
-            l32 = torch.einsum("lc,qvc->lqv", h32, w)
-            l8 = torch.einsum("lc,qvc->lqv", h8, w)
-            sims.append(F.cosine_similarity(l32, l8, dim=-1).flatten())
+        for ids, codes in _inputs(loaded, texts, voice, steps):
+            sims.append(_cos(_hf_logits(loaded, loaded.gpt, ids, codes, spk), _hf_logits(loaded, q, ids, codes, spk)))
     s = torch.cat(sims)
     return {"cosine_mean": round(float(s.mean()), 5), "cosine_min": round(float(s.min()), 5),
             "positions": int(s.numel() // 4), "scheme": "torch.ao quantize_dynamic(nn.Linear, qint8) on the HF Llama"}
@@ -344,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         result["ratio"] = round(result["ours"]["audio_s_per_wall_s"] / result["upstream"]["audio_s_per_wall_s"], 3)
         log(f"ratio (ours / upstream throughput): {result['ratio']:.2f}x")
     if args.int8:
-        result["int8_drift"] = int8_drift(loaded, texts, voice)
+        result["int8_drift"] = int8_drift(loaded, texts, voice, args)
         d = result["int8_drift"]
         log(f"INT8 drift: logits cosine mean {d['cosine_mean']}, min {d['cosine_min']} ({d['scheme']})")
     if args.json:
