@@ -171,3 +171,12 @@ def test_random_full_loads_with_release_sizes(tmp_path, monkeypatch):
     assert n(m.dvae) == 15_031_048
     assert n(m.vocos) == 13_531_650
     clear_cache()
+
+
+def test_damaged_cache_is_regenerated(tmp_path):
+    root = ensure_random_assets("random-tiny", root=tmp_path)
+    before = _digests(root)
+    (root / "asset" / "Vocos.safetensors").unlink()
+    assert ensure_random_assets("random-tiny", root=tmp_path) == root
+    assert _digests(root) == before
+    assert [p.name for p in (tmp_path / "assets").iterdir()] == [root.name]
