@@ -51,6 +51,8 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     render.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     render.add_argument("--format", default="flac",
                         help=f"comma-separated output formats: {','.join(FORMATS + ('m4b',))} (default flac)")
+    render.add_argument("--chapters", default=None,
+                        help="render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
     render.add_argument("--allow-gaps", action="store_true",
                         help="assemble chapters even if some segments failed (silence in their place)")
 
@@ -82,7 +84,8 @@ def render_params(a: argparse.Namespace) -> dict:
     """The plain parameters of a render (the flow's and the deployment's parameters too)."""
     return {"book": str(a.book), "out": str(a.out) if a.out else None, "model": a.model, "voice": a.voice,
             "formats": a.format.split(","), "device": a.device, "dtype": a.dtype, "int8": a.int8,
-            "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps}
+            "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps,
+            "chapters": a.chapters}
 
 
 def prefect_server_configured() -> bool:

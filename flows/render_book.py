@@ -58,13 +58,13 @@ class ArtifactProgress:
 def render_book_flow(book: str, out: str | None = None, model: str | None = None, voice: str | None = None,
                      formats: list[str] | None = None, device: str | None = None, dtype: str | None = None,
                      int8: bool = False, compile: bool = False, max_batch: int | None = None,
-                     threads: int | None = None, allow_gaps: bool = False) -> str:
+                     threads: int | None = None, allow_gaps: bool = False, chapters: str | None = None) -> str:
     """Render one book (parameters as the CLI's options; None keeps the default)."""
     from tasks.options import options_from_params
 
     opts = options_from_params(book, out=out, model=model, voice=voice, formats=formats, device=device,
                                dtype=dtype, int8=int8, compile=compile, max_batch=max_batch, threads=threads,
-                               allow_gaps=allow_gaps)
+                               allow_gaps=allow_gaps, chapters=chapters)
     progress = ArtifactProgress()
     try:
         result = pipeline.render(opts, call=_task_call, on_done=progress)

@@ -27,6 +27,7 @@ class RenderOptions:
     assemble: AssembleOptions = field(default_factory=AssembleOptions)
     package: PackageOptions = field(default_factory=PackageOptions)
     allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
+    chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
 
     def validate(self) -> "RenderOptions":
         """Raise ValueError naming the conflict."""
@@ -65,7 +66,7 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         formats: list[str] | tuple[str, ...] | None = None, device: str | None = None,
                         dtype: str | None = None, int8: bool = False, compile: bool = False,
                         max_batch: int | None = None, threads: int | None = None,
-                        allow_gaps: bool = False) -> RenderOptions:
+                        allow_gaps: bool = False, chapters: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default."""
     from dataclasses import replace
 
@@ -76,4 +77,16 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     pkg = PackageOptions() if formats is None else replace(PackageOptions(), formats=tuple(
         f.strip().lower() for f in formats if f.strip()))
     return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT, voice=voice, engine=eng,
-                         package=pkg, allow_gaps=allow_gaps).validate()
+                         package=pkg, allow_gaps=allow_gaps,
+                         chapters=parse_chapters(chapters) if chapters else ()).validate()
+
+
+def parse_chapters(spec: str) -> tuple[int, ...]:
+    """"1-3,7" -> (1, 2, 3, 7): 1-based chapter numbers (ValueError naming the bad part)."""
+    out: set[int] = set()
+    for part in spec.replace(" ", "").split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()) or int(lo) < 1 or (hi and int(hi) < int(lo)):
+            raise ValueError(f"--chapters {spec!r}: {part!r} is not N or N-M (chapters count from 1)")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return tuple(sorted(out))
