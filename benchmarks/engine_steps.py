@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     for B in a.batch:
         for mode in modes:
             if mode == "hf":
-                ms = hf_step_ms(engine, B, a.warmup, a.steps, sync)
-                print(json.dumps({"model": a.model, "device": a.device, "dtype": engine.dtype, "threads": a.threads,
+                ms, hf_dtype = hf_step_ms(engine, B, a.warmup, a.steps, sync)
+                print(json.dumps({"model": a.model, "device": a.device, "dtype": hf_dtype, "threads": a.threads,
                                   "batch": B, "mode": mode, "step_ms": round(ms, 2),
                                   "ms_per_row_token": round(ms / B, 2)}), flush=True)
                 continue
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def hf_step_ms(engine, B: int, warmup: int, steps: int, sync) -> float:
-    """ms per decode step of the HF LlamaModel (upstream's forward) at batch B after a 60-token prefill."""
+def hf_step_ms(engine, B: int, warmup: int, steps: int, sync) -> tuple[float, str]:
+    """(ms per decode step, dtype) of the HF LlamaModel (upstream's forward) at batch B after a 60-token prefill."""
     import torch
 
     gpt = engine.loaded.gpt
@@ -95,7 +95,7 @@ def hf_step_ms(engine, B: int, warmup: int, steps: int, sync) -> float:
                       position_ids=torch.full((B, 1), n, device=dev))
             past, n = out.past_key_values, n + 1
         sync()
-    return (time.perf_counter() - t0) / steps * 1e3
+    return (time.perf_counter() - t0) / steps * 1e3, str(dt).replace("torch.", "")
 
 
 if __name__ == "__main__":
