@@ -124,6 +124,10 @@ def ensure_random_assets(name: RandomModel, root: Path | None = None) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
             write_random_assets(name, tmp)
+            if target.exists() and not _complete(target):        # damaged by hand: set it aside first
+                stale = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale.", dir=target.parent))
+                os.replace(target, stale / "old")
+                shutil.rmtree(stale, ignore_errors=True)
             try:
                 os.replace(tmp, target)          # atomic; fails if another process won the race
             except OSError:

@@ -213,8 +213,10 @@ def config_from_assets(root: Path):
         vdim = voc["backbone.embed.weight"][0]
         vffn = voc["backbone.convnext.0.pwconv1.weight"][0]
         vlayers = len({k.split(".")[2] for k in voc if k.startswith("backbone.convnext.")})
-    except (KeyError, IndexError, OSError, ValueError) as e:
-        raise ModelUnavailable(f"{root}: not a ChatTTS asset directory (unreadable model files: {e})") from e
+    except Exception as e:                      # KeyError, OSError, SafetensorError, JSON errors
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise ModelUnavailable(f"{root}: not a ChatTTS asset directory (unreadable model files: "
+                               f"{type(e).__name__}: {first})") from e
     if gcfg.get("hidden_size") != hidden:
         raise ModelUnavailable(f"{root}: gpt/config.json hidden_size {gcfg.get('hidden_size')} != Embed {hidden}")
     levels = (5,) * codebook_dim if codebook_dim == 4 else C.VQ().levels
