@@ -105,3 +105,14 @@ def test_oom_inside_forward_prefill_or_decode(model, fail_at):
     assert sched.batch_sizes == [4, 2]
     for k in ref:
         assert out[k].tokens == ref[k].tokens and torch.equal(out[k].hiddens, ref[k].hiddens), k
+
+
+def test_is_oom_follows_the_exception_chain():
+    try:
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory.")
+        except torch.OutOfMemoryError:
+            raise RuntimeError("operation failed during capture")
+    except RuntimeError as err:
+        assert S.is_oom(err)
+    assert not S.is_oom(RuntimeError("shape mismatch"))
