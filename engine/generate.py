@@ -146,9 +146,10 @@ class CodeModel:
     @classmethod
     def from_chattts(cls, gpt, embed, spk_emb_id: int, device, dtype) -> "CodeModel":
         """From ChatTTS's loaded `GPT` (its `.gpt` is the HF LlamaModel) and `Embed` modules."""
-        from engine.llama import LlamaShape, build_llama
+        from engine.llama import LlamaShape, build_llama, share_weights_with_hf
         shape = LlamaShape.from_hf(gpt.gpt.config)
         llama = build_llama(shape, {k: v.detach() for k, v in gpt.gpt.state_dict().items()}, device, dtype)
+        share_weights_with_hf(llama, gpt.gpt)        # one copy of the weights when dtype/device agree
         with torch.no_grad():
             emb_code = torch.stack([e.weight.detach().float() for e in embed.emb_code]).to(device)
             head = torch.stack([h.weight.detach().float() for h in embed.head_code]).to(device)  # g·v/|v|
