@@ -17,6 +17,11 @@ def model():
     return random_code_model(seed=3)
 
 
+@pytest.fixture(scope="module")
+def reference(model):
+    return run(model, max_batch=4)[0]
+
+
 def rows(model):
     out = [make_row(model, *s) for s in SPECS]
     for i, r in enumerate(out):
@@ -54,8 +59,8 @@ def test_continuous_refill_and_all_rows_finish(model):
 
 
 @pytest.mark.parametrize("fail_at", [1, 7, 20])
-def test_oom_halves_batch_and_output_is_identical(model, fail_at):
-    ref, _ = run(model, max_batch=4)
+def test_oom_halves_batch_and_output_is_identical(model, reference, fail_at):
+    ref = reference
     calls = {"n": 0}
 
     def hook(batch):
@@ -85,9 +90,9 @@ def test_oom_at_batch_one_and_other_errors_propagate(model):
 
 
 @pytest.mark.parametrize("fail_at", [2, 9, 30])
-def test_oom_inside_forward_prefill_or_decode(model, fail_at):
+def test_oom_inside_forward_prefill_or_decode(model, reference, fail_at):
     """The error raised inside the Llama forward (a newcomer's prefill or a decode step): same output."""
-    ref, _ = run(model, max_batch=4)
+    ref = reference
     calls = {"n": 0}
     forward = model.llama.forward
 
