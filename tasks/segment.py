@@ -20,6 +20,7 @@ MAX_SECONDS = 20.0         # s: never pack past this (a single sentence over it 
 MAX_CHARS = 150            # normalized characters: hard cap (upstream loses endings past ~150-200)
 MIN_CHARS = 5              # speakable characters: shorter fragments are merged with a neighbour
 _MARKS = "，。、,. "
+_RUNAWAY_FACTOR = 8        # a sentence longer than this many max_chars is packed before it ends
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,9 @@ def _split_groups(spans: list[Span], at: int) -> list[list[Span]]:
 
 
 def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
-    """Word-sized atoms: aligned text spans cut at jieba word boundaries; over-long atoms cut to the cap."""
+    """Word-sized atoms: aligned text spans cut at jieba word boundaries; an atom that still does not fit is
+    cut into pieces that do (characters when aligned; otherwise its output in slices, the source riding with
+    the first slice)."""
     import jieba
     jieba.setLogLevel(60)
     atoms: list[list[Span]] = []
@@ -109,13 +112,19 @@ def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
         if s.kind == "text" and s.aligned and len(s.out) > 1:
             i = 0
             for w in jieba.cut(s.out, HMM=False):
-                atoms.append([Span(s.start + i, s.start + i + len(w), w, "text", aligned=True)])
+                a = s.start + i
+                if _fits(w, opts):
+                    atoms.append([Span(a, a + len(w), w, "text", aligned=True)])
+                else:
+                    atoms.extend([Span(a + k, a + k + 1, c, "text", aligned=True)] for k, c in enumerate(w))
                 i += len(w)
-        elif len(s.out) > opts.max_chars:
+        elif s.out and not _fits(s.out, opts):
             step = opts.max_chars
+            while step > 1 and not _fits(s.out[:step], opts):
+                step = step * 3 // 4
             for k in range(0, len(s.out), step):
                 a = s.start if k == 0 else s.end
-                atoms.append([Span(a, s.end, s.out[k:k + step], s.kind)])
+                atoms.append([Span(a, s.end if k == 0 else s.end, s.out[k:k + step], s.kind)])
         elif atoms and not s.out:
             atoms[-1].append(s)              # silent spans ride with the previous atom
         else:
@@ -145,11 +154,20 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool) -> Itera
     """Drafts tiling one unit (title or paragraph); none when it has nothing to say."""
     def parts() -> Iterator[list[Span]]:
         sentence: list[Span] = []
+        chars = 0
         for sp in iter_spans(text, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn):
             sentence.append(sp)
+            chars += len(sp.out)
             if sp.boundary >= SENTENCE:
                 yield from _fit_sentence(sentence, opts)
-                sentence = []
+                sentence, chars = [], 0
+            elif chars > _RUNAWAY_FACTOR * opts.max_chars:
+                # A sentence with no end in sight: emit all but its last part, keep that to continue from,
+                # so memory stays bounded however long the paragraph is.
+                fitted = _fit_sentence(sentence, opts)
+                yield from fitted[:-1]
+                sentence = fitted[-1]
+                chars = len(_out(sentence))
         if sentence:
             yield from _fit_sentence(sentence, opts)
 

@@ -85,10 +85,12 @@ REMOVAL_REASONS = {
 
 _CJK = "\u4e00-\u9fff\u3007"
 _RE_CJK = re.compile(f"[{_CJK}]")
+_RE_SURROGATE = re.compile("[\ud800-\udfff]")
 _RE_RARE = re.compile("[\u3400-\u4dbf\U00020000-\U0003ffff]")
 _RE_DIGIT = re.compile(r"[0-9０-９]")
 # Chunks: up to and including a run of sentence marks and the closing quotes/brackets after it.
-_RE_CHUNK = re.compile(r"[^。．｡！!？﹖﹗…⋯；;\n]*(?:[。．｡！!？﹖﹗…⋯；;\n]+[」』”’）)】\]》〉\"'\s]*|$)")
+_RE_TERM = re.compile(r"[。．｡！!？﹖﹗…⋯；;\n]+[」』”’）)】\]》〉\"'\s]*")   # sentence marks + closers
+_RE_CLOSERS = re.compile(r"[」』”’）)】\]》〉\"'\s]+")
 _RE_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]{0,200})?/?>")
 _RE_GLYPH = re.compile(r"[【\[][^【】\[\]。，！？；\n]{1,16}[】\]]")
 _RE_GLYPH_WORDS = re.compile(r"[□■囗?？]|[上下左右外内內中].*[下右内內中]|[换換去加]")
@@ -117,7 +119,12 @@ class Removal:
     reason: str
 
     def as_dict(self) -> dict:
-        return {"pos": self.start, "text": self.text, "reason": self.reason}
+        return {"pos": self.start, "text": printable(self.text), "reason": self.reason}
+
+
+def printable(text: str) -> str:
+    """Text safe to write as UTF-8 JSON: lone surrogates become \\udXXX escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -305,25 +312,43 @@ def _verbalize_number_window(text: str) -> str:
 # Chunking and span production
 # ---------------------------------------------------------------------------------------------------------------
 def _iter_chunks(text: str) -> Iterator[tuple[int, int]]:
-    """Sentence-sized [start, end) chunks tiling `text`, each at most MAX_CHUNK_CHARS (+ trailing marks)."""
+    """Sentence-sized [start, end) chunks tiling `text`, each at most about MAX_CHUNK_CHARS.
+
+    Linear: every search is bounded by the chunk limit, so a huge paragraph without marks costs O(n)."""
     pos, n = 0, len(text)
     while pos < n:
-        m = _RE_CHUNK.match(text, pos)
-        end = m.end() if m and m.end() > pos else n
-        if end - pos > MAX_CHUNK_CHARS:
-            limit = pos + MAX_CHUNK_CHARS
+        limit = min(n, pos + MAX_CHUNK_CHARS)
+        m = _RE_TERM.search(text, pos, limit)
+        if m:
+            end = m.end()
+            if end == limit and limit < n:               # closers may run past the limit: take a few more
+                c = _RE_CLOSERS.match(text, end, min(n, end + 64))
+                end = c.end() if c else end
+        elif limit == n:
+            end = n
+        else:
             cut = max(text.rfind(c, pos + MAX_CHUNK_CHARS // 2, limit) for c in "，,、 　：")
             end = cut + 1 if cut > 0 else limit
-            while pos < end < n and (text[end - 1].isdigit() or text[end].isdigit()) and end < limit + 64:
-                end += 1                                  # never cut inside a number
+            stop = min(n, end + 64)
+            while end < stop and (_glued(text[end - 1], text[end])):
+                end += 1                                  # never cut inside a number, a word or a tag
         yield pos, end
         pos = end
+
+
+def _glued(a: str, b: str) -> bool:
+    return (a.isascii() and a.isalnum() and b.isascii() and b.isalnum()) or a in "<【[" or b in ">】]" \
+        or a.isdigit() or b.isdigit()
 
 
 def _t2s_aligned(chunk: str, on: bool) -> str:
     """Simplified text with the same length as `chunk` (per-character conversion if phrases changed length)."""
     if not on or chunk.isascii():
         return chunk
+    if _RE_SURROGATE.search(chunk):              # OpenCC needs UTF-8: keep lone surrogates out of it
+        safe = _RE_SURROGATE.sub("\x00", chunk)
+        conv = _t2s_aligned(safe, on)
+        return "".join(c if c != "\x00" else o for c, o in zip(conv, chunk))
     conv = _t2s(chunk)
     if len(conv) != len(chunk):
         conv = "".join(x if len(x := _t2s(c)) == 1 else c for c in chunk)

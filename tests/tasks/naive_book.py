@@ -28,3 +28,29 @@ def read_chapters(path: Path, max_chapters: int | None = None) -> list[Chapter]:
     if cur or title:
         chapters.append(Chapter(len(chapters), title, tuple(cur)))
     return chapters[:max_chapters] if max_chapters else chapters
+
+
+def read_epub_chapters(path: Path) -> list[Chapter]:
+    """One chapter per spine document; paragraphs from <p> and headings (a stand-in for tasks.ingest)."""
+    import posixpath
+    import zipfile
+
+    from lxml import etree, html
+
+    z = zipfile.ZipFile(path)
+    container = etree.fromstring(z.read("META-INF/container.xml"))
+    opf_path = container.xpath("//*[local-name()='rootfile']/@full-path")[0]
+    opf = etree.fromstring(z.read(opf_path))
+    items = {i.get("id"): i.get("href") for i in opf.xpath("//*[local-name()='item']")}
+    spine = [items[r.get("idref")] for r in opf.xpath("//*[local-name()='itemref']")]
+    chapters: list[Chapter] = []
+    for href in spine:
+        doc = html.fromstring(z.read(posixpath.join(posixpath.dirname(opf_path), href)))
+        paras = []
+        for el in doc.xpath("//body//*[self::p or self::h1 or self::h2 or self::h3 or self::h4 or self::pre]"):
+            t = re.sub(r"\s*\n\s*", "", el.text_content()).strip()
+            if t:
+                paras.append(t)
+        if paras:
+            chapters.append(Chapter(len(chapters), "", tuple(paras)))
+    return chapters
