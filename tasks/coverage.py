@@ -9,6 +9,7 @@ normalization map, and the segment's speech must equal the normalization of its 
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -50,11 +51,12 @@ class CoverageReport:
     source_chars: int = 0            # characters in the chapter's source stream (units joined by "\n")
     segment_chars: int = 0           # source characters inside segments
     segments: int = 0
-    removed: list[dict] = field(default_factory=list)       # {pos, text, reason}: unspeakable, listed
+    # Entries carry pos (offset in the chapter's stream), para (-1 = title) and offset (in that paragraph).
+    removed: list[dict] = field(default_factory=list)       # {pos, para, offset, text, reason}: unspeakable
     removed_count: int = 0                                   # removed characters (exact, even past the cap)
     removed_by_reason: dict[str, int] = field(default_factory=dict)
     silent_outside: int = 0          # marks/spaces outside any segment (between paragraphs, '……' lines)
-    unexplained: list[dict] = field(default_factory=list)   # {pos, text, problem}: must be empty
+    unexplained: list[dict] = field(default_factory=list)   # {pos, para, offset, text, problem}: must be empty
 
     @property
     def ok(self) -> bool:
@@ -131,7 +133,8 @@ def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
         rep.segment_chars += len(src)
         _add_removals(rep, src, at, opts, counts)
         if not _speech(seg.text):
-            rep.unexplained.append({"pos": at, "text": printable(src[:200]), "problem": f"segment {seg.index} is silent"})
+            rep.unexplained.append({"pos": at, "text": printable(src[:200]),
+                                    "problem": f"segment {seg.index} is silent"})
         else:
             expect = "".join(sp.out for sp in iter_spans(src, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn))
             if not _same_speech(expect, seg.text):
@@ -141,4 +144,19 @@ def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
         cursor = at + len(src)
     _explain_gap(rep, stream[cursor:], cursor, opts, counts)
     rep.removed_by_reason = dict(sorted(counts.items()))
+    _locate(rep, chapter)
     return rep
+
+
+def _locate(rep: CoverageReport, chapter: Chapter) -> None:
+    """Add where each entry is: `para` (0-based paragraph index, -1 for the title) and `offset` in it."""
+    units = chapter_units(chapter)
+    has_title = bool(units) and units[0] is chapter.title
+    starts, pos = [], 0
+    for u in units:
+        starts.append(pos)
+        pos += len(u) + 1
+    for entry in (*rep.removed, *rep.unexplained):
+        i = max(0, bisect_right(starts, entry["pos"]) - 1) if starts else 0
+        entry["para"] = i - 1 if has_title else i
+        entry["offset"] = entry["pos"] - (starts[i] if starts else 0)

@@ -81,6 +81,13 @@ def _pad(text: str, width: int) -> str:
     return text + " " * max(0, width - _width(text))
 
 
+def _where(entry: dict) -> str:
+    para = entry.get("para")
+    if para is None:
+        return f"pos {entry['pos']}"
+    return ("title" if para < 0 else f"paragraph {para}") + f" char {entry.get('offset', 0)}"
+
+
 def format_inspect(d: dict) -> str:
     """A terminal rendering of inspect_book's dict."""
     t = d["totals"]
@@ -104,7 +111,7 @@ def format_inspect(d: dict) -> str:
     else:
         lines.append(f"Coverage:  {len(cov['unexplained'])} UNEXPLAINED problem(s) - the render will not start:")
         for u in cov["unexplained"][:MAX_LISTED_REMOVALS]:
-            lines.append(f"    chapter {u['chapter']} pos {u['pos']}: {u['problem']}  {_clip(u['text'], 40)!r}")
+            lines.append(f"    chapter {u['chapter']} {_where(u)}: {u['problem']}  {_clip(u['text'], 40)!r}")
     if cov["removed_count"]:
         reasons = ", ".join(f"{k} {v}" for k, v in cov["removed_by_reason"].items())
         lines.append(f"Removed:   {cov['removed_count']} unspeakable character(s): {reasons}")
@@ -113,7 +120,7 @@ def format_inspect(d: dict) -> str:
             for r in rep["removed"]:
                 if shown >= MAX_LISTED_REMOVALS:
                     break
-                lines.append(f"    chapter {rep['chapter']} pos {r['pos']}: {r['text']!r} ({r['reason']})")
+                lines.append(f"    chapter {rep['chapter']} {_where(r)}: {r['text']!r} ({r['reason']})")
                 shown += 1
         if sum(len(rep["removed"]) for rep in d["coverage_reports"]) > shown:
             lines.append("    ... (all of them in --json)")

@@ -32,7 +32,7 @@ def test_format_inspect():
     text = format_inspect(inspect_book(_book()))
     assert "紅樓夢" in text and "曹雪芹" in text and "gb18030" in text
     assert "第二回" in text and "Coverage:  100%" in text
-    assert "'【上丞下□】' (glyph-description)" in text
+    assert "chapter 0 paragraph 1 char 7: '【上丞下□】' (glyph-description)" in text
 
 
 def test_format_shows_unexplained():

@@ -117,3 +117,10 @@ def test_audit_detects_lost_duplicated_and_altered_text():
     altered = list(segs)
     altered[2] = altered[2].__class__(**{**altered[2].__dict__, "text": altered[2].text[1:]})
     assert any("does not match" in u["problem"] for u in audit_chapter(ch, altered).unexplained)
+
+
+def test_audit_locates_entries_by_paragraph():
+    ch = _chapter(SENT, "甲乙丙丁戊己□庚辛壬。")
+    rep = audit_chapter(ch, segment_chapter(ch))
+    assert rep.removed == [{"pos": len(ch.title) + 1 + len(SENT) + 1 + 6, "text": "□", "reason": "placeholder",
+                            "para": 1, "offset": 6}]
