@@ -67,6 +67,19 @@ _marks("*＊#＃@＠^＾_＿`｀=＝+＋§¶†‡※〃", "", NONE)  # layout a
 PUNCT_TABLE: dict[str, tuple[str, int]] = dict(_P)
 
 _STRENGTH = {"": 0, "、": 1, "，": 2, "。": 3}
+_BOUNDARY_NAMES = {0: "none", 1: "clause", 2: "sentence"}
+
+
+def punctuation_table_markdown() -> str:
+    """The punctuation table as Markdown (the README section is this text)."""
+    groups: dict[tuple[str, int], list[str]] = {}
+    for mark, key in PUNCT_TABLE.items():
+        groups.setdefault(key, []).append(mark)
+    rows = ["| source marks | spoken as | segment boundary |", "|---|---|---|"]
+    for (out, boundary), marks in sorted(groups.items(), key=lambda kv: (-_STRENGTH[kv[0][0]], -kv[0][1])):
+        shown = " ".join(f"`{m}`" if m not in "`|" else {"`": "`` ` ``", "|": "`\\|`"}[m] for m in marks)
+        rows.append(f"| {shown} | {out or '(silent)'} | {_BOUNDARY_NAMES[boundary]} |")
+    return "\n".join(rows)
 
 # Why a character can be removed.  Every removal is recorded (position, text, reason) and listed by the audit.
 REMOVAL_REASONS = {
