@@ -19,6 +19,7 @@ TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is
 MAX_SECONDS = 20.0         # s: never pack past this (a single sentence over it is split)
 MAX_CHARS = 150            # normalized characters: hard cap (upstream loses endings past ~150-200)
 MIN_CHARS = 5              # speakable characters: shorter fragments are merged with a neighbour
+MIN_SECONDS = 3.0          # s: fragments shorter than this are merged with a neighbour when it fits
 _MARKS = "，。、,. "
 _RUNAWAY_FACTOR = 8        # a sentence longer than this many max_chars is packed before it ends
 
@@ -29,6 +30,7 @@ class SegmentOptions:
     max_seconds: float = MAX_SECONDS
     max_chars: int = MAX_CHARS
     min_chars: int = MIN_CHARS
+    min_seconds: float = MIN_SECONDS
     t2s: bool = True
     tn: bool = True
     lexicon: Lexicon | None = None
@@ -41,6 +43,9 @@ class SegmentOptions:
             raise ValueError(f"max_chars ({self.max_chars}) must be at least 10")
         if not 0 <= self.min_chars < self.max_chars:
             raise ValueError(f"min_chars ({self.min_chars}) must be in [0, max_chars={self.max_chars})")
+        if not 0 <= self.min_seconds < self.target_seconds:
+            raise ValueError(f"min_seconds ({self.min_seconds}) must be in [0, target_seconds="
+                             f"{self.target_seconds})")
         return self
 
 
@@ -180,7 +185,7 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool) -> Itera
         if not cur or speakable_chars(t) == 0 or speakable_chars(cur_text) == 0:
             cur, cur_text = cur + part, cur_text + t
             continue
-        short = speakable_chars(t) < opts.min_chars or speakable_chars(cur_text) < opts.min_chars
+        short = _is_short(t, opts) or _is_short(cur_text, opts)
         joined = cur_text + t
         if _fits(joined, opts) and (short or estimate_seconds(cur_text) < opts.target_seconds):
             cur, cur_text = cur + part, joined
@@ -209,8 +214,12 @@ def _merge(a: _Draft, b: _Draft) -> _Draft:
     return _Draft(a.u0, a.o0, b.u1, b.o1, a.text + sep + b.text, b.pause, False, a.notes + b.notes)
 
 
+def _is_short(text: str, opts: SegmentOptions) -> bool:
+    return speakable_chars(text) < opts.min_chars or estimate_seconds(text) < opts.min_seconds
+
+
 def _short(d: _Draft, opts: SegmentOptions) -> bool:
-    return speakable_chars(d.text) < opts.min_chars
+    return _is_short(d.text, opts)
 
 
 def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) -> Iterator[Segment]:

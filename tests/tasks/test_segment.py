@@ -124,3 +124,12 @@ def test_audit_locates_entries_by_paragraph():
     rep = audit_chapter(ch, segment_chapter(ch))
     assert rep.removed == [{"pos": len(ch.title) + 1 + len(SENT) + 1 + 6, "text": "□", "reason": "placeholder",
                             "para": 1, "offset": 6}]
+
+
+def test_short_tail_sentence_joins_previous_segment():
+    tail = "中涓自此愈橫。"                                   # 6 chars, ~1.6 s: under min_seconds
+    segs = segment_chapter(_chapter(SENT * 3 + tail))[1:]
+    assert segs[-1].source_text.endswith(SENT + tail)
+    assert all(estimate_seconds(s.text) >= SegmentOptions().min_seconds for s in segs)
+    with pytest.raises(ValueError, match="min_seconds"):
+        SegmentOptions(min_seconds=16).validate()
