@@ -304,14 +304,14 @@ _RE_ACRO = re.compile(r"(?<![A-Za-z0-9 ])(?!(?:am|pm|ad|bc)(?![A-Za-z]))"
 # A comma stays inside only as a thousands separator (1,000); spaces only before more number material.
 _RE_NUMTOK = re.compile(
     r"(?:[A-Za-z]{1,4} (?=[0-9$¥￥€£₩]))?(?:[A-Za-z$¥￥€£₩±+\-−.<>≤≥=≠≈~])*[0-9０-９]"
-    r"(?:[0-9０-９A-Za-z%％‰°℃℉²³.:/\-~+×÷=≤≥<>≠≈·・_$¥￥€£₩：／－＋～．]|,(?=\d{3}(?!\d))"
+    r"(?:[0-9０-９A-Za-z%％‰°℃℉²³.:/\-~+×÷=≤≥<>≠≈·・_$¥￥€£₩：／－＋～．]|,(?=\d{3}(?!\d))|[—–]{1,2}(?=\d)"
     r"| (?=[0-9A-Za-z≤≥<>=+\-×÷/]))*")
 _RE_TRAILING = re.compile(r"[.:/\-~+=·・_：／－＋～．]+$")
 _RE_AMPM = re.compile(r"(?:^|[^A-Za-z])[abp]\.[cdm]\.$", re.I)
 _RE_SUFFIX = re.compile(r"\s?(?:[ap]\.?m\.?|a\.?d\.?|b\.?c\.?)(?![A-Za-z])", re.I)    # am/pm/ad/bc after 3月
 # Removal reasons that apply inside a number window too (the rest - symbols - may be read by TN).
 _WINDOW_REMOVALS = {"placeholder", "emoji", "private-use", "control", "unassigned", "combining-mark"}
-_QUOTES = set("“”‘’「」『』\"'《》")
+_QUOTES = set("“”‘’「」『』\"'《》（）()")     # context a window may take in (brackets: （1879）)
 
 
 def _verbalize_number_window(text: str) -> str:
@@ -635,6 +635,8 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
     while i < n:
         sp = spans[i]
         if sp.kind not in ("punct", "space", "removed") or (sp.kind == "removed" and sp.start == sp.end):
+            if sp.out and sp.out[0] in "，。、" and state.get("last", "") in ("", "，", "。", "、", " "):
+                sp = Span(sp.start, sp.end, sp.out.lstrip("，。、"), sp.kind, sp.reason, sp.boundary, False)
             if sp.out:
                 state["last"] = sp.out[-1]
             res.append(sp)

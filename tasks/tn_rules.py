@@ -109,6 +109,9 @@ _PRE: list[tuple[re.Pattern, object]] = [
     # Era suffixes: 2934ad -> 公元二九三四年, 1234b.c. -> 公元前一二三四年, 1823年3月bc -> 公元前一八二三年三月.
     (re.compile(r"(\d+)(?:年((?:\d{1,2}月)?(?:\d{1,2}日)?))?\s*((?:a\.?d\.?|b\.?c\.?)(?![A-Za-z]))", re.I),
      lambda m: _era_full(m)),
+    # Years in brackets, alone or as a span (life dates in notes): （1854—1923） -> （一八五四到一九二三）.
+    (re.compile(r"(?<=[（(])\s*(1\d{3}|20\d{2})\s*(?:[—–\-~～－]{1,2}\s*(1\d{3}|20\d{2})?\s*)?(?=[）)？?])"),
+     lambda m: digits_zh(m.group(1)) + ("到" + digits_zh(m.group(2)) if m.group(2) else "")),
     # Negative temperatures: -10°C -> 零下十度 (wetext: 负十摄氏度).
     (re.compile(r"[-−]\s?(" + _NUM + r")\s?(?:°C|℃|°|度)"), lambda m: f"零下{decimal_zh(m.group(1))}度"),
     # Negative fractions and percentages: the sign goes in front (wetext: 三分之负一).
