@@ -1,0 +1,19 @@
+# The two commands of the README.  Both set everything up first (scripts/setup.sh is idempotent).
+.PHONY: setup demo test test-all
+PY := .venv/bin/python
+export OMP_NUM_THREADS ?= 1
+
+setup:
+	@bash scripts/setup.sh
+
+# Render the sample book shipped in examples/ (random weights: the real ones need the Hugging Face hub).
+demo: setup
+	$(PY) -m flows.cli examples/daodejing.epub --model random-tiny --out output
+	@ls -l output/daodejing
+
+# The test suite as CI runs it: CPU only, one torch thread; slow and GPU tests are skipped.
+test: setup
+	$(PY) -m pytest -q -m "not slow and not gpu" -p no:cacheprovider
+
+test-all: setup
+	RUN_SLOW=1 $(PY) -m pytest -q -p no:cacheprovider

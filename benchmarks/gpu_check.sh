@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# GPU checks of the engine, as one prepared script for a lent CUDA machine (H200: python3 with torch 2.11 cu130).
+# Installs nothing from the network.  Results go to $OUT (default ./gpu-results):
+#   env.txt           GPU, torch, transformers, whether ChatTTS imports
+#   pytest-gpu.txt    `pytest -m gpu tests/engine` (our Llama in bf16/fp16, CUDA-graph step, Engine on CUDA)
+#   steps.jsonl       decode-step time, random-full bf16, batch 1/64/128/256, eager and CUDA-graphed (--compile)
+#   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --compile --batch B (B = 64, 128, 256)
+#
+# ChatTTS and its pure-Python dependencies are not in the H200 image.  Carry them (see
+# /work/.library/device/README.md): wheels in .whl/ are installed into /tmp/site, and a folder .site/ is put on
+# PYTHONPATH.  What worked: .whl/ = vocos==0.1.0 vector-quantize-pytorch==1.32.0 einx==0.4.3 frozendict==2.5.1
+# loguru==0.7.3 torch-einops-utils==0.2.0 pybase16384==0.3.9 (cp312 manylinux wheel); .site/ = copies of the
+# pure-Python ChatTTS/ and encodec/ packages from the dev venv (both are sdist-only on PyPI).
+# Without them the Engine/benchmark parts are skipped (the Llama and CUDA-graph tests still run).
+# Budget: ~6-9 min on an H200 (random-full generation ~1 min, pytest ~1-2 min, steps ~2 min, bench ~3 min).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-results}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+LIMIT=${GPU_CHECK_STEP_LIMIT:-240}          # seconds per stage at most
+
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+[ -d .site ] && export PYTHONPATH=$PWD/.site${PYTHONPATH:+:$PYTHONPATH}
+
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  $PY - <<'EOF'
+import importlib, torch, transformers
+print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
+print("transformers", transformers.__version__)
+try:
+    importlib.import_module("ChatTTS"); print("ChatTTS: importable")
+except Exception as e:
+    print("ChatTTS: NOT importable:", type(e).__name__, e)
+EOF
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+HAVE_CHATTTS=$(grep -c "ChatTTS: importable" "$OUT/env.txt")
+
+timeout "$LIMIT" $PY -m pytest -m gpu tests/engine -q -p no:cacheprovider -o addopts="" -rs 2>&1 | tee "$OUT/pytest-gpu.txt"
+
+if [ "$HAVE_CHATTTS" = "1" ]; then
+  : > "$OUT/steps.jsonl"
+  timeout "$LIMIT" $PY -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 \
+      --batch 1 64 128 256 --steps 30 2>&1 | tee -a "$OUT/steps.jsonl"
+  timeout "$LIMIT" $PY -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 --compile \
+      --batch 1 64 128 256 --steps 30 2>&1 | tee -a "$OUT/steps.jsonl"
+  if [ -z "${SKIP_BENCH:-}" ] && [ -f benchmarks/engine_vs_upstream.py ]; then
+    CORPUS=${CORPUS:-../shared/corpus/txt/gutenberg-zh/27166-0.txt}
+    [ -f "$CORPUS" ] || CORPUS=$(ls shared/corpus/txt/gutenberg-zh/27166-0.txt 2>/dev/null || echo "$CORPUS")
+    for B in 64 128 256; do
+      timeout "$LIMIT" $PY benchmarks/engine_vs_upstream.py --model random-full --device cuda --compile \
+          --batch "$B" --n "$B" --corpus "$CORPUS" --json "$OUT/bench-$B.json" 2>&1 | tail -25
+    done
+  fi
+else
+  echo "ChatTTS not importable: Engine benchmarks skipped (carry the wheels in .whl/)" | tee "$OUT/steps.jsonl"
+fi
+echo "gpu_check done: $(ls "$OUT")"

@@ -1,0 +1,161 @@
+"""The Engine: text -> audio with ChatTTS's weights, our decode loop and the continuous-batching scheduler.
+
+    engine = Engine.load(EngineOptions(model="random-tiny"))
+    voice = engine.sample_voice(1234)
+    for res in engine.synthesize([Request(key="a", text="你好。", spk_emb=voice, seed=7)]):
+        res.audio   # float32 numpy, (2T-1)*256 samples at 24 kHz
+
+Text arrives normalized (ChatTTS's Normalizer is never run: it deletes digits); the prompt is upstream's
+`[Stts][spk_emb]{text}[Ptts]`, refine-text is skipped, nothing is inserted.  Random models get a forced token
+count from the text (engine.units.expected_tokens) unless the request sets one.  See engine/generate.py for why
+a result does not depend on the requests it was batched with.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Callable, Iterable, Iterator
+
+from engine.api import EngineOptions, Request, Result
+from engine.units import expected_tokens
+
+ENGINE_VERSION = "1"               # bump whenever generated audio would change
+PROMPT = "[Stts][spk_emb]{text}[Ptts]"
+STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
+GPU_DECODE_GROUP = 16              # CUDA: finished rows collected before a Decoder+Vocos call
+
+_LOCK = threading.Lock()
+_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, compile) -> CodeModel, loaded once per process
+
+
+def _resolve_dtype(opts: EngineOptions) -> str:
+    if opts.dtype != "auto":
+        return opts.dtype
+    return "bf16" if opts.device == "cuda" else "fp32"
+
+
+class Engine:
+    """See engine/api.py for the contract."""
+
+    def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str):
+        self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
+        extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
+        self.version = f"ours{ENGINE_VERSION}-{loaded.fingerprint}-{dtype}-{opts.device}{extras}"
+        self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
+        self._spk_cache: dict[str, object] = {}
+        self.last_batch_sizes: list[int] = []         # the scheduler's batch sizes of the last synthesize call
+
+    @classmethod
+    def load(cls, opts: EngineOptions) -> "Engine":
+        """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable."""
+        opts.validate()
+        import torch
+
+        from engine.generate import CodeModel
+        from engine.loader import load_chattts
+
+        if opts.threads:
+            torch.set_num_threads(opts.threads)
+        if opts.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda: no CUDA device is available")
+        dtype = _resolve_dtype(opts)
+        key = (opts.model, opts.device, dtype, opts.int8, opts.compile)
+        with _LOCK:
+            loaded = load_chattts(opts.model, opts.device)
+            if key not in _MODELS:
+                tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+                spk_id = loaded.tokenizer.spk_emb_ids
+                model = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, spk_id, opts.device, tdtype)
+                if opts.int8:
+                    from engine.llama import quantize_int8
+                    quantize_int8(model.llama)
+                if opts.compile:
+                    from engine.generate import enable_compile
+                    enable_compile(model)
+                _MODELS[key] = model
+            return cls(opts, loaded, _MODELS[key], dtype)
+
+    # ------------------------------------------------------------------------------------------- voices
+    def sample_voice(self, seed: int) -> str:
+        from engine.voice import sample_voice
+        return sample_voice(self.loaded, seed)
+
+    def _speaker_vector(self, spk_emb: str):
+        import torch
+        from ChatTTS.model.speaker import Speaker
+
+        if spk_emb not in self._spk_cache:
+            from engine.voice import check_spk_emb
+            check_spk_emb(spk_emb, self.loaded)
+            self._spk_cache[spk_emb] = torch.from_numpy(Speaker._decode(spk_emb).astype("float32"))
+        return self._spk_cache[spk_emb]
+
+    # --------------------------------------------------------------------------------------------- rows
+    def prompt_ids(self, text: str) -> list[int]:
+        """Token ids of upstream's TTS prompt for `text` (unknown characters become [UNK], never an error)."""
+        for s in STRIPPED:
+            text = text.replace(s, "")
+        return self._tok(PROMPT.format(text=text.strip()), add_special_tokens=False)["input_ids"]
+
+    def steps_for(self, req: Request) -> tuple[int, bool]:
+        """(end_at, forced): the exact count for forced rows, else the runaway cap."""
+        from engine.generate import CAP_FACTOR, MAX_NEW_TOKENS
+
+        forced = req.forced_tokens
+        if forced is None and self.loaded.is_random:
+            forced = expected_tokens(req.text)
+        if forced is not None:
+            if not 1 <= forced <= MAX_NEW_TOKENS:
+                raise ValueError(f"request {req.key}: forced_tokens {forced} outside 1..{MAX_NEW_TOKENS}")
+            return forced, True
+        return min(MAX_NEW_TOKENS, math.ceil(CAP_FACTOR * expected_tokens(req.text))), False
+
+    def _row(self, req: Request, order: int):
+        import torch
+
+        from engine.generate import Row, row_key
+
+        ids = torch.tensor(self.prompt_ids(req.text), dtype=torch.long)
+        end_at, forced = self.steps_for(req)
+        max_pos = self.model.llama.s.max_pos
+        if len(ids) + end_at > max_pos:
+            raise ValueError(f"request {req.key}: text too long ({len(ids)} prompt tokens + {end_at} steps "
+                             f"> {max_pos} positions)")
+        return Row(key=req.key, ids=ids, spk=self._speaker_vector(req.spk_emb), rng=row_key(req.seed),
+                   end_at=end_at, forced=forced, order=order)
+
+    # ------------------------------------------------------------------------------------------ synthesize
+    def synthesize(self, requests: Iterable[Request],
+                   progress: Callable[[Result], None] | None = None) -> Iterator[Result]:
+        """Yield a Result per request as rows finish (completion order).  Bad requests (voice, forced count,
+        length) raise ValueError before any decoding."""
+        from engine.scheduler import Scheduler
+        from engine.vocoder import decode
+
+        rows = [self._row(r, i) for i, r in enumerate(requests)]
+        exact = self.opts.device == "cpu"
+        sched = Scheduler(self.model, self.opts.max_batch, exact=exact)
+        self.last_batch_sizes = sched.batch_sizes
+        group = 1 if exact else GPU_DECODE_GROUP
+        ready = []
+
+        def flush():
+            wavs = decode(self.loaded, [r.hiddens for r in ready])
+            for r, wav in zip(ready, wavs):
+                res = Result(key=r.key, audio=wav, tokens=r.tokens)
+                if progress is not None:
+                    progress(res)
+                yield res
+            ready.clear()
+
+        for row in sched.run(rows):              # (no grad mode held across yields: weights need no grad)
+            ready.append(row)
+            if len(ready) >= group:
+                yield from flush()
+        if ready:
+            yield from flush()
+
+    def close(self) -> None:
+        """Drop this engine's references (the process-wide model stays cached for the next Engine.load)."""
+        self._spk_cache.clear()
+        self.model = None

@@ -1,0 +1,228 @@
+"""A minimal Llama forward (gpt-fast style) over a preallocated KV cache, for ChatTTS's GPT.
+
+ChatTTS's GPT is a plain HF `LlamaModel` fed with input embeddings (its `embed_tokens` is unused).  This module
+re-implements that forward so we control the cache and the batch:
+
+* the KV cache is preallocated, [slots, H, S_max, D] per layer; every slot holds one sequence from index 0;
+* positions are per row and integer (RoPE tables are indexed, never computed from a half-precision position);
+* attention runs either *batched* (one SDPA call over cache[:, :, :S] with a [B, 1, L, S] mask: GPUs, tests with
+  left padding) or *per row* over exactly the row's own valid prefix (CPU: a row's result then does not depend
+  on what else is in the batch — see generate.py for the rest of that argument).
+
+Weights are taken from the HF state dict (q/k/v and gate/up fused); `tests/engine/test_llama.py` proves the
+forward equals transformers' LlamaModel on random weights.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch                      # this module is imported lazily (by engine.engine.Engine.load), never by api
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class LlamaShape:
+    hidden: int            # C
+    layers: int
+    heads: int             # H (ChatTTS: no grouped-query attention, kv heads == heads)
+    kv_heads: int
+    ffn: int               # F
+    rope_theta: float
+    eps: float
+    max_pos: int
+
+    @property
+    def head_dim(self) -> int:  # D
+        return self.hidden // self.heads
+
+    @classmethod
+    def from_hf(cls, cfg) -> "LlamaShape":
+        """From a transformers LlamaConfig (only the default RoPE is supported, as ChatTTS uses)."""
+        scaling = getattr(cfg, "rope_scaling", None)
+        if scaling and scaling.get("rope_type", scaling.get("type", "default")) != "default":
+            raise ValueError(f"unsupported rope_scaling {scaling}")
+        if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
+            raise ValueError("biased Llama projections are not supported")
+        theta = getattr(cfg, "rope_theta", None) or (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta")
+        return cls(hidden=cfg.hidden_size, layers=cfg.num_hidden_layers, heads=cfg.num_attention_heads,
+                   kv_heads=cfg.num_key_value_heads or cfg.num_attention_heads, ffn=cfg.intermediate_size,
+                   rope_theta=float(theta or 10_000.0), eps=float(cfg.rms_norm_eps),
+                   max_pos=cfg.max_position_embeddings)
+
+
+class KVCache:
+    """Per-layer key/value buffers: k[l], v[l] are [slots, H_kv, S_max, D]."""
+
+    def __init__(self, shape: LlamaShape, slots: int, max_len: int, device, dtype):
+        dims = (slots, shape.kv_heads, max_len, shape.head_dim)
+        self.k = [torch.zeros(dims, device=device, dtype=dtype) for _ in range(shape.layers)]
+        self.v = [torch.zeros(dims, device=device, dtype=dtype) for _ in range(shape.layers)]
+        self.slots, self.max_len = slots, max_len
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.k + self.v)
+
+    @staticmethod
+    def bytes_per_token(shape: LlamaShape, dtype_bytes: int) -> int:
+        """Cache bytes one token of one row occupies (all layers, k and v)."""
+        return 2 * shape.layers * shape.kv_heads * shape.head_dim * dtype_bytes
+
+
+def _rms_norm(x, weight, eps: float):
+    """HF LlamaRMSNorm: normalize in fp32, scale in the input dtype.  x [..., C]."""
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(x.dtype)
+
+
+def _rope(x, cos, sin):
+    """Rotate-half RoPE (HF layout).  x [B, H, L, D]; cos, sin [B, 1, L, D] fp32."""
+    xf = x.float()
+    x1, x2 = xf.chunk(2, dim=-1)
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return (xf * cos + rotated * sin).to(x.dtype)
+
+
+class Block(nn.Module):
+    def __init__(self, s: LlamaShape):
+        super().__init__()
+        self.s = s
+        self.wqkv = nn.Linear(s.hidden, (s.heads + 2 * s.kv_heads) * s.head_dim, bias=False)
+        self.wo = nn.Linear(s.heads * s.head_dim, s.hidden, bias=False)
+        self.w13 = nn.Linear(s.hidden, 2 * s.ffn, bias=False)
+        self.w2 = nn.Linear(s.ffn, s.hidden, bias=False)
+        self.attn_norm = nn.Module()
+        self.attn_norm.weight = nn.Parameter(torch.ones(s.hidden))
+        self.ffn_norm = nn.Module()
+        self.ffn_norm.weight = nn.Parameter(torch.ones(s.hidden))
+
+    def forward(self, x, cos, sin, k_cache, v_cache, slots, cache_idx, mask, lengths):
+        s = self.s
+        B, L, _ = x.shape                                                    # x [B, L, C]
+        h = _rms_norm(x, self.attn_norm.weight, s.eps)
+        qkv = self.wqkv(h)                                                   # [B, L, (H+2Hkv)·D]
+        q, k, v = qkv.split([s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim], -1)
+        q = q.view(B, L, s.heads, s.head_dim).transpose(1, 2)                # [B, H, L, D]
+        k = k.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2)             # [B, Hkv, L, D]
+        v = v.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2)
+        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+        # write the new keys/values: cache[slot_b, :, cache_idx[b, l]] = k[b, :, l]
+        rix = torch.arange(B, device=x.device) if slots is None else slots   # [B] cache rows
+        k_cache[rix[:, None], :, cache_idx] = k.transpose(1, 2)             # [B, L, Hkv, D]
+        v_cache[rix[:, None], :, cache_idx] = v.transpose(1, 2)
+        rep = s.heads // s.kv_heads
+        if lengths is None:                                                  # batched: mask [B, 1, L, S]
+            S = mask.shape[-1]
+            if slots is None:                                                # rows are slots 0..B-1: views
+                kk, vv = k_cache[:B, :, :S], v_cache[:B, :, :S]              # [B, Hkv, S, D]
+            else:
+                kk, vv = k_cache[slots, :, :S], v_cache[slots, :, :S]
+            if rep > 1:
+                kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
+            o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)   # [B, H, L, D]
+        else:                                                                # per row, exact prefix
+            rows = []
+            for b, n in enumerate(lengths):
+                if n == 0:                                                   # a padding row: no keys
+                    rows.append(torch.zeros_like(q[b:b + 1]))
+                    continue
+                sl = int(slots[b])
+                kk = k_cache[sl:sl + 1, :, :n]                               # [1, Hkv, n, D]
+                vv = v_cache[sl:sl + 1, :, :n]
+                if rep > 1:
+                    kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
+                # queries are the last L positions of the row's prefix: causal within them
+                causal = None
+                if L > 1:
+                    causal = torch.ones(L, n, dtype=torch.bool, device=x.device).tril(n - L)
+                rows.append(F.scaled_dot_product_attention(q[b:b + 1], kk, vv, attn_mask=causal))
+            o = torch.cat(rows)                                              # [B, H, L, D]
+        x = x + self.wo(o.transpose(1, 2).reshape(B, L, s.heads * s.head_dim))
+        h = _rms_norm(x, self.ffn_norm.weight, s.eps)
+        gate, up = self.w13(h).chunk(2, -1)                                  # [B, L, F] each
+        return x + self.w2(F.silu(gate) * up)
+
+class Llama(nn.Module):
+    def __init__(self, s: LlamaShape):
+        super().__init__()
+        self.s = s
+        self.layers = nn.ModuleList(Block(s) for _ in range(s.layers))
+        self.norm = nn.Module()
+        self.norm.weight = nn.Parameter(torch.ones(s.hidden))
+        self.register_buffer("cos", torch.empty(0), persistent=False)
+        self.register_buffer("sin", torch.empty(0), persistent=False)
+
+    def rope_tables(self, device) -> None:
+        """cos/sin [max_pos, D] in fp32 from integer positions (as HF computes them)."""
+        s = self.s
+        inv_freq = 1.0 / (s.rope_theta ** (torch.arange(0, s.head_dim, 2, dtype=torch.int64,
+                                                         device=device).float() / s.head_dim))
+        pos = torch.arange(s.max_pos, device=device).float()
+        freqs = pos[:, None] * inv_freq[None, :]                             # [P, D/2]
+        emb = torch.cat((freqs, freqs), -1)                                  # [P, D]
+        self.cos, self.sin = emb.cos(), emb.sin()
+
+    def forward(self, x, pos, cache: KVCache, slots, cache_idx=None, mask=None, lengths=None):
+        """x [B, L, C] input embeddings; pos [B, L] long RoPE positions; slots [B] long cache rows
+        (None: row b is slot b, and batched attention reads cache views instead of gathering);
+        cache_idx [B, L] long cache indices to write (default: pos); exactly one of
+        mask [B, 1, L, S] bool (batched attention over cache[:, :, :S]) or
+        lengths: list[int] (per-row attention over cache[slot, :, :n], n = valid length after writing).
+        Returns the final-normed hidden states [B, L, C] (HF's last_hidden_state)."""
+        assert (mask is None) != (lengths is None), "give exactly one of mask / lengths"
+        cache_idx = pos if cache_idx is None else cache_idx
+        cos = self.cos[pos].unsqueeze(1)                                     # [B, 1, L, D]
+        sin = self.sin[pos].unsqueeze(1)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache.k[i], cache.v[i], slots, cache_idx, mask, lengths)
+        return _rms_norm(x, self.norm.weight, self.s.eps)
+
+
+def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> "Llama":
+    """A Llama from an HF LlamaModel state dict (keys `layers.N.self_attn.q_proj.weight`, ..., `norm.weight`)."""
+    model = Llama(shape)
+    own = {}
+    for i in range(shape.layers):
+        p = f"layers.{i}."
+        own[f"layers.{i}.wqkv.weight"] = torch.cat([state[p + f"self_attn.{n}_proj.weight"] for n in "qkv"])
+        own[f"layers.{i}.wo.weight"] = state[p + "self_attn.o_proj.weight"]
+        own[f"layers.{i}.w13.weight"] = torch.cat([state[p + "mlp.gate_proj.weight"], state[p + "mlp.up_proj.weight"]])
+        own[f"layers.{i}.w2.weight"] = state[p + "mlp.down_proj.weight"]
+        own[f"layers.{i}.attn_norm.weight"] = state[p + "input_layernorm.weight"]
+        own[f"layers.{i}.ffn_norm.weight"] = state[p + "post_attention_layernorm.weight"]
+    own["norm.weight"] = state["norm.weight"]
+    model.load_state_dict(own, strict=False)   # rope tables are non-persistent buffers
+    model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device=device)
+    model.rope_tables(device)
+    return model.eval().requires_grad_(False)
+
+
+class Int8Linear(nn.Module):
+    """W8A8 linear for CPU: int8 weights (per output channel, symmetric), activations quantized per row
+    (symmetric, absmax), an exact int32 GEMM (torch._int_mm), one fp32 rescale.  Integer accumulation is exact,
+    so a row's result never depends on the other rows of the call (unlike per-tensor dynamic quantization)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()                                       # [N, K]
+        scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                       # [N]
+        self.register_buffer("wq", torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scale", scale)
+        self.in_features, self.out_features = w.shape[1], w.shape[0]
+
+    def forward(self, x):                                                        # x [..., K] fp32
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).float()                                    # [M, K]
+        s = (x2.abs().amax(-1, keepdim=True) / 127.0).clamp_min(1e-12)           # [M, 1]
+        xq = torch.round(x2 / s).clamp(-127, 127).to(torch.int8)
+        acc = torch._int_mm(xq, self.wq.t())                                     # [M, N] int32, exact
+        return (acc.float() * (s * self.scale)).to(x.dtype).view(*shape[:-1], self.out_features)
+
+
+def quantize_int8(model: Llama) -> Llama:
+    """Replace every projection of every block by an Int8Linear (CPU).  Norms, RoPE, attention stay fp32."""
+    for block in model.layers:
+        for name in ("wqkv", "wo", "w13", "w2"):
+            setattr(block, name, Int8Linear(getattr(block, name)))
+    return model

@@ -1,0 +1,117 @@
+"""Continuous batching: pending rows, length buckets, a memory-sized batch, refill on finish, OOM backoff.
+
+    sched = Scheduler(model, max_batch=16, exact=True)
+    for row in sched.run(rows):          # rows come back as they finish, row.hiddens [T, C] filled
+        ...
+
+Pending rows are ordered longest bucket first (a long row started last would hold the tail of the run alone),
+arrival order inside a bucket.  The batch is the number of slots that fit a token budget taken from free memory,
+capped by `max_batch`.  When a row finishes its slot is refilled at once; the newcomer is prefilled alone, so the
+other rows' caches are untouched.  A CUDA out-of-memory error halves the batch: the rows that were in flight
+restart from scratch in a smaller batch (rows depend only on their own inputs, so nothing changes), finished
+rows are kept.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable, Iterable, Iterator
+
+import torch
+
+from engine.generate import CodeModel, DecodeBatch, Row
+from engine.llama import KVCache
+
+BUCKET_TOKENS = 128                # rows whose step counts fall in the same 128-token bucket decode together
+MEMORY_FRACTION = 0.5              # share of free memory the KV cache and hidden buffers may take
+LEN_ROUND = 64                     # cache length rounded up to this many positions
+
+
+def bucket_order(rows: Iterable[Row]) -> list[Row]:
+    """Longest bucket first, then arrival order."""
+    return sorted(rows, key=lambda r: (-((r.prompt_len + r.end_at) // BUCKET_TOKENS), r.order))
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes free for new tensors on `device`."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    import psutil
+    return int(psutil.virtual_memory().available)
+
+
+def row_bytes(model: CodeModel, max_len: int, max_steps: int) -> int:
+    """Memory one slot holds: its KV cache, its hidden-state buffer, and a rough share of activations."""
+    s = model.llama.s
+    dtype_bytes = torch.empty(0, dtype=model.dtype).element_size()
+    kv = KVCache.bytes_per_token(s, dtype_bytes) * max_len
+    hid = max_steps * s.hidden * 4
+    act = 8 * max(s.ffn, model.Q * model.V) * 4 * max_len // 16      # attention scores + MLP, generously
+    return kv + hid + act
+
+
+def batch_for_budget(model: CodeModel, max_batch: int, max_len: int, max_steps: int,
+                     free_bytes: int | None = None) -> int:
+    """Slots that fit MEMORY_FRACTION of free memory, in [1, max_batch]."""
+    free = free_memory(model.device) if free_bytes is None else free_bytes
+    return max(1, min(max_batch, int(free * MEMORY_FRACTION) // row_bytes(model, max_len, max_steps)))
+
+
+def is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
+class Scheduler:
+    """Feeds rows through DecodeBatch slots; see the module docstring."""
+
+    def __init__(self, model: CodeModel, max_batch: int, exact: bool, free_bytes: int | None = None,
+                 step_hook: Callable[[DecodeBatch], None] | None = None):
+        self.model, self.max_batch, self.exact = model, max_batch, exact
+        self.free_bytes = free_bytes                 # None: measure; tests pass a number
+        self.step_hook = step_hook                   # called before every decode step (tests inject faults)
+        self.batch_sizes: list[int] = []             # every batch size used, in order (OOM backoff shows here)
+        self.refills = 0                             # admissions while other rows were mid-decode
+
+    def run(self, rows: Iterable[Row]) -> Iterator[Row]:
+        pending = deque(bucket_order(rows))
+        if not pending:
+            return
+        max_len = -(-max(r.prompt_len + r.end_at for r in pending) // LEN_ROUND) * LEN_ROUND
+        max_steps = max(r.end_at for r in pending)
+        size = batch_for_budget(self.model, min(self.max_batch, len(pending)), max_len, max_steps, self.free_bytes)
+        batch: DecodeBatch | None = None
+        while pending or (batch is not None and batch.rows):
+            finished: list[Row] = []
+            touched: list[Row] = []                  # rows whose state this iteration may leave half-done
+            try:
+                if batch is None:
+                    batch = DecodeBatch(self.model, size, max_len, max_steps, self.exact)
+                    self.batch_sizes.append(size)
+                for slot in batch.free_slots():
+                    if not pending:
+                        break
+                    row = pending.popleft()
+                    touched.append(row)
+                    self.refills += bool(batch.rows) and any(r.steps > 1 for r in batch.rows.values())
+                    done = batch.admit(row, slot)
+                    if done is not None:
+                        finished.append(done)
+                if batch.rows:
+                    touched += [r for r in batch.rows.values() if r not in touched]
+                    if self.step_hook is not None:
+                        self.step_hook(batch)
+                    finished += batch.step()
+            except (torch.OutOfMemoryError, RuntimeError) as err:
+                if not is_oom(err) or size == 1:
+                    raise
+                keep = {id(r) for r in finished}
+                redo = {id(r): r for r in touched if id(r) not in keep}
+                redo.update({id(r): r for r in batch.rows.values()} if batch is not None else {})
+                for r in redo.values():
+                    r.slot, r.steps, r.tokens, r.hiddens = -1, 0, None, None
+                pending.extendleft(sorted(redo.values(), key=lambda r: r.order, reverse=True))
+                batch = None
+                if self.model.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                size = max(1, size // 2)
+            yield from finished

@@ -1,0 +1,44 @@
+"""The render pipeline's composition, shared by the CLI (direct calls) and the Prefect flow (task calls).
+No Prefect import here: the CLI without a server never pays for it."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from tasks import stages
+from tasks.options import RenderOptions
+
+Call = Callable[..., Any]     # call(stage_function, *args) -> result
+
+
+def direct(fn, *args, **kwargs):
+    return fn(*args, **kwargs)
+
+
+def render(opts: RenderOptions, *, call: Call = direct,
+           on_done: Callable[[int, int], None] | None = None) -> dict:
+    """Render one book; returns {book_dir, rendered, adopted, already_done, total}.  Resumable: rerun
+    after any crash."""
+    from manifests.lock import BookLock
+    from tasks.book import BookError
+
+    opts.validate()
+    created = [p for p in (opts.out, opts.book_dir) if not p.exists()]
+    try:
+        with BookLock(opts.book_dir):
+            book_dir = Path(call(stages.prepare, opts))
+            counts = call(stages.synthesize, book_dir, opts, on_done)
+            call(stages.package, book_dir, opts)
+    except BookError:
+        _remove_created(created, opts.book_dir)
+        raise
+    return {"book_dir": book_dir, **counts}
+
+
+def _remove_created(created: list[Path], book_dir: Path) -> None:
+    """Bad input: take back the (empty) folders this run created."""
+    for p in reversed(created):
+        try:
+            p.rmdir()
+        except OSError:
+            pass

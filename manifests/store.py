@@ -1,0 +1,148 @@
+"""Manifest storage: Arrow schema, atomic part-file commits, latest-state reads, compaction."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MANIFEST_DIRNAME = "manifest"
+PART_RE = re.compile(r"^part-(\d{8})\.parquet$")
+
+STATUS_PENDING = "pending"
+STATUS_DONE = "done"
+STATUS_FAILED = "failed"
+
+SCHEMA = pa.schema([
+    ("plan_id", pa.string()),          # the plan this row belongs to (a new plan replaces the segment set)
+    ("chapter", pa.int32()),           # chapter index, 0-based, reading order
+    ("chapter_title", pa.string()),
+    ("segment", pa.int32()),           # segment index within the chapter, 0-based
+    ("text", pa.string()),             # normalized text the engine speaks
+    ("source_text", pa.string()),      # the original text (subtitles)
+    ("pause_after", pa.string()),      # clause | sentence | paragraph | chapter
+    ("content_key", pa.string()),      # hash(text, voice, seed, engine version): names the audio file
+    ("status", pa.string()),           # pending | done | failed
+    ("audio_path", pa.string()),       # relative to the book dir
+    ("samples", pa.int64()),           # at SAMPLE_RATE
+    ("duration_s", pa.float64()),
+    ("voice_id", pa.string()),
+    ("spk_emb", pa.string()),          # the voice itself (ChatTTS speaker embedding string)
+    ("seed", pa.int64()),
+    ("engine_version", pa.string()),
+    ("error", pa.string()),
+    ("attempts", pa.int32()),
+])
+KEY = ("chapter", "segment")
+
+
+def manifest_dir(book_dir: str | Path) -> Path:
+    return Path(book_dir) / MANIFEST_DIRNAME
+
+
+def _parts(mdir: Path) -> list[tuple[int, Path]]:
+    if not mdir.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in mdir.iterdir() if (m := PART_RE.match(p.name))]
+    return sorted(found)
+
+
+def _write_atomic(table: pa.Table, dest: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pq.write_table(table, f, compression="zstd")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dfd = os.open(dest.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _as_table(rows: Iterable[Mapping]) -> pa.Table:
+    cols = {f.name: [] for f in SCHEMA}
+    for r in rows:
+        for name in cols:
+            cols[name].append(r.get(name))
+    return pa.table(cols, schema=SCHEMA)
+
+
+def commit(book_dir: str | Path, rows: Iterable[Mapping]) -> Path | None:
+    """Append the new state of some rows as one new part file. Returns its path (None when rows is empty)."""
+    table = rows if isinstance(rows, pa.Table) else _as_table(rows)
+    if table.num_rows == 0:
+        return None
+    mdir = manifest_dir(book_dir)
+    mdir.mkdir(parents=True, exist_ok=True)
+    parts = _parts(mdir)
+    seq = parts[-1][0] + 1 if parts else 1
+    dest = mdir / f"part-{seq:08d}.parquet"
+    _write_atomic(table.cast(SCHEMA), dest)
+    return dest
+
+
+def _read_parts(mdir: Path) -> list[tuple[int, pa.Table]]:
+    out = []
+    for seq, path in _parts(mdir):
+        try:
+            out.append((seq, pq.read_table(path, schema=SCHEMA)))
+        except (OSError, pa.ArrowException) as e:
+            warnings.warn(f"{path}: unreadable manifest part skipped ({e})", RuntimeWarning, stacklevel=3)
+    return out
+
+
+def load(book_dir: str | Path) -> pa.Table:
+    """One row per segment of the latest plan, each in its latest state, sorted by (chapter, segment).
+
+    The latest plan is the plan_id of the newest readable part; rows of older plans are history."""
+    parts = _read_parts(manifest_dir(book_dir))
+    parts = [(seq, t) for seq, t in parts if t.num_rows]
+    if not parts:
+        return SCHEMA.empty_table()
+    plan_id = parts[-1][1].column("plan_id")[0].as_py()
+    latest: dict[tuple[int, int], dict] = {}
+    for _, table in parts:
+        for r in table.to_pylist():
+            if r["plan_id"] == plan_id:
+                latest[(r["chapter"], r["segment"])] = r
+    return _as_table(latest[k] for k in sorted(latest))
+
+
+def compact(book_dir: str | Path) -> Path | None:
+    """Fold every part into one new part holding the latest state, then drop the old parts."""
+    mdir = manifest_dir(book_dir)
+    old = _parts(mdir)
+    if len(old) <= 1:
+        return old[0][1] if old else None
+    table = load(book_dir)
+    dest = commit(book_dir, table)
+    for _, p in old:
+        p.unlink(missing_ok=True)
+    return dest
+
+
+def summary(table: pa.Table) -> list[dict]:
+    """Per chapter: title, segments done / pending / failed, rendered and remaining audio seconds (estimated)."""
+    from engine.units import estimate_seconds
+
+    chapters: dict[int, dict] = {}
+    for r in table.to_pylist():
+        c = chapters.setdefault(r["chapter"], {"chapter": r["chapter"], "title": r["chapter_title"], "done": 0,
+                                               "pending": 0, "failed": 0, "done_s": 0.0, "remaining_s": 0.0})
+        c[r["status"]] = c.get(r["status"], 0) + 1
+        if r["status"] == STATUS_DONE:
+            c["done_s"] += r["duration_s"] or 0.0
+        else:
+            c["remaining_s"] += estimate_seconds(r["text"])
+    return [chapters[k] for k in sorted(chapters)]

@@ -1,0 +1,273 @@
+"""Assembly: one chapter's segment audio -> one chapter waveform plus exact cue timings.
+
+Every segment is trimmed of leading/trailing silence (level-based, keeping a short pre-roll and a natural
+decay), then the chapter is laid out as a sequence of *clips*:
+
+    [lead-in silence] piece_0 [pause_0] piece_1 [pause_1] ... piece_n-1 [tail silence]
+
+A silence clip is present only when its length is > 0.  Every two adjacent clips overlap by
+N = crossfade samples and are joined with an equal-power cross-fade (cos/sin gains, cos² + sin² = 1).
+Crossfading into a silence clip is a fade-out into the pause; crossfading out of one is a fade-in from it.
+Every piece fades in over its first N samples and out over its last N, also at the chapter's edges (no
+click at the file's start or end).
+The pause after the last piece is the chapter's tail: its length is the pause of that piece's `pause_after`
+kind (normally "chapter", 1.5 s), so concatenated chapters (M4B) are separated by a natural gap.
+
+The exact length formula (all quantities in samples; see `expected_length`):
+
+    L_i'   = max(L_i, 2N)                      trimmed piece length, zero-padded up to 2N
+    P_i    = round(pause_s(kind_i) * sr)       pause after piece i (the last one is the tail)
+    H      = round(lead_in_s * sr)             lead-in silence
+    clips  = n + #{P_i > 0} + [H > 0]
+    length = H + sum(L_i') + sum(P_i) - N * (clips - 1)
+
+With `trim=False` L_i is the stored segment length, so the chapter is exactly
+sum(segments) + lead-in + pauses - N * (number of joins).  Defaults at 24 kHz: N = 960, H = 12 000,
+P = 6 000 / 10 800 / 19 200 / 36 000 for clause / sentence / paragraph / chapter.  Packaging at another
+sample rate resamples the finished chapter with torchaudio: ceil(length * sr_out / 24 000) samples.  A non-zero pause must be >= 2N (validated) so that
+two pieces never overlap across a pause; with a zero pause the two pieces cross-fade directly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from engine.units import SAMPLE_RATE
+from tasks.book import PAUSE_KINDS, BookError, PauseKind
+
+CROSSFADE_S = 0.040          # s, equal-power cross-fade at every join
+PAUSES_S: Mapping[str, float] = {   # s, silence after a segment by the boundary that follows it
+    "clause": 0.25,
+    "sentence": 0.45,
+    "paragraph": 0.80,
+    "chapter": 1.50,
+}
+LEAD_IN_S = 0.50             # s, silence before the first segment of a chapter
+TRIM_THRESHOLD_DB = -40.0    # dB relative to the segment's peak: quieter frames count as silence
+TRIM_FLOOR_DBFS = -60.0      # dBFS, absolute: frames below are silence even in a very quiet segment
+TRIM_FRAME_S = 0.005         # s, envelope frame for the level detector
+PREROLL_S = 0.030            # s, kept before the first loud frame (a natural onset)
+POSTROLL_S = 0.080           # s, kept after the last loud frame (a natural decay)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One segment's stored audio and what follows it."""
+    audio_path: Path
+    pause_after: PauseKind = "sentence"
+    source_text: str = ""
+
+
+@dataclass(frozen=True)
+class Cue:
+    """A segment's place in the chapter: [start_s, end_s) in seconds, and the same in samples."""
+    start_s: float
+    end_s: float
+    text: str
+    segment_index: int
+    start_sample: int = 0
+    end_sample: int = 0
+
+
+@dataclass(frozen=True)
+class ChapterAudio:
+    audio: np.ndarray            # (samples,) float32 mono
+    sample_rate: int
+    cues: list[Cue] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+
+@dataclass(frozen=True)
+class AssembleOptions:
+    crossfade_s: float = CROSSFADE_S
+    pauses_s: Mapping[str, float] = field(default_factory=lambda: dict(PAUSES_S))
+    lead_in_s: float = LEAD_IN_S
+    trim: bool = True
+    trim_threshold_db: float = TRIM_THRESHOLD_DB
+    trim_floor_dbfs: float = TRIM_FLOOR_DBFS
+    preroll_s: float = PREROLL_S
+    postroll_s: float = POSTROLL_S
+    sample_rate: int = SAMPLE_RATE   # the segments' rate (assembly never resamples; packaging does)
+
+    def crossfade_samples(self) -> int:
+        return int(round(self.crossfade_s * self.sample_rate))
+
+    def pause_samples(self, kind: str) -> int:
+        return int(round(self.pauses_s[kind] * self.sample_rate))
+
+    def lead_in_samples(self) -> int:
+        return int(round(self.lead_in_s * self.sample_rate))
+
+    def validate(self) -> "AssembleOptions":
+        """Raise ValueError naming the conflict."""
+        if self.sample_rate <= 0:
+            raise ValueError("sample_rate must be positive")
+        if self.crossfade_s < 0:
+            raise ValueError("crossfade_s must be >= 0")
+        missing = [k for k in PAUSE_KINDS if k not in self.pauses_s]
+        if missing:
+            raise ValueError(f"pauses_s lacks the boundary kinds {missing}")
+        n = self.crossfade_samples()
+        for kind, seconds in [*self.pauses_s.items(), ("lead_in", self.lead_in_s)]:
+            if seconds < 0:
+                raise ValueError(f"pause {kind!r} is negative ({seconds} s)")
+            p = int(round(seconds * self.sample_rate))
+            if 0 < p < 2 * n:
+                raise ValueError(f"pause {kind!r} ({seconds} s) is shorter than two cross-fades "
+                                 f"({2 * self.crossfade_s} s): use 0 or at least {2 * self.crossfade_s} s")
+        if self.preroll_s < 0 or self.postroll_s < 0:
+            raise ValueError("preroll_s and postroll_s must be >= 0")
+        if self.trim_threshold_db >= 0:
+            raise ValueError("trim_threshold_db must be negative (dB below the segment's peak)")
+        return self
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Pure helpers
+
+def equal_power_fades(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fade_out, fade_in), each (n,) float32 with fade_out² + fade_in² = 1 at every sample."""
+    t = (np.arange(n, dtype=np.float64) + 0.5) / n          # (n,) mid-sample positions in (0, 1)
+    return np.cos(0.5 * np.pi * t).astype(np.float32), np.sin(0.5 * np.pi * t).astype(np.float32)
+
+
+def trim_bounds(audio: np.ndarray, sample_rate: int, opts: AssembleOptions) -> tuple[int, int]:
+    """[start, end) of `audio` to keep: loud frames plus pre-roll before and post-roll after.
+
+    A frame is loud when its peak is above both trim_threshold_db relative to the segment's peak and the
+    absolute floor.  An all-silent segment keeps nothing (0, 0).
+    """
+    n = len(audio)
+    if n == 0:
+        return 0, 0
+    frame = max(1, int(round(TRIM_FRAME_S * sample_rate)))
+    frames = -(-n // frame)
+    padded = np.zeros(frames * frame, dtype=np.float32)
+    padded[:n] = np.abs(audio)
+    env = padded.reshape(frames, frame).max(axis=1)           # (frames,) per-frame peak
+    peak = float(env.max())
+    threshold = max(peak * 10 ** (opts.trim_threshold_db / 20), 10 ** (opts.trim_floor_dbfs / 20))
+    loud = np.flatnonzero(env > threshold)
+    if len(loud) == 0:
+        return 0, 0
+    start = max(0, int(loud[0]) * frame - int(round(opts.preroll_s * sample_rate)))
+    end = min(n, (int(loud[-1]) + 1) * frame + int(round(opts.postroll_s * sample_rate)))
+    return start, end
+
+
+def expected_length(piece_lengths: Sequence[int], pauses: Sequence[str], opts: AssembleOptions) -> int:
+    """The chapter length in samples for pieces of these (trimmed) lengths followed by these pause kinds.
+
+    length = H + sum(max(L_i, 2N)) + sum(P_i) - N * (clips - 1), clips = n + #{P_i > 0} + [H > 0]
+    """
+    if len(piece_lengths) != len(pauses):
+        raise ValueError("one pause kind per piece")
+    if not piece_lengths:
+        return 0
+    n = opts.crossfade_samples()
+    h = opts.lead_in_samples()
+    p = [opts.pause_samples(k) for k in pauses]
+    clips = len(piece_lengths) + sum(1 for x in p if x > 0) + (1 if h > 0 else 0)
+    return h + sum(max(int(L), 2 * n) for L in piece_lengths) + sum(p) - n * (clips - 1)
+
+
+def load_piece(piece: Piece, sample_rate: int) -> np.ndarray:
+    """The segment's audio as (samples,) float32 mono; BookError for a missing, unreadable or wrong-rate file."""
+    import soundfile as sf
+
+    path = Path(piece.audio_path)
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except (OSError, RuntimeError, sf.LibsndfileError) as err:
+        raise BookError(str(path), f"cannot read segment audio ({err})") from None
+    if sr != sample_rate:
+        raise BookError(str(path), f"segment audio is {sr} Hz, expected {sample_rate} Hz")
+    if data.shape[1] != 1:
+        data = data.mean(axis=1, keepdims=True, dtype=np.float32)
+    return np.ascontiguousarray(data[:, 0], dtype=np.float32)
+
+
+def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: Sequence[str],
+                    opts: AssembleOptions = AssembleOptions()) -> ChapterAudio:
+    """assemble_chapter on in-memory segment audio (each (samples,) float32 at opts.sample_rate)."""
+    opts.validate()
+    if not (len(arrays) == len(pauses) == len(texts)):
+        raise ValueError("arrays, pauses and texts must have the same length")
+    for k in pauses:
+        if k not in opts.pauses_s:
+            raise ValueError(f"unknown pause kind {k!r}")
+    sr = opts.sample_rate
+    n = opts.crossfade_samples()
+    fade_out, fade_in = equal_power_fades(n)
+
+    # Trim, then pad up to 2N so that a fade-in and a fade-out never overlap inside one piece.
+    pieces: list[np.ndarray] = []
+    for a in arrays:
+        a = np.asarray(a, dtype=np.float32).reshape(-1)
+        if opts.trim:
+            s, e = trim_bounds(a, sr, opts)
+            a = a[s:e]
+        if len(a) < 2 * n:
+            a = np.concatenate([a, np.zeros(2 * n - len(a), dtype=np.float32)])
+        pieces.append(a)
+    if not pieces:
+        return ChapterAudio(np.zeros(0, dtype=np.float32), sr, [])
+
+    # Lay out the clip sequence: (offset, length, piece index or -1 for silence).
+    clips: list[tuple[int, int, int]] = []
+    pos = 0
+
+    def place(length: int, index: int) -> None:
+        nonlocal pos
+        if clips:
+            pos -= n                                     # every join overlaps the previous clip by N
+        clips.append((pos, length, index))
+        pos += length
+
+    h = opts.lead_in_samples()
+    if h > 0:
+        place(h, -1)
+    for i, a in enumerate(pieces):
+        place(len(a), i)
+        p = opts.pause_samples(pauses[i])
+        if p > 0:
+            place(p, -1)
+    total = pos
+    out = np.zeros(total, dtype=np.float32)              # (total,)
+
+    cues: list[Cue] = []
+    for off, length, index in clips:
+        if index < 0:
+            continue                                     # silence contributes zeros
+        a = pieces[index].copy()
+        if n > 0:                                        # fade in from the previous clip (or the file start),
+            a[:n] *= fade_in                             # fade out into the next clip (or the file end)
+            a[-n:] *= fade_out
+        out[off:off + length] += a
+        cues.append(Cue(0.0, 0.0, texts[index], index, off, off + length))
+
+    # Pieces joined directly (zero pause) overlap by N: their cue boundary is the middle of the cross-fade.
+    for i in range(len(cues) - 1):
+        a, b = cues[i], cues[i + 1]
+        if a.end_sample > b.start_sample:
+            mid = b.start_sample + (a.end_sample - b.start_sample) // 2
+            cues[i] = Cue(0.0, 0.0, a.text, a.segment_index, a.start_sample, mid)
+            cues[i + 1] = Cue(0.0, 0.0, b.text, b.segment_index, mid, b.end_sample)
+    cues = [Cue(c.start_sample / sr, c.end_sample / sr, c.text, c.segment_index, c.start_sample, c.end_sample)
+            for c in cues]
+    return ChapterAudio(out, sr, cues)
+
+
+def assemble_chapter(pieces: Sequence[Piece], opts: AssembleOptions = AssembleOptions()) -> ChapterAudio:
+    """Read each piece's audio, trim, cross-fade and pause: the chapter waveform and its exact cues.
+
+    Pure and deterministic bit for bit: the result depends only on the pieces' audio and `opts`.
+    """
+    arrays = [load_piece(p, opts.sample_rate) for p in pieces]
+    return assemble_arrays(arrays, [p.pause_after for p in pieces], [p.source_text for p in pieces], opts)

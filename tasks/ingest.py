@@ -1,0 +1,68 @@
+"""Ingest: an EPUB or TXT file to a `tasks.book.Book` (chapters of original paragraphs, in reading order).
+
+`load_book(path, notes="end")` dispatches on content (ZIP magic -> EPUB, else TXT), never on the extension
+alone.  Every problem with the input file raises `BookError(path, problem)`; no other exception escapes for
+any input file (unexpected errors from the parsers are converted at this boundary)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from tasks.book import Book, BookError
+
+MAX_FILE_BYTES = 512 * 1024 * 1024  # bytes; input files larger than this are refused before reading
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")  # local header, empty archive, spanned marker
+
+NotesMode = Literal["end", "skip"]
+
+
+def load_book(path: str | Path, *, notes: NotesMode = "end") -> Book:
+    """Read an EPUB or UTF-8/UTF-16/GB18030/Big5 TXT book.  notes="end": EPUB foot/endnotes are read at the end of
+    their chapter; "skip": dropped."""
+    if notes not in ("end", "skip"):
+        raise ValueError(f"notes must be 'end' or 'skip', not {notes!r}")
+    p = str(path)
+    data = _read_bytes(p)
+    try:
+        if data.startswith(ZIP_MAGICS):
+            from tasks.ingest_epub import read_epub
+
+            return read_epub(data, p, notes=notes)
+        from tasks.ingest_txt import read_txt
+
+        return read_txt(data, p)
+    except BookError:
+        raise
+    except RecursionError:
+        raise BookError(p, "document nesting too deep") from None
+    except MemoryError:
+        raise BookError(p, "book too large to read in memory") from None
+    except Exception as e:  # noqa: BLE001 - the boundary: any parser failure on a bad file is a BookError
+        raise BookError(p, f"unreadable book ({type(e).__name__}: {_one_line(str(e))})") from e
+
+
+def _read_bytes(p: str) -> bytes:
+    try:
+        size = Path(p).stat().st_size
+        if Path(p).is_dir():
+            raise BookError(p, "is a directory, not a book file")
+        if size > MAX_FILE_BYTES:
+            raise BookError(p, f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
+        with open(p, "rb") as f:
+            data = f.read()  # not read(n): that preallocates n bytes
+    except FileNotFoundError:
+        raise BookError(p, "file not found") from None
+    except PermissionError:
+        raise BookError(p, "permission denied") from None
+    except IsADirectoryError:
+        raise BookError(p, "is a directory, not a book file") from None
+    except OSError as e:  # includes FileNotFoundError raced after stat
+        raise BookError(p, f"cannot read file ({_one_line(e.strerror or str(e))})") from None
+    if not data:
+        raise BookError(p, "empty file")
+    return data
+
+
+def _one_line(s: str, limit: int = 160) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"

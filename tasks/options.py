@@ -1,0 +1,79 @@
+"""RenderOptions: a render's settings, composed of each stage's own options dataclass (each stage module
+holds its defaults; this is where they meet).  The CLI, the flow and the tests build one of these."""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.api import EngineOptions
+from tasks.assemble import AssembleOptions
+from tasks.package import PackageOptions
+from tasks.segment import SegmentOptions
+
+DEFAULT_OUT = Path("output")          # relative to the working directory
+DEFAULT_VOICE = "seed:2222"           # a book without a stored voice gets this one
+SLUG_MAX_CHARS = 80
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    book: Path
+    out: Path = DEFAULT_OUT
+    voice: str | None = None          # None: the voice stored in the manifest, else DEFAULT_VOICE
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    segment: SegmentOptions = field(default_factory=SegmentOptions)
+    assemble: AssembleOptions = field(default_factory=AssembleOptions)
+    package: PackageOptions = field(default_factory=PackageOptions)
+    allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
+
+    def validate(self) -> "RenderOptions":
+        """Raise ValueError naming the conflict."""
+        self.engine.validate()
+        self.segment.validate()
+        self.assemble.validate()
+        self.package.validate()
+        if not self.package.formats:
+            raise ValueError("--format needs at least one format")
+        if self.voice is not None:
+            check_voice_spec(self.voice)
+        return self
+
+    @property
+    def book_dir(self) -> Path:
+        return self.out / book_slug(self.book)
+
+
+def book_slug(path: Path) -> str:
+    """OUT/<slug>: the book file's stem, made safe (letters of any script, digits, '-', '_', '.')."""
+    stem = unicodedata.normalize("NFC", Path(path).stem)
+    slug = re.sub(r"[^\w.-]+", "-", stem, flags=re.UNICODE).strip("-.") or "book"
+    return slug[:SLUG_MAX_CHARS]
+
+
+def check_voice_spec(spec: str) -> None:
+    """`seed:N`, a file holding a speaker-embedding string, or such a string itself (ValueError otherwise)."""
+    if spec.startswith("seed:"):
+        if not spec[5:].lstrip("-").isdigit():
+            raise ValueError(f"--voice {spec!r}: the seed must be an integer")
+    elif len(spec) < 64 and not Path(spec).is_file():
+        raise ValueError(f"--voice {spec!r}: not seed:N, an existing file, or a speaker-embedding string")
+
+
+def options_from_params(book: str, out: str | None = None, model: str | None = None, voice: str | None = None,
+                        formats: list[str] | tuple[str, ...] | None = None, device: str | None = None,
+                        dtype: str | None = None, int8: bool = False, compile: bool = False,
+                        max_batch: int | None = None, threads: int | None = None,
+                        allow_gaps: bool = False) -> RenderOptions:
+    """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default."""
+    from dataclasses import replace
+
+    eng = EngineOptions()
+    eng = replace(eng, **{k: v for k, v in dict(model=model, device=device, dtype=dtype, max_batch=max_batch,
+                                                 threads=threads).items() if v is not None},
+                  int8=int8, compile=compile)
+    pkg = PackageOptions() if formats is None else replace(PackageOptions(), formats=tuple(
+        f.strip().lower() for f in formats if f.strip()))
+    return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT, voice=voice, engine=eng,
+                         package=pkg, allow_gaps=allow_gaps).validate()

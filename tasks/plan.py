@@ -1,0 +1,178 @@
+"""Plan: turn a segmented book into manifest rows — content keys, per-segment seeds, what is already done.
+
+A segment's audio depends only on (text, voice, seed, engine version), so the content key hashes exactly
+those, and the audio file is named by it.  The seed is derived from (text, voice) alone: the same sentence
+in the same voice always gets the same seed, wherever it sits and whatever it is batched with.  An edited
+book re-plans; every segment whose key already has audio on disk is adopted as done, the rest are pending.
+"""
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Sequence
+
+from tasks.book import Book, Segment
+
+SEGMENTS_DIRNAME = "segments"
+AUDIO_EXT = ".flac"
+
+
+def voice_id(spk_emb: str) -> str:
+    return hashlib.sha256(spk_emb.encode()).hexdigest()[:16]
+
+
+def derive_seed(text: str, vid: str) -> int:
+    """A 63-bit seed from the segment's text and the book's voice."""
+    h = hashlib.sha256(f"seed\x1f{vid}\x1f{text}".encode()).digest()
+    return int.from_bytes(h[:8], "big") >> 1
+
+
+def content_key(text: str, vid: str, seed: int, engine_version: str) -> str:
+    return hashlib.sha256(f"{text}\x1f{vid}\x1f{seed}\x1f{engine_version}".encode()).hexdigest()[:32]
+
+
+def audio_relpath(key: str) -> str:
+    return f"{SEGMENTS_DIRNAME}/{key[:2]}/{key}{AUDIO_EXT}"
+
+
+def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_version: str,
+              book_dir: Path, previous: dict[str, dict] | None = None) -> list[dict]:
+    """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
+    a key that was done and whose audio is on disk stays done with its sample count and attempts."""
+    from manifests import STATUS_DONE, STATUS_PENDING
+
+    vid = voice_id(spk_emb)
+    titles = {c.index: c.title for c in book.chapters}
+    plan_id = uuid.uuid4().hex[:12]
+    previous = previous or {}
+    rows = []
+    for s in segments:
+        seed = derive_seed(s.text, vid)
+        key = content_key(s.text, vid, seed, engine_version)
+        rel = audio_relpath(key)
+        old = previous.get(key)
+        done = old is not None and old["status"] == STATUS_DONE and (book_dir / rel).is_file()
+        rows.append({
+            "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
+            "segment": s.index, "text": s.text, "source_text": s.source_text, "pause_after": s.pause_after,
+            "content_key": key, "status": STATUS_DONE if done else STATUS_PENDING, "audio_path": rel,
+            "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,
+            "voice_id": vid, "spk_emb": spk_emb, "seed": seed, "engine_version": engine_version,
+            "error": "", "attempts": old["attempts"] if done else 0,
+        })
+    return rows
+
+
+BOOK_JSON = "book.json"
+COVERAGE_JSON = "coverage.json"
+
+
+def prepare_book(opts, get_engine) -> Path:
+    """Ingest, normalize, segment and audit the book, then commit a new plan when it changed.
+
+    Everything that can fail on bad input happens before anything is written (or the model is loaded), so a
+    bad book leaves the output folder exactly as it was.  Returns the book directory."""
+    import json
+
+    from manifests import commit, load
+    from tasks.ingest import load_book
+
+    book = load_book(opts.book)                     # BookError on bad input: nothing written yet
+    segments, reports = segment_book(book, opts.segment)   # BookError when characters vanished
+    book_dir = opts.book_dir
+    old = load(book_dir).to_pylist() if book_dir.exists() else []
+    engine = get_engine()                            # only a good book loads the model
+    spk_emb = _resolve_voice(opts.voice, old, engine)
+    rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
+                     previous={r["content_key"]: r for r in old})
+    book_dir.mkdir(parents=True, exist_ok=True)
+    if _plan_signature(rows) != _plan_signature(old):
+        commit(book_dir, rows)
+    info = book_info(book)
+    if book.meta.cover:
+        ext = "png" if book.meta.cover[:4] == b"\x89PNG" else "jpg"
+        info["cover_file"] = f"cover.{ext}"
+        _write_bytes_atomic(book_dir / info["cover_file"], book.meta.cover)
+    _write_json_atomic(book_dir / COVERAGE_JSON, [r.to_dict() for r in reports])
+    _write_json_atomic(book_dir / BOOK_JSON, info)
+    return book_dir
+
+
+def segment_book(book: Book, opts=None) -> tuple[list[Segment], list]:
+    """Every chapter's segments and its coverage report.  A chapter whose characters vanished without a
+    listed reason stops the render before it starts (BookError naming the chapter and the text)."""
+    from tasks.book import BookError
+    from tasks.coverage import audit_chapter
+    from tasks.segment import SegmentOptions, segment_chapter
+
+    opts = opts or SegmentOptions()
+    segments, reports = [], []
+    for chapter in book.chapters:
+        segs = segment_chapter(chapter, opts=opts)
+        rep = audit_chapter(chapter, segs, opts=opts)
+        if not rep.ok:
+            u = rep.unexplained[0]
+            raise BookError(book.meta.source_path or book.meta.title,
+                            f"chapter {chapter.index + 1} ({chapter.title[:30]!r}): text would be lost at "
+                            f"position {u['pos']}: {u['problem']} ({len(rep.unexplained)} such places)")
+        segments += segs
+        reports.append(rep)
+    return segments, reports
+
+
+def _plan_signature(rows: list[dict]) -> list[tuple]:
+    return [(r["chapter"], r["segment"], r["content_key"], r["pause_after"], r["source_text"],
+             r["chapter_title"]) for r in rows]
+
+
+def _resolve_voice(spec: str | None, old_rows: list[dict], engine) -> str:
+    """The voice: an explicit --voice wins; else the one stored in the manifest; else the default seed."""
+    from tasks.options import DEFAULT_VOICE
+
+    if spec is None and old_rows:
+        return old_rows[0]["spk_emb"]
+    return parse_voice(spec or DEFAULT_VOICE, engine)
+
+
+def parse_voice(spec: str, engine) -> str:
+    """`seed:N` samples a speaker with seed N; a path names a UTF-8 file holding a spk_emb string;
+    anything else is a spk_emb string itself (tasks.options.check_voice_spec validated the form)."""
+    if spec.startswith("seed:"):
+        return engine.sample_voice(int(spec[5:]))
+    if len(spec) < 512 and Path(spec).is_file():
+        return Path(spec).read_text(encoding="utf-8").strip()
+    return spec.strip()
+
+
+def book_info(book: Book) -> dict:
+    m = book.meta
+    return {"title": m.title, "author": m.author, "language": m.language, "source_path": m.source_path,
+            "source_format": m.source_format, "encoding": m.encoding, "cover_mime": m.cover_mime,
+            "chapters": [{"index": c.index, "title": c.title} for c in book.chapters]}
+
+
+def _write_json_atomic(path: Path, data) -> None:
+    import json
+
+    _write_bytes_atomic(path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    from tasks.package import atomic_write_bytes
+
+    atomic_write_bytes(path, data)
+
+
+def load_meta(book_dir: Path):
+    """BookMeta (cover included) and chapter titles from book.json, for packaging without the book."""
+    import json
+
+    from tasks.book import BookMeta
+
+    info = json.loads((book_dir / BOOK_JSON).read_text(encoding="utf-8"))
+    cover = (book_dir / info["cover_file"]).read_bytes() if info.get("cover_file") else None
+    meta = BookMeta(title=info["title"], author=info["author"], language=info["language"],
+                    source_path=info["source_path"], source_format=info["source_format"],
+                    encoding=info["encoding"], cover=cover, cover_mime=info.get("cover_mime", ""))
+    return meta, {c["index"]: c["title"] for c in info["chapters"]}

@@ -1,0 +1,113 @@
+"""Synthesize: feed a book's pending manifest rows to the engine and commit results as they finish.
+
+Each finished segment's audio is written content-addressed (FLAC, 24-bit, atomic), then its row is committed
+with the others of the same small batch.  A crash loses at most the uncommitted batch's rows — and not even
+their audio: a pending row whose file already exists is adopted without rendering.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+COMMIT_EVERY_ROWS = 8          # rows per manifest part while rendering
+COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anything finished
+AUDIO_SUBTYPE = "PCM_24"       # FLAC sample format of stored segment audio
+
+
+def write_audio_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "FLAC",
+                       subtype: str = AUDIO_SUBTYPE) -> None:
+    import soundfile as sf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            sf.write(f, audio, sample_rate, format=fmt, subtype=subtype)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_audio(path: Path) -> np.ndarray:
+    import soundfile as sf
+
+    audio, _ = sf.read(path, dtype="float32", always_2d=False)
+    return audio
+
+
+def _audio_frames(path: Path) -> int | None:
+    import soundfile as sf
+
+    try:
+        return sf.info(str(path)).frames
+    except (OSError, RuntimeError, sf.LibsndfileError):
+        return None
+
+
+def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], None] | None = None) -> dict:
+    """Render every pending/failed row of the book's manifest.  Returns counts
+    {rendered, adopted, already_done, total}.  `on_done(done, total)` is called as rows finish."""
+    from engine.api import Request
+    from engine.units import SAMPLE_RATE
+    from manifests import STATUS_DONE, commit, load
+
+    rows = load(book_dir).to_pylist()
+    total = len(rows)
+    todo = [r for r in rows if r["status"] != STATUS_DONE]
+    counts = {"rendered": 0, "adopted": 0, "already_done": total - len(todo), "total": total}
+    done_count = counts["already_done"]
+
+    # Adopt audio that was written before a crash but never committed.
+    pending, adopted = [], []
+    for r in todo:
+        frames = _audio_frames(book_dir / r["audio_path"])
+        if frames:
+            adopted.append({**r, "status": STATUS_DONE, "samples": frames,
+                            "duration_s": frames / SAMPLE_RATE, "error": ""})
+        else:
+            pending.append(r)
+    if adopted:
+        commit(book_dir, adopted)
+        counts["adopted"] = len(adopted)
+        done_count += len(adopted)
+        if on_done:
+            on_done(done_count, total)
+
+    # One request per distinct content key (a repeated sentence is rendered once).
+    by_key: dict[str, list[dict]] = {}
+    for r in pending:
+        by_key.setdefault(r["content_key"], []).append(r)
+    requests: Iterable[Request] = [
+        Request(key=k, text=rs[0]["text"], spk_emb=rs[0]["spk_emb"], seed=rs[0]["seed"],
+)
+        for k, rs in by_key.items()
+    ]
+
+    batch: list[dict] = []
+    last_commit = time.monotonic()
+    try:
+        for result in engine.synthesize(requests):
+            rs = by_key[result.key]
+            write_audio_atomic(book_dir / rs[0]["audio_path"], result.audio, SAMPLE_RATE)
+            n = int(len(result.audio))
+            for r in rs:
+                batch.append({**r, "status": STATUS_DONE, "samples": n, "duration_s": n / SAMPLE_RATE,
+                              "error": "", "attempts": (r["attempts"] or 0) + 1})
+            counts["rendered"] += len(rs)
+            done_count += len(rs)
+            if len(batch) >= COMMIT_EVERY_ROWS or time.monotonic() - last_commit >= COMMIT_EVERY_S:
+                commit(book_dir, batch)
+                batch, last_commit = [], time.monotonic()
+            if on_done:
+                on_done(done_count, total)
+    finally:
+        commit(book_dir, batch)   # whatever finished is kept, also when the engine fails
+    return counts

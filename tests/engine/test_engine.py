@@ -1,0 +1,126 @@
+"""The Engine end to end on random-tiny: text -> audio, and batched == alone, bitwise, under continuous refill."""
+from __future__ import annotations
+
+import pytest
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+pytest.importorskip("ChatTTS")
+
+from engine.api import EngineOptions, Request  # noqa: E402
+from engine.units import expected_tokens, samples_for_tokens  # noqa: E402
+
+TEXTS = ["你好。", "今天天气很好，我们去公园散步吧。", "第一章", "他说：“明天见！”然后走了。",
+         "一二三四五六七八九十。", "春眠不觉晓，处处闻啼鸟。", "☃¤ 未知字符也不会出错。"]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    torch.set_num_threads(1)
+    from engine.engine import Engine
+    return Engine.load(EngineOptions(model="random-tiny", max_batch=3))
+
+
+@pytest.fixture(scope="module")
+def requests(engine):
+    voice = engine.sample_voice(42)
+    return [Request(key=f"seg{i}", text=t, spk_emb=voice, seed=1000 + i) for i, t in enumerate(TEXTS)]
+
+
+@pytest.fixture(scope="module")
+def batched(engine, requests):
+    seen = []
+    out = {r.key: r for r in engine.synthesize(requests, progress=seen.append)}
+    assert [r.key for r in seen] == list(out)          # progress saw each result once, in yield order
+    return out, list(engine.last_batch_sizes)
+
+
+def test_results_have_forced_lengths(batched, requests):
+    out, sizes = batched
+    assert sizes == [3] and set(out) == {r.key for r in requests}
+    for r in requests:
+        res = out[r.key]
+        assert res.tokens == expected_tokens(r.text)
+        assert res.audio.dtype == np.float32 and res.audio.shape == (samples_for_tokens(res.tokens),)
+        assert np.isfinite(res.audio).all() and np.abs(res.audio).max() > 0
+
+
+def test_batched_equals_alone_bitwise_under_continuous_refill(engine, requests, batched):
+    from engine.scheduler import Scheduler
+    out, _ = batched
+    refills = []
+    orig_run = Scheduler.run
+
+    def spy(self, rows):                               # record that slots were refilled mid-decode
+        yield from orig_run(self, rows)
+        refills.append(self.refills)
+
+    Scheduler.run = spy
+    try:
+        again = {r.key: r for r in engine.synthesize(requests[::-1])}
+    finally:
+        Scheduler.run = orig_run
+    assert refills and refills[0] >= len(requests) - 3
+    for req in requests:
+        alone = list(engine.synthesize([req]))
+        assert len(alone) == 1
+        assert np.array_equal(alone[0].audio, out[req.key].audio), req.key
+        assert np.array_equal(again[req.key].audio, out[req.key].audio), req.key
+    # and the results are not trivially equal to each other
+    assert not np.array_equal(out["seg0"].audio[:1000], out["seg5"].audio[:1000])
+
+
+def test_seed_and_voice_change_the_audio(engine, requests, batched):
+    out, _ = batched
+    r = requests[1]
+    other_seed = next(engine.synthesize([Request(r.key, r.text, r.spk_emb, seed=r.seed + 1)]))
+    other_voice = next(engine.synthesize([Request(r.key, r.text, engine.sample_voice(43), seed=r.seed)]))
+    base = out[r.key].audio
+    assert other_seed.audio.shape == base.shape and not np.array_equal(other_seed.audio, base)
+    assert not np.array_equal(other_voice.audio, base)
+
+
+def test_forced_tokens_and_bad_requests(engine, requests):
+    r = requests[0]
+    res = next(engine.synthesize([Request("f", r.text, r.spk_emb, 5, forced_tokens=9)]))
+    assert res.tokens == 9 and res.audio.shape == (samples_for_tokens(9),)
+    with pytest.raises(ValueError, match="forced_tokens"):
+        list(engine.synthesize([Request("x", r.text, r.spk_emb, 5, forced_tokens=5000)]))
+    with pytest.raises(ValueError):
+        list(engine.synthesize([Request("x", r.text, "not a voice", 5)]))
+    assert list(engine.synthesize([])) == []
+
+
+def test_prompt_is_upstream_and_version_names_settings(engine):
+    tok = engine.loaded.tokenizer._tokenizer
+    ids = engine.prompt_ids("你好")
+    assert ids[:2] == tok.convert_tokens_to_ids(["[Stts]", "[spk_emb]"]) and ids[-1] == tok.convert_tokens_to_ids("[Ptts]")
+    assert engine.prompt_ids("[Stts]你好") == ids           # upstream strips its own control tokens
+    assert engine.loaded.fingerprint in engine.version and "fp32" in engine.version and "cpu" in engine.version
+
+
+def test_int8_engine_is_batch_invariant(requests):
+    from engine.engine import Engine
+    e8 = Engine.load(EngineOptions(model="random-tiny", max_batch=2, int8=True))
+    assert "int8" in e8.version
+    reqs = requests[:4]
+    out = {r.key: r for r in e8.synthesize(reqs)}
+    for req in reqs[:2]:
+        assert np.array_equal(next(e8.synthesize([req])).audio, out[req.key].audio), req.key
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("compile_", [False, True])
+def test_cuda_engine_end_to_end(compile_):
+    from engine.engine import Engine
+    e = Engine.load(EngineOptions(model="random-tiny", device="cuda", compile=compile_, max_batch=4))
+    assert "bf16" in e.version and "cuda" in e.version
+    voice = e.sample_voice(42)
+    reqs = [Request(f"g{i}", t, voice, seed=i) for i, t in enumerate(TEXTS)]
+    out = {r.key: r for r in e.synthesize(reqs)}
+    assert len(e.last_batch_sizes) == 1 and e.last_batch_sizes[0] == 4
+    for r in reqs:
+        assert out[r.key].tokens == expected_tokens(r.text)
+        assert out[r.key].audio.shape == (samples_for_tokens(out[r.key].tokens),)
+        assert np.isfinite(out[r.key].audio).all()

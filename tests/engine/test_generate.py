@@ -1,0 +1,188 @@
+"""The sampler (upstream's logits processing, counter-based noise) and the slot decode loop on a random model."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from engine import generate as G  # noqa: E402
+from engine.llama import LlamaShape, build_llama  # noqa: E402
+
+C, V_TEXT, SPK_ID = 64, 100, 7
+
+
+def random_code_model(seed: int = 0, eos_bias: float = 0.0) -> G.CodeModel:
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(hidden_size=C, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+                                   initializer_range=0.2)
+    hf = transformers.LlamaModel(cfg)
+    llama = build_llama(LlamaShape.from_hf(cfg), hf.state_dict())
+    head = torch.randn(4, 626, C) * 0.3
+    head[:, G.EOS] *= 0
+    model = G.CodeModel(llama, torch.randn(V_TEXT, C), torch.randn(4, 626, C) * 0.5, head, SPK_ID)
+    if eos_bias:   # EOS logit raised for every hidden state
+        head_logits = model.logits
+        bias = torch.zeros(4, 626)
+        bias[:, G.EOS] = eos_bias
+        model.logits = lambda h: head_logits(h) + bias
+    return model
+
+
+def make_row(model, key, n_prompt, seed, end_at, forced=True, spk=None):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(8, V_TEXT, (n_prompt,), generator=g)
+    ids[1] = SPK_ID
+    return G.Row(key=key, ids=ids, spk=spk, rng=G.row_key(seed), end_at=end_at,
+                 forced=forced)
+
+
+# ------------------------------------------------------------------------------------------- sampler
+def test_hash32_matches_plain_32bit_arithmetic():
+    def ref(x):
+        x ^= x >> 16
+        x = (x * 0x7FEB352D) & 0xFFFFFFFF
+        x ^= x >> 15
+        x = (x * 0x846CA68B) & 0xFFFFFFFF
+        return x ^ (x >> 16)
+    xs = [0, 1, 2, 0xFFFFFFFF, 0x12345678, 0x80000000, 987654321]
+    got = G.hash32(torch.tensor(xs, dtype=torch.long)).tolist()
+    assert got == [ref(x) for x in xs] == [G.hash32(x) for x in xs]
+    assert len(set(got)) == len(xs)
+
+
+def test_process_logits_matches_upstream_processors():
+    gen_logits = pytest.importorskip("ChatTTS.model.processors").gen_logits
+    torch.manual_seed(1)
+    p = G.SamplingParams()
+    B, Q, V = 3, 4, 626
+    logits = torch.randn(B, Q, V) * 3
+    for t in (0, 5, 40):                       # generated tokens so far (window of 16)
+        gen = torch.randint(0, 625, (B, t, Q))
+        warpers, procs = gen_logits(num_code=625, top_P=p.top_p, top_K=p.top_k,
+                                    repetition_penalty=p.repetition_penalty)
+        x = logits.reshape(B * Q, V) / p.temperature
+        tokens = gen.permute(0, 2, 1).reshape(B * Q, t)
+        for f in (*procs, *warpers):
+            x = f(tokens, x)
+        hist = torch.full((B, Q, p.penalty_window), V, dtype=torch.long)
+        w = min(t, p.penalty_window)
+        if w:
+            hist[:, :, -w:] = gen[:, t - w:].permute(0, 2, 1)
+        ours = G.process_logits(logits, hist, torch.ones(B, dtype=torch.bool), p).reshape(B * Q, V)
+        assert torch.equal(torch.isinf(ours), torch.isinf(x))
+        torch.testing.assert_close(ours[~torch.isinf(x)], x[~torch.isinf(x)])
+        assert (~torch.isinf(ours)).sum(-1).max() <= p.top_k
+
+
+def test_eos_mask():
+    logits = torch.zeros(2, 4, 626)
+    logits[..., G.EOS] = 50
+    out = G.process_logits(logits, torch.full((2, 4, 16), 626), torch.tensor([False, True]), G.SamplingParams())
+    assert torch.isinf(out[0, :, G.EOS]).all() and not torch.isinf(out[1, :, G.EOS]).any()
+
+
+def test_gumbel_sampling_follows_softmax_and_is_counter_based():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    logits = probs.log().expand(4000, 1, 4).contiguous()
+    cells = G.hash32(torch.arange(4) + 1)
+    keys = torch.tensor([G.row_key(s) for s in range(4000)])
+    tok = G.sample(logits, keys, torch.zeros(4000, dtype=torch.long), cells)[:, 0]
+    freq = torch.bincount(tok, minlength=4).float() / 4000
+    assert (freq - probs).abs().max() < 0.03, freq
+    # same (key, step) -> same draw, whatever the batch around it; another step -> fresh noise
+    alone = G.gumbel_noise(keys[7:8], torch.tensor([3]), cells)
+    batched = G.gumbel_noise(keys[:16], torch.full((16,), 3), cells)
+    assert torch.equal(alone[0], batched[7])
+    assert not torch.equal(alone, G.gumbel_noise(keys[7:8], torch.tensor([4]), cells))
+
+
+# ------------------------------------------------------------------------------------------- decode loop
+def _run(model, rows, slots, exact=True):
+    """Admit rows in order as slots free up (continuous refill); return {key: row}."""
+    batch = G.DecodeBatch(model, slots=slots, max_len=256, max_steps=128, exact=exact)
+    pending, done = list(rows), {}
+    while pending or batch.rows:
+        for s in batch.free_slots():
+            if not pending:
+                break
+            r = batch.admit(pending.pop(0), s)
+            if r is not None:
+                done[r.key] = r
+        for r in batch.step():
+            done[r.key] = r
+    return done
+
+
+def _fresh(model, specs):
+    return [make_row(model, *s) for s in specs]
+
+
+@torch.no_grad()
+def test_forced_count_and_batched_equals_alone_bitwise():
+    torch.set_num_threads(1)
+    model = random_code_model()
+    specs = [(f"r{i}", 5 + 3 * i, 100 + i, 6 + 7 * (i % 4)) for i in range(11)]   # key, prompt, seed, T
+    batched = _run(model, _fresh(model, specs), slots=4)
+    assert {k: r.tokens for k, r in batched.items()} == {s[0]: s[3] for s in specs}
+    wide = _run(model, _fresh(model, specs[::-1]), slots=9)         # other order, other slots, 2 chunks
+    for key, n, seed, T in specs:
+        alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
+        assert alone.hiddens.shape == (T, C)
+        assert torch.equal(alone.hiddens, batched[key].hiddens), key
+        assert torch.equal(alone.hiddens, wide[key].hiddens), key
+    assert not torch.equal(batched["r0"].hiddens[:6], batched["r4"].hiddens[:6])
+
+
+@torch.no_grad()
+def test_eos_ends_row_and_cap_stops_runaway():
+    model = random_code_model(eos_bias=50.0)       # EOS dominates as soon as it is allowed
+    rows = [make_row(model, "free", 6, 1, end_at=40, forced=False),
+            make_row(model, "forced", 6, 2, end_at=12, forced=True)]
+    out = _run(model, rows, slots=2)
+    assert out["free"].tokens == 1                 # EOS masked at step 0 only (non-empty), then taken
+    assert out["forced"].tokens == 12
+    calm = random_code_model(eos_bias=-1e4)        # EOS never sampled: the cap ends the row
+    out = _run(calm, [make_row(calm, "cap", 6, 3, end_at=9, forced=False)], slots=1)
+    assert out["cap"].tokens == 9
+
+
+@torch.no_grad()
+def test_exact_and_batched_mask_paths_agree():
+    model = random_code_model()
+    """The non-exact step (all slots in one call, cache views, bucketed attention length; what CUDA runs,
+    captured or not) against the exact one, under refill."""
+    specs = [(f"r{i}", 4 + 2 * i, 7 + i, 5 + 4 * (i % 3)) for i in range(7)]
+    a = _run(model, _fresh(model, specs), slots=3, exact=True)
+    b = _run(model, _fresh(model, specs), slots=3, exact=False)
+    for key, _, _, T in specs:
+        assert a[key].tokens == b[key].tokens == T
+        torch.testing.assert_close(a[key].hiddens[:3], b[key].hiddens[:3], atol=1e-5, rtol=1e-4)
+
+
+def test_prompt_embedding_applies_normalized_speaker():
+    model = random_code_model()
+    ids = torch.tensor([3, SPK_ID, 9])
+    spk = torch.randn(C) * 4
+    emb = model.prompt_embedding(ids, spk)[0]
+    torch.testing.assert_close(emb[1], spk / spk.norm())
+    assert torch.equal(emb[0], model.emb_text[3]) and torch.equal(emb[2], model.emb_text[9])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@torch.no_grad()
+def test_cuda_graph_step_matches_eager_and_is_deterministic():
+    model = random_code_model()
+    cuda = G.CodeModel(model.llama.to("cuda"), model.emb_text.cuda(), model.emb_code.cuda(),
+                       model.head.view(4, 626, C).cuda(), SPK_ID)
+    specs = [(f"r{i}", 5 + 3 * i, 100 + i, 6 + 7 * (i % 4)) for i in range(7)]
+    eager = _run(cuda, _fresh(cuda, specs), slots=3, exact=False)
+    G.enable_compile(cuda)
+    graphed = _run(cuda, _fresh(cuda, specs), slots=3, exact=False)
+    again = _run(cuda, _fresh(cuda, specs), slots=3, exact=False)
+    for key, _, _, T in specs:
+        assert graphed[key].tokens == T == eager[key].tokens
+        assert torch.equal(graphed[key].hiddens, again[key].hiddens), key
+        torch.testing.assert_close(graphed[key].hiddens[:2], eager[key].hiddens[:2], atol=1e-4, rtol=1e-3)

@@ -1,0 +1,120 @@
+"""Our Llama forward equals transformers' LlamaModel on random weights (prefill + decode, left-padded batch)."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from engine.llama import KVCache, LlamaShape, build_llama  # noqa: E402
+
+TOL = dict(atol=2e-5, rtol=1e-4)   # fp32
+
+
+@pytest.fixture(scope="module")
+def models():
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=3,
+                                   num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+                                   rms_norm_eps=1e-6, initializer_range=0.2)
+    hf = transformers.LlamaModel(cfg).eval()
+    with torch.no_grad():   # non-trivial norm weights, so a missed norm would show
+        for name, p in hf.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    ours = build_llama(LlamaShape.from_hf(cfg), hf.state_dict())
+    return cfg, hf, ours
+
+
+def _hf_left_padded(hf, emb, valid, new_emb):
+    """HF prefill on a left-padded batch, then one decode step (positions as ChatTTS computes them)."""
+    mask = valid.long()
+    pos = (mask.cumsum(-1) - 1).masked_fill(mask.eq(0), 1)
+    out = hf(inputs_embeds=emb, attention_mask=mask, position_ids=pos, use_cache=True)
+    mask2 = torch.cat([mask, torch.ones(len(emb), 1, dtype=torch.long)], 1)
+    pos2 = pos[:, -1:] + 1
+    out2 = hf(inputs_embeds=new_emb, attention_mask=mask2, position_ids=pos2,
+              past_key_values=out.past_key_values, use_cache=True)
+    return out.last_hidden_state, out2.last_hidden_state, pos
+
+
+@torch.no_grad()
+def test_batched_mask_path_equals_hf_left_padded(models):
+    cfg, hf, ours = models
+    B, L, C = 3, 7, cfg.hidden_size
+    lens = [7, 4, 1]
+    emb, new = torch.randn(B, L, C), torch.randn(B, 1, C)
+    valid = torch.zeros(B, L, dtype=torch.bool)
+    for b, n in enumerate(lens):
+        valid[b, L - n:] = True
+    ref1, ref2, pos = _hf_left_padded(hf, emb, valid, new)
+
+    cache = KVCache(ours.s, slots=B, max_len=16, device="cpu", dtype=torch.float32)
+    slots = torch.arange(B)
+    idx = torch.arange(L).expand(B, L)
+    # causal over keys that are valid; a padded query attends to itself only (no all-False rows -> no NaN)
+    mask = torch.ones(L, L, dtype=torch.bool).tril() & valid[:, None, :]
+    mask |= torch.eye(L, dtype=torch.bool)
+    h1 = ours(emb, pos, cache, slots, cache_idx=idx, mask=mask[:, None])
+    torch.testing.assert_close(h1[valid], ref1[valid], **TOL)
+
+    mask2 = torch.cat([valid, torch.ones(B, 1, dtype=torch.bool)], 1)[:, None, None, :]   # [B, 1, 1, L+1]
+    h2 = ours(new, pos[:, -1:] + 1, cache, slots, cache_idx=torch.full((B, 1), L), mask=mask2)
+    torch.testing.assert_close(h2, ref2, **TOL)
+    assert not torch.equal(h2[0], h2[1])     # rows really differ (the test can fail)
+
+
+@torch.no_grad()
+def test_per_row_path_equals_hf(models):
+    """Each row prefilled alone into its own slot (no padding), then decoded together with per-row prefixes."""
+    cfg, hf, ours = models
+    C, lens, steps = cfg.hidden_size, [5, 9, 2], 3
+    prompts = [torch.randn(1, n, C) for n in lens]
+    news = torch.randn(steps, len(lens), 1, C)
+    cache = KVCache(ours.s, slots=4, max_len=32, device="cpu", dtype=torch.float32)
+    slot_of = [2, 0, 3]                       # rows live in arbitrary slots
+    for b, n in enumerate(lens):
+        h = ours(prompts[b], torch.arange(n)[None], cache, torch.tensor([slot_of[b]]), lengths=[n])
+        ref = hf(inputs_embeds=prompts[b]).last_hidden_state
+        torch.testing.assert_close(h, ref, **TOL)
+    cur = list(lens)
+    for t in range(steps):
+        pos = torch.tensor(cur)[:, None]
+        cur = [n + 1 for n in cur]
+        h = ours(news[t], pos, cache, torch.tensor(slot_of), lengths=cur)
+        for b in range(len(lens)):
+            full = torch.cat([prompts[b], news[: t + 1, b].transpose(0, 1)], 1)
+            ref = hf(inputs_embeds=full).last_hidden_state[:, -1]
+            torch.testing.assert_close(h[b], ref, **TOL)
+
+
+@torch.no_grad()
+def test_per_row_and_batched_paths_agree_on_padding_free_batch(models):
+    cfg, _, ours = models
+    B, n, C = 2, 6, cfg.hidden_size
+    x = torch.randn(B, n, C)
+    pos = torch.arange(n).expand(B, n)
+    c1 = KVCache(ours.s, B, 8, "cpu", torch.float32)
+    c2 = KVCache(ours.s, B, 8, "cpu", torch.float32)
+    a = ours(x, pos, c1, None, mask=torch.ones(n, n, dtype=torch.bool).tril()[None, None])   # slot b = row b
+    b = ours(x, pos, c2, torch.arange(B), lengths=[n, n])
+    torch.testing.assert_close(a, b, **TOL)
+    torch.testing.assert_close(c1.k[-1], c2.k[-1], **TOL)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@torch.no_grad()
+def test_cuda_half_precision_matches_hf_fp32_beyond_position_256(models, dtype):
+    """Half precision on CUDA with integer positions: rows of 300 tokens stay close to HF fp32 on CPU."""
+    cfg, hf2, _ = models
+    ours = build_llama(LlamaShape.from_hf(cfg), hf2.state_dict(), "cuda", getattr(torch, dtype))
+    x = torch.randn(1, 300, cfg.hidden_size)
+    ref = hf2(inputs_embeds=x).last_hidden_state[0]
+    cache = KVCache(ours.s, 1, 320, "cuda", getattr(torch, dtype))
+    h = ours(x.cuda().to(getattr(torch, dtype)), torch.arange(300, device="cuda")[None], cache,
+             torch.tensor([0], device="cuda"), mask=torch.ones(300, 300, dtype=torch.bool, device="cuda").tril()[None, None])
+    err = (h[0].float().cpu() - ref).norm(dim=-1) / ref.norm(dim=-1)
+    assert err.max() < 0.05, err.max()

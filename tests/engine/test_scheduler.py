@@ -1,0 +1,107 @@
+"""Scheduler: bucket order, memory budget, continuous refill, OOM backoff (injected) with identical output."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from engine import scheduler as S  # noqa: E402
+from tests.engine.test_generate import make_row, random_code_model  # noqa: E402
+
+SPECS = [(f"r{i}", 4 + 2 * i, 50 + i, 5 + 6 * (i % 3)) for i in range(9)]   # key, prompt, seed, T
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.set_num_threads(1)
+    return random_code_model(seed=3)
+
+
+def rows(model):
+    out = [make_row(model, *s) for s in SPECS]
+    for i, r in enumerate(out):
+        r.order = i
+    return out
+
+
+def run(model, max_batch, hook=None):
+    sched = S.Scheduler(model, max_batch=max_batch, exact=True, free_bytes=1 << 40, step_hook=hook)
+    return {r.key: r for r in sched.run(rows(model))}, sched
+
+
+def test_bucket_order_longest_first_then_arrival(model):
+    rs = rows(model)
+    ordered = S.bucket_order(rs)
+    buckets = [-((r.prompt_len + r.end_at) // S.BUCKET_TOKENS) for r in ordered]
+    assert buckets == sorted(buckets)
+    rs[0].end_at, rs[5].end_at = 400, 300
+    assert [r.key for r in S.bucket_order(rs)[:2]] == ["r0", "r5"]
+
+
+def test_budget_caps_batch(model):
+    per_row = S.row_bytes(model, 512, 256)
+    assert per_row > 0
+    assert S.batch_for_budget(model, 16, 512, 256, free_bytes=int(per_row * 3 / S.MEMORY_FRACTION)) == 3
+    assert S.batch_for_budget(model, 16, 512, 256, free_bytes=1) == 1
+    assert S.batch_for_budget(model, 16, 512, 256, free_bytes=1 << 50) == 16
+
+
+def test_continuous_refill_and_all_rows_finish(model):
+    out, sched = run(model, max_batch=3)
+    assert set(out) == {s[0] for s in SPECS}
+    assert all(out[k].tokens == T for k, _, _, T in SPECS)
+    assert sched.batch_sizes == [3] and sched.refills >= len(SPECS) - 3
+
+
+@pytest.mark.parametrize("fail_at", [1, 7, 20])
+def test_oom_halves_batch_and_output_is_identical(model, fail_at):
+    ref, _ = run(model, max_batch=4)
+    calls = {"n": 0}
+
+    def hook(batch):
+        calls["n"] += 1
+        if calls["n"] == fail_at:
+            raise torch.OutOfMemoryError("CUDA out of memory. (injected)")
+
+    out, sched = run(model, max_batch=4, hook=hook)
+    assert sched.batch_sizes == [4, 2]
+    assert set(out) == set(ref)
+    for k in ref:
+        assert out[k].tokens == ref[k].tokens and torch.equal(out[k].hiddens, ref[k].hiddens), k
+
+
+def test_oom_at_batch_one_and_other_errors_propagate(model):
+    def oom(batch):
+        raise torch.OutOfMemoryError("CUDA out of memory. (injected)")
+
+    with pytest.raises(torch.OutOfMemoryError):
+        S.Scheduler(model, max_batch=1, exact=True, free_bytes=1 << 40, step_hook=oom).run(rows(model)).__next__()
+
+    def boom(batch):
+        raise RuntimeError("something else")
+
+    with pytest.raises(RuntimeError, match="something else"):
+        list(S.Scheduler(model, max_batch=4, exact=True, free_bytes=1 << 40, step_hook=boom).run(rows(model)))
+
+
+@pytest.mark.parametrize("fail_at", [2, 9, 30])
+def test_oom_inside_forward_prefill_or_decode(model, fail_at):
+    """The error raised inside the Llama forward (a newcomer's prefill or a decode step): same output."""
+    ref, _ = run(model, max_batch=4)
+    calls = {"n": 0}
+    forward = model.llama.forward
+
+    def failing(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == fail_at:
+            raise torch.OutOfMemoryError("CUDA out of memory. (injected)")
+        return forward(*a, **k)
+
+    model.llama.forward = failing
+    try:
+        out, sched = run(model, max_batch=4)
+    finally:
+        del model.llama.forward
+    assert sched.batch_sizes == [4, 2]
+    for k in ref:
+        assert out[k].tokens == ref[k].tokens and torch.equal(out[k].hiddens, ref[k].hiddens), k

@@ -1,0 +1,147 @@
+"""End to end: the CLI renders real books through the real ChatTTS path (random-tiny, CPU)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+import manifests
+from flows.cli import main
+from tasks.assemble import AssembleOptions, expected_length, trim_bounds
+from tests.conftest import ROOT, corpus_path
+from tests.flows.helpers import SAMPLE, chapter_files, cli, tree_digest, write_txt_book
+
+
+def _check_chapter_lengths(book_dir, opts=AssembleOptions()):
+    """Each chapter file is exactly: lead-in + trimmed segments + pauses - cross-fades (assemble's formula)."""
+    rows = manifests.load(book_dir).to_pylist()
+    files = chapter_files(book_dir)
+    chapters = sorted({r["chapter"] for r in rows})
+    assert len(files) == len(chapters)
+    for f, ch in zip(files, chapters):
+        seg = [r for r in rows if r["chapter"] == ch]
+        lengths = []
+        for r in seg:
+            audio, sr = sf.read(book_dir / r["audio_path"], dtype="float32")
+            assert len(audio) == r["samples"]
+            a, b = trim_bounds(audio, sr, opts) if opts.trim else (0, len(audio))
+            lengths.append(b - a)
+        info = sf.info(str(f))
+        assert info.samplerate == 24_000
+        assert info.frames == expected_length(lengths, [r["pause_after"] for r in seg], opts), f.name
+
+
+def test_render_shanhaijing_epub(tmp_path, capsys):
+    """Acceptance 2 of the vertical slice: the real Chinese EPUB renders; every row done; exact lengths."""
+    book = corpus_path("epub", "gutenberg", "pg25288-shanhaijing-zh.epub")
+    t0 = time.monotonic()
+    assert main([str(book), "--model", "random-tiny", "--out", str(tmp_path)]) == 0
+    print(f"shanhaijing render: {time.monotonic() - t0:.1f} s")
+    book_dir = tmp_path / "pg25288-shanhaijing-zh"
+    rows = manifests.load(book_dir).to_pylist()
+    assert rows and all(r["status"] == "done" for r in rows)
+    assert all(r["attempts"] == 1 for r in rows)
+    assert len({r["spk_emb"] for r in rows}) == 1                      # one voice per book, stored
+    _check_chapter_lengths(book_dir)
+    out = capsys.readouterr().out
+    assert f"{len(rows)} rendered" in out
+
+
+def test_status_reports_chapters(tmp_path, capsys):
+    assert main([str(SAMPLE), "--model", "random-tiny", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["status", str(SAMPLE), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["ch", "done", "pend", "fail"]
+    assert len(out) == 1 + 4 + 1 and out[1].split()[0] == "1" and out[-1].startswith("total 12 done, 0 pending")
+
+
+def _render_proc(book, out):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "flows.cli", str(book), "--model", "random-tiny",
+                             "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_sigkill_and_resume_is_byte_identical(tmp_path):
+    """Acceptance 3: SIGKILL part-way, rerun: done segments are not rendered again, and the chapter files
+    equal an uninterrupted render's byte for byte."""
+    book = write_txt_book(tmp_path / "novel.txt", chapters=2, sentences=18)
+    ref = cli(str(book), "--model", "random-tiny", "--out", str(tmp_path / "ref"))
+    assert ref.returncode == 0, ref.stderr
+
+    out = tmp_path / "killed"
+    mdir = out / "novel" / "manifest"
+    proc = _render_proc(book, out)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(list(mdir.glob("part-*.parquet"))) >= 2:          # the plan and a first batch committed
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the render finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {(r["chapter"], r["segment"]): r for r in manifests.load(out / "novel").to_pylist()}
+    done_before = {k for k, r in before.items() if r["status"] == "done"}
+    assert 0 < len(done_before) < len(before)
+
+    again = cli(str(book), "--model", "random-tiny", "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    after = {(r["chapter"], r["segment"]): r for r in manifests.load(out / "novel").to_pylist()}
+    assert all(r["status"] == "done" and r["attempts"] == 1 for r in after.values())   # nothing rendered twice
+    assert f"reused" in again.stdout and f"{len(after) - len(done_before)} rendered" in again.stdout \
+        or f"{len(done_before)} reused" in again.stdout
+    ref_files = chapter_files(tmp_path / "ref" / "novel")
+    got_files = chapter_files(out / "novel")
+    assert [p.name for p in got_files] == [p.name for p in ref_files] and len(ref_files) == 3
+    for a, b in zip(ref_files, got_files):
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def _bad_inputs(tmp_path):
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+    trunc = SAMPLE.read_bytes()[: len(SAMPLE.read_bytes()) // 2]
+    rng = np.random.default_rng(3)
+    return {
+        "missing": (tmp_path / "in" / "missing" / "daodejing.epub", None),
+        "empty": (tmp_path / "in" / "empty" / "daodejing.txt", b""),
+        "png": (tmp_path / "in" / "png" / "daodejing.epub", png),
+        "truncated-zip": (tmp_path / "in" / "trunc" / "daodejing.epub", trunc),
+        "unknown-encoding": (tmp_path / "in" / "enc" / "daodejing.txt", rng.integers(128, 256, 4000,
+                                                                                      dtype=np.uint8).tobytes()),
+    }
+
+
+def test_bad_input_exit_2_one_line_and_output_untouched(tmp_path):
+    """Acceptance 6: each bad book gives exit 2, one stderr line naming the file, and leaves the existing
+    output (a finished render of a book with the same name) untouched."""
+    out = tmp_path / "out"
+    assert main([str(SAMPLE), "--model", "random-tiny", "--out", str(out)]) == 0
+    before = tree_digest(out)
+    for kind, (path, data) in _bad_inputs(tmp_path).items():
+        if data is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        r = cli(str(path), "--model", "random-tiny", "--out", str(out))
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2, (kind, r.stderr)
+        assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in r.stderr, (kind, r.stderr)
+        assert tree_digest(out) == before, kind
+    fresh = tmp_path / "fresh"                                  # nothing is created for a bad book
+    r = cli(str(_bad_inputs(tmp_path)["png"][0]), "--model", "random-tiny", "--out", str(fresh))
+    assert r.returncode == 2 and not fresh.exists()
+
+
+def test_usage_errors_exit_2(tmp_path):
+    r = cli(str(SAMPLE), "--format", "aiff", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "aiff" in r.stderr
+    assert not (tmp_path / "o").exists()
+    r = cli(str(SAMPLE), "--int8", "--device", "cuda", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "--int8" in r.stderr

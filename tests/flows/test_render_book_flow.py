@@ -1,0 +1,32 @@
+"""The render-book Prefect flow (under prefect_test_harness) writes the same files as the CLI."""
+from __future__ import annotations
+
+import pytest
+
+from flows.cli import main
+from tests.flows.helpers import SAMPLE, chapter_files, tree_digest
+
+
+@pytest.fixture(scope="module")
+def harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def test_flow_output_equals_cli_output(tmp_path, harness):
+    from prefect.artifacts import Artifact
+
+    from flows.render_book import render_book_flow
+
+    book_dir = render_book_flow(book=str(SAMPLE), out=str(tmp_path / "flow"), model="random-tiny")
+    assert main([str(SAMPLE), "--model", "random-tiny", "--out", str(tmp_path / "cli")]) == 0
+    flow_files = tree_digest(tmp_path / "flow" / "daodejing")
+    cli_files = tree_digest(tmp_path / "cli" / "daodejing")
+    produced = {k: v for k, v in flow_files.items() if not k.startswith("manifest/")}
+    assert len(chapter_files(tmp_path / "flow" / "daodejing")) == 4
+    assert produced == {k: v for k, v in cli_files.items() if not k.startswith("manifest/")}
+    assert str(tmp_path / "flow" / "daodejing") == book_dir
+    art = Artifact.get("render-progress")
+    assert art is not None and float(art.data) == 100.0

@@ -1,0 +1,90 @@
+"""The manifest: atomic part commits, latest state per segment, torn parts, plans, compaction."""
+import os
+import subprocess
+import sys
+import warnings
+
+import pyarrow.parquet as pq
+import pytest
+
+import manifests
+from manifests.lock import BookLock, BookLocked
+
+
+def row(ch, seg, status="pending", plan="p1", key=None, **kw):
+    r = {"plan_id": plan, "chapter": ch, "chapter_title": f"第{ch + 1}章", "segment": seg, "text": f"t{ch}.{seg}",
+         "source_text": f"s{ch}.{seg}", "pause_after": "sentence", "content_key": key or f"k{ch}{seg}",
+         "status": status, "audio_path": f"segments/k{ch}{seg}.flac", "samples": 0, "duration_s": 0.0,
+         "voice_id": "v", "spk_emb": "emb", "seed": 7, "engine_version": "e1", "error": "", "attempts": 0}
+    r.update(kw)
+    return r
+
+
+def test_latest_state_wins_and_order(tmp_path):
+    manifests.commit(tmp_path, [row(1, 0), row(0, 1), row(0, 0)])
+    manifests.commit(tmp_path, [row(0, 1, "done", samples=512, attempts=1)])
+    manifests.commit(tmp_path, [row(1, 0, "failed", error="babble", attempts=3)])
+    t = manifests.load(tmp_path).to_pylist()
+    assert [(r["chapter"], r["segment"], r["status"]) for r in t] == [(0, 0, "pending"), (0, 1, "done"),
+                                                                       (1, 0, "failed")]
+    assert t[1]["samples"] == 512 and t[2]["error"] == "babble" and t[2]["attempts"] == 3
+    assert sorted(p.name for p in manifests.manifest_dir(tmp_path).iterdir()) == [
+        "part-00000001.parquet", "part-00000002.parquet", "part-00000003.parquet"]
+
+
+def test_torn_part_is_skipped_and_tmp_files_ignored(tmp_path):
+    manifests.commit(tmp_path, [row(0, 0), row(0, 1)])
+    p2 = manifests.commit(tmp_path, [row(0, 0, "done")])
+    data = p2.read_bytes()
+    p2.write_bytes(data[: len(data) // 2])                      # a torn last part
+    (manifests.manifest_dir(tmp_path) / "part-00000003.parquet.x1.tmp").write_bytes(b"garbage")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        t = manifests.load(tmp_path).to_pylist()
+    assert [r["status"] for r in t] == ["pending", "pending"]
+    assert any("unreadable manifest part" in str(x.message) for x in w)
+    manifests.commit(tmp_path, [row(0, 1, "done")])             # the next commit goes after the torn one
+    assert [r["status"] for r in manifests.load(tmp_path).to_pylist()] == ["pending", "done"]
+
+
+def test_a_new_plan_replaces_the_segment_set(tmp_path):
+    manifests.commit(tmp_path, [row(0, 0, plan="a"), row(0, 1, plan="a"), row(0, 2, plan="a")])
+    manifests.commit(tmp_path, [row(0, 0, "done", plan="a")])
+    manifests.commit(tmp_path, [row(0, 0, "done", plan="b", key="x"), row(0, 1, plan="b", key="y")])
+    t = manifests.load(tmp_path).to_pylist()
+    assert [(r["segment"], r["content_key"], r["status"]) for r in t] == [(0, "x", "done"), (1, "y", "pending")]
+
+
+def test_compact_folds_parts_into_one(tmp_path):
+    manifests.commit(tmp_path, [row(0, i) for i in range(5)])
+    for i in range(5):
+        manifests.commit(tmp_path, [row(0, i, "done", attempts=1)])
+    before = manifests.load(tmp_path)
+    dest = manifests.compact(tmp_path)
+    assert [p.name for p in manifests.manifest_dir(tmp_path).iterdir()] == [dest.name]
+    assert manifests.load(tmp_path).equals(before)
+    assert pq.read_table(dest).num_rows == 5
+
+
+def test_summary_counts_per_chapter(tmp_path):
+    manifests.commit(tmp_path, [row(0, 0, "done", duration_s=2.5), row(0, 1), row(1, 0, "failed")])
+    s = manifests.summary(manifests.load(tmp_path))
+    assert [(c["chapter"], c["done"], c["pending"], c["failed"]) for c in s] == [(0, 1, 1, 0), (1, 0, 0, 1)]
+    assert s[0]["done_s"] == 2.5 and s[0]["remaining_s"] > 0
+
+
+def test_lock_refuses_a_second_holder_and_is_taken_over_after_a_kill(tmp_path):
+    code = ("import sys,time; from manifests.lock import BookLock; BookLock(sys.argv[1]).acquire(); "
+            "print('locked', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                            cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(BookLocked, match=f"pid {proc.pid}"):
+            BookLock(tmp_path).acquire()
+    finally:
+        proc.kill()
+        proc.wait()
+    with BookLock(tmp_path):                                     # the dead holder's lock is taken over
+        with pytest.raises(BookLocked):
+            BookLock(tmp_path).acquire()
