@@ -54,11 +54,17 @@ def test_long_sentence_split_at_clauses_then_words_never_over_cap():
     assert "".join(s.source_text for s in segs) == "甲乙丙丁戊，" * 20 + long_clause + "。"
     clause_cut = [s for s in segs if s.text.endswith("，")]
     assert clause_cut and all(s.pause_after == "clause" for s in clause_cut)
-    # the over-long clause is cut between words: each piece is a run of jieba words
+    # the over-long clause is cut between jieba words, never inside one
     import jieba
-    words = set(jieba.cut(normalize_simpl(long_clause), HMM=False))
-    tail = [s.text.rstrip("。") for s in segs if s.text and s.text[0] in "那鲜且将变大"]
-    assert tail, [s.text for s in segs]
+    words = list(jieba.cut(normalize_simpl(long_clause), HMM=False))
+    bounds = {sum(len(w) for w in words[:i]) for i in range(len(words) + 1)}
+    clause_start = len("甲乙丙丁戊，" * 20)
+    cuts, pos = [], 0
+    for s in segs:
+        pos += len(s.source_text)
+        if clause_start < pos < clause_start + len(long_clause):
+            cuts.append(pos - clause_start)
+    assert cuts and all(c in bounds for c in cuts), (cuts, words)
 
 
 def normalize_simpl(s):
