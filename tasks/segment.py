@@ -252,11 +252,18 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) 
             yield pending
         src = _source(units, d)
         pause: PauseKind = "paragraph" if d.title and d.pause == "paragraph" else d.pause
-        pending = Segment(chapter=chapter.index, index=index, text=d.text, source_text=src, pause_after=pause,
-                          notes=tuple(d.notes))
+        pending = Segment(chapter=chapter.index, index=index, text=_close(d.text, pause, opts), source_text=src,
+                          pause_after=pause, notes=tuple(d.notes))
         index += 1
     if pending is not None:
-        yield replace(pending, pause_after="chapter")
+        yield replace(pending, text=_close(pending.text, "chapter", opts), pause_after="chapter")
+
+
+def _close(text: str, pause: PauseKind, opts: SegmentOptions) -> str:
+    """A segment that ends a sentence (or more) ends with 。 so ChatTTS closes the intonation."""
+    if pause != "clause" and text and text[-1] not in _MARKS and _fits(text + "。", opts):
+        return text + "。"
+    return text
 
 
 def _source(units: list[str], d: _Draft) -> str:

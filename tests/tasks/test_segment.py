@@ -17,7 +17,7 @@ def _chapter(*paras: str, title: str = "第一回　甄士隱夢幻識通靈") -
 
 def test_title_is_first_segment_with_paragraph_pause():
     segs = segment_chapter(_chapter(SENT * 2))
-    assert segs[0].text == "第一回，甄士隐梦幻识通灵"
+    assert segs[0].text == "第一回，甄士隐梦幻识通灵。"         # a closing 。 ends the intonation
     assert segs[0].pause_after == "paragraph"
     assert segs[0].source_text == "第一回　甄士隱夢幻識通靈"
     assert [s.index for s in segs] == list(range(len(segs)))
@@ -82,7 +82,7 @@ def test_short_fragments_merged():
 
 def test_title_alone_kept_even_when_short():
     segs = segment_chapter(_chapter(SENT, title="序"))
-    assert segs[0].text == "序" and segs[0].pause_after == "paragraph"
+    assert segs[0].text == "序。" and segs[0].pause_after == "paragraph"
 
 
 def test_no_title_no_paragraphs():
