@@ -161,7 +161,7 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"第(\d+)\s?[-–—~～]\s?(\d+)"), lambda m: f"第{cardinal_zh(m.group(1))}到{cardinal_zh(m.group(2))}"),
     # 2 before a measure word is 两 (wetext does this for 个/岁 but not for 次/遍/天/...): 2次 -> 两次.
     (re.compile(r"(?<![\d.第])2(?=(?:次|遍|趟|位|种|件|本|张|条|只|头|匹|家|天|周|倍|根|把|双|对|层|间|辆|架|艘"
-                r"|座|台|部|场|封|篇|首|句|份|名|人|碗|杯|口|声|步|下|眼|份|样|块钱|分钟|小时|公里|斤|里路))"), "两"),
+                r"|座|台|部|场|封|篇|首|句|份|名|人|碗|杯|口|声|步|下|眼|样|块钱|分钟|小时|公里|斤|里路|点钟|点半|点(?=\d+分)))"), "两"),
     # A minus sign left in front of a verbalized number: 负.
     (re.compile(r"(?<![0-9A-Za-z])[-−](?=[零一二三四五六七八九十两])"), "负"),
 ]
