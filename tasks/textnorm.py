@@ -719,3 +719,19 @@ def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
         else:
             out.append(Removal(s.start + base, text[s.start:s.end], s.reason))
     return out
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """python -m tasks.textnorm TEXT...  (or - for stdin): the normalized text and what was removed."""
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    text = sys.stdin.read() if args == ["-"] else " ".join(args)
+    out, spans = normalize_with_map(text)
+    print(out)
+    for r in removals(spans, text):
+        print(f"  removed {printable(r.text)!r} at {r.start}: {r.reason}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
