@@ -261,7 +261,11 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) 
 
 def _close(text: str, pause: PauseKind, opts: SegmentOptions) -> str:
     """A segment that ends a sentence (or more) ends with 。 so ChatTTS closes the intonation."""
-    if pause != "clause" and text and text[-1] not in _MARKS and _fits(text + "。", opts):
+    if pause == "clause" or not text:
+        return text
+    if text[-1] in "，、":                        # a bracket or colon closing the paragraph
+        return text[:-1] + "。"
+    if text[-1] not in _MARKS and _fits(text + "。", opts):
         return text + "。"
     return text
 

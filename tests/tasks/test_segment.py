@@ -139,3 +139,9 @@ def test_short_tail_sentence_joins_previous_segment():
     assert all(estimate_seconds(s.text) >= SegmentOptions().min_seconds for s in segs)
     with pytest.raises(ValueError, match="min_seconds"):
         SegmentOptions(min_seconds=16).validate()
+
+
+def test_paragraph_end_closes_with_full_stop():
+    segs = segment_chapter(_chapter("價格是三十六元（一八五四年）", "他說：", title=""))
+    assert segs[-1].text.endswith("。") and segs[0].text.endswith("。")
+    assert "，。" not in "".join(s.text for s in segs)
