@@ -796,7 +796,10 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
         if not blocks or _is_toc_page(blocks):
             doc_end_chapter[name] = len(chapters) - 1
             continue
-        _place(chapters, blocks, toc_by_path.get(name, []), split_at_headings, _doc_title(root) or book_title)
+        doc_title = _doc_title(root)
+        if not doc_title or is_pg_boilerplate_title(doc_title) or doc_title == posixpath.basename(name):
+            doc_title = book_title
+        _place(chapters, blocks, toc_by_path.get(name, []), split_at_headings, doc_title)
         doc_end_chapter[name] = len(chapters) - 1
 
     if notes == "end":

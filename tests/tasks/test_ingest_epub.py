@@ -315,9 +315,22 @@ def test_every_corpus_epub_ingests_or_fails_cleanly():
     assert len(outcomes) >= 70
 
 
-def test_no_toc_at_all_titles_from_headings_or_document_title(tmp_path):
+def test_no_toc_at_all_titles_from_headings_or_book_title(tmp_path):
     docs = [("intro.xhtml", "<p>沒有標題的開頭。</p>"), ("c1.xhtml", "<h1>第一章</h1><p>甲。</p>"),
             ("c1b.xhtml", "<p>甲續。</p>"), ("c2.xhtml", "<h1>第二章</h1><p>乙。</p>")]
     book = load_bytes(tmp_path, make_epub(docs, nav=False, ncx=False))
-    assert [c.title for c in book.chapters] == ["intro.xhtml", "第一章", "第二章"]  # <title>, then <h1>s
+    assert [c.title for c in book.chapters] == ["測試書", "第一章", "第二章"]  # book title, then <h1>s
     assert book.chapters[1].paragraphs == ("甲。", "甲續。")
+
+
+def test_document_title_as_fallback_title(tmp_path):
+    raw = XHTML.format(title="序言", body="<p>沒有標題的開頭。</p>")
+    book = load_bytes(tmp_path, make_epub([("intro.xhtml", "")], nav=False, raw_docs={"intro.xhtml": raw}))
+    assert book.chapters[0].title == "序言"
+
+
+def test_liber_esther_no_boilerplate_titles():
+    book = load_book(corpus_path("epub", "gutenberg", "pg826-Liber_Esther-la.epub"))
+    assert not any("Gutenberg" in c.title for c in book.chapters)
+    assert book.chapters[1].title == "1. REGINA VASTHI EICITUR, 1:1-22."
+    assert "Gutenberg" not in all_text(book)
