@@ -53,6 +53,7 @@ _HTML_BR_RE = re.compile(r"<br\s*/?>", re.I)
 _HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]{0,200})?/?>")
 _HTML_ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 _JUNK_TITLES = {"無標題文件", "无标题文档", "無標題文檔", "无标题文件", "untitled", "untitled document"}
+_LABEL_RE = re.compile(r"^(书名|書名|作者|著者|title|Title|author|Author)\s*[:：︰]\s*(\S.{0,60})$")
 _PG_META_RE = re.compile(r"^(Title|Author)\s*:\s*(.+)$", re.I)
 _PG_FOOTER_META_RE = re.compile(r"End of (?:the )?Project Gutenberg(?:'s|\s+E-?Book of)\s+(.+?)(?:,\s+by\s+(.+?))?\s*"
                                 r"(?:\*{3}|$)", re.I)
@@ -566,6 +567,14 @@ def _front_matter(front: list[str], pg_meta: dict[str, str], path: str) -> tuple
 
     title = pg_meta.get("title", "")
     author = pg_meta.get("author", "")
+    for p in front[:10]:  # 书名：xxx / 作者：yyy label lines
+        m = _LABEL_RE.match(p)
+        if m:
+            value = m.group(2).strip().strip("《》")
+            if m.group(1) in ("作者", "著者", "author", "Author") and not author:
+                author = value
+            elif m.group(1) not in ("作者", "著者", "author", "Author") and not title:
+                title = value
     short = [p for p in front if len(p) <= 30 and not _has_sentence_punct(p.replace("︰", "").replace("：", ""))]
     short = [p for p in short if p.strip().lower() not in _JUNK_TITLES]
     if not title and short:

@@ -297,3 +297,11 @@ def test_english_chapter_headings(tmp_path):
     book = load_book(p)
     assert [c.title for c in book.chapters] == ["CHAPTER I.\u3000The Beginning", "CHAPTER II. The End"]
     assert book.chapters[1].paragraphs == ("It was over.", "Chapter 3 was not written.")
+
+
+def test_front_matter_labels(tmp_path):
+    p = tmp_path / "web.txt"
+    p.write_text("书名：《长夜》\n作者：无名氏\n\n第一章 开始\n\n　　夜很长。\n\n第二章 结束\n\n　　天亮了。\n", encoding="utf-8")
+    book = load_book(p)
+    assert (book.meta.title, book.meta.author) == ("长夜", "无名氏")
+    assert [c.title for c in book.chapters] == ["第一章 开始", "第二章 结束"]
