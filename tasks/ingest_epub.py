@@ -10,7 +10,6 @@ container/OPF/NCX); entity bombs are refused; ZIP entries are bounded in size an
 (encryption.xml covering content documents) is refused, font obfuscation is not DRM."""
 from __future__ import annotations
 
-import html
 import io
 import posixpath
 import re
@@ -33,12 +32,7 @@ MAX_TOC_ENTRIES = 20_000                 # TOC entries read
 MAX_HEADING_CHARS = 40                   # characters; a "styled paragraph heading" is no longer than this
 MAX_TOC_DEPTH = 2                        # TOC levels below a document's shallowest entry that start chapters
 
-OPF_NS = "http://www.idpf.org/2007/opf"
-DC_NS = "http://purl.org/dc/elements/1.1/"
-NCX_NS = "http://www.daisy.org/z3986/2005/ncx/"
-OPS_NS = "http://www.idpf.org/2007/ops"
-CONTAINER_NS = "urn:oasis:names:tc:opendocument:xmlns:container"
-ENC_NS = "http://www.w3.org/2001/04/xmlenc#"
+OPS_NS = "http://www.idpf.org/2007/ops"  # epub:type
 FONT_OBFUSCATION = {"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"}
 XHTML_TYPES = {"application/xhtml+xml", "text/html", "application/xml", "text/xml", "application/x-dtbook+xml"}
 

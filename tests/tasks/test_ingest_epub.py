@@ -3,7 +3,6 @@ boilerplate, the 山海經 sections, and the whole EPUB corpus."""
 from __future__ import annotations
 
 import io
-import re
 import warnings
 import zipfile
 from pathlib import Path
