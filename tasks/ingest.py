@@ -5,6 +5,8 @@ alone.  Every problem with the input file raises `BookError(path, problem)`; no 
 any input file (unexpected errors from the parsers are converted at this boundary)."""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -43,9 +45,12 @@ def load_book(path: str | Path, *, notes: NotesMode = "end") -> Book:
 
 def _read_bytes(p: str) -> bytes:
     try:
-        size = Path(p).stat().st_size
-        if Path(p).is_dir():
+        st = os.stat(p)
+        if stat.S_ISDIR(st.st_mode):
             raise BookError(p, "is a directory, not a book file")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero would never end
+            raise BookError(p, "not a regular file")
+        size = st.st_size
         if size > MAX_FILE_BYTES:
             raise BookError(p, f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
         with open(p, "rb") as f:

@@ -305,3 +305,14 @@ def test_front_matter_labels(tmp_path):
     book = load_book(p)
     assert (book.meta.title, book.meta.author) == ("长夜", "无名氏")
     assert [c.title for c in book.chapters] == ["第一章 开始", "第二章 结束"]
+
+
+def test_not_a_regular_file(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(BookError, match="not a regular file"):
+        load_book(fifo)
+    with pytest.raises(BookError, match="not a regular file"):
+        load_book("/dev/zero")
