@@ -316,3 +316,11 @@ def test_not_a_regular_file(tmp_path):
         load_book(fifo)
     with pytest.raises(BookError, match="not a regular file"):
         load_book("/dev/zero")
+
+
+def test_html_leftovers_only_known_tags(tmp_path):
+    p = tmp_path / "h.txt"
+    p.write_text("第一回 甲<br>\n<p>他說&nbsp;1<2且3>2，<<書名>>&amp;<i>好</i>。</p>\n\n第二回 乙\n\n完。\n", encoding="utf-8")
+    book = load_book(p)
+    assert book.chapters[0].title == "第一回 甲"
+    assert book.chapters[0].paragraphs == ("他說 1<2且3>2，<<書名>>&好。",)
