@@ -57,6 +57,8 @@ _ENTITY_DECL_RE = re.compile(rb"<!ENTITY\s+(%\s+)?([^\s>]+)\s+(SYSTEM|PUBLIC|\"[
 _HTML_ENTITY_RE = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
 _NAMED_REF_RE = re.compile(rb"&[A-Za-z_:][\w.:-]*;")
 _XML_ENTITIES = {b"amp", b"lt", b"gt", b"quot", b"apos"}
+_NOTE_MARK_RE = re.compile(r"^[\[(（［〔]?(?:[0-9０-９]{1,3}|[*＊†‡§]{1,3}|[a-z]|[ivx]{1,4}|注[0-9０-９一二三四五六七八九十]{0,3})"
+                           r"[\])）］〕]?$")
 _MARGIN_RE = re.compile(r"margin-top\s*:\s*([0-9.]+)\s*(em|rem|ex)", re.I)
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:、…")
 _PG_END_LINE_RE = re.compile(r"^\s*End of (?:the )?Project Gutenberg", re.I)
@@ -562,7 +564,7 @@ class _Extractor:
         if not tag or tag in SKIP_TAGS or _classes(el) & SKIP_CLASSES:
             return
         types = _types(el)
-        if types & NOTEREF_TYPES:
+        if types & NOTEREF_TYPES or _looks_like_noteref(el, tag):
             href = el.get("href") or ""
             if href:
                 path, frag = urldefrag(href)
@@ -658,6 +660,29 @@ class _Extractor:
             if isinstance(c.tag, str):
                 self.walk(c)
             self.text(c.tail)
+
+
+def _looks_like_noteref(el, tag: str) -> bool:
+    """EPUB2-style note marks without epub:type: <sup><a href="#fn1">1</a></sup>, <a href="#n2"><sup>[2]</sup></a>,
+    <a class="footnote" href="notes.html#n3">*</a>.  A short mark that links to a fragment."""
+    if tag == "sup":
+        kids = [c for c in el if isinstance(c.tag, str)]
+        if len(kids) != 1 or _local(kids[0].tag) != "a" or (el.text or "").strip():
+            return False
+        el = kids[0]
+    elif tag != "a":
+        return False
+    href = el.get("href") or ""
+    if "#" not in href or re.match(r"^[a-z][a-z0-9+.-]*:", href, re.I):
+        return False
+    text = "".join(_visible_text(el)).strip()
+    if not _NOTE_MARK_RE.match(text):
+        return False
+    inner_sup = any(_local(c.tag) == "sup" for c in el.iter() if isinstance(c.tag, str))
+    parent = el.getparent() if hasattr(el, "getparent") else None
+    in_sup = tag == "sup" or (parent is not None and _local(parent.tag) == "sup")
+    noteish = bool(re.search(r"note|fn|ref", " ".join(filter(None, [el.get("class"), el.get("id"), href])), re.I))
+    return in_sup or inner_sup or noteish
 
 
 def _classes(el) -> set[str]:

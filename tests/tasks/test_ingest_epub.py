@@ -333,3 +333,15 @@ def test_liber_esther_no_boilerplate_titles():
     assert not any("Gutenberg" in c.title for c in book.chapters)
     assert book.chapters[1].title == "1. REGINA VASTHI EICITUR, 1:1-22."
     assert "Gutenberg" not in all_text(book)
+
+
+def test_epub2_style_note_marks_without_epub_type(tmp_path):
+    body = ('<p>甲說<sup><a href="#fn1" id="r1">1</a></sup>，乙答<a href="notes.xhtml#n2"><sup>[2]</sup></a>。'
+            '他有10<sup>2</sup>個，見<a href="#sec">第二節</a>。</p><p id="fn1">1 甲是人名。</p>')
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", body)]))
+    assert book.chapters[0].paragraphs[0] == "甲說，乙答。他有102個，見第二節。"
+
+
+def test_soft_hyphens_and_zero_width_removed(tmp_path):
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", "<p>hy\u00adphen\u200bated 中\u2060文</p>")]))
+    assert book.chapters[0].paragraphs == ("hyphenated 中文",)
