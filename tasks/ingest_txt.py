@@ -28,7 +28,7 @@ MAX_UTF8_DAMAGE = 8                      # invalid sequences tolerated in a UTF-
 MAX_UTF8_DAMAGE_SHARE = 0.001            # ... or this share of its characters, if larger
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
 
-# Encodings we accept from detection: Chinese, Unicode, and single-byte Western ones.
+# Detected legacy Chinese encodings are decoded with their superset (the detected name is what meta records).
 _ENCODING_ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030"}
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
@@ -41,7 +41,8 @@ NUMBERED_RE = re.compile(rf"^(?:第{_NUM}[{_UNIT}]|(?:CHAPTER|Chapter|BOOK|Book|
                          r"(?P<rest>.*)$")
 # Lines that are a heading by name alone (optionally after a book-title prefix like 《吶喊》).
 SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記", "后记",
-                  "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章")
+                  "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章", "后序", "後序", "前记", "前記",
+                  "引言", "导言", "導言", "序幕", "尾记", "尾記")
 _SPECIAL_RE = re.compile(r"^(?:《[^》]{1,20}》)?\s*(?:" + "|".join(sorted(map(re.escape, SPECIAL_TITLES), key=len,
                                                                             reverse=True)) + r")$")
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:︰、…「」『』“”\"")
