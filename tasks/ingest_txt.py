@@ -57,6 +57,7 @@ _HTML_TAG_RE = re.compile(r"</?(?:br|p|div|span|font|b|i|u|s|a|img|hr|center|str
 _HTML_ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 _JUNK_TITLES = {"無標題文件", "无标题文档", "無標題文檔", "无标题文件", "untitled", "untitled document"}
 _LABEL_RE = re.compile(r"^(书名|書名|作者|著者|title|Title|author|Author)\s*[:：︰]\s*(\S.{0,60})$")
+_PG_CREDIT_RE = re.compile(r"^(Produced by|E-text prepared by|Transcribed by|Transcribed from)\b", re.I)
 _PG_META_RE = re.compile(r"^(Title|Author)\s*:\s*(.+)$", re.I)
 _PG_FOOTER_META_RE = re.compile(r"End of (?:the )?Project Gutenberg(?:'s|\s+E-?Book of)\s+(.+?)(?:,\s+by\s+(.+?))?\s*"
                                 r"(?:\*{3}|$)", re.I)
@@ -540,6 +541,8 @@ def read_txt(data: bytes, path: str) -> Book:
     chapters: list[tuple[str, list[str]]] = []
     first_line = heads[0].line if heads else len(lines)
     front = _paragraphs(lines[:first_line], wrap, indent_marks_paragraph)
+    if pg_meta:  # a Gutenberg text: its credit line is not part of the book
+        front = [p for p in front if not _PG_CREDIT_RE.match(p)]
     title, author, front = _front_matter(front, pg_meta, path)
     if front:
         chapters.append((title, front))

@@ -227,7 +227,8 @@ def test_control_characters_stripped_from_titles(tmp_path):
 
 def test_pg_header_and_footer(tmp_path):
     text = ("The Project Gutenberg EBook of Test, by Somebody\n\nTitle: 測試書\n\nAuthor: 某人\n\n"
-            "*** START OF THIS PROJECT GUTENBERG EBOOK TEST ***\n\n第一回 甲\n\n　　正文一。\n\n第二回 乙\n\n"
+            "*** START OF THIS PROJECT GUTENBERG EBOOK TEST ***\n\nProduced by Someone and the Online Distributed "
+            "Proofreading Team at http://www.pgdp.net (This file was produced from images).\n\n第一回 甲\n\n　　正文一。\n\n第二回 乙\n\n"
             "　　正文二。\n\n*** END OF THIS PROJECT GUTENBERG EBOOK TEST ***\n\nSection 1. General Terms of Use\n")
     p = tmp_path / "pg.txt"
     p.write_text(text, encoding="utf-8")
