@@ -791,6 +791,7 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     split_at_headings = len(toc_by_path) <= 1
 
     book_title = clean_title(pkg.meta.get("title", "")) or _stem(path)
+    doc_lang = ""  # the first content document's xml:lang: the language when the OPF names none
     chapters: list[_Chap] = []
     all_notes: list[_Note] = []
     doc_end_chapter: dict[str, int] = {}
@@ -815,6 +816,8 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
         if not blocks or _is_toc_page(blocks):
             doc_end_chapter[name] = len(chapters) - 1
             continue
+        if not doc_lang:
+            doc_lang = (root.get("{http://www.w3.org/XML/1998/namespace}lang") or root.get("lang") or "").strip()
         doc_title = _doc_title(root)
         if not doc_title or is_pg_boilerplate_title(doc_title) or doc_title == posixpath.basename(name):
             doc_title = book_title
@@ -834,7 +837,7 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     cover, cover_mime = _cover(z, pkg)
     meta = BookMeta(title=book_title,
                     author=clean_title(pkg.meta.get("creator", "")),
-                    language=clean_title(pkg.meta.get("language", ""))[:35] or "und",
+                    language=clean_title(pkg.meta.get("language", "") or doc_lang)[:35] or "und",
                     source_path=str(path), source_format="epub", encoding="utf-8", cover=cover,
                     cover_mime=cover_mime)
     return Book(meta=meta, chapters=tuple(out))

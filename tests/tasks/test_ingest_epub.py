@@ -203,7 +203,15 @@ def test_epub2_cover_meta(tmp_path):
                      extra=[("OEBPS/c.jpg", jpg)])
     book = load_bytes(tmp_path, data)
     assert book.meta.cover == jpg and book.meta.cover_mime == "image/jpeg"
-    assert book.meta.title == "T" and book.meta.language == "und"
+    assert book.meta.title == "T" and book.meta.language == "und"  # no dc:language, no xml:lang
+
+
+def test_language_from_content_when_opf_has_none(tmp_path):
+    raw = ('<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml" xml:lang="zh-TW"><body><p>文。</p>'
+           '</body></html>')
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", "")], meta="<dc:title>T</dc:title>",
+                                          raw_docs={"c.xhtml": raw}))
+    assert book.meta.language == "zh-TW"
 
 
 def test_gutenberg_boilerplate_dropped(tmp_path):
