@@ -578,6 +578,14 @@ class _Extractor:
         if types & NOTE_TYPES or tag == "aside":
             self._note(el, container=bool(types & NOTE_CONTAINER_TYPES))
             return
+        if tag == "pre":  # preformatted verse/code: one paragraph per source line
+            self.flush()
+            if el.get("id"):
+                self.anchors.append(el.get("id"))
+            for line in "".join(_visible_text(el)).split("\n"):
+                self.buf.append(line)
+                self.flush()
+            return
         el_id = el.get("id") or (el.get("name") if tag == "a" else None)
         block = tag in BLOCK_TAGS
         if block:

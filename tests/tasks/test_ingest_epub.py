@@ -353,3 +353,8 @@ def test_epub2_style_note_marks_without_epub_type(tmp_path):
 def test_soft_hyphens_and_zero_width_removed(tmp_path):
     book = load_bytes(tmp_path, make_epub([("c.xhtml", "<p>hy\u00adphen\u200bated 中\u2060文</p>")]))
     assert book.chapters[0].paragraphs == ("hyphenated 中文",)
+
+
+def test_pre_lines_are_paragraphs(tmp_path):
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", "<pre>床前明月光，\n疑是地上霜。\n\n舉頭望明月，</pre><p>完。</p>")]))
+    assert book.chapters[0].paragraphs == ("床前明月光，", "疑是地上霜。", "舉頭望明月，", "完。")
