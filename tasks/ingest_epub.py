@@ -779,6 +779,11 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     z = _Zip(data, path)
     if not z.entries:
         raise BookError(path, "not an EPUB (empty ZIP archive)")
+    texts = [n for n in z.entries if n.lower().endswith(".txt") and not n.startswith(("__MACOSX/", "META-INF/"))]
+    if len(texts) == 1 and not any(n.lower().endswith(".opf") for n in z.entries):
+        from tasks.ingest_txt import read_txt  # a zipped TXT novel, as they are often distributed
+
+        return read_txt(z.read(texts[0]), path)
     opf = _find_opf(z)
     pkg = _read_package(z, opf)
     _check_drm(z, pkg)

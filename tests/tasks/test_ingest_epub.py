@@ -358,3 +358,12 @@ def test_soft_hyphens_and_zero_width_removed(tmp_path):
 def test_pre_lines_are_paragraphs(tmp_path):
     book = load_bytes(tmp_path, make_epub([("c.xhtml", "<pre>床前明月光，\n疑是地上霜。\n\n舉頭望明月，</pre><p>完。</p>")]))
     assert book.chapters[0].paragraphs == ("床前明月光，", "疑是地上霜。", "舉頭望明月，", "完。")
+
+
+def test_zipped_txt_novel(tmp_path):
+    text = "第一章 甲\n\n　　甲文。\n\n第二章 乙\n\n　　乙文。\n"
+    data = zip_bytes([("小說/書.txt", text.encode("gb18030") * 1), ("小說/readme.url", b"x")], mimetype=False)
+    book = load_bytes(tmp_path, data, name="novel.zip")
+    assert book.meta.source_format == "txt" and [c.title for c in book.chapters] == ["第一章 甲", "第二章 乙"]
+    with pytest.raises(BookError, match="no package document"):
+        load_bytes(tmp_path, zip_bytes([("a.txt", b"x"), ("b.txt", b"y")], mimetype=False), name="two.zip")
