@@ -26,6 +26,8 @@ MIN_WRAPPED_SHARE = 0.25                 # share of text lines near the wrap wid
 MAX_CONTROL_SHARE = 0.01                 # share of control characters above which decoded text is binary junk
 MAX_UTF8_DAMAGE = 8                      # invalid sequences tolerated in a UTF-8 file (replaced, reported)
 MAX_UTF8_DAMAGE_SHARE = 0.001            # ... or this share of its characters, if larger
+MAX_BLANK_AFTER_SHARE = 0.3              # share of text lines followed by a blank line above which flush-left
+                                         # short lines are dialogue, not essay titles
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
 
 # Detected legacy Chinese encodings are decoded with their superset (the detected name is what meta records).
@@ -354,6 +356,12 @@ def _body_indent(lines: list[str]) -> int:
 
 
 def _bare_titles(lines: list[str], blank: list[bool], body_indent: int, wrap: int) -> list[int]:
+    """Title lines of an essay collection.  In a flush-left file whose paragraphs are separated by blank lines
+    a short line after a blank one is ordinary text (嗯 / 好吧), so there only outdented lines qualify."""
+    text_lines = [i for i in range(len(lines)) if not blank[i]]
+    blank_after = sum(1 for i in text_lines if i + 1 < len(lines) and blank[i + 1])
+    if body_indent < 2 and blank_after >= MAX_BLANK_AFTER_SHARE * max(1, len(text_lines)):
+        return []
     out = []
     for i, ln in enumerate(lines):
         if blank[i]:

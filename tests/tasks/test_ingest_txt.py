@@ -325,3 +325,14 @@ def test_html_leftovers_only_known_tags(tmp_path):
     book = load_book(p)
     assert book.chapters[0].title == "第一回 甲"
     assert book.chapters[0].paragraphs == ("他說 1<2且3>2，<<書名>>&好。",)
+
+
+def test_short_dialogue_lines_are_not_titles(tmp_path):
+    """A flush-left novel with blank lines between paragraphs: 嗯 / 走吧 are text, not essay titles."""
+    paras = ["他看著她，很久沒有說話，窗外的雨一直下著，屋裡只有鐘聲。", "嗯", "她低下頭，手指在桌上輕輕敲著。",
+             "走吧", "於是兩人一起出了門，消失在雨夜裡。"]
+    for sep in ("\n\n", "\n\n\n"):
+        p = tmp_path / "novel.txt"
+        p.write_text(sep.join(paras * 10), encoding="utf-8")
+        book = load_book(p)
+        assert len(book.chapters) == 1 and len(book.chapters[0].paragraphs) == 50, sep
