@@ -26,9 +26,11 @@ MIN_WRAPPED_SHARE = 0.25                 # share of text lines near the wrap wid
 MAX_CONTROL_SHARE = 0.01                 # share of control characters above which decoded text is binary junk
 MAX_UTF8_DAMAGE = 8                      # invalid sequences tolerated in a UTF-8 file (replaced, reported)
 MAX_UTF8_DAMAGE_SHARE = 0.001            # ... or this share of its characters, if larger
+MAX_BLANK_AFTER_SHARE = 0.3              # share of text lines followed by a blank line above which flush-left
+                                         # short lines are dialogue, not essay titles
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
 
-# Encodings we accept from detection: Chinese, Unicode, and single-byte Western ones.
+# Detected legacy Chinese encodings are decoded with their superset (the detected name is what meta records).
 _ENCODING_ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030"}
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
@@ -41,7 +43,8 @@ NUMBERED_RE = re.compile(rf"^(?:第{_NUM}[{_UNIT}]|(?:CHAPTER|Chapter|BOOK|Book|
                          r"(?P<rest>.*)$")
 # Lines that are a heading by name alone (optionally after a book-title prefix like 《吶喊》).
 SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記", "后记",
-                  "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章")
+                  "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章", "后序", "後序", "前记", "前記",
+                  "引言", "导言", "導言", "序幕", "尾记", "尾記")
 _SPECIAL_RE = re.compile(r"^(?:《[^》]{1,20}》)?\s*(?:" + "|".join(sorted(map(re.escape, SPECIAL_TITLES), key=len,
                                                                             reverse=True)) + r")$")
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:︰、…「」『』“”\"")
@@ -50,9 +53,13 @@ _CLOSING_START = set("．。，、；：！？」』”’）)》〉】…,.;:!?
 _SEPARATOR_RE = re.compile(r"^[\s\-—=＝_＿*＊~～·•.。．、]{3,}$")
 _BINARY_CHARS_RE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufff0-\uffff]")
 _HTML_BR_RE = re.compile(r"<br\s*/?>", re.I)
-_HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]{0,200})?/?>")
+_HTML_TAG_RE = re.compile(r"</?(?:br|p|div|span|font|b|i|u|s|a|img|hr|center|strong|em|small|big|sup|sub|table|"
+                          r"tr|td|th|tbody|html|body|head|title|meta|pre|blockquote|h[1-6]|ul|ol|li)"
+                          r"(?:\s[^<>]{0,200})?/?>", re.I)
 _HTML_ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 _JUNK_TITLES = {"無標題文件", "无标题文档", "無標題文檔", "无标题文件", "untitled", "untitled document"}
+_LABEL_RE = re.compile(r"^(书名|書名|作者|著者|title|Title|author|Author)\s*[:：︰]\s*(\S.{0,60})$")
+_PG_CREDIT_RE = re.compile(r"^(Produced by|E-text prepared by|Transcribed by|Transcribed from)\b", re.I)
 _PG_META_RE = re.compile(r"^(Title|Author)\s*:\s*(.+)$", re.I)
 _PG_FOOTER_META_RE = re.compile(r"End of (?:the )?Project Gutenberg(?:'s|\s+E-?Book of)\s+(.+?)(?:,\s+by\s+(.+?))?\s*"
                                 r"(?:\*{3}|$)", re.I)
@@ -349,6 +356,12 @@ def _body_indent(lines: list[str]) -> int:
 
 
 def _bare_titles(lines: list[str], blank: list[bool], body_indent: int, wrap: int) -> list[int]:
+    """Title lines of an essay collection.  In a flush-left file whose paragraphs are separated by blank lines
+    a short line after a blank one is ordinary text (嗯 / 好吧), so there only outdented lines qualify."""
+    text_lines = [i for i in range(len(lines)) if not blank[i]]
+    blank_after = sum(1 for i in text_lines if i + 1 < len(lines) and blank[i + 1])
+    if body_indent < 2 and blank_after >= MAX_BLANK_AFTER_SHARE * max(1, len(text_lines)):
+        return []
     out = []
     for i, ln in enumerate(lines):
         if blank[i]:
@@ -536,6 +549,8 @@ def read_txt(data: bytes, path: str) -> Book:
     chapters: list[tuple[str, list[str]]] = []
     first_line = heads[0].line if heads else len(lines)
     front = _paragraphs(lines[:first_line], wrap, indent_marks_paragraph)
+    if pg_meta:  # a Gutenberg text: its credit line is not part of the book
+        front = [p for p in front if not _PG_CREDIT_RE.match(p)]
     title, author, front = _front_matter(front, pg_meta, path)
     if front:
         chapters.append((title, front))
@@ -566,6 +581,14 @@ def _front_matter(front: list[str], pg_meta: dict[str, str], path: str) -> tuple
 
     title = pg_meta.get("title", "")
     author = pg_meta.get("author", "")
+    for p in front[:10]:  # 书名：xxx / 作者：yyy label lines
+        m = _LABEL_RE.match(p)
+        if m:
+            value = m.group(2).strip().strip("《》")
+            if m.group(1) in ("作者", "著者", "author", "Author") and not author:
+                author = value
+            elif m.group(1) not in ("作者", "著者", "author", "Author") and not title:
+                title = value
     short = [p for p in front if len(p) <= 30 and not _has_sentence_punct(p.replace("︰", "").replace("：", ""))]
     short = [p for p in short if p.strip().lower() not in _JUNK_TITLES]
     if not title and short:
