@@ -64,12 +64,15 @@ def test_length_formula_exact_without_trim(kinds):
     arrays = [tone(L / SR, 200 + 50 * i) for i, L in enumerate(lengths)]
     ch = assemble_arrays(arrays, kinds, [""] * len(kinds), NO_TRIM)
     n, h = NO_TRIM.crossfade_samples(), NO_TRIM.lead_in_samples()
-    pauses = [NO_TRIM.pause_samples(k) for k in kinds]
+    # the tail after the last piece is always the "chapter" pause
+    pauses = [NO_TRIM.pause_samples(k) for k in kinds[:-1]] + [NO_TRIM.pause_samples("chapter")]
     # sum(segments) + lead-in + pauses - one cross-fade per join (every clip joins its neighbour)
     joins = len(lengths) + len(pauses) + 1 - 1
     assert len(ch.audio) == sum(lengths) + h + sum(pauses) - n * joins
     assert len(ch.audio) == expected_length(lengths, kinds, NO_TRIM)
     assert ch.audio.dtype == np.float32 and ch.sample_rate == SR
+    tail = len(ch.audio) - ch.cues[-1].end_sample
+    assert tail == NO_TRIM.pause_samples("chapter") - NO_TRIM.crossfade_samples()
 
 
 def test_zero_pause_and_no_lead_in_crossfade_directly():
