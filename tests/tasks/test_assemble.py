@@ -234,3 +234,28 @@ def test_bad_inputs(tmp_path):
 def test_options_replace_roundtrip():
     o = replace(AssembleOptions(), crossfade_s=0.02)
     assert o.validate().crossfade_samples() == 480
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(0, 6_000), min_size=1, max_size=6),
+       kinds=st.lists(st.sampled_from(["clause", "sentence", "paragraph", "chapter"]), min_size=6, max_size=6),
+       crossfade_ms=st.integers(0, 30), lead_ms=st.sampled_from([0, 60, 500]),
+       pause_ms=st.lists(st.sampled_from([0, 60, 250, 900]), min_size=4, max_size=4))
+def test_length_formula_property(lengths, kinds, crossfade_ms, lead_ms, pause_ms):
+    pauses = dict(zip(["clause", "sentence", "paragraph", "chapter"], [p / 1000 for p in pause_ms]))
+    opts = AssembleOptions(trim=False, crossfade_s=crossfade_ms / 1000, lead_in_s=lead_ms / 1000, pauses_s=pauses)
+    try:
+        opts.validate()
+    except ValueError:
+        return                                          # a pause shorter than two cross-fades is refused
+    arrays = [tone(L / SR, 300) for L in lengths]
+    ks = kinds[:len(lengths)]
+    ch = assemble_arrays(arrays, ks, ["t"] * len(lengths), opts)
+    assert len(ch.audio) == expected_length(lengths, ks, opts)
+    # cues are ordered, inside the chapter, and never overlap
+    ends = [0] + [c.end_sample for c in ch.cues]
+    assert all(c.start_sample >= e for c, e in zip(ch.cues, ends))
+    assert ch.cues[-1].end_sample <= len(ch.audio)
