@@ -23,10 +23,11 @@ The exact length formula (all quantities in samples; see `expected_length`):
     length = H + sum(L_i') + sum(P_i) - N * (clips - 1)
 
 With `trim=False` L_i is the stored segment length, so the chapter is exactly
-sum(segments) + lead-in + pauses - N * (number of joins).  Defaults at 24 kHz: N = 960, H = 12 000,
-P = 6 000 / 10 800 / 19 200 / 36 000 for clause / sentence / paragraph / chapter.  Packaging at another
-sample rate resamples the finished chapter with torchaudio: ceil(length * sr_out / 24 000) samples.  A non-zero pause must be >= 2N (validated) so that
-two pieces never overlap across a pause; with a zero pause the two pieces cross-fade directly.
+sum(segments) + lead-in + pauses - N * (number of joins); with trimming, L_i = `trimmed_length(audio)`.
+Defaults at 24 kHz: N = 960, H = 12 000, P = 6 000 / 10 800 / 19 200 / 36 000 for clause / sentence /
+paragraph / chapter.  Packaging at another sample rate resamples the finished chapter with torchaudio:
+ceil(length * sr_out / 24 000) samples.  A non-zero pause must be >= 2N (validated) so that two pieces
+never overlap across a pause; with a zero pause the two pieces cross-fade directly.
 """
 from __future__ import annotations
 
@@ -160,6 +161,14 @@ def trim_bounds(audio: np.ndarray, sample_rate: int, opts: AssembleOptions) -> t
     start = max(0, int(loud[0]) * frame - int(round(opts.preroll_s * sample_rate)))
     end = min(n, (int(loud[-1]) + 1) * frame + int(round(opts.postroll_s * sample_rate)))
     return start, end
+
+
+def trimmed_length(audio: np.ndarray, opts: AssembleOptions) -> int:
+    """L_i of the length formula: the segment's length after trimming (its full length with trim=False)."""
+    if not opts.trim:
+        return len(audio)
+    s, e = trim_bounds(np.asarray(audio, dtype=np.float32).reshape(-1), opts.sample_rate, opts)
+    return e - s
 
 
 def expected_length(piece_lengths: Sequence[int], pauses: Sequence[str], opts: AssembleOptions) -> int:

@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 
 from tasks.assemble import (AssembleOptions, Piece, assemble_arrays, assemble_chapter, equal_power_fades,
-                            expected_length, trim_bounds)
+                            expected_length, trim_bounds, trimmed_length)
 from tasks.book import BookError
 
 SR = 24_000
@@ -136,6 +136,8 @@ def test_length_formula_with_trim_uses_trimmed_lengths():
     kinds = ["clause", "sentence", "paragraph", "chapter"]
     ch = assemble_arrays(arrays, kinds, ["x"] * 4, opts)
     trimmed = [e - s for s, e in (trim_bounds(a, SR, opts) for a in arrays)]
+    assert trimmed == [trimmed_length(a, opts) for a in arrays]
+    assert [trimmed_length(a, NO_TRIM) for a in arrays] == [len(a) for a in arrays]
     assert all(t < len(a) for t, a in zip(trimmed, arrays))
     assert len(ch.audio) == expected_length(trimmed, kinds, opts)
     assert [c.end_sample - c.start_sample for c in ch.cues] == trimmed
