@@ -157,12 +157,25 @@ def true_peak(audio: np.ndarray, sample_rate: int = 24_000) -> float:
 
 
 @lru_cache(maxsize=None)
+def _oversampling_filter() -> np.ndarray:
+    """resample_poly's own low-pass for up=OVERSAMPLE (designed once, not on every call)."""
+    from scipy.signal import firwin
+
+    return firwin(2 * 10 * OVERSAMPLE + 1, 1.0 / OVERSAMPLE, window=("kaiser", 5.0))
+
+
+def oversample(x: np.ndarray) -> np.ndarray:
+    """(OVERSAMPLE * n,) float64: exactly scipy.signal.resample_poly(x, OVERSAMPLE, 1)."""
+    from scipy.signal import resample_poly
+
+    return resample_poly(np.asarray(x, dtype=np.float64), OVERSAMPLE, 1, window=_oversampling_filter())
+
+
+@lru_cache(maxsize=None)
 def interpolation_bound() -> float:
     """The most any 4x-oversampled value can exceed the largest |sample| within _HALF_SUPPORT of it:
     max over the polyphase branches of resample_poly's filter of sum |taps|."""
-    from scipy.signal import firwin
-
-    h = firwin(2 * 10 * OVERSAMPLE + 1, 1.0 / OVERSAMPLE, window=("kaiser", 5.0)) * OVERSAMPLE
+    h = _oversampling_filter() * OVERSAMPLE
     return float(max(np.abs(h[p::OVERSAMPLE]).sum() for p in range(OVERSAMPLE)))
 
 
@@ -174,7 +187,6 @@ def peak_envelope(y: np.ndarray, threshold: float = 0.0) -> np.ndarray:
     -18 LUFS costs a small fraction of a full oversampling.
     """
     from scipy.ndimage import maximum_filter1d
-    from scipy.signal import resample_poly
 
     y = np.asarray(y, dtype=np.float64)
     a = np.abs(y)
@@ -193,7 +205,7 @@ def peak_envelope(y: np.ndarray, threshold: float = 0.0) -> np.ndarray:
     out = a.copy()
     for s, e in zip(starts.tolist(), ends.tolist()):
         lo, hi = max(0, s - _TP_CONTEXT), min(n, e + _TP_CONTEXT)
-        up = np.abs(resample_poly(y[lo:hi], OVERSAMPLE, 1)).reshape(-1, OVERSAMPLE).max(axis=1)  # (hi-lo,)
+        up = np.abs(oversample(y[lo:hi])).reshape(-1, OVERSAMPLE).max(axis=1)   # (hi-lo,)
         out[s:e] = np.maximum(up[s - lo:e - lo], a[s:e])
     return out
 
