@@ -62,9 +62,9 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
                      int8: bool = False, compile: bool = False, max_batch: int | None = None,
                      threads: int | None = None, allow_gaps: bool = False):
     """Render one book (parameters as the CLI's options; None keeps the default; device "auto" picks cuda
-    when the worker sees a GPU).  Returns the book dir.  In
-    a deployment run, a book already being rendered by another process is skipped (a Completed state saying
-    so), not failed; a direct call raises BookLocked."""
+    when the worker sees a GPU).  Returns the book dir.  In a deployment run, a book already being rendered
+    by another process is skipped (a Completed state saying so), not failed; a direct call raises
+    BookLocked.  At the end: the source's sha256 (for the nightly scan) and a table artifact per book."""
     from prefect.states import Completed
 
     from flows.nightly import record_source_hash, source_sha256

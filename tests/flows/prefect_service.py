@@ -68,6 +68,7 @@ class PrefectService:
             PREFECT_SERVER_ANALYTICS_ENABLED="false",
             PREFECT_API_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{self.home / 'prefect.db'}",
             PREFECT_SERVER_UI_ENABLED="false",
+            PREFECT_SERVER_DATABASE_TIMEOUT="60",      # SQLite busy timeout: 2 cores, many writers
             PREFECT_CLI_PROMPT="false",
             PREFECT_WORKER_QUERY_SECONDS="1",
             PREFECT_WORKER_PREFETCH_SECONDS="2",

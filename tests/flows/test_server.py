@@ -111,12 +111,14 @@ def test_schedule_on_server_is_prefect_yaml(service):
     assert [(s["schedule"]["cron"], s["schedule"]["timezone"], s["active"]) for s in shown["schedules"]] == \
         [(want["cron"], want["timezone"], True)]
     assert shown["work_pool_name"] == POOL and shown["entrypoint"] == spec["nightly"]["entrypoint"]
-    assert want["cron"] in service.run(doc("schedule ls")).stdout
+    [sched_id] = [s["id"] for s in shown["schedules"]]
+    listed = service.run(doc("schedule ls")).stdout
+    assert want["cron"] in listed and sched_id in listed
 
-    service.run(doc("schedule pause"))
+    service.run(doc("schedule pause"), replace={"SCHEDULE_ID": sched_id})
     paused = json.loads(service.run(doc("deployment inspect"), extra=["--output", "json"]).stdout)
     assert [s["active"] for s in paused["schedules"]] == [False]
-    service.run(doc("schedule resume"))
+    service.run(doc("schedule resume"), replace={"SCHEDULE_ID": sched_id})
     resumed = json.loads(service.run(doc("deployment inspect"), extra=["--output", "json"]).stdout)
     assert [s["active"] for s in resumed["schedules"]] == [True]
 
@@ -151,6 +153,20 @@ def test_adhoc_render_via_deployment(service, tmp_path):
     print(f"\nadhoc render via deployment: {elapsed:.1f} s")
 
 
+def test_locked_book_is_skipped_not_failed(service, tmp_path):
+    """A render-book run for a book another process is rendering ends Completed ("skipped, already running")."""
+    from manifests.lock import BookLock
+
+    out = tmp_path / "out"
+    with BookLock(out / "daodejing"):
+        p = service.run(doc("'render-book/adhoc'"), replace={"examples/daodejing.epub": str(SAMPLE)},
+                        extra=params(*TINY, f"out={out}"), timeout=RUN_TIMEOUT_S)
+    assert "Completed" in p.stdout, p.stdout[-2000:]
+    [run] = flow_runs(service, "render-book/adhoc", out=str(out))
+    assert run.state.is_completed() and "skipped, already running" in (run.state.message or "")
+    assert list((out / "daodejing").iterdir()) == []
+
+
 def tiny_catalogue(root: Path) -> list[Path]:
     """Three small books: two TXT, one EPUB, 1-2 chapters of a few sentences."""
     from tests.tasks.test_ingest_epub import make_epub
@@ -168,10 +184,10 @@ def tiny_catalogue(root: Path) -> list[Path]:
 def test_nightly_catalogue_renders_each_book_once(service, tmp_path):
     books = tiny_catalogue(tmp_path / "catalogue")
     out = tmp_path / "out"
-    nightly = doc("'nightly-catalogue/nightly'")
+    nightly = doc("run 'nightly-catalogue/nightly'")
     t0 = time.monotonic()
     service.run(nightly, replace={"/srv/books": str(tmp_path / "catalogue")},
-                extra=params(*TINY, f"out={out}", "--watch"), timeout=RUN_TIMEOUT_S)
+                extra=params(*TINY, f"out={out}") + ["--watch"], timeout=RUN_TIMEOUT_S)
     runs = wait_final(service, "render-book/adhoc", 3, out=str(out))
     print(f"\nnightly catalogue of 3 books: {time.monotonic() - t0:.1f} s")
     assert sorted(r.parameters["book"] for r in runs) == sorted(str(b.resolve()) for b in books)   # once each
@@ -189,13 +205,13 @@ def test_nightly_catalogue_renders_each_book_once(service, tmp_path):
 
     # Nothing changed: a second scan starts nothing.  Then one book changes: only it is rendered again.
     service.run(nightly, replace={"/srv/books": str(tmp_path / "catalogue")},
-                extra=params(*TINY, f"out={out}", "--watch"), timeout=RUN_TIMEOUT_S)
+                extra=params(*TINY, f"out={out}") + ["--watch"], timeout=RUN_TIMEOUT_S)
     time.sleep(2)
     assert len(flow_runs(service, "render-book/adhoc", out=str(out))) == 3
     with open(books[1], "a", encoding="utf-8") as f:
         f.write("第二章　新章\n　　山高月小，水落石出。\n")
     service.run(nightly, replace={"/srv/books": str(tmp_path / "catalogue")},
-                extra=params(*TINY, f"out={out}", "--watch"), timeout=RUN_TIMEOUT_S)
+                extra=params(*TINY, f"out={out}") + ["--watch"], timeout=RUN_TIMEOUT_S)
     runs = wait_final(service, "render-book/adhoc", 4, out=str(out))
     again = [r for r in runs if r.parameters["book"] == str(books[1].resolve())]
     assert len(runs) == 4 and len(again) == 2 and all(r.state.is_completed() for r in again)
@@ -252,8 +268,8 @@ def test_worker_killed_mid_book_resumes_without_rerendering(service, tmp_path):
 
     # The next nightly finds the book incomplete (its lock died with the process) and the other worker
     # finishes it.
-    service.run(doc("'nightly-catalogue/nightly'"), replace={"/srv/books": str(catalogue)},
-                extra=params(*TINY, f"out={out}", "--watch"), timeout=RUN_TIMEOUT_S)
+    service.run(doc("run 'nightly-catalogue/nightly'"), replace={"/srv/books": str(catalogue)},
+                extra=params(*TINY, f"out={out}") + ["--watch"], timeout=RUN_TIMEOUT_S)
     runs = flow_runs(service, "render-book/adhoc", out=str(out))
     assert len(runs) == 2
     t0 = time.monotonic()
