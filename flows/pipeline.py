@@ -26,6 +26,7 @@ def render(opts: RenderOptions, *, call: Call = direct,
     created = [p for p in (opts.out, opts.book_dir) if not p.exists()]
     try:
         with BookLock(opts.book_dir):
+            stages.clean_temp_files(opts.book_dir)       # a killed run's leftovers; no other writer is alive
             book_dir = Path(call(stages.prepare, opts))
             counts = call(stages.synthesize, book_dir, opts, on_done)
             call(stages.package, book_dir, opts)
