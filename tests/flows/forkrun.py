@@ -62,6 +62,9 @@ def serve() -> None:
         t0 = time.monotonic()
         killed = False
         kill_after = req.get("kill_after")
+        if req.get("detach"):                                # answer now; the next line asks to wait
+            print(json.dumps({"pid": pid}), file=out, flush=True)
+            json.loads(sys.stdin.readline())
         while True:
             wpid, status = os.waitpid(pid, os.WNOHANG)
             if wpid:
@@ -95,6 +98,22 @@ class ForkServer:
         self.proc.stdin.flush()
         res = json.loads(self.proc.stdout.readline())
         res["output"] = log.read_text(errors="replace") if log.exists() else ""
+        return res
+
+    def start(self, *args: str, env: dict | None = None) -> int:
+        """Start a render and return its pid at once; call wait() next (nothing else in between)."""
+        self.n += 1
+        self._log = self.logdir / f"run-{self.n:03d}.log"
+        self.proc.stdin.write(json.dumps({"args": list(args), "env": env or {}, "log": str(self._log),
+                                          "detach": True}) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())["pid"]
+
+    def wait(self) -> dict:
+        self.proc.stdin.write("{}\n")
+        self.proc.stdin.flush()
+        res = json.loads(self.proc.stdout.readline())
+        res["output"] = self._log.read_text(errors="replace") if self._log.exists() else ""
         return res
 
     def close(self) -> None:
