@@ -26,13 +26,45 @@ def render(opts: RenderOptions, *, call: Call = direct,
     created = [p for p in (opts.out, opts.book_dir) if not p.exists()]
     try:
         with BookLock(opts.book_dir):
+            stages.clean_temp_files(opts.book_dir)       # a killed run's leftovers; no other writer is alive
             book_dir = Path(call(stages.prepare, opts))
             counts = call(stages.synthesize, book_dir, opts, on_done)
             call(stages.package, book_dir, opts)
     except BookError:
         _remove_created(created, opts.book_dir)
         raise
+    except Exception as e:
+        full = disk_full_error(e, opts.book_dir)
+        if full is not None:
+            raise full from e
+        raise
     return {"book_dir": book_dir, **counts}
+
+
+DISK_FULL_FREE_BYTES = 1 << 20      # bytes: a write error with less free space than this is a full disk
+
+
+def disk_full_error(e: BaseException, where: Path) -> OSError | None:
+    """An OSError(ENOSPC) for an error that a full disk caused, else None.  Writers report a full disk
+    differently — OSError 28 (Python, pyarrow), soundfile's LibsndfileError/RuntimeError, mutagen's errors,
+    ffmpeg's exit status — so besides the errno and the message, the free space where we write decides."""
+    import errno
+    import shutil
+
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return e
+    text = f"{type(e).__name__}: {e}"
+    low_space = False
+    for p in (Path(where), *Path(where).parents):
+        if p.exists():
+            try:
+                low_space = shutil.disk_usage(p).free < DISK_FULL_FREE_BYTES
+            except OSError:
+                pass
+            break
+    if "No space left on device" in text or "ENOSPC" in text or low_space:
+        return OSError(errno.ENOSPC, "No space left on device", str(where))
+    return None
 
 
 def _remove_created(created: list[Path], book_dir: Path) -> None:

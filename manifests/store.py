@@ -11,6 +11,8 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasks.crashpoints import crashpoint
+
 MANIFEST_DIRNAME = "manifest"
 PART_RE = re.compile(r"^part-(\d{8})\.parquet$")
 
@@ -59,6 +61,7 @@ def _write_atomic(table: pa.Table, dest: Path) -> None:
             pq.write_table(table, f, compression="zstd")
             f.flush()
             os.fsync(f.fileno())
+        crashpoint("commit")
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

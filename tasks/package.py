@@ -16,13 +16,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
+from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
 from engine.units import SAMPLE_RATE
 from tasks.assemble import AssembleOptions, ChapterAudio, Piece, assemble_chapter
 from tasks.book import BookError, BookMeta
+from tasks.crashpoints import crashpoint
 from tasks.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
 from tasks.subtitles import SUBTITLE_FORMATS
 
@@ -152,6 +153,7 @@ def atomic_path(final: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        crashpoint("package-file")
         if os.path.exists(tmp):                          # the body may discard its attempt
             os.chmod(tmp, 0o666 & ~_umask())             # mkstemp makes 0600; outputs get the usual mode
             os.replace(tmp, final)
@@ -558,19 +560,25 @@ def book_stem(meta: BookMeta) -> str:
 
 
 def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput]], meta: BookMeta,
-                 opts: PackageOptions = PackageOptions()) -> Report:
+                 opts: PackageOptions = PackageOptions(), *, skip: Collection[int] = (),
+                 previous: Mapping | None = None, extra: Mapping | None = None) -> Report:
     """Chapter files, `<book>.m4b` (chapters at the exact chapter starts, title/author/cover), subtitles and
     report.json in book_dir, all written atomically and deterministically.
 
     `chapters` is (chapter index, title, ChapterAudio or a zero-argument function returning it), in reading
     order; with functions only one chapter is in memory at a time (the M4B's audio goes through a temp file).
     No engine import: this works from stored segment audio alone.
+
+    Incremental (tasks.stages.package decides): chapters in `skip` already have current output files; their
+    report rows come from `previous` (the last report.json) and their files are not written again.  Their
+    audio is still loaded when an M4B is wanted.  `extra` adds top-level keys to report.json.
     """
     opts.validate()
     _check_tools(opts)
     book_dir = Path(book_dir)
     book_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(book_dir)
+    skip = frozenset(skip) if previous else frozenset()
     n = len(chapters)
     if len({i for i, _, _ in chapters}) != n:
         raise ValueError("chapter indices must be unique")
@@ -587,15 +595,22 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     try:
         with os.fdopen(raw_fd, "wb") as raw:
             for index, title, item in chapters:
+                if index in skip:                         # outputs current: carry the report rows over
+                    chapter_rows += [r for r in previous["chapters"] if r["index"] == index]
+                    reports += [FileReport(**r) for r in previous["files"] if r["chapter"] == index]
+                    files += [p for p in _existing_chapter_files(book_dir, index, n_total, title, opts)]
+                    if not want_m4b:
+                        continue
                 ch = item() if callable(item) else item
                 prepared = prepare_chapter(ch, opts)
                 del ch
-                paths, reps = _chapter_outputs(book_dir, index, n_total, title, prepared, meta, opts)
-                files += paths
-                reports += reps
-                chapter_rows.append({"index": index, "title": title,
-                                     "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
-                                     "gain_db": round(prepared.gain_db, 3)})
+                if index not in skip:
+                    paths, reps = _chapter_outputs(book_dir, index, n_total, title, prepared, meta, opts)
+                    files += paths
+                    reports += reps
+                    chapter_rows.append({"index": index, "title": title,
+                                         "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
+                                         "gain_db": round(prepared.gain_db, 3)})
                 if want_m4b:
                     from tasks.subtitles import timed
 
@@ -636,10 +651,18 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                      "true_peak": "4x oversampled", "measured_on": "decoded final files"},
         "chapters": chapter_rows,
         "files": [r.as_json() for r in reports],
+        **(extra or {}),
     }
     report_path = inside(book_dir, REPORT_NAME)
     atomic_write_bytes(report_path, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
     return Report(book_dir, files + [report_path], reports, data)
+
+
+def _existing_chapter_files(book_dir: Path, index: int, n_total: int, title: str,
+                            opts: PackageOptions) -> list[Path]:
+    names = [f"{chapter_stem(index, n_total, title, f)}.{f}" for f in opts.formats if f != "m4b"]
+    names += [f"{chapter_stem(index, n_total, title, 'srt')}.{f}" for f in opts.subtitles]
+    return [p for p in (inside(book_dir, n) for n in names) if p.exists()]
 
 
 def package_pieces(book_dir: Path, chapters: Sequence[tuple[int, str, Sequence[Piece]]], meta: BookMeta,

@@ -4,6 +4,12 @@ A segment's audio depends only on (text, voice, seed, engine version), so the co
 those, and the audio file is named by it.  The seed is derived from (text, voice) alone: the same sentence
 in the same voice always gets the same seed, wherever it sits and whatever it is batched with.  An edited
 book re-plans; every segment whose key already has audio on disk is adopted as done, the rest are pending.
+
+Incremental re-render: editing a paragraph changes only the keys of the segments cut from it (a segment's
+key never depends on its neighbours or its position), so only those are rendered again; a new voice or
+engine version changes every key, so everything is rendered again.  Audio of keys no longer in the plan is
+kept on disk: `segments/` is a content-addressed cache, and undoing an edit (or switching back to a voice)
+reuses it without rendering.  Delete `segments/` by hand to reclaim the space (the next render re-renders).
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tasks.book import Book, Segment
+from tasks.crashpoints import crashpoint
 
 SEGMENTS_DIRNAME = "segments"
 AUDIO_EXT = ".flac"
@@ -40,7 +47,8 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
               book_dir: Path, previous: dict[str, dict] | None = None) -> list[dict]:
     """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
     a key that was done and whose audio is on disk stays done with its sample count and attempts."""
-    from manifests import STATUS_DONE, STATUS_PENDING
+    from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
+    from tasks.guard import is_final_failure
 
     vid = voice_id(spk_emb)
     titles = {c.index: c.title for c in book.chapters}
@@ -53,13 +61,15 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
         rel = audio_relpath(key)
         old = previous.get(key)
         done = old is not None and old["status"] == STATUS_DONE and (book_dir / rel).is_file()
+        hopeless = not done and old is not None and is_final_failure(old)   # the same audio again: keep it
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
             "segment": s.index, "text": s.text, "source_text": s.source_text, "pause_after": s.pause_after,
-            "content_key": key, "status": STATUS_DONE if done else STATUS_PENDING, "audio_path": rel,
+            "content_key": key, "audio_path": rel,
+            "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
             "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,
             "voice_id": vid, "spk_emb": spk_emb, "seed": seed, "engine_version": engine_version,
-            "error": "", "attempts": old["attempts"] if done else 0,
+            "error": old["error"] if hopeless else "", "attempts": old["attempts"] if done or hopeless else 0,
         })
     return rows
 
@@ -81,6 +91,7 @@ def prepare_book(opts, get_engine) -> Path:
     book = load_book(opts.book)                     # BookError on bad input: nothing written yet
     if opts.chapters:
         book = select_chapters(book, opts.chapters)
+    crashpoint("ingest")
     segments, reports = segment_book(book, opts.segment)   # BookError when characters vanished
     book_dir = opts.book_dir
     old = load(book_dir).to_pylist() if book_dir.exists() else []

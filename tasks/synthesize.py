@@ -14,6 +14,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from tasks.crashpoints import crashpoint
+
 COMMIT_EVERY_ROWS = 8          # rows per manifest part while rendering
 COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anything finished
 AUDIO_SUBTYPE = "PCM_24"       # FLAC sample format of stored segment audio
@@ -52,20 +54,29 @@ def _audio_frames(path: Path) -> int | None:
         return None
 
 
-def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], None] | None = None) -> dict:
-    """Render every pending/failed row of the book's manifest.  Returns counts
-    {rendered, adopted, already_done, total}.  `on_done(done, total)` is called as rows finish."""
+def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], None] | None = None,
+                    guard=None) -> dict:
+    """Render every pending row of the book's manifest (and failed rows that may succeed on another try).
+    Returns counts {rendered, adopted, already_done, failed, total}.  `on_done(done, total)` is called as
+    rows finish.  Each result passes the quality guard (tasks.guard) or is re-rolled with a derived seed; a
+    segment that fails every attempt is committed as failed with the reason and its attempt count."""
     from engine.api import Request
     from engine.units import SAMPLE_RATE
-    from manifests import STATUS_DONE, commit, load
+    from manifests import STATUS_DONE, STATUS_FAILED, commit, load
+    from tasks.guard import GuardOptions, check, is_final_failure, reroll_seed
 
+    guard = (guard or GuardOptions()).validate()
     rows = load(book_dir).to_pylist()
     total = len(rows)
     todo = [r for r in rows if r["status"] != STATUS_DONE]
-    counts = {"rendered": 0, "adopted": 0, "already_done": total - len(todo), "total": total}
+    hopeless = [r for r in todo if is_final_failure(r, guard)]       # deterministic: the same audio again
+    todo = [r for r in todo if not is_final_failure(r, guard)]
+    counts = {"rendered": 0, "adopted": 0, "already_done": total - len(todo) - len(hopeless),
+              "failed": len(hopeless), "total": total}
     done_count = counts["already_done"]
 
-    # Adopt audio that was written before a crash but never committed.
+    # Adopt audio that was written before a crash but never committed (only audio that passed the guard is
+    # ever written, so it is adopted as is).
     pending, adopted = [], []
     for r in todo:
         frames = _audio_frames(book_dir / r["audio_path"])
@@ -85,29 +96,48 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     by_key: dict[str, list[dict]] = {}
     for r in pending:
         by_key.setdefault(r["content_key"], []).append(r)
-    requests: Iterable[Request] = [
-        Request(key=k, text=rs[0]["text"], spk_emb=rs[0]["spk_emb"], seed=rs[0]["seed"],
-)
-        for k, rs in by_key.items()
-    ]
 
     batch: list[dict] = []
     last_commit = time.monotonic()
+
+    def finish(new_rows: list[dict]) -> None:
+        nonlocal batch, last_commit, done_count
+        batch += new_rows
+        done_count += len(new_rows)
+        if len(batch) >= COMMIT_EVERY_ROWS or time.monotonic() - last_commit >= COMMIT_EVERY_S:
+            commit(book_dir, batch)
+            batch, last_commit = [], time.monotonic()
+        if on_done:
+            on_done(done_count, total)
+
+    keys = list(by_key)
     try:
-        for result in engine.synthesize(requests):
-            rs = by_key[result.key]
-            write_audio_atomic(book_dir / rs[0]["audio_path"], result.audio, SAMPLE_RATE)
-            n = int(len(result.audio))
-            for r in rs:
-                batch.append({**r, "status": STATUS_DONE, "samples": n, "duration_s": n / SAMPLE_RATE,
-                              "error": "", "attempts": (r["attempts"] or 0) + 1})
-            counts["rendered"] += len(rs)
-            done_count += len(rs)
-            if len(batch) >= COMMIT_EVERY_ROWS or time.monotonic() - last_commit >= COMMIT_EVERY_S:
-                commit(book_dir, batch)
-                batch, last_commit = [], time.monotonic()
-            if on_done:
-                on_done(done_count, total)
+        for attempt in range(1, guard.max_attempts + 1):
+            if not keys:
+                break
+            requests: Iterable[Request] = [
+                Request(key=k, text=by_key[k][0]["text"], spk_emb=by_key[k][0]["spk_emb"],
+                        seed=reroll_seed(by_key[k][0]["seed"], attempt))
+                for k in keys]
+            retry = []
+            for result in engine.synthesize(requests):
+                rs = by_key[result.key]
+                reason = check(rs[0]["text"], result.audio, SAMPLE_RATE, guard)
+                if reason and attempt < guard.max_attempts:
+                    retry.append(result.key)
+                    continue
+                n = int(len(result.audio))
+                if reason:
+                    finish([{**r, "status": STATUS_FAILED, "samples": 0, "duration_s": 0.0,
+                             "error": f"{reason} after {attempt} attempts", "attempts": attempt} for r in rs])
+                    counts["failed"] += len(rs)
+                    continue
+                write_audio_atomic(book_dir / rs[0]["audio_path"], result.audio, SAMPLE_RATE)
+                crashpoint("segment-written")
+                finish([{**r, "status": STATUS_DONE, "samples": n, "duration_s": n / SAMPLE_RATE,
+                         "error": "", "attempts": attempt} for r in rs])
+                counts["rendered"] += len(rs)
+            keys = retry
     finally:
         commit(book_dir, batch)   # whatever finished is kept, also when the engine fails
     return counts

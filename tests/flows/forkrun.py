@@ -1,0 +1,125 @@
+"""A fork server for the crash tests: one process pays for `import torch, ChatTTS` once, then forks a fresh
+child per render.  Each child is a real, separate process running `chattts-render` (flows.cli.main) with
+its own environment and log file; the server SIGKILLs it after `kill_after` seconds if asked.
+
+Protocol (JSON lines): the server prints {"ready": true}, then for each request
+{"args": [...], "env": {...}, "log": path, "kill_after": seconds | null} answers
+{"rc": exit code (-9: killed by SIGKILL), "killed": bool (the server sent the signal), "elapsed": s}.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+POLL_S = 0.005
+
+
+def serve() -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+    import ChatTTS  # noqa: F401  — the expensive part, paid once
+    import pyarrow.parquet  # noqa: F401
+    import soundfile  # noqa: F401
+
+    import engine.engine  # noqa: F401
+    import engine.generate  # noqa: F401
+    import engine.loader  # noqa: F401
+    import flows.pipeline  # noqa: F401
+    import tasks.package  # noqa: F401
+    import tasks.plan  # noqa: F401
+    import tasks.synthesize  # noqa: F401
+    from flows.cli import main
+
+    out = sys.stdout
+    print(json.dumps({"ready": True}), file=out, flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:                                         # the child: one CLI run
+            rc = 98
+            try:
+                os.environ.update(req.get("env") or {})
+                fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                rc = main(list(req["args"]))
+            except BaseException:                            # noqa: BLE001
+                import traceback
+
+                traceback.print_exc()
+                rc = 99
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(rc)
+        t0 = time.monotonic()
+        killed = False
+        kill_after = req.get("kill_after")
+        if req.get("detach"):                                # answer now; the next line asks to wait
+            print(json.dumps({"pid": pid}), file=out, flush=True)
+            json.loads(sys.stdin.readline())
+        while True:
+            wpid, status = os.waitpid(pid, os.WNOHANG)
+            if wpid:
+                break
+            if kill_after is not None and not killed and time.monotonic() - t0 >= kill_after:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+            time.sleep(POLL_S)
+        print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "killed": killed,
+                          "elapsed": time.monotonic() - t0}), file=out, flush=True)
+
+
+class ForkServer:
+    """Client side (in the test process)."""
+
+    def __init__(self, root: Path, logdir: Path):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+        env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(root))
+        env.pop("CHATTTS_RENDER_CRASH_AT", None)
+        self.logdir = Path(logdir)
+        self.n = 0
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.flows.forkrun"], cwd=root, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert json.loads(self.proc.stdout.readline())["ready"]
+
+    def run(self, *args: str, env: dict | None = None, kill_after: float | None = None) -> dict:
+        self.n += 1
+        log = self.logdir / f"run-{self.n:03d}.log"
+        self.proc.stdin.write(json.dumps({"args": list(args), "env": env or {}, "log": str(log),
+                                          "kill_after": kill_after}) + "\n")
+        self.proc.stdin.flush()
+        res = json.loads(self.proc.stdout.readline())
+        res["output"] = log.read_text(errors="replace") if log.exists() else ""
+        return res
+
+    def start(self, *args: str, env: dict | None = None) -> int:
+        """Start a render and return its pid at once; call wait() next (nothing else in between)."""
+        self.n += 1
+        self._log = self.logdir / f"run-{self.n:03d}.log"
+        self.proc.stdin.write(json.dumps({"args": list(args), "env": env or {}, "log": str(self._log),
+                                          "detach": True}) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())["pid"]
+
+    def wait(self) -> dict:
+        self.proc.stdin.write("{}\n")
+        self.proc.stdin.flush()
+        res = json.loads(self.proc.stdout.readline())
+        res["output"] = self._log.read_text(errors="replace") if self._log.exists() else ""
+        return res
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    serve()

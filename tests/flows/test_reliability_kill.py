@@ -1,0 +1,129 @@
+"""Crash consistency: SIGKILL a real render at every named crash point and at 20 seeded random times; each
+rerun resumes, no committed segment is rendered again, no temp file is left, and the final outputs are
+byte-identical to an uninterrupted render (random-tiny, CPU).
+
+A fork server (tests/flows/forkrun.py) pays for `import torch, ChatTTS` once; every render is still its own
+process, killed with SIGKILL.  About 3-5 min on 2 busy cores:
+    python -m pytest tests/flows/test_reliability_kill.py -q
+"""
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+import manifests
+from tests.conftest import ROOT
+from tests.flows.forkrun import ForkServer
+from tests.flows.helpers import tree_digest
+
+RANDOM_KILLS = 20
+KILL_SEED = 20261130
+TINY_BOOK = ("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n　　春眠不觉晓，处处闻啼鸟。\n\n"
+             "第二章　草木\n　　草木有本心，何求美人折。\n　　白日依山尽，黄河入海流。\n")
+TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = ForkServer(ROOT, tmp_path_factory.mktemp("logs"))
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def reference(server, tmp_path_factory):
+    """The book and one uninterrupted render of it: (book, out root, digest, seconds)."""
+    d = tmp_path_factory.mktemp("ref")
+    book = d / "tiny.txt"
+    book.write_text(TINY_BOOK, encoding="utf-8")
+    r = server.run(str(book), "--model", "random-tiny", "--out", str(d / "out"))
+    assert r["rc"] == 0, r["output"]
+    return book, d / "out", outputs(d / "out" / "tiny"), r["elapsed"]
+
+
+def outputs(book_dir: Path) -> dict[str, str]:
+    """Digest of everything a render leaves, but the manifest parts (their plan ids and numbering vary)."""
+    return {k: v for k, v in tree_digest(book_dir).items() if not k.startswith("manifest/")}
+
+
+def committed(book_dir: Path) -> dict[str, tuple[int, int]]:
+    """(inode, mtime) of the audio file of every committed (done) segment."""
+    if not (book_dir / "manifest").is_dir():
+        return {}
+    out = {}
+    for r in manifests.load(book_dir).to_pylist():
+        if r["status"] == "done":
+            st = (book_dir / r["audio_path"]).stat()
+            out[r["audio_path"]] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def assert_not_rerendered(book_dir: Path, before: dict[str, tuple[int, int]]) -> None:
+    now = {p: ((book_dir / p).stat().st_ino, (book_dir / p).stat().st_mtime_ns) for p in before}
+    assert now == before, "a committed segment was rendered again"
+
+
+def assert_no_temps(book_dir: Path) -> None:
+    left = [str(p) for g in TEMP_GLOBS for p in book_dir.glob(g)]
+    assert not left, left
+
+
+def test_named_crash_points_resume_byte_identical(server, reference, tmp_path):
+    """One render's life killed at each dangerous moment in turn (ingest, a segment written but not
+    committed, a manifest part written but not renamed, a chapter assembled, an output's temp file complete);
+    each rerun resumes from the state the previous kill left."""
+    book, _, ref, _ = reference
+    out = tmp_path / "out"
+    book_dir = out / "tiny"
+    args = (str(book), "--model", "random-tiny", "--out", str(out))
+    for point in ("ingest:1", "commit:1", "segment-written:2", "commit:1", "segment-written:1", "commit:2",
+                  "assemble:2", "package-file:3", "package-file:1"):
+        before = committed(book_dir)
+        r = server.run(*args, env={"CHATTTS_RENDER_CRASH_AT": point})
+        assert r["rc"] == -9 and not r["killed"], (point, r)           # the process killed itself there
+        assert_not_rerendered(book_dir, before)
+        if point == "ingest:1":                                      # nothing was written yet
+            assert not list(book_dir.glob("manifest/part-*.parquet"))
+    before = committed(book_dir)
+    assert before, "the crash points never let a segment be committed"
+    r = server.run(*args)
+    assert r["rc"] == 0, r["output"]
+    assert_not_rerendered(book_dir, before)
+    assert_no_temps(book_dir)
+    assert outputs(book_dir) == ref
+
+
+def test_twenty_random_sigkills_resume_byte_identical(server, reference, tmp_path):
+    """20 SIGKILLs at seeded random times spread over the reference render's duration.  A killed render is
+    resumed by the next cycle (several kills in one render's life); a cycle that completes is checked
+    against the reference and the next cycle starts a fresh render."""
+    book, _, ref, ref_s = reference
+    rng = random.Random(KILL_SEED)
+    out = tmp_path / "out"
+    book_dir = out / "tiny"
+    args = (str(book), "--model", "random-tiny", "--out", str(out))
+    kills = completions = 0
+    before = {}
+    while kills < RANDOM_KILLS:
+        delay = rng.uniform(0.0, ref_s)
+        r = server.run(*args, kill_after=delay)
+        assert_not_rerendered(book_dir, before)
+        if r["rc"] == 0:                                     # finished before the kill: check, start over
+            assert_no_temps(book_dir)
+            assert outputs(book_dir) == ref
+            completions += 1
+            shutil.rmtree(out)
+            before = {}
+            continue
+        assert r["rc"] == -9 and r["killed"], r["output"]
+        kills += 1
+        before = committed(book_dir)
+    r = server.run(*args)
+    assert r["rc"] == 0, r["output"]
+    assert_not_rerendered(book_dir, before)
+    assert_no_temps(book_dir)
+    assert outputs(book_dir) == ref
+    print(f"{kills} kills survived, {completions} completed cycles, reference render {ref_s:.1f} s")
