@@ -336,3 +336,26 @@ def test_short_dialogue_lines_are_not_titles(tmp_path):
         p.write_text(sep.join(paras * 10), encoding="utf-8")
         book = load_book(p)
         assert len(book.chapters) == 1 and len(book.chapters[0].paragraphs) == 50, sep
+
+
+@pytest.mark.parametrize("text,encoding,expect", [
+    ("第一章 你好\n\n內容。\n", "gbk", "gb18030"),              # charset-normalizer alone says cp949
+    ("Hello 中文 world\n", "gbk", "gb18030"),                   # ... or big5
+    ("我們說了很多話，他不知道。", "big5", "big5"),
+    ("我们说了很多话，他不知道。", "gb2312", "gb18030"),
+])
+def test_short_chinese_files_detected(tmp_path, text, encoding, expect):
+    p = tmp_path / "short.txt"
+    p.write_bytes(text.encode(encoding))
+    book = load_book(p)
+    assert book.meta.encoding == expect
+    assert "".join(c.title + "".join(c.paragraphs) for c in book.chapters).replace(" ", "") \
+        .find(text.split("\n")[0].replace(" ", "")) >= 0
+
+
+def test_tiny_books_without_headings_are_read(tmp_path):
+    p = tmp_path / "one.txt"
+    p.write_text("一句話。", encoding="utf-8")
+    assert load_book(p).chapters[0].paragraphs == ("一句話。",)
+    p.write_text("abc", encoding="utf-16")
+    assert load_book(p).chapters[0].paragraphs == ("abc",)
