@@ -264,7 +264,7 @@ def _close(text: str, pause: PauseKind, opts: SegmentOptions) -> str:
     if pause == "clause" or not text:
         return text
     if text[-1] in "，、":                        # a bracket or colon closing the paragraph
-        return text[:-1] + "。"
+        return text[:-1] + "。" if _fits(text[:-1] + "。", opts) else text[:-1]
     if text[-1] not in _MARKS and _fits(text + "。", opts):
         return text + "。"
     return text
