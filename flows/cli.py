@@ -51,6 +51,10 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     render.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     render.add_argument("--format", default="flac",
                         help=f"comma-separated output formats: {','.join(FORMATS + ('m4b',))} (default flac)")
+    render.add_argument("--lexicon", default=None,
+                        help="a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
+                             "and the book's <stem>.lexicon.tsv)")
+    render.add_argument("--no-t2s", action="store_true", help="keep Traditional characters")
     render.add_argument("--chapters", default=None,
                         help="render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
     render.add_argument("--allow-gaps", action="store_true",
@@ -63,6 +67,8 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
                       "of a book, without loading the model.")
     inspect.add_argument("book", type=Path)
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    inspect.add_argument("--lexicon", default=None, help="as for a render")
+    inspect.add_argument("--no-t2s", action="store_true", help="as for a render")
 
     package = _Parser(prog=f"{PROG} package", description="Rebuild the outputs from the stored segment audio "
                       "(no re-rendering, the model is not loaded).")
@@ -85,7 +91,7 @@ def render_params(a: argparse.Namespace) -> dict:
     return {"book": str(a.book), "out": str(a.out) if a.out else None, "model": a.model, "voice": a.voice,
             "formats": a.format.split(","), "device": a.device, "dtype": a.dtype, "int8": a.int8,
             "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps,
-            "chapters": a.chapters}
+            "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s}
 
 
 def prefect_server_configured() -> bool:
@@ -166,10 +172,16 @@ def _mmss(s: float) -> str:
 def cmd_inspect(a) -> int:
     import json
 
-    from tasks.inspect import format_inspect, inspect_path
+    from tasks.ingest import load_book
+    from tasks.inspect import format_inspect, inspect_book
+    from tasks.options import options_from_params
 
     _check_book(a.book)
-    report = inspect_path(a.book)
+    try:
+        opts = options_from_params(str(a.book), lexicon=a.lexicon, t2s=not a.no_t2s)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    report = inspect_book(load_book(a.book), opts.segment)
     print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))
     return EXIT_OK
 

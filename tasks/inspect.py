@@ -101,7 +101,7 @@ def format_inspect(d: dict) -> str:
         f"{'#':>4}  {'title':<{TITLE_WIDTH}}  {'chars':>8}  {'segs':>5}  {'est.':>8}  coverage",
     ]
     for c in d["chapters"]:
-        lines.append(f"{c['index']:>4}  {_pad(_clip(c['title'] or '(untitled)', TITLE_WIDTH), TITLE_WIDTH)}  "
+        lines.append(f"{c['index'] + 1:>4}  {_pad(_clip(c['title'] or '(untitled)', TITLE_WIDTH), TITLE_WIDTH)}  "
                      f"{c['characters']:>8,}  {c['segments']:>5}  {_hms(c['estimated_seconds']):>8}  "
                      f"{'ok' if c['coverage_ok'] else 'UNEXPLAINED'}")
     cov = d["coverage"]
