@@ -94,7 +94,8 @@ def test_forced_tokens_and_bad_requests(engine, requests):
 def test_prompt_is_upstream_and_version_names_settings(engine):
     tok = engine.loaded.tokenizer._tokenizer
     ids = engine.prompt_ids("你好")
-    assert ids[:2] == tok.convert_tokens_to_ids(["[Stts]", "[spk_emb]"]) and ids[-1] == tok.convert_tokens_to_ids("[Ptts]")
+    assert ids[:3] == tok.convert_tokens_to_ids(["[Stts]", "[spk_emb]", "[speed_5]"])
+    assert ids[-1] == tok.convert_tokens_to_ids("[Ptts]")
     assert engine.prompt_ids("[Stts]你好") == ids           # upstream strips its own control tokens
     assert engine.loaded.fingerprint in engine.version and "fp32" in engine.version and "cpu" in engine.version
 
@@ -132,7 +133,7 @@ def test_first_step_equals_upstream_chattts(engine):
     from engine.llama import KVCache
     chat = engine.loaded.chat
     text, voice = "你好，世界。第二句！", engine.sample_voice(3)
-    prompt = chat.speaker.decorate_code_prompts([text], "", None, voice)
+    prompt = chat.speaker.decorate_code_prompts([text], chat.InferCodeParams().prompt, None, voice)  # [speed_5]
     input_ids, attn, text_mask = chat.tokenizer.encode(prompt, 4, device="cpu")
     emb = chat.embed(input_ids, text_mask)
     chat.speaker.apply(emb, voice, input_ids, chat.tokenizer.spk_emb_ids, torch.device("cpu"))
