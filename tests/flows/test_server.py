@@ -256,7 +256,7 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
         rows = manifest_rows(out / b.stem)
         assert rows and all(r["status"] == "done" for r in rows)
 
-    long = write_txt_book(cat / "long.txt", chapters=2, sentences=12)
+    long = write_txt_book(cat / "long.txt", chapters=2, sentences=20)
     book_dir = out / "long"
     with service.client_settings():
         killed = run_deployment("render-book/adhoc", parameters={"book": str(long.resolve()), "out": str(out),
