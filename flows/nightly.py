@@ -103,10 +103,12 @@ def book_state(book: str | Path, out: str | Path) -> BookState:
         state = RUNNING
     elif not (book_dir / "manifest").is_dir():
         state = NEW
-    elif read_source_hash(book_dir) != sha:
+    elif (recorded := read_source_hash(book_dir)) is not None and recorded != sha:
         state = CHANGED
     elif not render_complete(book_dir):
         state = INCOMPLETE
+    elif recorded is None:
+        state = CHANGED      # rendered without the service (hash never recorded): a resume run records it
     else:
         state = COMPLETE
     return BookState(str(book), str(book_dir), sha, state)

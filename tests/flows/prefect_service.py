@@ -59,6 +59,7 @@ class PrefectService:
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.procs: dict[str, subprocess.Popen] = {}
         self.ran: list[str] = []          # the doc lines run so far
+        _stop_on_exit(self)
         bin_dir = str(Path(sys.executable).parent)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
         self.env.update(
@@ -72,7 +73,6 @@ class PrefectService:
             PREFECT_CLI_PROMPT="false",
             PREFECT_WORKER_QUERY_SECONDS="1",
             PREFECT_WORKER_PREFETCH_SECONDS="2",
-            PREFECT_WORKER_HEARTBEAT_SECONDS="5",
             PREFECT_RUNNER_POLL_FREQUENCY="1",
             PREFECT_LOGGING_TO_API_BATCH_INTERVAL="0.3",
             PREFECT_CLI_COLORS="false",
@@ -170,6 +170,20 @@ class PrefectService:
                 except subprocess.TimeoutExpired:
                     pass
             _kill_tree(p)
+
+
+def _stop_on_exit(svc: PrefectService) -> None:
+    """Stop the service also when this process ends without unwinding: at exit, and on SIGTERM (e.g. from
+    `timeout`), which is turned into KeyboardInterrupt so fixtures' teardown runs."""
+    import atexit
+    import threading
+
+    atexit.register(svc.stop)
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        def on_term(signum, frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+        signal.signal(signal.SIGTERM, on_term)
 
 
 def _replace_all(word: str, replace: dict[str, str]) -> str:

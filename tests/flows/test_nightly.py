@@ -47,7 +47,7 @@ def test_source_hash_round_trip(tmp_path):
 def test_book_states(tmp_path):
     out = tmp_path / "out"
     books = [write_txt_book(tmp_path / f"{n}.txt", chapters=1, sentences=2 + i)
-             for i, n in enumerate(("new", "done", "edited", "half", "nohash", "noreport", "busy"))]
+             for i, n in enumerate(("new", "done", "edited", "half", "nohash", "noreport", "busy", "halfnohash"))]
     fake_render(books[1], out)
     fake_render(books[2], out)
     books[2].write_text(books[2].read_text(encoding="utf-8") + "　　又一句。\n", encoding="utf-8")
@@ -55,12 +55,13 @@ def test_book_states(tmp_path):
     fake_render(books[4], out, record=False)
     fake_render(books[5], out, report=False)
     busy_dir = fake_render(books[6], out, statuses=(STATUS_DONE, STATUS_PENDING))
+    fake_render(books[7], out, statuses=(STATUS_DONE, STATUS_PENDING), record=False)   # a killed first render
     got = {}
     with BookLock(busy_dir):                             # another render holds the lock
         for b in books:
             got[b.stem] = book_state(b, out).state
     assert got == {"new": NEW, "done": COMPLETE, "edited": CHANGED, "half": INCOMPLETE, "nohash": CHANGED,
-                   "noreport": INCOMPLETE, "busy": RUNNING}
+                   "noreport": INCOMPLETE, "busy": RUNNING, "halfnohash": INCOMPLETE}
     assert book_state(books[6], out).state == INCOMPLETE  # the lock is gone with its holder
     assert not (out / "new").exists()                    # scanning writes nothing
 

@@ -77,6 +77,18 @@ def wait_final(svc: PrefectService, deployment: str, n: int, timeout: float = RU
         time.sleep(1)
 
 
+def wait_run(svc: PrefectService, run_id, timeout: float = RUN_TIMEOUT_S):
+    """The flow run once it is in a final state."""
+    from prefect.client.orchestration import get_client
+
+    t0 = time.monotonic()
+    with svc.client_settings(), get_client(sync_client=True) as client:
+        while not (run := client.read_flow_run(run_id)).state.is_final():
+            assert time.monotonic() - t0 < timeout, f"{run.name}: {run.state.type.value} after {timeout} s"
+            time.sleep(1)
+    return run
+
+
 def run_logs(svc: PrefectService, run_id) -> str:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
@@ -181,44 +193,6 @@ def tiny_catalogue(root: Path) -> list[Path]:
     return [a, b, c]
 
 
-def test_nightly_catalogue_renders_each_book_once(service, tmp_path):
-    books = tiny_catalogue(tmp_path / "catalogue")
-    out = tmp_path / "out"
-    nightly = doc("run 'nightly-catalogue/nightly'")
-    t0 = time.monotonic()
-    service.run(nightly, replace={"/srv/books": str(tmp_path / "catalogue")},
-                extra=params(*TINY, f"out={out}") + ["--watch"], timeout=RUN_TIMEOUT_S)
-    runs = wait_final(service, "render-book/adhoc", 3, out=str(out))
-    print(f"\nnightly catalogue of 3 books: {time.monotonic() - t0:.1f} s")
-    assert sorted(r.parameters["book"] for r in runs) == sorted(str(b.resolve()) for b in books)   # once each
-    assert all(r.state.is_completed() for r in runs), [(r.name, r.state.type) for r in runs]
-    devices = set()
-    for r in runs:
-        logs = run_logs(service, r.id)
-        assert "skipped" not in logs
-        devices |= {d for d in ("0", "1") if f"CUDA_VISIBLE_DEVICES={d}," in logs}
-        assert r.work_pool_name == POOL
-    assert devices, "no run logged the worker it ran on"
-    for b in books:
-        rows = manifest_rows(out / b.stem)
-        assert rows and all(r["status"] == "done" for r in rows)
-
-    # Nothing changed: a second scan starts nothing.  Then one book changes: only it is rendered again.
-    service.run(nightly, replace={"/srv/books": str(tmp_path / "catalogue")},
-                extra=params(*TINY, f"out={out}") + ["--watch"], timeout=RUN_TIMEOUT_S)
-    time.sleep(2)
-    assert len(flow_runs(service, "render-book/adhoc", out=str(out))) == 3
-    with open(books[1], "a", encoding="utf-8") as f:
-        f.write("第二章　新章\n　　山高月小，水落石出。\n")
-    service.run(nightly, replace={"/srv/books": str(tmp_path / "catalogue")},
-                extra=params(*TINY, f"out={out}") + ["--watch"], timeout=RUN_TIMEOUT_S)
-    runs = wait_final(service, "render-book/adhoc", 4, out=str(out))
-    again = [r for r in runs if r.parameters["book"] == str(books[1].resolve())]
-    assert len(runs) == 4 and len(again) == 2 and all(r.state.is_completed() for r in again)
-    rows = manifest_rows(out / books[1].stem)
-    assert len({r["chapter"] for r in rows}) == 2 and all(r["status"] == "done" for r in rows)
-
-
 def _engine_worker(service: PrefectService) -> str | None:
     """The worker whose descendants include a running flow-run process (prefect.engine)."""
     import psutil
@@ -239,26 +213,55 @@ def _engine_worker(service: PrefectService) -> str | None:
     return None
 
 
-def test_worker_killed_mid_book_resumes_without_rerendering(service, tmp_path):
+def wait_partial(book_dir: Path, timeout: float = RUN_TIMEOUT_S) -> None:
+    """Until the book's manifest has some segments done and some not."""
+    t0 = time.monotonic()
+    while True:
+        rows = manifest_rows(book_dir) if (book_dir / "manifest").is_dir() else []
+        done = sum(r["status"] == "done" for r in rows)
+        if 0 < done < len(rows):
+            return
+        assert not rows or done < len(rows), "the render finished before it could be killed"
+        assert time.monotonic() - t0 < timeout, "the render never committed a segment"
+        time.sleep(0.2)
+
+
+def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
+    """Acceptance 1 (nightly part) and 2.  The nightly scan starts one render-book run per book of a catalogue
+    of three; each completes on a worker, none twice.  Then a fourth, longer book is started by hand and its
+    worker is killed (SIGKILL, with its flow-run process) mid-book; the next nightly starts only that book
+    (the three done ones are left alone), the other worker finishes it, and no committed segment is
+    rendered again (attempts stay 1, audio bytes unchanged)."""
     from prefect.deployments import run_deployment
 
-    catalogue = tmp_path / "catalogue"
-    catalogue.mkdir()
-    book = write_txt_book(catalogue / "long.txt", chapters=2, sentences=12)
-    out = tmp_path / "out"
+    cat, out = tmp_path / "catalogue", tmp_path / "out"
+    books = tiny_catalogue(cat)
+    nightly = doc("run 'nightly-catalogue/nightly'")
+    nightly_args = dict(replace={"/srv/books": str(cat)}, extra=params(*TINY, f"out={out}") + ["--watch"],
+                        timeout=RUN_TIMEOUT_S)
+    t0 = time.monotonic()
+    service.run(nightly, **nightly_args)
+    runs = wait_final(service, "render-book/adhoc", 3, out=str(out))
+    print(f"\nnightly catalogue of 3 books: {time.monotonic() - t0:.1f} s")
+    assert sorted(r.parameters["book"] for r in runs) == sorted(str(b.resolve()) for b in books)   # once each
+    assert all(r.state.is_completed() for r in runs), [(r.name, r.state.type) for r in runs]
+    devices = set()
+    for r in runs:
+        logs = run_logs(service, r.id)
+        assert "skipped" not in logs
+        devices |= {d for d in ("0", "1") if f"CUDA_VISIBLE_DEVICES={d}," in logs}
+        assert r.work_pool_name == POOL
+    assert devices, "no run logged the worker it ran on"
+    for b in books:
+        rows = manifest_rows(out / b.stem)
+        assert rows and all(r["status"] == "done" for r in rows)
+
+    long = write_txt_book(cat / "long.txt", chapters=2, sentences=20)
     book_dir = out / "long"
     with service.client_settings():
-        run_deployment("render-book/adhoc", parameters={"book": str(book), "out": str(out),
-                                                         "model": "random-tiny"}, timeout=0)
-    t0 = time.monotonic()
-    while True:                                   # some segments committed, some not yet
-        rows = manifest_rows(book_dir) if (book_dir / "manifest").is_dir() else []
-        done = [r for r in rows if r["status"] == "done"]
-        if done and len(done) < len(rows):
-            break
-        assert not rows or len(done) < len(rows), "the render finished before it could be killed"
-        assert time.monotonic() - t0 < RUN_TIMEOUT_S, "the render never committed a segment"
-        time.sleep(0.2)
+        killed = run_deployment("render-book/adhoc", parameters={"book": str(long.resolve()), "out": str(out),
+                                                                  "model": "random-tiny"}, timeout=0)
+    wait_partial(book_dir)
     victim = _engine_worker(service)
     assert victim is not None
     service.kill(victim)                           # the worker and its flow-run process, SIGKILL
@@ -266,24 +269,17 @@ def test_worker_killed_mid_book_resumes_without_rerendering(service, tmp_path):
     audio_before = {k: (book_dir / r["audio_path"]).read_bytes() for k, r in before.items()}
     assert before and len(before) < len(manifest_rows(book_dir))
 
-    # The next nightly finds the book incomplete (its lock died with the process) and the other worker
-    # finishes it.
-    service.run(doc("run 'nightly-catalogue/nightly'"), replace={"/srv/books": str(catalogue)},
-                extra=params(*TINY, f"out={out}") + ["--watch"], timeout=RUN_TIMEOUT_S)
+    # The book's lock died with its process: the next nightly finds it unfinished.
+    service.run(nightly, **nightly_args)
     runs = flow_runs(service, "render-book/adhoc", out=str(out))
-    assert len(runs) == 2
-    t0 = time.monotonic()
-    while not (book_dir / "report.json").is_file() or any(r["status"] != "done" for r in manifest_rows(book_dir)):
-        assert time.monotonic() - t0 < RUN_TIMEOUT_S, "the book was not finished after the kill"
-        time.sleep(1)
-    new_run = [r for r in runs if r.tags and "nightly" in r.tags]
-    assert len(new_run) == 1
-    [final] = [r for r in wait_final(service, "render-book/adhoc", 2, out=str(out), book=str(book))
-               if r.id == new_run[0].id]
-    assert final.state.is_completed()
+    new = [r for r in runs if r.id != killed.id and r.parameters["book"] == str(long.resolve())]
+    assert len(runs) == 5 and len(new) == 1, [(r.name, r.parameters["book"]) for r in runs]
+    final = wait_run(service, new[0].id)
+    assert final.state.is_completed(), final.state   # (the killed run stays Running: its process is gone)
     after = {r["content_key"]: r for r in manifest_rows(book_dir)}
+    assert all(r["status"] == "done" for r in after.values())
     for key, r in before.items():
-        assert after[key]["attempts"] == 1 and after[key]["status"] == "done"
+        assert after[key]["attempts"] == 1
         assert (book_dir / r["audio_path"]).read_bytes() == audio_before[key]
     assert len(chapter_files(book_dir)) == 2
 
