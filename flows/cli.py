@@ -131,6 +131,7 @@ def cmd_render(a) -> int:
             from flows.pipeline import render
 
             result = render(opts, on_done=progress)
+            record_source(opts)
     finally:
         progress.close()
     from manifests import load, summary
@@ -142,6 +143,13 @@ def cmd_render(a) -> int:
     print(f"{book_dir}: {len(rows)} chapters, {sum(r['done'] for r in rows)} segments{counts}, "
           f"{sum(r['done_s'] for r in rows) / 60:.1f} min of audio, {time.monotonic() - t0:.1f} s")
     return EXIT_OK
+
+
+def record_source(opts) -> None:
+    """Remember the source file's hash, so the nightly catalogue scan sees this book as current."""
+    from manifests.source import record_source_hash, source_sha256
+
+    record_source_hash(opts.book_dir, opts.book, source_sha256(opts.book))
 
 
 def cmd_status(a) -> int:

@@ -17,9 +17,9 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from manifests.source import read_source_hash, record_source_hash, source_sha256  # noqa: F401 (re-exported)
+
 CATALOGUE_SUFFIXES = (".epub", ".txt")
-SOURCE_RECORD = "source.json"          # in the book's manifest dir: the sha256 of the rendered source
-HASH_CHUNK = 1 << 20                   # bytes read at a time when hashing a book
 RENDER_DEPLOYMENT = "render-book/adhoc"
 WAITING_STATES = ("SCHEDULED", "PENDING")   # a run not started yet holds no lock: ask the server
 
@@ -38,34 +38,6 @@ class BookState:
     @property
     def needs_render(self) -> bool:
         return self.state in TO_RENDER
-
-
-def source_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def record_source_hash(book_dir: str | Path, book: str | Path, sha256: str) -> None:
-    """Remember which source content book_dir was rendered from (manifest/source.json, atomically)."""
-    from manifests import manifest_dir
-    from tasks.package import atomic_write_bytes
-
-    data = {"source_path": str(Path(book).resolve()), "sha256": sha256}
-    mdir = manifest_dir(book_dir)
-    mdir.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(mdir / SOURCE_RECORD, json.dumps(data, indent=1).encode("utf-8"))
-
-
-def read_source_hash(book_dir: str | Path) -> str | None:
-    from manifests import manifest_dir
-
-    try:
-        return json.loads((manifest_dir(book_dir) / SOURCE_RECORD).read_text(encoding="utf-8"))["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def render_complete(book_dir: str | Path) -> bool:

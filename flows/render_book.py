@@ -68,7 +68,7 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
     BookLocked.  At the end: the source's sha256 (for the nightly scan) and a table artifact per book."""
     from prefect.states import Completed
 
-    from flows.nightly import record_source_hash, source_sha256
+    from manifests.source import record_source_hash, source_sha256
     from manifests.lock import BookLocked
     from tasks.options import options_from_params
 
