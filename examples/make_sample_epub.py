@@ -11,6 +11,7 @@ SRC = HERE / "daodejing"
 DEST = HERE / "daodejing.epub"
 TITLE, AUTHOR, BOOK_ID = "道德经（前三章）", "老子", "urn:uuid:7c1f0b6e-5d43-4f1e-9a51-chattts-sample"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)
+INK, PAPER = bytes((40, 40, 60)), bytes((236, 228, 210))   # RGB of the cover
 
 
 def chapters() -> list[tuple[str, list[str]]]:
@@ -27,6 +28,25 @@ def xhtml(title: str, paras: list[str]) -> str:
             f'<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" '
             f'xml:lang="zh-CN" lang="zh-CN">\n<head><title>{escape(title)}</title></head>\n'
             f'<body>\n<h1>{escape(title)}</h1>\n{body}\n</body>\n</html>\n')
+
+
+def cover_png(width: int = 200, height: int = 300) -> bytes:
+    """A plain cover image (ink-coloured bands on paper), made without any imaging library."""
+    import struct
+    import zlib
+
+    rows = []
+    for y in range(height):
+        band = (y // 30) % 2 == 0 and 60 <= y < 240
+        px = b"".join(INK if band and 30 <= x < width - 30 else PAPER for x in range(width))
+        rows.append(b"\x00" + px)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"".join(rows), 9))
+            + chunk(b"IEND", b""))
 
 
 def build() -> bytes:
@@ -56,18 +76,23 @@ def build() -> bytes:
         '<?xml version="1.0" encoding="utf-8"?>\n<package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
         'unique-identifier="bookid"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
         f'<dc:identifier id="bookid">{BOOK_ID}</dc:identifier><dc:title>{escape(TITLE)}</dc:title>'
-        f'<dc:creator>{escape(AUTHOR)}</dc:creator><dc:language>zh-CN</dc:language>'
+        f'<dc:creator>{escape(AUTHOR)}</dc:creator><dc:language>zh-CN</dc:language><meta name="cover" content="cover"/>'
         '<meta property="dcterms:modified">2020-01-01T00:00:00Z</meta></metadata><manifest>'
         '<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
         '<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>'
+        '<item id="cover" href="cover.png" media-type="image/png" properties="cover-image"/>'
         f'{"".join(manifest)}</manifest><spine toc="ncx">{"".join(spine)}</spine></package>\n')
     import io
+
+    binary = {"OEBPS/cover.png": cover_png()}
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         z.writestr(zipfile.ZipInfo("mimetype", FIXED_TIME), "application/epub+zip", zipfile.ZIP_STORED)
         for name in sorted(files):
             z.writestr(zipfile.ZipInfo(name, FIXED_TIME), files[name].encode("utf-8"), zipfile.ZIP_DEFLATED)
+        for name in sorted(binary):
+            z.writestr(zipfile.ZipInfo(name, FIXED_TIME), binary[name], zipfile.ZIP_DEFLATED)
     return buf.getvalue()
 
 

@@ -1,0 +1,88 @@
+"""Issue 5 end to end: a 3-chapter random-tiny render to flac,mp3,opus,m4b checked with real ffprobe, and
+`chattts-render package` re-encoding from stored audio without loading the engine."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flows.cli import main
+from tasks.ffmpeg import probe as _probe
+from tests.conftest import ROOT
+from tests.flows.helpers import SAMPLE
+
+TITLES = ["第一章", "第二章", "第三章"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pkg")
+    assert main([str(SAMPLE), "--model", "random-tiny", "--out", str(out), "--chapters", "2-4",
+                 "--format", "flac,mp3,opus,m4b"]) == 0
+    return out / "daodejing"
+
+
+def test_files_tags_chapters_and_cover(rendered):
+    for ext in ("flac", "mp3", "opus"):
+        files = sorted(rendered.glob(f"*.{ext}"))
+        assert [f.name for f in files] == [f"{i:03d} - {t}.{ext}" for i, t in zip((2, 3, 4), TITLES)]
+        tags = {k.lower(): v for k, v in _probe(files[0])["format"].get("tags", {}).items()}
+        streams = _probe(files[0])["streams"]
+        if not tags:                                           # ogg keeps its tags on the stream
+            tags = {k.lower(): v for k, v in streams[0].get("tags", {}).items()}
+        assert tags["title"] == "第一章" and tags["artist"] == "老子" and "道德经" in tags["album"], (ext, tags)
+    m4b = rendered / "道德经（前三章）.m4b"
+    info = _probe(m4b)
+    assert [c["tags"]["title"] for c in info["chapters"]] == TITLES
+    assert any(s.get("disposition", {}).get("attached_pic") == 1 for s in info["streams"])   # the cover
+    assert info["format"]["tags"]["title"] == "道德经（前三章）" and info["format"]["tags"]["artist"] == "老子"
+    # chapter starts: each chapter file's duration laid end to end (flac: exact sample counts)
+    import soundfile as sf
+
+    starts, t = [], 0.0
+    for f in sorted(rendered.glob("*.flac")):
+        starts.append(t)
+        t += sf.info(str(f)).frames / 24_000
+    assert [abs(float(c["start_time"]) - s) < 0.010 for c, s in zip(info["chapters"], starts)] == [True] * 3
+    report = json.loads((rendered / "report.json").read_text(encoding="utf-8"))
+    assert len(report["chapters"]) == 3 and report["loudness"]["target_lufs"] == -18.0
+
+
+def test_subtitle_cues_are_the_assembly_boundaries(rendered):
+    """SRT cue times equal the assembled chapter's segment boundaries to the millisecond, with source text."""
+    import manifests
+    from tasks.assemble import assemble_chapter
+    from tasks.stages import chapter_pieces
+
+    pieces = chapter_pieces(rendered)
+    chapter = assemble_chapter(pieces[1])
+    srt = (rendered / "002 - 第一章.srt").read_text(encoding="utf-8").strip().split("\n\n")
+    assert len(srt) == len(chapter.cues)
+
+    def ms(stamp: str) -> int:
+        h, m, rest = stamp.split(":")
+        s, milli = rest.split(",")
+        return ((int(h) * 60 + int(m)) * 60 + int(s)) * 1000 + int(milli)
+
+    rows = [r for r in manifests.load(rendered).to_pylist() if r["chapter"] == 1]
+    for block, cue, row in zip(srt, chapter.cues, rows):
+        _, times, text = block.split("\n", 2)
+        a, b = times.split(" --> ")
+        assert (ms(a), ms(b)) == (round(cue.start_s * 1000), round(cue.end_s * 1000))
+        assert text == row["source_text"]                      # the original text, not the normalized one
+
+
+def test_package_reencodes_without_loading_the_engine(rendered):
+    """`chattts-render package BOOK --format wav,m4a` rebuilds outputs from stored audio alone."""
+    code = ("import sys; from flows.cli import main; rc = main(sys.argv[1:]); "
+            "bad = [m for m in ('engine.engine', 'engine.loader', 'ChatTTS', 'torch') if m in sys.modules]; "
+            "print('LOADED', bad); sys.exit(rc)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-c", code, "package", str(SAMPLE), "--out", str(rendered.parent),
+                        "--format", "wav,m4a"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "LOADED []" in r.stdout
+    assert len(list(rendered.glob("*.wav"))) == 3 and len(list(rendered.glob("*.m4a"))) == 3
