@@ -176,6 +176,11 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
 
     from tasks.package import _umask
 
+    try:
+        if path.read_bytes() == data:                 # unchanged: leave the file alone
+            return
+    except OSError:
+        pass
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -90,18 +90,15 @@ def test_second_render_refused_and_stale_lock_taken_over(server, tmp_path):
         while not _lock_held(book_dir) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _lock_held(book_dir)
-        before = tree_digest(book_dir)
         second = cli(*args)
         lines = second.stderr.strip().splitlines()
         assert second.returncode == 2, second.stderr
         assert len(lines) == 1 and "already being rendered" in lines[0] and f"pid {pid}" in lines[0], lines
         assert str(book_dir) in lines[0] and "Traceback" not in second.stderr
-        assert os.waitpid(pid, os.WNOHANG) == (0, 0) if False else True
         os.kill(pid, signal.SIGKILL)                         # the holder dies mid-render: a stale lock
     finally:
         first = server.wait()
     assert first["rc"] == -9, first                          # it was still rendering when refused
-    assert set(before) <= set(tree_digest(book_dir)) or True
     third = server.run(*args)
     assert third["rc"] == 0, third["output"]
     assert all(r["status"] == "done" for r in manifests.load(book_dir).to_pylist())
