@@ -62,6 +62,16 @@ def committed(book_dir: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+def stage_of(book_dir: Path) -> str:
+    """Where a kill landed, judged from what it left: no plan yet, segments to render, or packaging."""
+    rows = manifests.load(book_dir).to_pylist() if (book_dir / "manifest").is_dir() else []
+    if not rows:
+        return "start/ingest"
+    if any(r["status"] != "done" for r in rows):
+        return "synthesize"
+    return "package"
+
+
 def assert_not_rerendered(book_dir: Path, before: dict[str, tuple[int, int]]) -> None:
     now = {p: ((book_dir / p).stat().st_ino, (book_dir / p).stat().st_mtime_ns) for p in before}
     assert now == before, "a committed segment was rendered again"
@@ -108,6 +118,7 @@ def test_twenty_random_sigkills_resume_byte_identical(server, reference, tmp_pat
     book_dir = out / "tiny"
     args = (str(book), "--model", "random-tiny", "--out", str(out))
     kills = lives = early = 0
+    where: dict[str, int] = {}
     while kills < RANDOM_KILLS:
         shutil.rmtree(out, ignore_errors=True)
         lives += 1
@@ -123,6 +134,8 @@ def test_twenty_random_sigkills_resume_byte_identical(server, reference, tmp_pat
             assert r["rc"] == -9 and r["killed"], r["output"]
             kills += 1
             before = committed(book_dir)
+            stage = stage_of(book_dir)
+            where[stage] = where.get(stage, 0) + 1
             if kills == RANDOM_KILLS:
                 break
         r = server.run(*args)
@@ -131,4 +144,4 @@ def test_twenty_random_sigkills_resume_byte_identical(server, reference, tmp_pat
         assert_no_temps(book_dir)
         assert outputs(book_dir) == ref
     print(f"{kills} kills survived in {lives} render lives ({early} runs finished before their kill time), "
-          f"reference render {ref_s:.1f} s")
+          f"reference render {ref_s:.1f} s; killed during: {where}")
