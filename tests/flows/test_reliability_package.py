@@ -74,3 +74,17 @@ def test_options_change_repackages_everything(tmp_path):
                                            package=PackageOptions(target_lufs=-20.0)))
     now = stamps(book_dir)
     assert all(now[n][2] != first[n][2] for n in first if n.endswith(".flac"))
+
+
+def test_disk_full_mapping(tmp_path):
+    """Writers that do not raise OSError(ENOSPC) on a full disk still end as 'disk full' (exit 1)."""
+    import errno
+
+    from flows.pipeline import disk_full_error
+
+    e = OSError(errno.ENOSPC, "No space left on device")
+    assert disk_full_error(e, tmp_path) is e
+    mapped = disk_full_error(RuntimeError("Error : No space left on device"), tmp_path / "missing" / "dir")
+    assert isinstance(mapped, OSError) and mapped.errno == errno.ENOSPC
+    assert disk_full_error(RuntimeError("something else"), tmp_path) is None      # plenty of space here
+    assert disk_full_error(OSError(errno.EACCES, "denied"), tmp_path) is None
