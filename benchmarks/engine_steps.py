@@ -4,8 +4,10 @@
     python -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 --compile --batch 64 128 256
 
 Rows are prefilled with a ~60-token prompt, then `--steps` decode steps are timed after `--warmup` steps.
-On CPU both modes are timed: `exact` (the engine's batch-invariant mode: chunks of EXACT_ROWS rows, per-row
-attention) and `plain` (one call over exactly the active rows, batched attention) — the cost of exactness.
+On CPU these modes are timed: `exact` (the engine's batch-invariant mode: chunks of EXACT_ROWS rows, per-row
+attention), `plain` (one call over all rows, batched attention: what CUDA runs) and `hf` (the same-run
+baseline: transformers' LlamaModel inside ChatTTS, one decode step over a DynamicCache, as upstream runs it,
+without upstream's logits processing) — compare modes within one run, not numbers across runs.
 """
 from __future__ import annotations
 
@@ -39,10 +41,16 @@ def main(argv: list[str] | None = None) -> int:
                                        compile=a.compile, max_batch=max(a.batch), threads=a.threads))
     voice = engine.sample_voice(1)
     text = "这是一个用来测量解码速度的句子，长度大约是六十个词元左右，足够用了。" * 2
-    modes = a.modes or (["exact", "plain"] if a.device == "cpu" else ["plain"])
+    modes = a.modes or (["exact", "plain", "hf"] if a.device == "cpu" else ["plain", "hf"])
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     for B in a.batch:
         for mode in modes:
+            if mode == "hf":
+                ms, hf_dtype = hf_step_ms(engine, B, a.warmup, a.steps, sync)
+                print(json.dumps({"model": a.model, "device": a.device, "dtype": hf_dtype, "threads": a.threads,
+                                  "batch": B, "mode": mode, "step_ms": round(ms, 2),
+                                  "ms_per_row_token": round(ms / B, 2)}), flush=True)
+                continue
             n_steps = a.warmup + a.steps + 1
             reqs = [Request(f"b{i}", text, voice, seed=i, forced_tokens=n_steps + 5) for i in range(B)]
             rows = [engine._row(r, i) for i, r in enumerate(reqs)]
@@ -66,6 +74,28 @@ def main(argv: list[str] | None = None) -> int:
                               "prefill_ms_per_row": round(prefill * 1e3, 1),
                               "prompt_tokens": rows[0].prompt_len}), flush=True)
     return 0
+
+
+def hf_step_ms(engine, B: int, warmup: int, steps: int, sync) -> tuple[float, str]:
+    """(ms per decode step, dtype) of the HF LlamaModel (upstream's forward) at batch B after a 60-token prefill."""
+    import torch
+
+    gpt = engine.loaded.gpt
+    dev, dt = next(gpt.parameters()).device, next(gpt.parameters()).dtype
+    C = gpt.config.hidden_size
+    with torch.no_grad():
+        out = gpt(inputs_embeds=torch.randn(B, 60, C, device=dev, dtype=dt), use_cache=True)
+        past, n = out.past_key_values, 60
+        for i in range(warmup + steps):
+            if i == warmup:
+                sync()
+                t0 = time.perf_counter()
+            x = torch.randn(B, 1, C, device=dev, dtype=dt)
+            out = gpt(inputs_embeds=x, past_key_values=past, use_cache=True,
+                      position_ids=torch.full((B, 1), n, device=dev))
+            past, n = out.past_key_values, n + 1
+        sync()
+    return (time.perf_counter() - t0) / steps * 1e3, str(dt).replace("torch.", "")
 
 
 if __name__ == "__main__":

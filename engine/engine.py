@@ -6,7 +6,7 @@
         res.audio   # float32 numpy, (2T-1)*256 samples at 24 kHz
 
 Text arrives normalized (ChatTTS's Normalizer is never run: it deletes digits); the prompt is upstream's
-`[Stts][spk_emb]{text}[Ptts]`, refine-text is skipped, nothing is inserted.  Random models get a forced token
+`[Stts][spk_emb][speed_5]{text}[Ptts]`, refine-text is skipped, nothing is inserted.  Random models get a forced token
 count from the text (engine.units.expected_tokens) unless the request sets one.  See engine/generate.py for why
 a result does not depend on the requests it was batched with.
 """
@@ -19,8 +19,9 @@ from typing import Callable, Iterable, Iterator
 from engine.api import EngineOptions, Request, Result
 from engine.units import expected_tokens
 
-ENGINE_VERSION = "1"               # bump whenever generated audio would change
-PROMPT = "[Stts][spk_emb]{text}[Ptts]"
+ENGINE_VERSION = "2"               # bump whenever generated audio would change
+SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
+PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
 GPU_DECODE_GROUP = 16              # CUDA: finished rows collected before a Decoder+Vocos call
 

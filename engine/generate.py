@@ -66,19 +66,20 @@ def row_key(seed: int) -> int:
 
 
 def gumbel_noise(keys: torch.Tensor, steps: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
-    """Gumbel(0,1) noise [B, N] for rows with keys [B] at steps [B]; cells [N] = hash32(arange(N) + 1).
+    """Gumbel(0,1) noise [B, N] for rows with keys [B] at steps [B]; cells [N] or [B, N]: hash32(cell index + 1).
     Depends only on (key, step, cell): the same on any batch, slot or device (up to log's rounding)."""
     base = hash32(keys ^ hash32(steps + 0x9E3779B9 & _M32))                     # [B]
-    bits = hash32(base[:, None] ^ cells[None, :])                                # [B, N] in [0, 2^32)
+    bits = hash32(base[:, None] ^ (cells if cells.dim() == 2 else cells[None, :]))   # [B, N] in [0, 2^32)
     u = ((bits >> 8).float() + 0.5) * (1.0 / (1 << 24))                          # (0, 1), exact in fp32
     return -torch.log(-torch.log(u))
 
 
-def process_logits(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.Tensor,
-                   p: SamplingParams) -> torch.Tensor:
-    """Upstream's order: /temperature, repetition penalty, top-P, top-K, EOS mask.
-    logits [B, Q, V] fp32; history [B, Q, W] long, the row's last W codes (V = empty);
-    eos_allowed [B] bool.  Returns processed logits [B, Q, V] (-inf = removed)."""
+def candidates(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.Tensor,
+               p: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+    """Upstream's logits processing, in its order: /temperature, repetition penalty, top-P, top-K, EOS mask —
+    computed on the K = top_k best tokens only (top-K keeps at most those; top-P keeps a prefix of them).
+    logits [B, Q, V] fp32; history [B, Q, W] long, the row's last W codes (V = empty); eos_allowed [B] bool.
+    Returns (x [B, Q, K] processed logits, descending, -inf = removed; idx [B, Q, K] their token ids)."""
     B, Q, V = logits.shape
     x = logits / p.temperature
     if p.repetition_penalty != 1.0:
@@ -86,26 +87,42 @@ def process_logits(logits: torch.Tensor, history: torch.Tensor, eos_allowed: tor
         freq.scatter_add_(2, history, torch.ones_like(history, dtype=x.dtype))
         alpha = torch.pow(p.repetition_penalty, freq[..., :V])
         x = torch.where(x < 0, x * alpha, x / alpha)
-    x = x.reshape(B * Q, V)
-    if p.top_p is not None and p.top_p < 1.0:                 # HF TopPLogitsWarper
-        sorted_x, order = torch.sort(x, descending=False)
-        cum = sorted_x.softmax(-1).cumsum(-1)
-        remove = cum <= (1 - p.top_p)
-        remove[:, -p.min_keep:] = False
-        x = x.masked_fill(remove.scatter(1, order, remove), -torch.inf)
-    if p.top_k is not None:                                   # HF TopKLogitsWarper
-        k = min(max(p.top_k, p.min_keep), V)
-        x = x.masked_fill(x < torch.topk(x, k)[0][:, -1:], -torch.inf)
-    x = x.view(B, Q, V)
-    x[:, :, EOS] = torch.where(eos_allowed[:, None], x[:, :, EOS], -torch.inf)
-    return x
+    K = min(max(p.top_k, p.min_keep), V) if p.top_k is not None else V
+    top_x, top_i = torch.topk(x, K, dim=-1)                                      # [B, Q, K] descending
+    keep = torch.ones_like(top_x, dtype=torch.bool)
+    if p.top_p is not None and p.top_p < 1.0:
+        # HF TopPLogitsWarper removes a token when the ascending cumulative probability up to it is
+        # <= 1 - top_p, i.e. when the probability mass strictly above it is >= top_p; it keeps min_keep.
+        prob = (top_x - x.logsumexp(-1, keepdim=True)).exp()
+        keep = (prob.cumsum(-1) - prob) < p.top_p
+        keep[..., :p.min_keep] = True
+    keep &= (top_i != EOS) | eos_allowed[:, None, None]
+    return top_x.masked_fill(~keep, -torch.inf), top_i
+
+
+def process_logits(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.Tensor,
+                   p: SamplingParams) -> torch.Tensor:
+    """`candidates` scattered back to the full vocabulary: processed logits [B, Q, V] (-inf = removed)."""
+    x, idx = candidates(logits, history, eos_allowed, p)
+    return torch.full_like(logits, -torch.inf).scatter_(-1, idx, x)
 
 
 def sample(processed: torch.Tensor, keys: torch.Tensor, steps: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
-    """Gumbel-max sampling: tokens [B, Q] ~ softmax(processed).  processed [B, Q, V]."""
+    """Gumbel-max sampling: tokens [B, Q] ~ softmax(processed).  processed [B, Q, V]; cells [Q·V]."""
     B, Q, V = processed.shape
     g = gumbel_noise(keys, steps, cells).view(B, Q, V)
     return (processed + g).argmax(-1)
+
+
+def sample_candidates(x: torch.Tensor, idx: torch.Tensor, keys: torch.Tensor, steps: torch.Tensor,
+                      cells: torch.Tensor, V: int) -> torch.Tensor:
+    """`sample` over the candidates only: the same draw (same noise per cell), noise for K cells not V.
+    x, idx [B, Q, K] from `candidates`; cells [Q·V].  Returns tokens [B, Q]."""
+    B, Q, K = x.shape
+    cell = idx + torch.arange(Q, device=idx.device)[None, :, None] * V           # [B, Q, K] cell index
+    g = gumbel_noise(keys, steps, cells[cell].view(B, Q * K)).view(B, Q, K)
+    j = (x + g).argmax(-1, keepdim=True)                                         # [B, Q, 1]
+    return idx.gather(-1, j)[..., 0]
 
 
 # ------------------------------------------------------------------------------------------------ the model
@@ -129,9 +146,10 @@ class CodeModel:
     @classmethod
     def from_chattts(cls, gpt, embed, spk_emb_id: int, device, dtype) -> "CodeModel":
         """From ChatTTS's loaded `GPT` (its `.gpt` is the HF LlamaModel) and `Embed` modules."""
-        from engine.llama import LlamaShape, build_llama
+        from engine.llama import LlamaShape, build_llama, share_weights_with_hf
         shape = LlamaShape.from_hf(gpt.gpt.config)
         llama = build_llama(shape, {k: v.detach() for k, v in gpt.gpt.state_dict().items()}, device, dtype)
+        share_weights_with_hf(llama, gpt.gpt)        # one copy of the weights when dtype/device agree
         with torch.no_grad():
             emb_code = torch.stack([e.weight.detach().float() for e in embed.emb_code]).to(device)
             head = torch.stack([h.weight.detach().float() for h in embed.head_code]).to(device)  # g·v/|v|
@@ -269,8 +287,8 @@ class DecodeBatch:
         steps = torch.tensor([r.steps for r in rows] + [0] * pad, device=dev)
         keys = torch.tensor([r.rng for r in rows] + [0] * pad, device=dev)
         eos_ok = torch.tensor([eos_allowed(r) for r in rows] + [False] * pad, device=dev)
-        proc = process_logits(self.model.logits(h), self.hist[slots], eos_ok, self.params)   # [n, Q, V]
-        tok = sample(proc, keys, steps, self.model.cells)                                         # [n, Q]
+        cx, ci = candidates(self.model.logits(h), self.hist[slots], eos_ok, self.params)     # [n, Q, K]
+        tok = sample_candidates(cx, ci, keys, steps, self.model.cells, self.model.V)             # [n, Q]
         return self._record(rows, h[:len(rows)], tok[:len(rows)])
 
     def _record(self, rows: list[Row], h: torch.Tensor, tok: torch.Tensor) -> list[Row]:
@@ -324,8 +342,8 @@ class GraphStep:
         x = m.code_embedding(b.last[:self.B])                                          # [B, 1, C]
         mask = (torch.arange(S, device=m.device)[None, :] <= self.pos)[:, None, None, :]   # [B, 1, 1, S]
         h = m.llama(x, self.pos, b.cache, None, mask=mask)[:, 0]                        # [B, C]
-        proc = process_logits(m.logits(h), b.hist[:self.B], self.eos_ok, b.params)
-        self.tok.copy_(sample(proc, self.keys, self.steps, m.cells))
+        cx, ci = candidates(m.logits(h), b.hist[:self.B], self.eos_ok, b.params)
+        self.tok.copy_(sample_candidates(cx, ci, self.keys, self.steps, m.cells, m.V))
         self.h.copy_(h.float())
 
     def _graph(self, S: int):

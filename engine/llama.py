@@ -181,7 +181,8 @@ class Llama(nn.Module):
 
 def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> "Llama":
     """A Llama from an HF LlamaModel state dict (keys `layers.N.self_attn.q_proj.weight`, ..., `norm.weight`)."""
-    model = Llama(shape)
+    with torch.device("meta"):                       # no random init: every parameter comes from `state`
+        model = Llama(shape)
     own = {}
     for i in range(shape.layers):
         p = f"layers.{i}."
@@ -192,7 +193,8 @@ def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> "Ll
         own[f"layers.{i}.attn_norm.weight"] = state[p + "input_layernorm.weight"]
         own[f"layers.{i}.ffn_norm.weight"] = state[p + "post_attention_layernorm.weight"]
     own["norm.weight"] = state["norm.weight"]
-    model.load_state_dict(own, strict=False)   # rope tables are non-persistent buffers
+    model.load_state_dict(own, strict=False, assign=True)   # rope tables are non-persistent buffers
+    model.cos, model.sin = torch.empty(0), torch.empty(0)   # (still on meta: filled by rope_tables below)
     model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device=device)
     model.rope_tables(device)
     return model.eval().requires_grad_(False)
@@ -226,3 +228,22 @@ def quantize_int8(model: Llama) -> Llama:
         for name in ("wqkv", "wo", "w13", "w2"):
             setattr(block, name, Int8Linear(getattr(block, name)))
     return model
+
+
+def share_weights_with_hf(model: Llama, hf) -> None:
+    """Point the HF LlamaModel's projection weights (built from the same state dict) at views of our fused
+    ones (same device and dtype only), so the process holds one copy of the GPT weights while the upstream
+    path keeps working.  (HF's own copies are often file-backed safetensors pages the OS can drop.)"""
+    s = model.s
+    for blk, layer in zip(model.layers, hf.layers):
+        if not isinstance(blk.wqkv, nn.Linear):
+            return
+        q, k, v = blk.wqkv.weight.split([s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim])
+        gate, up = blk.w13.weight.split([s.ffn, s.ffn])
+        pairs = ((layer.self_attn.q_proj, q), (layer.self_attn.k_proj, k), (layer.self_attn.v_proj, v),
+                 (layer.self_attn.o_proj, blk.wo.weight), (layer.mlp.gate_proj, gate), (layer.mlp.up_proj, up),
+                 (layer.mlp.down_proj, blk.w2.weight))
+        for lin, w in pairs:
+            if lin.weight.shape != w.shape or lin.weight.dtype != w.dtype or lin.weight.device != w.device:
+                return
+            lin.weight = nn.Parameter(w, requires_grad=False)

@@ -57,8 +57,14 @@ def batch_for_budget(model: CodeModel, max_batch: int, max_len: int, max_steps: 
     return max(1, min(max_batch, int(free * MEMORY_FRACTION) // row_bytes(model, max_len, max_steps)))
 
 
-def is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+def is_oom(err: BaseException | None) -> bool:
+    """An out-of-memory error, also when it surfaces as the context of another (e.g. a broken graph capture)."""
+    seen = 0
+    while err is not None and seen < 8:
+        if isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower():
+            return True
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return False
 
 
 class Scheduler:

@@ -51,6 +51,12 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     render.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     render.add_argument("--format", default="flac",
                         help=f"comma-separated output formats: {','.join(FORMATS + ('m4b',))} (default flac)")
+    render.add_argument("--lexicon", default=None,
+                        help="a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
+                             "and the book's <stem>.lexicon.tsv)")
+    render.add_argument("--no-t2s", action="store_true", help="keep Traditional characters")
+    render.add_argument("--chapters", default=None,
+                        help="render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
     render.add_argument("--allow-gaps", action="store_true",
                         help="assemble chapters even if some segments failed (silence in their place)")
 
@@ -61,6 +67,8 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
                       "of a book, without loading the model.")
     inspect.add_argument("book", type=Path)
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    inspect.add_argument("--lexicon", default=None, help="as for a render")
+    inspect.add_argument("--no-t2s", action="store_true", help="as for a render")
 
     package = _Parser(prog=f"{PROG} package", description="Rebuild the outputs from the stored segment audio "
                       "(no re-rendering, the model is not loaded).")
@@ -82,7 +90,8 @@ def render_params(a: argparse.Namespace) -> dict:
     """The plain parameters of a render (the flow's and the deployment's parameters too)."""
     return {"book": str(a.book), "out": str(a.out) if a.out else None, "model": a.model, "voice": a.voice,
             "formats": a.format.split(","), "device": a.device, "dtype": a.dtype, "int8": a.int8,
-            "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps}
+            "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps,
+            "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s}
 
 
 def prefect_server_configured() -> bool:
@@ -122,6 +131,7 @@ def cmd_render(a) -> int:
             from flows.pipeline import render
 
             result = render(opts, on_done=progress)
+            record_source(opts)
     finally:
         progress.close()
     from manifests import load, summary
@@ -133,6 +143,13 @@ def cmd_render(a) -> int:
     print(f"{book_dir}: {len(rows)} chapters, {sum(r['done'] for r in rows)} segments{counts}, "
           f"{sum(r['done_s'] for r in rows) / 60:.1f} min of audio, {time.monotonic() - t0:.1f} s")
     return EXIT_OK
+
+
+def record_source(opts) -> None:
+    """Remember the source file's hash, so the nightly catalogue scan sees this book as current."""
+    from manifests.source import record_source_hash, source_sha256
+
+    record_source_hash(opts.book_dir, opts.book, source_sha256(opts.book))
 
 
 def cmd_status(a) -> int:
@@ -163,10 +180,16 @@ def _mmss(s: float) -> str:
 def cmd_inspect(a) -> int:
     import json
 
-    from tasks.inspect import format_inspect, inspect_path
+    from tasks.ingest import load_book
+    from tasks.inspect import format_inspect, inspect_book
+    from tasks.options import options_from_params
 
     _check_book(a.book)
-    report = inspect_path(a.book)
+    try:
+        opts = options_from_params(str(a.book), lexicon=a.lexicon, t2s=not a.no_t2s)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    report = inspect_book(load_book(a.book), opts.segment)
     print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))
     return EXIT_OK
 

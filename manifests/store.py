@@ -54,14 +54,19 @@ def _parts(mdir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def _write_atomic(table: pa.Table, dest: Path) -> None:
+def write_atomic(dest: Path, write, crash_point: str | None = None) -> None:
+    """Write `dest` crash-safely: `write(fileobj)` fills a temp file in the same directory, which is fsynced
+    and renamed over `dest` (then the directory is fsynced).  A crash leaves `dest` old or new, never torn;
+    at worst a `*.tmp` file that readers ignore and the next render removes."""
+    dest = Path(dest)
     fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp", dir=dest.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            pq.write_table(table, f, compression="zstd")
+            write(f)
             f.flush()
             os.fsync(f.fileno())
-        crashpoint("commit")
+        if crash_point:
+            crashpoint(crash_point)                 # tests: killed with the temp file complete, not renamed
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -71,6 +76,10 @@ def _write_atomic(table: pa.Table, dest: Path) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def _write_atomic(table: pa.Table, dest: Path) -> None:
+    write_atomic(dest, lambda f: pq.write_table(table, f, compression="zstd"), crash_point="commit")
 
 
 def _as_table(rows: Iterable[Mapping]) -> pa.Table:

@@ -10,22 +10,24 @@ N = crossfade samples and are joined with an equal-power cross-fade (cos/sin gai
 Crossfading into a silence clip is a fade-out into the pause; crossfading out of one is a fade-in from it.
 Every piece fades in over its first N samples and out over its last N, also at the chapter's edges (no
 click at the file's start or end).
-The pause after the last piece is the chapter's tail: its length is the pause of that piece's `pause_after`
-kind (normally "chapter", 1.5 s), so concatenated chapters (M4B) are separated by a natural gap.
+The pause after the last piece is the chapter's tail and is always the "chapter" pause (1.5 s), whatever that
+piece's `pause_after` says: a chapter ends at a chapter boundary, and concatenated chapters (M4B) are
+separated by lead-in + tail = 2.0 s.
 
 The exact length formula (all quantities in samples; see `expected_length`):
 
     L_i'   = max(L_i, 2N)                      trimmed piece length, zero-padded up to 2N
-    P_i    = round(pause_s(kind_i) * sr)       pause after piece i (the last one is the tail)
+    P_i    = round(pause_s(kind_i) * sr)       pause after piece i; the last one is the tail, kind "chapter"
     H      = round(lead_in_s * sr)             lead-in silence
     clips  = n + #{P_i > 0} + [H > 0]
     length = H + sum(L_i') + sum(P_i) - N * (clips - 1)
 
 With `trim=False` L_i is the stored segment length, so the chapter is exactly
-sum(segments) + lead-in + pauses - N * (number of joins).  Defaults at 24 kHz: N = 960, H = 12 000,
-P = 6 000 / 10 800 / 19 200 / 36 000 for clause / sentence / paragraph / chapter.  Packaging at another
-sample rate resamples the finished chapter with torchaudio: ceil(length * sr_out / 24 000) samples.  A non-zero pause must be >= 2N (validated) so that
-two pieces never overlap across a pause; with a zero pause the two pieces cross-fade directly.
+sum(segments) + lead-in + pauses - N * (number of joins); with trimming, L_i = `trimmed_length(audio)`.
+Defaults at 24 kHz: N = 960, H = 12 000, P = 6 000 / 10 800 / 19 200 / 36 000 for clause / sentence /
+paragraph / chapter.  Packaging at another sample rate resamples the finished chapter with torchaudio:
+ceil(length * sr_out / 24 000) samples.  A non-zero pause must be >= 2N (validated) so that two pieces
+never overlap across a pause; with a zero pause the two pieces cross-fade directly.
 """
 from __future__ import annotations
 
@@ -161,6 +163,14 @@ def trim_bounds(audio: np.ndarray, sample_rate: int, opts: AssembleOptions) -> t
     return start, end
 
 
+def trimmed_length(audio: np.ndarray, opts: AssembleOptions) -> int:
+    """L_i of the length formula: the segment's length after trimming (its full length with trim=False)."""
+    if not opts.trim:
+        return len(audio)
+    s, e = trim_bounds(np.asarray(audio, dtype=np.float32).reshape(-1), opts.sample_rate, opts)
+    return e - s
+
+
 def expected_length(piece_lengths: Sequence[int], pauses: Sequence[str], opts: AssembleOptions) -> int:
     """The chapter length in samples for pieces of these (trimmed) lengths followed by these pause kinds.
 
@@ -172,7 +182,7 @@ def expected_length(piece_lengths: Sequence[int], pauses: Sequence[str], opts: A
         return 0
     n = opts.crossfade_samples()
     h = opts.lead_in_samples()
-    p = [opts.pause_samples(k) for k in pauses]
+    p = [opts.pause_samples(k) for k in pauses[:-1]] + [opts.pause_samples("chapter")]
     clips = len(piece_lengths) + sum(1 for x in p if x > 0) + (1 if h > 0 else 0)
     return h + sum(max(int(L), 2 * n) for L in piece_lengths) + sum(p) - n * (clips - 1)
 
@@ -235,7 +245,7 @@ def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: 
         place(h, -1)
     for i, a in enumerate(pieces):
         place(len(a), i)
-        p = opts.pause_samples(pauses[i])
+        p = opts.pause_samples(pauses[i] if i < len(pieces) - 1 else "chapter")
         if p > 0:
             place(p, -1)
     total = pos

@@ -9,13 +9,15 @@ normalization map, and the segment's speech must equal the normalization of its 
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Iterable
 
 from tasks.book import Chapter, Segment
 from tasks.segment import SegmentOptions, chapter_units
-from tasks.textnorm import iter_spans, removals
+from tasks.textnorm import iter_spans, printable, removals
 
 MAX_LISTED = 2_000          # entries: per-chapter cap on listed removals (the count stays exact)
 
@@ -25,6 +27,23 @@ def _speech(text: str) -> str:
     return "".join(c for c in text if c.isalnum())
 
 
+def _same_speech(a: str, b: str) -> bool:
+    """Equal speech, up to letter case and Traditional/Simplified phrase context (OpenCC converts some
+    characters differently inside a phrase, and a segment boundary can fall inside one)."""
+    a, b = _speech(a).lower(), _speech(b).lower()
+    if a == b:
+        return True
+    if len(a) != len(b):
+        return False
+    return all(x == y or _t2s_char(x) == _t2s_char(y) for x, y in zip(a, b))
+
+
+@lru_cache(maxsize=16_384)
+def _t2s_char(c: str) -> str:
+    from tasks.textnorm import _t2s
+    return _t2s(c)
+
+
 @dataclass
 class CoverageReport:
     chapter: int
@@ -32,11 +51,12 @@ class CoverageReport:
     source_chars: int = 0            # characters in the chapter's source stream (units joined by "\n")
     segment_chars: int = 0           # source characters inside segments
     segments: int = 0
-    removed: list[dict] = field(default_factory=list)       # {pos, text, reason}: unspeakable, listed
+    # Entries carry pos (offset in the chapter's stream), para (-1 = title) and offset (in that paragraph).
+    removed: list[dict] = field(default_factory=list)       # {pos, para, offset, text, reason}: unspeakable
     removed_count: int = 0                                   # removed characters (exact, even past the cap)
     removed_by_reason: dict[str, int] = field(default_factory=dict)
     silent_outside: int = 0          # marks/spaces outside any segment (between paragraphs, '……' lines)
-    unexplained: list[dict] = field(default_factory=list)   # {pos, text, problem}: must be empty
+    unexplained: list[dict] = field(default_factory=list)   # {pos, para, offset, text, problem}: must be empty
 
     @property
     def ok(self) -> bool:
@@ -71,7 +91,7 @@ def _explain_gap(rep: CoverageReport, gap: str, base: int, opts: SegmentOptions,
         if sp.kind == "removed":
             continue
         if _speech(sp.out):
-            rep.unexplained.append({"pos": base + sp.start, "text": gap[sp.start:sp.end],
+            rep.unexplained.append({"pos": base + sp.start, "text": printable(gap[sp.start:sp.end]),
                                     "problem": "speakable text in no segment"})
         else:
             rep.silent_outside += sp.end - sp.start
@@ -105,7 +125,7 @@ def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
         src = seg.source_text
         at = stream.find(src, cursor) if src else -1
         if at < 0:
-            rep.unexplained.append({"pos": cursor, "text": src[:200],
+            rep.unexplained.append({"pos": cursor, "text": printable(src[:200]),
                                     "problem": f"segment {seg.index}: source text not found after position "
                                                f"{cursor} (overlap, reorder or foreign text)"})
             continue
@@ -113,14 +133,30 @@ def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
         rep.segment_chars += len(src)
         _add_removals(rep, src, at, opts, counts)
         if not _speech(seg.text):
-            rep.unexplained.append({"pos": at, "text": src[:200], "problem": f"segment {seg.index} is silent"})
+            rep.unexplained.append({"pos": at, "text": printable(src[:200]),
+                                    "problem": f"segment {seg.index} is silent"})
         else:
             expect = "".join(sp.out for sp in iter_spans(src, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn))
-            if _speech(expect) != _speech(seg.text):
-                rep.unexplained.append({"pos": at, "text": src[:200],
+            if not _same_speech(expect, seg.text):
+                rep.unexplained.append({"pos": at, "text": printable(src[:200]),
                                         "problem": f"segment {seg.index}: text does not match its source "
                                                    f"({seg.text[:60]!r} vs {expect[:60]!r})"})
         cursor = at + len(src)
     _explain_gap(rep, stream[cursor:], cursor, opts, counts)
     rep.removed_by_reason = dict(sorted(counts.items()))
+    _locate(rep, chapter)
     return rep
+
+
+def _locate(rep: CoverageReport, chapter: Chapter) -> None:
+    """Add where each entry is: `para` (0-based paragraph index, -1 for the title) and `offset` in it."""
+    units = chapter_units(chapter)
+    has_title = bool(units) and units[0] is chapter.title
+    starts, pos = [], 0
+    for u in units:
+        starts.append(pos)
+        pos += len(u) + 1
+    for entry in (*rep.removed, *rep.unexplained):
+        i = max(0, bisect_right(starts, entry["pos"]) - 1) if starts else 0
+        entry["para"] = i - 1 if has_title else i
+        entry["offset"] = entry["pos"] - (starts[i] if starts else 0)

@@ -1,10 +1,20 @@
 """Ingest: an EPUB or TXT file to a `tasks.book.Book` (chapters of original paragraphs, in reading order).
 
 `load_book(path, notes="end")` dispatches on content (ZIP magic -> EPUB, else TXT), never on the extension
-alone.  Every problem with the input file raises `BookError(path, problem)`; no other exception escapes for
-any input file (unexpected errors from the parsers are converted at this boundary)."""
+alone; a ZIP holding a single .txt is read as that text.  Every problem with the input file raises
+`BookError(path, problem)`; no other exception escapes for any input file (unexpected parser errors are
+converted at this boundary as "unreadable book (...)"; the fuzz tests treat those as bugs).
+
+EPUB (tasks/ingest_epub.py): spine order, TOC titles (nav, else NCX), continuation chunks merged, notes at
+chapter end or skipped, ruby base text only, Gutenberg boilerplate dropped; hardened against XXE, entity
+bombs, zip bombs, path traversal, duplicate entries and DRM.  TXT (tasks/ingest_txt.py): BOM/UTF-8/charset-
+normalizer detection recorded in meta.encoding, 第X回/章 and named headings or essay title lines, hard-wrap
+unwrapping, Gutenberg header/footer and HTML leftovers removed.  Paragraphs are original text with whitespace
+collapsed (a line break between two CJK characters disappears); titles have control characters stripped."""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -43,9 +53,12 @@ def load_book(path: str | Path, *, notes: NotesMode = "end") -> Book:
 
 def _read_bytes(p: str) -> bytes:
     try:
-        size = Path(p).stat().st_size
-        if Path(p).is_dir():
+        st = os.stat(p)
+        if stat.S_ISDIR(st.st_mode):
             raise BookError(p, "is a directory, not a book file")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero would never end
+            raise BookError(p, "not a regular file")
+        size = st.st_size
         if size > MAX_FILE_BYTES:
             raise BookError(p, f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
         with open(p, "rb") as f:

@@ -9,7 +9,7 @@ import unicodedata
 MAX_TITLE_CHARS = 200  # characters
 
 # Control characters (C0, C1, DEL) except the whitespace ones; stripped from titles and paragraphs.
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2028\u2029\ufeff]")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u200b\u2060\u2028\u2029\ufeff]")
 # Any run of whitespace (ASCII, ideographic space, NBSP, ...).
 _WS_RE = re.compile(r"\s+")
 # Gutenberg markers: the header ends at "*** START OF ..." and the footer starts at "*** END OF ...".

@@ -10,7 +10,6 @@ container/OPF/NCX); entity bombs are refused; ZIP entries are bounded in size an
 (encryption.xml covering content documents) is refused, font obfuscation is not DRM."""
 from __future__ import annotations
 
-import html
 import io
 import posixpath
 import re
@@ -33,12 +32,7 @@ MAX_TOC_ENTRIES = 20_000                 # TOC entries read
 MAX_HEADING_CHARS = 40                   # characters; a "styled paragraph heading" is no longer than this
 MAX_TOC_DEPTH = 2                        # TOC levels below a document's shallowest entry that start chapters
 
-OPF_NS = "http://www.idpf.org/2007/opf"
-DC_NS = "http://purl.org/dc/elements/1.1/"
-NCX_NS = "http://www.daisy.org/z3986/2005/ncx/"
-OPS_NS = "http://www.idpf.org/2007/ops"
-CONTAINER_NS = "urn:oasis:names:tc:opendocument:xmlns:container"
-ENC_NS = "http://www.w3.org/2001/04/xmlenc#"
+OPS_NS = "http://www.idpf.org/2007/ops"  # epub:type
 FONT_OBFUSCATION = {"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"}
 XHTML_TYPES = {"application/xhtml+xml", "text/html", "application/xml", "text/xml", "application/x-dtbook+xml"}
 
@@ -63,6 +57,8 @@ _ENTITY_DECL_RE = re.compile(rb"<!ENTITY\s+(%\s+)?([^\s>]+)\s+(SYSTEM|PUBLIC|\"[
 _HTML_ENTITY_RE = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
 _NAMED_REF_RE = re.compile(rb"&[A-Za-z_:][\w.:-]*;")
 _XML_ENTITIES = {b"amp", b"lt", b"gt", b"quot", b"apos"}
+_NOTE_MARK_RE = re.compile(r"^[\[(（［〔]?(?:[0-9０-９]{1,3}|[*＊†‡§]{1,3}|[a-z]|[ivx]{1,4}|注[0-9０-９一二三四五六七八九十]{0,3})"
+                           r"[\])）］〕]?$")
 _MARGIN_RE = re.compile(r"margin-top\s*:\s*([0-9.]+)\s*(em|rem|ex)", re.I)
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:、…")
 _PG_END_LINE_RE = re.compile(r"^\s*End of (?:the )?Project Gutenberg", re.I)
@@ -568,7 +564,7 @@ class _Extractor:
         if not tag or tag in SKIP_TAGS or _classes(el) & SKIP_CLASSES:
             return
         types = _types(el)
-        if types & NOTEREF_TYPES:
+        if types & NOTEREF_TYPES or _looks_like_noteref(el, tag):
             href = el.get("href") or ""
             if href:
                 path, frag = urldefrag(href)
@@ -581,6 +577,14 @@ class _Extractor:
             return
         if types & NOTE_TYPES or tag == "aside":
             self._note(el, container=bool(types & NOTE_CONTAINER_TYPES))
+            return
+        if tag == "pre":  # preformatted verse/code: one paragraph per source line
+            self.flush()
+            if el.get("id"):
+                self.anchors.append(el.get("id"))
+            for line in "".join(_visible_text(el)).split("\n"):
+                self.buf.append(line)
+                self.flush()
             return
         el_id = el.get("id") or (el.get("name") if tag == "a" else None)
         block = tag in BLOCK_TAGS
@@ -664,6 +668,29 @@ class _Extractor:
             if isinstance(c.tag, str):
                 self.walk(c)
             self.text(c.tail)
+
+
+def _looks_like_noteref(el, tag: str) -> bool:
+    """EPUB2-style note marks without epub:type: <sup><a href="#fn1">1</a></sup>, <a href="#n2"><sup>[2]</sup></a>,
+    <a class="footnote" href="notes.html#n3">*</a>.  A short mark that links to a fragment."""
+    if tag == "sup":
+        kids = [c for c in el if isinstance(c.tag, str)]
+        if len(kids) != 1 or _local(kids[0].tag) != "a" or (el.text or "").strip():
+            return False
+        el = kids[0]
+    elif tag != "a":
+        return False
+    href = el.get("href") or ""
+    if "#" not in href or re.match(r"^[a-z][a-z0-9+.-]*:", href, re.I):
+        return False
+    text = "".join(_visible_text(el)).strip()
+    if not _NOTE_MARK_RE.match(text):
+        return False
+    inner_sup = any(_local(c.tag) == "sup" for c in el.iter() if isinstance(c.tag, str))
+    parent = el.getparent() if hasattr(el, "getparent") else None
+    in_sup = tag == "sup" or (parent is not None and _local(parent.tag) == "sup")
+    noteish = bool(re.search(r"note|fn|ref", " ".join(filter(None, [el.get("class"), el.get("id"), href])), re.I))
+    return in_sup or inner_sup or noteish
 
 
 def _classes(el) -> set[str]:
@@ -752,6 +779,11 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     z = _Zip(data, path)
     if not z.entries:
         raise BookError(path, "not an EPUB (empty ZIP archive)")
+    texts = [n for n in z.entries if n.lower().endswith(".txt") and not n.startswith(("__MACOSX/", "META-INF/"))]
+    if len(texts) == 1 and not any(n.lower().endswith(".opf") for n in z.entries):
+        from tasks.ingest_txt import read_txt  # a zipped TXT novel, as they are often distributed
+
+        return read_txt(z.read(texts[0]), path)
     opf = _find_opf(z)
     pkg = _read_package(z, opf)
     _check_drm(z, pkg)
@@ -772,6 +804,7 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     split_at_headings = len(toc_by_path) <= 1
 
     book_title = clean_title(pkg.meta.get("title", "")) or _stem(path)
+    doc_lang = ""  # the first content document's xml:lang: the language when the OPF names none
     chapters: list[_Chap] = []
     all_notes: list[_Note] = []
     doc_end_chapter: dict[str, int] = {}
@@ -796,7 +829,12 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
         if not blocks or _is_toc_page(blocks):
             doc_end_chapter[name] = len(chapters) - 1
             continue
-        _place(chapters, blocks, toc_by_path.get(name, []), split_at_headings, _doc_title(root) or book_title)
+        if not doc_lang:
+            doc_lang = (root.get("{http://www.w3.org/XML/1998/namespace}lang") or root.get("lang") or "").strip()
+        doc_title = _doc_title(root)
+        if not doc_title or is_pg_boilerplate_title(doc_title) or doc_title == posixpath.basename(name):
+            doc_title = book_title
+        _place(chapters, blocks, toc_by_path.get(name, []), split_at_headings, doc_title)
         doc_end_chapter[name] = len(chapters) - 1
 
     if notes == "end":
@@ -812,7 +850,7 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
     cover, cover_mime = _cover(z, pkg)
     meta = BookMeta(title=book_title,
                     author=clean_title(pkg.meta.get("creator", "")),
-                    language=clean_title(pkg.meta.get("language", ""))[:35] or "und",
+                    language=clean_title(pkg.meta.get("language", "") or doc_lang)[:35] or "und",
                     source_path=str(path), source_format="epub", encoding="utf-8", cover=cover,
                     cover_mime=cover_mime)
     return Book(meta=meta, chapters=tuple(out))

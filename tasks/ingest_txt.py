@@ -26,9 +26,20 @@ MIN_WRAPPED_SHARE = 0.25                 # share of text lines near the wrap wid
 MAX_CONTROL_SHARE = 0.01                 # share of control characters above which decoded text is binary junk
 MAX_UTF8_DAMAGE = 8                      # invalid sequences tolerated in a UTF-8 file (replaced, reported)
 MAX_UTF8_DAMAGE_SHARE = 0.001            # ... or this share of its characters, if larger
+MIN_HANZI_FOR_SCORE = 2                  # ideographs needed before a GB18030/Big5 decoding is scored
+MIN_COMMON_HANZI_SHARE = 0.25            # share of common characters in real Chinese (~0.5; misdecodings ~0.05)
+MAX_BLANK_AFTER_SHARE = 0.3              # share of text lines followed by a blank line above which flush-left
+                                         # short lines are dialogue, not essay titles
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
 
-# Encodings we accept from detection: Chinese, Unicode, and single-byte Western ones.
+# The commonest Chinese characters (Simplified and Traditional forms), for telling GB18030 from Big5 from junk.
+_COMMON_HANZI = frozenset(
+    "了不一的道來来是人我他有說说你那這这個个之去大也子見见上在得著着又下曰只出老行們们將将此好就便回家頭头中者"
+    "日三到知如里裡裏天二太儿兒時时看可自為为笑心王要事今馬马都何起兵無无軍军兩两小前過过還还等以叫明卻却問问與与"
+    "門门而正面十然打走言山身生么麼些姐眾众沒没進进話话把手後后听聽若和多已因師师公方先至相才於于長长當当住處处母"
+    "八想怎吃聲声地四罷罢父年夫張张其命請请入且死分外用城爺爷東东意西路主所德乃吾必口倒能作水金再忙使從从往五坐"
+    "令安呢取樣样會会邊边娘親亲開开未拿真敢甚即放很嗎吗吧啊對对就最從被讓让給给")
+# Detected legacy Chinese encodings are decoded with their superset (the detected name is what meta records).
 _ENCODING_ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030"}
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
@@ -41,7 +52,8 @@ NUMBERED_RE = re.compile(rf"^(?:第{_NUM}[{_UNIT}]|(?:CHAPTER|Chapter|BOOK|Book|
                          r"(?P<rest>.*)$")
 # Lines that are a heading by name alone (optionally after a book-title prefix like 《吶喊》).
 SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記", "后记",
-                  "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章")
+                  "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章", "后序", "後序", "前记", "前記",
+                  "引言", "导言", "導言", "序幕", "尾记", "尾記")
 _SPECIAL_RE = re.compile(r"^(?:《[^》]{1,20}》)?\s*(?:" + "|".join(sorted(map(re.escape, SPECIAL_TITLES), key=len,
                                                                             reverse=True)) + r")$")
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:︰、…「」『』“”\"")
@@ -50,9 +62,13 @@ _CLOSING_START = set("．。，、；：！？」』”’）)》〉】…,.;:!?
 _SEPARATOR_RE = re.compile(r"^[\s\-—=＝_＿*＊~～·•.。．、]{3,}$")
 _BINARY_CHARS_RE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufff0-\uffff]")
 _HTML_BR_RE = re.compile(r"<br\s*/?>", re.I)
-_HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]{0,200})?/?>")
+_HTML_TAG_RE = re.compile(r"</?(?:br|p|div|span|font|b|i|u|s|a|img|hr|center|strong|em|small|big|sup|sub|table|"
+                          r"tr|td|th|tbody|html|body|head|title|meta|pre|blockquote|h[1-6]|ul|ol|li)"
+                          r"(?:\s[^<>]{0,200})?/?>", re.I)
 _HTML_ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 _JUNK_TITLES = {"無標題文件", "无标题文档", "無標題文檔", "无标题文件", "untitled", "untitled document"}
+_LABEL_RE = re.compile(r"^(书名|書名|作者|著者|title|Title|author|Author)\s*[:：︰]\s*(\S.{0,60})$")
+_PG_CREDIT_RE = re.compile(r"^(Produced by|E-text prepared by|Transcribed by|Transcribed from)\b", re.I)
 _PG_META_RE = re.compile(r"^(Title|Author)\s*:\s*(.+)$", re.I)
 _PG_FOOTER_META_RE = re.compile(r"End of (?:the )?Project Gutenberg(?:'s|\s+E-?Book of)\s+(.+?)(?:,\s+by\s+(.+?))?\s*"
                                 r"(?:\*{3}|$)", re.I)
@@ -146,10 +162,35 @@ def _detect(data: bytes) -> str | None:
     cut = sample.rfind(b"\n")
     if best is None and cut > len(sample) // 2:
         best = from_bytes(sample[: cut + 1]).best()  # the sample may end inside a character
-    if best is None:
+    name = best.encoding.lower().replace("_", "-") if best is not None else None
+    # Short Chinese texts fool statistical detectors (GBK read as cp949 or Big5): when GB18030 or Big5
+    # decodes the sample into common Chinese, that wins; otherwise the detector's answer stands.
+    chinese = _best_chinese_decoding(sample)
+    if chinese is not None and (name is None or name not in ("utf-16-le", "utf-16-be", "utf-32")):
+        if name not in ("gb18030", "gbk", "gb2312", "big5", "cp950", "big5hkscs") or chinese[1] >= 0.5:
+            return chinese[0] if name not in ("gbk", "gb2312") or chinese[0] != "gb18030" else name
+    if name is None:
         return None
-    name = best.encoding.lower().replace("_", "-")
     return "utf-8" if name in ("utf-8", "ascii") else name
+
+
+def _best_chinese_decoding(sample: bytes) -> tuple[str, float] | None:
+    """(encoding, share of common Chinese characters) for the better of GB18030 and Big5, or None when neither
+    decodes the sample into text where common Chinese characters are at least MIN_COMMON_HANZI_SHARE of the
+    ideographs."""
+    best: tuple[str, float] | None = None
+    for enc in ("gb18030", "big5"):
+        try:
+            text = _decode_tolerating_cut_end(sample, enc)
+        except UnicodeDecodeError:
+            continue
+        han = [ch for ch in text if "\u4e00" <= ch <= "\u9fff"]
+        if len(han) < MIN_HANZI_FOR_SCORE:
+            continue
+        share = sum(1 for ch in han if ch in _COMMON_HANZI) / len(han)
+        if share >= MIN_COMMON_HANZI_SHARE and (best is None or share > best[1]):
+            best = (enc, share)
+    return best
 
 
 def _looks_binary(text: str) -> bool:
@@ -334,7 +375,7 @@ def _find_headings(lines: list[str], wrap: int) -> list[_Heading]:
         idx = set(numbered) | set(special)
     else:
         bare = _bare_titles(lines, blank, body_indent, wrap)
-        if len(bare) < 2 and len(numbered) + len(numbered_any) >= 2:
+        if len(bare) < 2 and numbered + numbered_any:
             idx = set(numbered) | set(numbered_any) | set(special)
         else:
             idx = set(special) | set(bare)
@@ -349,6 +390,12 @@ def _body_indent(lines: list[str]) -> int:
 
 
 def _bare_titles(lines: list[str], blank: list[bool], body_indent: int, wrap: int) -> list[int]:
+    """Title lines of an essay collection.  In a flush-left file whose paragraphs are separated by blank lines
+    a short line after a blank one is ordinary text (嗯 / 好吧), so there only outdented lines qualify."""
+    text_lines = [i for i in range(len(lines)) if not blank[i]]
+    blank_after = sum(1 for i in text_lines if i + 1 < len(lines) and blank[i + 1])
+    if body_indent < 2 and blank_after >= MAX_BLANK_AFTER_SHARE * max(1, len(text_lines)):
+        return []
     out = []
     for i, ln in enumerate(lines):
         if blank[i]:
@@ -536,7 +583,9 @@ def read_txt(data: bytes, path: str) -> Book:
     chapters: list[tuple[str, list[str]]] = []
     first_line = heads[0].line if heads else len(lines)
     front = _paragraphs(lines[:first_line], wrap, indent_marks_paragraph)
-    title, author, front = _front_matter(front, pg_meta, path)
+    if pg_meta:  # a Gutenberg text: its credit line is not part of the book
+        front = [p for p in front if not _PG_CREDIT_RE.match(p)]
+    title, author, front = _front_matter(front, pg_meta, path, has_chapters=bool(heads))
     if front:
         chapters.append((title, front))
     for k, h in enumerate(heads):
@@ -551,6 +600,10 @@ def read_txt(data: bytes, path: str) -> Book:
         chapters.append((htitle, paras))
 
     chapters = [(t, p) for t, p in chapters if p]
+    if not chapters and heads:
+        # Only headings and no text under them (a file holding one short line): the lines are the text.
+        chapters = [(title, _paragraphs(lines, wrap, indent_marks_paragraph))]
+        chapters = [(t, p) for t, p in chapters if p]
     if not chapters:
         raise BookError(path, "no readable text")
     meta = BookMeta(title=title, author=author, language="zh", source_path=str(path), source_format="txt",
@@ -559,13 +612,23 @@ def read_txt(data: bytes, path: str) -> Book:
                                           for i, (t, p) in enumerate(chapters)))
 
 
-def _front_matter(front: list[str], pg_meta: dict[str, str], path: str) -> tuple[str, str, list[str]]:
+def _front_matter(front: list[str], pg_meta: dict[str, str], path: str,
+                  has_chapters: bool) -> tuple[str, str, list[str]]:
     """Title and author from the PG header or the short lines before the first heading; short front matter
-    (title/author lines only) is not read as a chapter."""
+    (title/author lines only) before the chapters is not read as a chapter.  A book without headings is
+    all front matter, and all of it is read."""
     from pathlib import Path
 
     title = pg_meta.get("title", "")
     author = pg_meta.get("author", "")
+    for p in front[:10]:  # 书名：xxx / 作者：yyy label lines
+        m = _LABEL_RE.match(p)
+        if m:
+            value = m.group(2).strip().strip("《》")
+            if m.group(1) in ("作者", "著者", "author", "Author") and not author:
+                author = value
+            elif m.group(1) not in ("作者", "著者", "author", "Author") and not title:
+                title = value
     short = [p for p in front if len(p) <= 30 and not _has_sentence_punct(p.replace("︰", "").replace("：", ""))]
     short = [p for p in short if p.strip().lower() not in _JUNK_TITLES]
     if not title and short:
@@ -583,5 +646,5 @@ def _front_matter(front: list[str], pg_meta: dict[str, str], path: str) -> tuple
     author = author or pg_meta.get("footer_author", "")
     if not title:
         title = Path(path).stem
-    only_labels = all(len(p) <= 30 for p in front) and sum(len(p) for p in front) <= 120
+    only_labels = has_chapters and all(len(p) <= 30 for p in front) and sum(len(p) for p in front) <= 120
     return clean_title(title), clean_title(author), ([] if only_labels else front)

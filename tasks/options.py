@@ -27,6 +27,7 @@ class RenderOptions:
     assemble: AssembleOptions = field(default_factory=AssembleOptions)
     package: PackageOptions = field(default_factory=PackageOptions)
     allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
+    chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
 
     def validate(self) -> "RenderOptions":
         """Raise ValueError naming the conflict."""
@@ -65,7 +66,8 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         formats: list[str] | tuple[str, ...] | None = None, device: str | None = None,
                         dtype: str | None = None, int8: bool = False, compile: bool = False,
                         max_batch: int | None = None, threads: int | None = None,
-                        allow_gaps: bool = False) -> RenderOptions:
+                        allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
+                        t2s: bool = True) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default."""
     from dataclasses import replace
 
@@ -75,5 +77,40 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                   int8=int8, compile=compile)
     pkg = PackageOptions() if formats is None else replace(PackageOptions(), formats=tuple(
         f.strip().lower() for f in formats if f.strip()))
+    seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
     return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT, voice=voice, engine=eng,
-                         package=pkg, allow_gaps=allow_gaps).validate()
+                         segment=seg, package=pkg, allow_gaps=allow_gaps,
+                         chapters=parse_chapters(chapters) if chapters else ()).validate()
+
+
+def parse_chapters(spec: str) -> tuple[int, ...]:
+    """"1-3,7" -> (1, 2, 3, 7): 1-based chapter numbers (ValueError naming the bad part)."""
+    out: set[int] = set()
+    for part in spec.replace(" ", "").split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or int(lo) < 1 or (hi and int(hi) < int(lo)):
+            raise ValueError(f"--chapters {spec!r}: {part!r} is not N or N-M (chapters count from 1)")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return tuple(sorted(out))
+
+
+GLOBAL_LEXICON = Path("~/.config/chattts-render/lexicon.tsv")   # or $CHATTTS_RENDER_LEXICON
+
+
+def lexicon_paths(book: Path, explicit: str | None = None) -> list[Path]:
+    """The lexicons that apply, in order (later entries win): the global one, the book's
+    (`<book stem>.lexicon.tsv` beside the book), then an explicit --lexicon file."""
+    import os
+
+    glob = Path(os.environ.get("CHATTTS_RENDER_LEXICON", GLOBAL_LEXICON)).expanduser()
+    paths = [p for p in (glob, book.with_name(book.stem + ".lexicon.tsv")) if p.is_file()]
+    if explicit:
+        paths.append(Path(explicit))          # must exist: Lexicon.load names it when it does not
+    return paths
+
+
+def load_lexicon(book: Path, explicit: str | None = None):
+    from tasks.textnorm import Lexicon
+
+    paths = lexicon_paths(book, explicit)
+    return Lexicon.load(*paths) if paths else None

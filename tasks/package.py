@@ -39,6 +39,8 @@ LOSSY_LOUDNESS_TOLERANCE_LU = 0.5   # LU a lossy file may drift from the target 
 SHAPE_CONTEXT = 4096          # samples of context around each chunk the streaming limiter sees
 VERIFY_ROUNDS = 4             # encode -> decode -> measure -> correct rounds at most
 REPORT_NAME = "report.json"
+TEMP_PREFIX = ".tmp-"         # every temp file this module makes in an output directory starts with it
+STALE_TEMP_S = 3600           # s, a temp file untouched this long was left by a killed run: removed
 WINDOWS_RESERVED = frozenset(
     ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"]
     + [f"COM{i}" for i in range(1, 10)] + [f"LPT{i}" for i in range(1, 10)]
@@ -147,7 +149,7 @@ def _umask() -> int:
 def atomic_path(final: Path) -> Iterator[Path]:
     """Yield a temp path beside `final`; on success it replaces `final`, on error it is removed."""
     final = Path(final)
-    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".tmp-", suffix=final.suffix)
+    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=TEMP_PREFIX, suffix=final.suffix)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -161,6 +163,23 @@ def atomic_path(final: Path) -> Iterator[Path]:
         except FileNotFoundError:
             pass
         raise
+
+
+def remove_stale_temps(directory: Path, older_than_s: float = STALE_TEMP_S) -> list[str]:
+    """Delete temp files a killed run left in `directory` (ours, untouched for older_than_s); their names."""
+    import time
+
+    removed = []
+    now = time.time()
+    for entry in os.scandir(directory):
+        if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
+            try:
+                if now - entry.stat(follow_symlinks=False).st_mtime > older_than_s:
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+            except FileNotFoundError:
+                pass
+    return sorted(removed)
 
 
 def atomic_write_bytes(final: Path, data: bytes) -> None:
@@ -558,6 +577,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     _check_tools(opts)
     book_dir = Path(book_dir)
     book_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(book_dir)
     skip = frozenset(skip) if previous else frozenset()
     n = len(chapters)
     if len({i for i, _, _ in chapters}) != n:
@@ -570,7 +590,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     marks: list[tuple[int, int, str]] = []               # (start, end, title) at opts.sample_rate
     book_items = []
     pos = 0
-    raw_fd, raw_path = tempfile.mkstemp(dir=book_dir, prefix=".tmp-m4b-", suffix=".f32") if want_m4b \
+    raw_fd, raw_path = tempfile.mkstemp(dir=book_dir, prefix=TEMP_PREFIX + "m4b-", suffix=".f32") if want_m4b \
         else (os.open(os.devnull, os.O_WRONLY), os.devnull)
     try:
         with os.fdopen(raw_fd, "wb") as raw:

@@ -89,6 +89,8 @@ def prepare_book(opts, get_engine) -> Path:
     from tasks.ingest import load_book
 
     book = load_book(opts.book)                     # BookError on bad input: nothing written yet
+    if opts.chapters:
+        book = select_chapters(book, opts.chapters)
     crashpoint("ingest")
     segments, reports = segment_book(book, opts.segment)   # BookError when characters vanished
     book_dir = opts.book_dir
@@ -130,6 +132,18 @@ def segment_book(book: Book, opts=None) -> tuple[list[Segment], list]:
         segments += segs
         reports.append(rep)
     return segments, reports
+
+
+def select_chapters(book: Book, numbers: Sequence[int]) -> Book:
+    """Only the chapters with these 1-based numbers (their indices stay those of the whole book)."""
+    from dataclasses import replace
+
+    from tasks.book import BookError
+
+    n = len(book.chapters)
+    if max(numbers) > n:
+        raise BookError(book.meta.source_path, f"--chapters asks for chapter {max(numbers)}, the book has {n}")
+    return replace(book, chapters=tuple(c for c in book.chapters if c.index + 1 in set(numbers)))
 
 
 def _plan_signature(rows: list[dict]) -> list[tuple]:

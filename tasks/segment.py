@@ -19,7 +19,9 @@ TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is
 MAX_SECONDS = 20.0         # s: never pack past this (a single sentence over it is split)
 MAX_CHARS = 150            # normalized characters: hard cap (upstream loses endings past ~150-200)
 MIN_CHARS = 5              # speakable characters: shorter fragments are merged with a neighbour
+MIN_SECONDS = 3.0          # s: fragments shorter than this are merged with a neighbour when it fits
 _MARKS = "，。、,. "
+_RUNAWAY_FACTOR = 8        # a sentence longer than this many max_chars is packed before it ends
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class SegmentOptions:
     max_seconds: float = MAX_SECONDS
     max_chars: int = MAX_CHARS
     min_chars: int = MIN_CHARS
+    min_seconds: float = MIN_SECONDS
     t2s: bool = True
     tn: bool = True
     lexicon: Lexicon | None = None
@@ -40,6 +43,9 @@ class SegmentOptions:
             raise ValueError(f"max_chars ({self.max_chars}) must be at least 10")
         if not 0 <= self.min_chars < self.max_chars:
             raise ValueError(f"min_chars ({self.min_chars}) must be in [0, max_chars={self.max_chars})")
+        if not 0 <= self.min_seconds < self.target_seconds:
+            raise ValueError(f"min_seconds ({self.min_seconds}) must be in [0, target_seconds="
+                             f"{self.target_seconds})")
         return self
 
 
@@ -101,7 +107,9 @@ def _split_groups(spans: list[Span], at: int) -> list[list[Span]]:
 
 
 def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
-    """Word-sized atoms: aligned text spans cut at jieba word boundaries; over-long atoms cut to the cap."""
+    """Word-sized atoms: aligned text spans cut at jieba word boundaries; an atom that still does not fit is
+    cut into pieces that do (characters when aligned; otherwise its output in slices, the source riding with
+    the first slice)."""
     import jieba
     jieba.setLogLevel(60)
     atoms: list[list[Span]] = []
@@ -109,13 +117,19 @@ def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
         if s.kind == "text" and s.aligned and len(s.out) > 1:
             i = 0
             for w in jieba.cut(s.out, HMM=False):
-                atoms.append([Span(s.start + i, s.start + i + len(w), w, "text", aligned=True)])
+                a = s.start + i
+                if _fits(w, opts):
+                    atoms.append([Span(a, a + len(w), w, "text", aligned=True)])
+                else:
+                    atoms.extend([Span(a + k, a + k + 1, c, "text", aligned=True)] for k, c in enumerate(w))
                 i += len(w)
-        elif len(s.out) > opts.max_chars:
+        elif s.out and not _fits(s.out, opts):
             step = opts.max_chars
+            while step > 1 and not _fits(s.out[:step], opts):
+                step = step * 3 // 4
             for k in range(0, len(s.out), step):
                 a = s.start if k == 0 else s.end
-                atoms.append([Span(a, s.end, s.out[k:k + step], s.kind)])
+                atoms.append([Span(a, s.end if k == 0 else s.end, s.out[k:k + step], s.kind)])
         elif atoms and not s.out:
             atoms[-1].append(s)              # silent spans ride with the previous atom
         else:
@@ -145,11 +159,20 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool) -> Itera
     """Drafts tiling one unit (title or paragraph); none when it has nothing to say."""
     def parts() -> Iterator[list[Span]]:
         sentence: list[Span] = []
+        chars = 0
         for sp in iter_spans(text, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn):
             sentence.append(sp)
+            chars += len(sp.out)
             if sp.boundary >= SENTENCE:
                 yield from _fit_sentence(sentence, opts)
-                sentence = []
+                sentence, chars = [], 0
+            elif chars > _RUNAWAY_FACTOR * opts.max_chars:
+                # A sentence with no end in sight: emit all but its last part, keep that to continue from,
+                # so memory stays bounded however long the paragraph is.
+                fitted = _fit_sentence(sentence, opts)
+                yield from fitted[:-1]
+                sentence = fitted[-1]
+                chars = len(_out(sentence))
         if sentence:
             yield from _fit_sentence(sentence, opts)
 
@@ -162,7 +185,7 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool) -> Itera
         if not cur or speakable_chars(t) == 0 or speakable_chars(cur_text) == 0:
             cur, cur_text = cur + part, cur_text + t
             continue
-        short = speakable_chars(t) < opts.min_chars or speakable_chars(cur_text) < opts.min_chars
+        short = _is_short(t, opts) or _is_short(cur_text, opts)
         joined = cur_text + t
         if _fits(joined, opts) and (short or estimate_seconds(cur_text) < opts.target_seconds):
             cur, cur_text = cur + part, joined
@@ -191,8 +214,12 @@ def _merge(a: _Draft, b: _Draft) -> _Draft:
     return _Draft(a.u0, a.o0, b.u1, b.o1, a.text + sep + b.text, b.pause, False, a.notes + b.notes)
 
 
+def _is_short(text: str, opts: SegmentOptions) -> bool:
+    return speakable_chars(text) < opts.min_chars or estimate_seconds(text) < opts.min_seconds
+
+
 def _short(d: _Draft, opts: SegmentOptions) -> bool:
-    return speakable_chars(d.text) < opts.min_chars
+    return _is_short(d.text, opts)
 
 
 def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) -> Iterator[Segment]:
@@ -225,11 +252,22 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) 
             yield pending
         src = _source(units, d)
         pause: PauseKind = "paragraph" if d.title and d.pause == "paragraph" else d.pause
-        pending = Segment(chapter=chapter.index, index=index, text=d.text, source_text=src, pause_after=pause,
-                          notes=tuple(d.notes))
+        pending = Segment(chapter=chapter.index, index=index, text=_close(d.text, pause, opts), source_text=src,
+                          pause_after=pause, notes=tuple(d.notes))
         index += 1
     if pending is not None:
-        yield replace(pending, pause_after="chapter")
+        yield replace(pending, text=_close(pending.text, "chapter", opts), pause_after="chapter")
+
+
+def _close(text: str, pause: PauseKind, opts: SegmentOptions) -> str:
+    """A segment that ends a sentence (or more) ends with 。 so ChatTTS closes the intonation."""
+    if pause == "clause" or not text:
+        return text
+    if text[-1] in "，、":                        # a bracket or colon closing the paragraph
+        return text[:-1] + "。" if _fits(text[:-1] + "。", opts) else text[:-1]
+    if text[-1] not in _MARKS and _fits(text + "。", opts):
+        return text + "。"
+    return text
 
 
 def _source(units: list[str], d: _Draft) -> str:

@@ -67,6 +67,19 @@ _marks("*＊#＃@＠^＾_＿`｀=＝+＋§¶†‡※〃", "", NONE)  # layout a
 PUNCT_TABLE: dict[str, tuple[str, int]] = dict(_P)
 
 _STRENGTH = {"": 0, "、": 1, "，": 2, "。": 3}
+_BOUNDARY_NAMES = {0: "none", 1: "clause", 2: "sentence"}
+
+
+def punctuation_table_markdown() -> str:
+    """The punctuation table as Markdown (the README section is this text)."""
+    groups: dict[tuple[str, int], list[str]] = {}
+    for mark, key in PUNCT_TABLE.items():
+        groups.setdefault(key, []).append(mark)
+    rows = ["| source marks | spoken as | segment boundary |", "|---|---|---|"]
+    for (out, boundary), marks in sorted(groups.items(), key=lambda kv: (-_STRENGTH[kv[0][0]], -kv[0][1])):
+        shown = " ".join(f"`{m}`" if m not in "`|" else {"`": "`` ` ``", "|": "`\\|`"}[m] for m in marks)
+        rows.append(f"| {shown} | {out or '(silent)'} | {_BOUNDARY_NAMES[boundary]} |")
+    return "\n".join(rows)
 
 # Why a character can be removed.  Every removal is recorded (position, text, reason) and listed by the audit.
 REMOVAL_REASONS = {
@@ -85,10 +98,12 @@ REMOVAL_REASONS = {
 
 _CJK = "\u4e00-\u9fff\u3007"
 _RE_CJK = re.compile(f"[{_CJK}]")
+_RE_SURROGATE = re.compile("[\ud800-\udfff]")
 _RE_RARE = re.compile("[\u3400-\u4dbf\U00020000-\U0003ffff]")
 _RE_DIGIT = re.compile(r"[0-9０-９]")
 # Chunks: up to and including a run of sentence marks and the closing quotes/brackets after it.
-_RE_CHUNK = re.compile(r"[^。．｡！!？﹖﹗…⋯；;\n]*(?:[。．｡！!？﹖﹗…⋯；;\n]+[」』”’）)】\]》〉\"'\s]*|$)")
+_RE_TERM = re.compile(r"[。．｡！!？﹖﹗…⋯；;\n]+[」』”’）)】\]》〉\"'\s]*")   # sentence marks + closers
+_RE_CLOSERS = re.compile(r"[」』”’）)】\]》〉\"'\s]+")
 _RE_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]{0,200})?/?>")
 _RE_GLYPH = re.compile(r"[【\[][^【】\[\]。，！？；\n]{1,16}[】\]]")
 _RE_GLYPH_WORDS = re.compile(r"[□■囗?？]|[上下左右外内內中].*[下右内內中]|[换換去加]")
@@ -117,7 +132,12 @@ class Removal:
     reason: str
 
     def as_dict(self) -> dict:
-        return {"pos": self.start, "text": self.text, "reason": self.reason}
+        return {"pos": self.start, "text": printable(self.text), "reason": self.reason}
+
+
+def printable(text: str) -> str:
+    """Text safe to write as UTF-8 JSON: lone surrogates become \\udXXX escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -284,14 +304,14 @@ _RE_ACRO = re.compile(r"(?<![A-Za-z0-9 ])(?!(?:am|pm|ad|bc)(?![A-Za-z]))"
 # A comma stays inside only as a thousands separator (1,000); spaces only before more number material.
 _RE_NUMTOK = re.compile(
     r"(?:[A-Za-z]{1,4} (?=[0-9$¥￥€£₩]))?(?:[A-Za-z$¥￥€£₩±+\-−.<>≤≥=≠≈~])*[0-9０-９]"
-    r"(?:[0-9０-９A-Za-z%％‰°℃℉²³.:/\-~+×÷=≤≥<>≠≈·・_$¥￥€£₩：／－＋～．]|,(?=\d{3}(?!\d))"
+    r"(?:[0-9０-９A-Za-z%％‰°℃℉²³.:/\-~+×÷=≤≥<>≠≈·・_$¥￥€£₩：／－＋～．]|,(?=\d{3}(?!\d))|[—–]{1,2}(?=\d)"
     r"| (?=[0-9A-Za-z≤≥<>=+\-×÷/]))*")
 _RE_TRAILING = re.compile(r"[.:/\-~+=·・_：／－＋～．]+$")
 _RE_AMPM = re.compile(r"(?:^|[^A-Za-z])[abp]\.[cdm]\.$", re.I)
 _RE_SUFFIX = re.compile(r"\s?(?:[ap]\.?m\.?|a\.?d\.?|b\.?c\.?)(?![A-Za-z])", re.I)    # am/pm/ad/bc after 3月
 # Removal reasons that apply inside a number window too (the rest - symbols - may be read by TN).
 _WINDOW_REMOVALS = {"placeholder", "emoji", "private-use", "control", "unassigned", "combining-mark"}
-_QUOTES = set("“”‘’「」『』\"'《》")
+_QUOTES = set("“”‘’「」『』\"'《》（）()")     # context a window may take in (brackets: （1879）)
 
 
 def _verbalize_number_window(text: str) -> str:
@@ -305,25 +325,43 @@ def _verbalize_number_window(text: str) -> str:
 # Chunking and span production
 # ---------------------------------------------------------------------------------------------------------------
 def _iter_chunks(text: str) -> Iterator[tuple[int, int]]:
-    """Sentence-sized [start, end) chunks tiling `text`, each at most MAX_CHUNK_CHARS (+ trailing marks)."""
+    """Sentence-sized [start, end) chunks tiling `text`, each at most about MAX_CHUNK_CHARS.
+
+    Linear: every search is bounded by the chunk limit, so a huge paragraph without marks costs O(n)."""
     pos, n = 0, len(text)
     while pos < n:
-        m = _RE_CHUNK.match(text, pos)
-        end = m.end() if m and m.end() > pos else n
-        if end - pos > MAX_CHUNK_CHARS:
-            limit = pos + MAX_CHUNK_CHARS
+        limit = min(n, pos + MAX_CHUNK_CHARS)
+        m = _RE_TERM.search(text, pos, limit)
+        if m:
+            end = m.end()
+            if end == limit and limit < n:               # closers may run past the limit: take a few more
+                c = _RE_CLOSERS.match(text, end, min(n, end + 64))
+                end = c.end() if c else end
+        elif limit == n:
+            end = n
+        else:
             cut = max(text.rfind(c, pos + MAX_CHUNK_CHARS // 2, limit) for c in "，,、 　：")
             end = cut + 1 if cut > 0 else limit
-            while pos < end < n and (text[end - 1].isdigit() or text[end].isdigit()) and end < limit + 64:
-                end += 1                                  # never cut inside a number
+            stop = min(n, end + 64)
+            while end < stop and (_glued(text[end - 1], text[end])):
+                end += 1                                  # never cut inside a number, a word or a tag
         yield pos, end
         pos = end
+
+
+def _glued(a: str, b: str) -> bool:
+    return (a.isascii() and a.isalnum() and b.isascii() and b.isalnum()) or a in "<【[" or b in ">】]" \
+        or a.isdigit() or b.isdigit()
 
 
 def _t2s_aligned(chunk: str, on: bool) -> str:
     """Simplified text with the same length as `chunk` (per-character conversion if phrases changed length)."""
     if not on or chunk.isascii():
         return chunk
+    if _RE_SURROGATE.search(chunk):              # OpenCC needs UTF-8: keep lone surrogates out of it
+        safe = _RE_SURROGATE.sub("\x00", chunk)
+        conv = _t2s_aligned(safe, on)
+        return "".join(c if c != "\x00" else o for c, o in zip(conv, chunk))
     conv = _t2s(chunk)
     if len(conv) != len(chunk):
         conv = "".join(x if len(x := _t2s(c)) == 1 else c for c in chunk)
@@ -597,6 +635,8 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
     while i < n:
         sp = spans[i]
         if sp.kind not in ("punct", "space", "removed") or (sp.kind == "removed" and sp.start == sp.end):
+            if sp.out and sp.out[0] in "，。、" and state.get("last", "") in ("", "，", "。", "、", " "):
+                sp = Span(sp.start, sp.end, sp.out.lstrip("，。、"), sp.kind, sp.reason, sp.boundary, False)
             if sp.out:
                 state["last"] = sp.out[-1]
             res.append(sp)
@@ -679,3 +719,19 @@ def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
         else:
             out.append(Removal(s.start + base, text[s.start:s.end], s.reason))
     return out
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """python -m tasks.textnorm TEXT...  (or - for stdin): the normalized text and what was removed."""
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    text = sys.stdin.read() if args == ["-"] else " ".join(args)
+    out, spans = normalize_with_map(text)
+    print(out)
+    for r in removals(spans, text):
+        print(f"  removed {printable(r.text)!r} at {r.start}: {r.reason}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

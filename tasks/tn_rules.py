@@ -109,6 +109,9 @@ _PRE: list[tuple[re.Pattern, object]] = [
     # Era suffixes: 2934ad -> 公元二九三四年, 1234b.c. -> 公元前一二三四年, 1823年3月bc -> 公元前一八二三年三月.
     (re.compile(r"(\d+)(?:年((?:\d{1,2}月)?(?:\d{1,2}日)?))?\s*((?:a\.?d\.?|b\.?c\.?)(?![A-Za-z]))", re.I),
      lambda m: _era_full(m)),
+    # Years in brackets, alone or as a span (life dates in notes): （1854—1923） -> （一八五四到一九二三）.
+    (re.compile(r"(?<=[（(])\s*(1\d{3}|20\d{2})\s*(?:[—–\-~～－]{1,2}\s*(1\d{3}|20\d{2})?\s*)?(?=[）)？?])"),
+     lambda m: digits_zh(m.group(1)) + ("到" + digits_zh(m.group(2)) if m.group(2) else "")),
     # Negative temperatures: -10°C -> 零下十度 (wetext: 负十摄氏度).
     (re.compile(r"[-−]\s?(" + _NUM + r")\s?(?:°C|℃|°|度)"), lambda m: f"零下{decimal_zh(m.group(1))}度"),
     # Negative fractions and percentages: the sign goes in front (wetext: 三分之负一).
@@ -158,7 +161,7 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"第(\d+)\s?[-–—~～]\s?(\d+)"), lambda m: f"第{cardinal_zh(m.group(1))}到{cardinal_zh(m.group(2))}"),
     # 2 before a measure word is 两 (wetext does this for 个/岁 but not for 次/遍/天/...): 2次 -> 两次.
     (re.compile(r"(?<![\d.第])2(?=(?:次|遍|趟|位|种|件|本|张|条|只|头|匹|家|天|周|倍|根|把|双|对|层|间|辆|架|艘"
-                r"|座|台|部|场|封|篇|首|句|份|名|人|碗|杯|口|声|步|下|眼|份|样|块钱|分钟|小时|公里|斤|里路))"), "两"),
+                r"|座|台|部|场|封|篇|首|句|份|名|人|碗|杯|口|声|步|下|眼|样|块钱|分钟|小时|公里|斤|里路|点钟|点半|点(?=\d+分)))"), "两"),
     # A minus sign left in front of a verbalized number: 负.
     (re.compile(r"(?<![0-9A-Za-z])[-−](?=[零一二三四五六七八九十两])"), "负"),
 ]

@@ -24,3 +24,11 @@ def corpus_path(*parts: str) -> Path:
 @pytest.fixture
 def corpus():
     return corpus_path
+
+
+def pytest_collection_modifyitems(config, items):
+    """`slow` tests run only with RUN_SLOW=1; `gpu` tests only where CUDA is available."""
+    run_slow = os.environ.get("RUN_SLOW") == "1"
+    for item in items:
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow: set RUN_SLOW=1"))

@@ -94,7 +94,8 @@ def test_forced_tokens_and_bad_requests(engine, requests):
 def test_prompt_is_upstream_and_version_names_settings(engine):
     tok = engine.loaded.tokenizer._tokenizer
     ids = engine.prompt_ids("你好")
-    assert ids[:2] == tok.convert_tokens_to_ids(["[Stts]", "[spk_emb]"]) and ids[-1] == tok.convert_tokens_to_ids("[Ptts]")
+    assert ids[:3] == tok.convert_tokens_to_ids(["[Stts]", "[spk_emb]", "[speed_5]"])
+    assert ids[-1] == tok.convert_tokens_to_ids("[Ptts]")
     assert engine.prompt_ids("[Stts]你好") == ids           # upstream strips its own control tokens
     assert engine.loaded.fingerprint in engine.version and "fp32" in engine.version and "cpu" in engine.version
 
@@ -124,3 +125,28 @@ def test_cuda_engine_end_to_end(compile_):
         assert out[r.key].tokens == expected_tokens(r.text)
         assert out[r.key].audio.shape == (samples_for_tokens(out[r.key].tokens),)
         assert np.isfinite(out[r.key].audio).all()
+
+
+@torch.no_grad()
+def test_first_step_equals_upstream_chattts(engine):
+    """Prompt ids, embedding, speaker vector, Llama and heads agree with upstream's own modules at step 0."""
+    from engine.llama import KVCache
+    chat = engine.loaded.chat
+    text, voice = "你好，世界。第二句！", engine.sample_voice(3)
+    prompt = chat.speaker.decorate_code_prompts([text], chat.InferCodeParams().prompt, None, voice)  # [speed_5]
+    input_ids, attn, text_mask = chat.tokenizer.encode(prompt, 4, device="cpu")
+    emb = chat.embed(input_ids, text_mask)
+    chat.speaker.apply(emb, voice, input_ids, chat.tokenizer.spk_emb_ids, torch.device("cpu"))
+    hid = chat.gpt.gpt(inputs_embeds=emb, attention_mask=attn).last_hidden_state[:, -1]          # [1, C]
+    ref = torch.stack([head(hid) for head in chat.embed.head_code], 1)                            # [1, 4, 626]
+
+    ids = torch.tensor(engine.prompt_ids(text))
+    assert ids.tolist() == input_ids[0, :, 0].tolist()
+    m = engine.model
+    x = m.prompt_embedding(ids, engine._speaker_vector(voice))
+    torch.testing.assert_close(x[0], emb[0], atol=2e-3, rtol=1e-3)     # upstream normalizes the voice in fp16
+    cache = KVCache(m.llama.s, 1, len(ids), "cpu", torch.float32)
+    h = m.llama(x, torch.arange(len(ids))[None], cache, torch.tensor([0]), lengths=[len(ids)])[:, -1]
+    torch.testing.assert_close(m.logits(h), ref, atol=2e-2, rtol=1e-2)
+    x_up = m.llama(emb.clone(), torch.arange(len(ids))[None], cache, torch.tensor([0]), lengths=[len(ids)])
+    torch.testing.assert_close(m.logits(x_up[:, -1]), ref, atol=1e-4, rtol=1e-4)   # same input: fp32-equal

@@ -76,6 +76,21 @@ def test_process_logits_matches_upstream_processors():
         assert (~torch.isinf(ours)).sum(-1).max() <= p.top_k
 
 
+def test_candidate_sampling_equals_full_vocabulary_sampling():
+    torch.manual_seed(5)
+    p, B = G.SamplingParams(), 64
+    logits = torch.randn(B, 4, 626) * 2
+    hist = torch.randint(0, 627, (B, 4, 16))
+    eos_ok = torch.rand(B) < 0.5
+    keys = torch.tensor([G.row_key(s) for s in range(B)])
+    steps = torch.randint(0, 500, (B,))
+    cells = G.hash32(torch.arange(4 * 626) + 1)
+    full = G.sample(G.process_logits(logits, hist, eos_ok, p), keys, steps, cells)
+    x, idx = G.candidates(logits, hist, eos_ok, p)
+    assert torch.equal(G.sample_candidates(x, idx, keys, steps, cells, 626), full)
+    assert len(set(full.flatten().tolist())) > 50        # really sampled, not constant
+
+
 def test_eos_mask():
     logits = torch.zeros(2, 4, 626)
     logits[..., G.EOS] = 50

@@ -17,6 +17,11 @@ def model():
     return random_code_model(seed=3)
 
 
+@pytest.fixture(scope="module")
+def reference(model):
+    return run(model, max_batch=4)[0]
+
+
 def rows(model):
     out = [make_row(model, *s) for s in SPECS]
     for i, r in enumerate(out):
@@ -54,8 +59,8 @@ def test_continuous_refill_and_all_rows_finish(model):
 
 
 @pytest.mark.parametrize("fail_at", [1, 7, 20])
-def test_oom_halves_batch_and_output_is_identical(model, fail_at):
-    ref, _ = run(model, max_batch=4)
+def test_oom_halves_batch_and_output_is_identical(model, reference, fail_at):
+    ref = reference
     calls = {"n": 0}
 
     def hook(batch):
@@ -85,9 +90,9 @@ def test_oom_at_batch_one_and_other_errors_propagate(model):
 
 
 @pytest.mark.parametrize("fail_at", [2, 9, 30])
-def test_oom_inside_forward_prefill_or_decode(model, fail_at):
+def test_oom_inside_forward_prefill_or_decode(model, reference, fail_at):
     """The error raised inside the Llama forward (a newcomer's prefill or a decode step): same output."""
-    ref, _ = run(model, max_batch=4)
+    ref = reference
     calls = {"n": 0}
     forward = model.llama.forward
 
@@ -105,3 +110,14 @@ def test_oom_inside_forward_prefill_or_decode(model, fail_at):
     assert sched.batch_sizes == [4, 2]
     for k in ref:
         assert out[k].tokens == ref[k].tokens and torch.equal(out[k].hiddens, ref[k].hiddens), k
+
+
+def test_is_oom_follows_the_exception_chain():
+    try:
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory.")
+        except torch.OutOfMemoryError:
+            raise RuntimeError("operation failed during capture")
+    except RuntimeError as err:
+        assert S.is_oom(err)
+    assert not S.is_oom(RuntimeError("shape mismatch"))

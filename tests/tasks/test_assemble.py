@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 
 from tasks.assemble import (AssembleOptions, Piece, assemble_arrays, assemble_chapter, equal_power_fades,
-                            expected_length, trim_bounds)
+                            expected_length, trim_bounds, trimmed_length)
 from tasks.book import BookError
 
 SR = 24_000
@@ -64,12 +64,15 @@ def test_length_formula_exact_without_trim(kinds):
     arrays = [tone(L / SR, 200 + 50 * i) for i, L in enumerate(lengths)]
     ch = assemble_arrays(arrays, kinds, [""] * len(kinds), NO_TRIM)
     n, h = NO_TRIM.crossfade_samples(), NO_TRIM.lead_in_samples()
-    pauses = [NO_TRIM.pause_samples(k) for k in kinds]
+    # the tail after the last piece is always the "chapter" pause
+    pauses = [NO_TRIM.pause_samples(k) for k in kinds[:-1]] + [NO_TRIM.pause_samples("chapter")]
     # sum(segments) + lead-in + pauses - one cross-fade per join (every clip joins its neighbour)
     joins = len(lengths) + len(pauses) + 1 - 1
     assert len(ch.audio) == sum(lengths) + h + sum(pauses) - n * joins
     assert len(ch.audio) == expected_length(lengths, kinds, NO_TRIM)
     assert ch.audio.dtype == np.float32 and ch.sample_rate == SR
+    tail = len(ch.audio) - ch.cues[-1].end_sample
+    assert tail == NO_TRIM.pause_samples("chapter") - NO_TRIM.crossfade_samples()
 
 
 def test_zero_pause_and_no_lead_in_crossfade_directly():
@@ -133,6 +136,8 @@ def test_length_formula_with_trim_uses_trimmed_lengths():
     kinds = ["clause", "sentence", "paragraph", "chapter"]
     ch = assemble_arrays(arrays, kinds, ["x"] * 4, opts)
     trimmed = [e - s for s, e in (trim_bounds(a, SR, opts) for a in arrays)]
+    assert trimmed == [trimmed_length(a, opts) for a in arrays]
+    assert [trimmed_length(a, NO_TRIM) for a in arrays] == [len(a) for a in arrays]
     assert all(t < len(a) for t, a in zip(trimmed, arrays))
     assert len(ch.audio) == expected_length(trimmed, kinds, opts)
     assert [c.end_sample - c.start_sample for c in ch.cues] == trimmed
@@ -231,3 +236,28 @@ def test_bad_inputs(tmp_path):
 def test_options_replace_roundtrip():
     o = replace(AssembleOptions(), crossfade_s=0.02)
     assert o.validate().crossfade_samples() == 480
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(0, 6_000), min_size=1, max_size=6),
+       kinds=st.lists(st.sampled_from(["clause", "sentence", "paragraph", "chapter"]), min_size=6, max_size=6),
+       crossfade_ms=st.integers(0, 30), lead_ms=st.sampled_from([0, 60, 500]),
+       pause_ms=st.lists(st.sampled_from([0, 60, 250, 900]), min_size=4, max_size=4))
+def test_length_formula_property(lengths, kinds, crossfade_ms, lead_ms, pause_ms):
+    pauses = dict(zip(["clause", "sentence", "paragraph", "chapter"], [p / 1000 for p in pause_ms]))
+    opts = AssembleOptions(trim=False, crossfade_s=crossfade_ms / 1000, lead_in_s=lead_ms / 1000, pauses_s=pauses)
+    try:
+        opts.validate()
+    except ValueError:
+        return                                          # a pause shorter than two cross-fades is refused
+    arrays = [tone(L / SR, 300) for L in lengths]
+    ks = kinds[:len(lengths)]
+    ch = assemble_arrays(arrays, ks, ["t"] * len(lengths), opts)
+    assert len(ch.audio) == expected_length(lengths, ks, opts)
+    # cues are ordered, inside the chapter, and never overlap
+    ends = [0] + [c.end_sample for c in ch.cues]
+    assert all(c.start_sample >= e for c, e in zip(ch.cues, ends))
+    assert ch.cues[-1].end_sample <= len(ch.audio)

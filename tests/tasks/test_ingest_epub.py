@@ -3,7 +3,6 @@ boilerplate, the 山海經 sections, and the whole EPUB corpus."""
 from __future__ import annotations
 
 import io
-import re
 import warnings
 import zipfile
 from pathlib import Path
@@ -204,7 +203,15 @@ def test_epub2_cover_meta(tmp_path):
                      extra=[("OEBPS/c.jpg", jpg)])
     book = load_bytes(tmp_path, data)
     assert book.meta.cover == jpg and book.meta.cover_mime == "image/jpeg"
-    assert book.meta.title == "T" and book.meta.language == "und"
+    assert book.meta.title == "T" and book.meta.language == "und"  # no dc:language, no xml:lang
+
+
+def test_language_from_content_when_opf_has_none(tmp_path):
+    raw = ('<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml" xml:lang="zh-TW"><body><p>文。</p>'
+           '</body></html>')
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", "")], meta="<dc:title>T</dc:title>",
+                                          raw_docs={"c.xhtml": raw}))
+    assert book.meta.language == "zh-TW"
 
 
 def test_gutenberg_boilerplate_dropped(tmp_path):
@@ -315,9 +322,48 @@ def test_every_corpus_epub_ingests_or_fails_cleanly():
     assert len(outcomes) >= 70
 
 
-def test_no_toc_at_all_titles_from_headings_or_document_title(tmp_path):
+def test_no_toc_at_all_titles_from_headings_or_book_title(tmp_path):
     docs = [("intro.xhtml", "<p>沒有標題的開頭。</p>"), ("c1.xhtml", "<h1>第一章</h1><p>甲。</p>"),
             ("c1b.xhtml", "<p>甲續。</p>"), ("c2.xhtml", "<h1>第二章</h1><p>乙。</p>")]
     book = load_bytes(tmp_path, make_epub(docs, nav=False, ncx=False))
-    assert [c.title for c in book.chapters] == ["intro.xhtml", "第一章", "第二章"]  # <title>, then <h1>s
+    assert [c.title for c in book.chapters] == ["測試書", "第一章", "第二章"]  # book title, then <h1>s
     assert book.chapters[1].paragraphs == ("甲。", "甲續。")
+
+
+def test_document_title_as_fallback_title(tmp_path):
+    raw = XHTML.format(title="序言", body="<p>沒有標題的開頭。</p>")
+    book = load_bytes(tmp_path, make_epub([("intro.xhtml", "")], nav=False, raw_docs={"intro.xhtml": raw}))
+    assert book.chapters[0].title == "序言"
+
+
+def test_liber_esther_no_boilerplate_titles():
+    book = load_book(corpus_path("epub", "gutenberg", "pg826-Liber_Esther-la.epub"))
+    assert not any("Gutenberg" in c.title for c in book.chapters)
+    assert book.chapters[1].title == "1. REGINA VASTHI EICITUR, 1:1-22."
+    assert "Gutenberg" not in all_text(book)
+
+
+def test_epub2_style_note_marks_without_epub_type(tmp_path):
+    body = ('<p>甲說<sup><a href="#fn1" id="r1">1</a></sup>，乙答<a href="notes.xhtml#n2"><sup>[2]</sup></a>。'
+            '他有10<sup>2</sup>個，見<a href="#sec">第二節</a>。</p><p id="fn1">1 甲是人名。</p>')
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", body)]))
+    assert book.chapters[0].paragraphs[0] == "甲說，乙答。他有102個，見第二節。"
+
+
+def test_soft_hyphens_and_zero_width_removed(tmp_path):
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", "<p>hy\u00adphen\u200bated 中\u2060文</p>")]))
+    assert book.chapters[0].paragraphs == ("hyphenated 中文",)
+
+
+def test_pre_lines_are_paragraphs(tmp_path):
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", "<pre>床前明月光，\n疑是地上霜。\n\n舉頭望明月，</pre><p>完。</p>")]))
+    assert book.chapters[0].paragraphs == ("床前明月光，", "疑是地上霜。", "舉頭望明月，", "完。")
+
+
+def test_zipped_txt_novel(tmp_path):
+    text = "第一章 甲\n\n　　甲文。\n\n第二章 乙\n\n　　乙文。\n"
+    data = zip_bytes([("小說/書.txt", text.encode("gb18030") * 1), ("小說/readme.url", b"x")], mimetype=False)
+    book = load_bytes(tmp_path, data, name="novel.zip")
+    assert book.meta.source_format == "txt" and [c.title for c in book.chapters] == ["第一章 甲", "第二章 乙"]
+    with pytest.raises(BookError, match="no package document"):
+        load_bytes(tmp_path, zip_bytes([("a.txt", b"x"), ("b.txt", b"y")], mimetype=False), name="two.zip")

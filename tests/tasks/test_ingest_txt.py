@@ -227,7 +227,8 @@ def test_control_characters_stripped_from_titles(tmp_path):
 
 def test_pg_header_and_footer(tmp_path):
     text = ("The Project Gutenberg EBook of Test, by Somebody\n\nTitle: 測試書\n\nAuthor: 某人\n\n"
-            "*** START OF THIS PROJECT GUTENBERG EBOOK TEST ***\n\n第一回 甲\n\n　　正文一。\n\n第二回 乙\n\n"
+            "*** START OF THIS PROJECT GUTENBERG EBOOK TEST ***\n\nProduced by Someone and the Online Distributed "
+            "Proofreading Team at http://www.pgdp.net (This file was produced from images).\n\n第一回 甲\n\n　　正文一。\n\n第二回 乙\n\n"
             "　　正文二。\n\n*** END OF THIS PROJECT GUTENBERG EBOOK TEST ***\n\nSection 1. General Terms of Use\n")
     p = tmp_path / "pg.txt"
     p.write_text(text, encoding="utf-8")
@@ -297,3 +298,64 @@ def test_english_chapter_headings(tmp_path):
     book = load_book(p)
     assert [c.title for c in book.chapters] == ["CHAPTER I.\u3000The Beginning", "CHAPTER II. The End"]
     assert book.chapters[1].paragraphs == ("It was over.", "Chapter 3 was not written.")
+
+
+def test_front_matter_labels(tmp_path):
+    p = tmp_path / "web.txt"
+    p.write_text("书名：《长夜》\n作者：无名氏\n\n第一章 开始\n\n　　夜很长。\n\n第二章 结束\n\n　　天亮了。\n", encoding="utf-8")
+    book = load_book(p)
+    assert (book.meta.title, book.meta.author) == ("长夜", "无名氏")
+    assert [c.title for c in book.chapters] == ["第一章 开始", "第二章 结束"]
+
+
+def test_not_a_regular_file(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(BookError, match="not a regular file"):
+        load_book(fifo)
+    with pytest.raises(BookError, match="not a regular file"):
+        load_book("/dev/zero")
+
+
+def test_html_leftovers_only_known_tags(tmp_path):
+    p = tmp_path / "h.txt"
+    p.write_text("第一回 甲<br>\n<p>他說&nbsp;1<2且3>2，<<書名>>&amp;<i>好</i>。</p>\n\n第二回 乙\n\n完。\n", encoding="utf-8")
+    book = load_book(p)
+    assert book.chapters[0].title == "第一回 甲"
+    assert book.chapters[0].paragraphs == ("他說 1<2且3>2，<<書名>>&好。",)
+
+
+def test_short_dialogue_lines_are_not_titles(tmp_path):
+    """A flush-left novel with blank lines between paragraphs: 嗯 / 走吧 are text, not essay titles."""
+    paras = ["他看著她，很久沒有說話，窗外的雨一直下著，屋裡只有鐘聲。", "嗯", "她低下頭，手指在桌上輕輕敲著。",
+             "走吧", "於是兩人一起出了門，消失在雨夜裡。"]
+    for sep in ("\n\n", "\n\n\n"):
+        p = tmp_path / "novel.txt"
+        p.write_text(sep.join(paras * 10), encoding="utf-8")
+        book = load_book(p)
+        assert len(book.chapters) == 1 and len(book.chapters[0].paragraphs) == 50, sep
+
+
+@pytest.mark.parametrize("text,encoding,expect", [
+    ("第一章 你好\n\n內容。\n", "gbk", "gb18030"),              # charset-normalizer alone says cp949
+    ("Hello 中文 world\n", "gbk", "gb18030"),                   # ... or big5
+    ("我們說了很多話，他不知道。", "big5", "big5"),
+    ("我们说了很多话，他不知道。", "gb2312", "gb18030"),
+])
+def test_short_chinese_files_detected(tmp_path, text, encoding, expect):
+    p = tmp_path / "short.txt"
+    p.write_bytes(text.encode(encoding))
+    book = load_book(p)
+    assert book.meta.encoding == expect
+    assert "".join(c.title + "".join(c.paragraphs) for c in book.chapters).replace(" ", "") \
+        .find(text.split("\n")[0].replace(" ", "")) >= 0
+
+
+def test_tiny_books_without_headings_are_read(tmp_path):
+    p = tmp_path / "one.txt"
+    p.write_text("一句話。", encoding="utf-8")
+    assert load_book(p).chapters[0].paragraphs == ("一句話。",)
+    p.write_text("abc", encoding="utf-16")
+    assert load_book(p).chapters[0].paragraphs == ("abc",)

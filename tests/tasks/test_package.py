@@ -124,3 +124,16 @@ def test_package_pieces_from_stored_segments(tmp_path):
     for (c, _, pieces), flac in zip(chapters, rep.files[0::2]):
         assert sf.info(str(flac)).frames == len(assemble_chapter(pieces).audio)
     assert [r["integrated_lufs"] for r in rep.data["files"]] == [pytest.approx(-18, abs=0.1)] * 2
+
+
+def test_stale_temp_files_from_a_killed_run_are_removed(tmp_path):
+    from tasks.package import package_book
+
+    book = tmp_path / "book"
+    book.mkdir()
+    stale, fresh, other = book / ".tmp-abc.flac", book / ".tmp-def.m4b", book / "notes.txt"
+    for p in (stale, fresh, other):
+        p.write_bytes(b"x")
+    os.utime(stale, (1_000_000_000, 1_000_000_000))
+    package_book(book, [(0, "c", chapter())], META, PackageOptions(subtitles=()))
+    assert not stale.exists() and fresh.exists() and other.exists()

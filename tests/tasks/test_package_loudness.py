@@ -78,3 +78,16 @@ def test_normalize_hits_target_under_ceiling(amp, target):
 def test_normalize_silent_audio_is_left_silent():
     n = normalize(np.zeros(SR, dtype=np.float32), SR)
     assert not n.audio.any() and n.gain_db == 0.0 and n.lufs == -math.inf
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.25, 0.4])
+def test_peak_envelope_is_exact_where_it_matters(threshold):
+    from tasks.loudness import peak_envelope
+
+    x = np.random.default_rng(7).standard_normal(50_000) * 0.1
+    ref = np.maximum(np.abs(resample_poly(x, 4, 1)).reshape(-1, 4).max(axis=1), np.abs(x))
+    env = peak_envelope(x, threshold)
+    loud = ref > threshold
+    assert loud.any()
+    np.testing.assert_allclose(env[loud], ref[loud], rtol=0, atol=1e-12)
+    assert (env[~loud] <= threshold).all()

@@ -4,8 +4,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
-from tasks.assemble import AssembleOptions, assemble_arrays
+from tasks.assemble import AssembleOptions, ChapterAudio, assemble_arrays
 from tasks.book import BookMeta
 from tasks.package import MAX_NAME_BYTES, PackageOptions, package_book
 
@@ -41,3 +42,24 @@ def test_two_hundred_hostile_chapters(tmp_path):
     assert FLAC(str(flacs[0]))["TITLE"] == ["../.."]               # the tag keeps the original title
     assert FLAC(str(flacs[7]))["TITLE"] == ["📖🎧" * 40]
     assert all(abs(r.integrated_lufs + 18) < 0.5 for r in rep.loudness)
+
+
+@pytest.mark.slow
+def test_twenty_minute_chapter_flac_and_m4b(tmp_path):
+    """Long-chapter packaging (run: python -m pytest tests/tasks/test_package_many.py -m slow)."""
+    import shutil
+
+    if not shutil.which("ffmpeg"):
+        pytest.skip("ffmpeg not installed")
+    n = 20 * 60 * SR
+    t = np.arange(n) / SR
+    phase = 2 * np.pi * np.cumsum(130 + 30 * np.sin(2 * np.pi * 0.7 * t)) / SR
+    x = (0.05 * sum(np.sin(k * phase) / k for k in range(1, 16)) * np.sin(2 * np.pi * 2.5 * t) ** 2)
+    x = x.astype(np.float32)
+    x[::SR * 7] = 0.95                                               # clicks for the limiter
+    del t, phase
+    rep = package_book(tmp_path, [(0, "long", ChapterAudio(x, SR, []))], BookMeta(title="long"),
+                       PackageOptions(formats=("flac", "m4b"), subtitles=()))
+    for r in rep.loudness:
+        assert abs(r.integrated_lufs + 18) <= 1 and r.true_peak_dbtp <= -1.5
+        assert abs(r.seconds - 1200) < 0.1

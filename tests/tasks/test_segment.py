@@ -17,7 +17,7 @@ def _chapter(*paras: str, title: str = "第一回　甄士隱夢幻識通靈") -
 
 def test_title_is_first_segment_with_paragraph_pause():
     segs = segment_chapter(_chapter(SENT * 2))
-    assert segs[0].text == "第一回，甄士隐梦幻识通灵"
+    assert segs[0].text == "第一回，甄士隐梦幻识通灵。"         # a closing 。 ends the intonation
     assert segs[0].pause_after == "paragraph"
     assert segs[0].source_text == "第一回　甄士隱夢幻識通靈"
     assert [s.index for s in segs] == list(range(len(segs)))
@@ -54,11 +54,17 @@ def test_long_sentence_split_at_clauses_then_words_never_over_cap():
     assert "".join(s.source_text for s in segs) == "甲乙丙丁戊，" * 20 + long_clause + "。"
     clause_cut = [s for s in segs if s.text.endswith("，")]
     assert clause_cut and all(s.pause_after == "clause" for s in clause_cut)
-    # the over-long clause is cut between words: each piece is a run of jieba words
+    # the over-long clause is cut between jieba words, never inside one
     import jieba
-    words = set(jieba.cut(normalize_simpl(long_clause), HMM=False))
-    tail = [s.text.rstrip("。") for s in segs if s.text and s.text[0] in "那鲜且将变大"]
-    assert tail, [s.text for s in segs]
+    words = list(jieba.cut(normalize_simpl(long_clause), HMM=False))
+    bounds = {sum(len(w) for w in words[:i]) for i in range(len(words) + 1)}
+    clause_start = len("甲乙丙丁戊，" * 20)
+    cuts, pos = [], 0
+    for s in segs:
+        pos += len(s.source_text)
+        if clause_start < pos < clause_start + len(long_clause):
+            cuts.append(pos - clause_start)
+    assert cuts and all(c in bounds for c in cuts), (cuts, words)
 
 
 def normalize_simpl(s):
@@ -76,7 +82,7 @@ def test_short_fragments_merged():
 
 def test_title_alone_kept_even_when_short():
     segs = segment_chapter(_chapter(SENT, title="序"))
-    assert segs[0].text == "序" and segs[0].pause_after == "paragraph"
+    assert segs[0].text == "序。" and segs[0].pause_after == "paragraph"
 
 
 def test_no_title_no_paragraphs():
@@ -117,3 +123,25 @@ def test_audit_detects_lost_duplicated_and_altered_text():
     altered = list(segs)
     altered[2] = altered[2].__class__(**{**altered[2].__dict__, "text": altered[2].text[1:]})
     assert any("does not match" in u["problem"] for u in audit_chapter(ch, altered).unexplained)
+
+
+def test_audit_locates_entries_by_paragraph():
+    ch = _chapter(SENT, "甲乙丙丁戊己□庚辛壬。")
+    rep = audit_chapter(ch, segment_chapter(ch))
+    assert rep.removed == [{"pos": len(ch.title) + 1 + len(SENT) + 1 + 6, "text": "□", "reason": "placeholder",
+                            "para": 1, "offset": 6}]
+
+
+def test_short_tail_sentence_joins_previous_segment():
+    tail = "中涓自此愈橫。"                                   # 6 chars, ~1.6 s: under min_seconds
+    segs = segment_chapter(_chapter(SENT * 3 + tail))[1:]
+    assert segs[-1].source_text.endswith(SENT + tail)
+    assert all(estimate_seconds(s.text) >= SegmentOptions().min_seconds for s in segs)
+    with pytest.raises(ValueError, match="min_seconds"):
+        SegmentOptions(min_seconds=16).validate()
+
+
+def test_paragraph_end_closes_with_full_stop():
+    segs = segment_chapter(_chapter("價格是三十六元（一八五四年）", "他說：", title=""))
+    assert segs[-1].text.endswith("。") and segs[0].text.endswith("。")
+    assert "，。" not in "".join(s.text for s in segs)

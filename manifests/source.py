@@ -1,0 +1,37 @@
+"""Which source file a book directory was rendered from: its sha256 in manifest/source.json.  The nightly
+catalogue scan compares it with the file's current hash; the CLI and the flow record it after a render."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+SOURCE_RECORD = "source.json"          # in the book's manifest dir: the sha256 of the rendered source
+HASH_CHUNK = 1 << 20                   # bytes read at a time when hashing a book
+
+
+def source_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def record_source_hash(book_dir: str | Path, book: str | Path, sha256: str) -> None:
+    """Remember which source content book_dir was rendered from (manifest/source.json, atomically)."""
+    from manifests.store import manifest_dir, write_atomic
+
+    data = {"source_path": str(Path(book).resolve()), "sha256": sha256}
+    mdir = manifest_dir(book_dir)
+    mdir.mkdir(parents=True, exist_ok=True)
+    write_atomic(mdir / SOURCE_RECORD, lambda f: f.write(json.dumps(data, indent=1).encode("utf-8")))
+
+
+def read_source_hash(book_dir: str | Path) -> str | None:
+    from manifests import manifest_dir
+
+    try:
+        return json.loads((manifest_dir(book_dir) / SOURCE_RECORD).read_text(encoding="utf-8"))["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

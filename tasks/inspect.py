@@ -1,0 +1,127 @@
+"""`chattts-render inspect BOOK`: what a render would speak, before rendering it.
+
+`inspect_book(book, opts)` segments and audits every chapter and returns a JSON-ready dict; `format_inspect(d)`
+prints it for a terminal.  The CLI wiring (and `--json`) lives in flows/.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from engine.units import estimate_seconds
+from tasks.book import Book
+from tasks.coverage import audit_chapter
+from tasks.segment import SegmentOptions, iter_segments
+
+MAX_LISTED_REMOVALS = 20     # removals shown by format_inspect (the JSON keeps each chapter's list)
+TITLE_WIDTH = 28             # characters of a chapter title shown in the table
+
+
+def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions()) -> dict:
+    """Title, author, encoding, per-chapter characters/segments/estimated seconds, and the coverage reports."""
+    opts.validate()
+    chapters = []
+    reports = []
+    removed: Counter = Counter()
+    unexplained = []
+    total_chars = total_segs = 0
+    total_secs = 0.0
+    for ch in book.chapters:
+        segs = list(iter_segments(ch, opts=opts))
+        rep = audit_chapter(ch, segs, opts=opts)
+        chars = len(ch.title) + sum(len(p) for p in ch.paragraphs)
+        secs = sum(estimate_seconds(s.text) for s in segs)
+        chapters.append({"index": ch.index, "title": ch.title, "paragraphs": len(ch.paragraphs),
+                         "characters": chars, "segments": len(segs), "estimated_seconds": round(secs, 1),
+                         "max_segment_chars": max((len(s.text) for s in segs), default=0),
+                         "coverage_ok": rep.ok})
+        reports.append(rep.to_dict())
+        removed.update(rep.removed_by_reason)
+        unexplained.extend({"chapter": ch.index, **u} for u in rep.unexplained)
+        total_chars += chars
+        total_segs += len(segs)
+        total_secs += secs
+    m = book.meta
+    return {
+        "title": m.title, "author": m.author, "language": m.language, "source_path": m.source_path,
+        "source_format": m.source_format, "encoding": m.encoding,
+        "options": {"target_seconds": opts.target_seconds, "max_seconds": opts.max_seconds,
+                    "max_chars": opts.max_chars, "min_chars": opts.min_chars, "t2s": opts.t2s, "tn": opts.tn,
+                    "lexicon_entries": len(opts.lexicon.entries) if opts.lexicon else 0},
+        "totals": {"chapters": len(chapters), "characters": total_chars, "segments": total_segs,
+                   "estimated_seconds": round(total_secs, 1)},
+        "chapters": chapters,
+        "coverage": {"ok": not unexplained, "unexplained": unexplained,
+                     "removed_by_reason": dict(sorted(removed.items())),
+                     "removed_count": sum(removed.values())},
+        "coverage_reports": reports,
+    }
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    mnt, sec = divmod(rem, 60)
+    return f"{h}:{mnt:02d}:{sec:02d}" if h else f"{mnt}:{sec:02d}"
+
+
+def _width(text: str) -> int:
+    """Terminal columns: East Asian wide/full-width characters take two."""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    while _width(text) > width:
+        text = text[:-2] + "…"
+    return text
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
+def _where(entry: dict) -> str:
+    para = entry.get("para")
+    if para is None:
+        return f"pos {entry['pos']}"
+    return ("title" if para < 0 else f"paragraph {para}") + f" char {entry.get('offset', 0)}"
+
+
+def format_inspect(d: dict) -> str:
+    """A terminal rendering of inspect_book's dict."""
+    t = d["totals"]
+    lines = [
+        f"Title:     {d['title']}",
+        f"Author:    {d['author'] or '-'}",
+        f"Source:    {d['source_path'] or '-'} ({d['source_format']}, {d['encoding']})",
+        f"Chapters:  {t['chapters']}   characters: {t['characters']:,}   segments: {t['segments']:,}   "
+        f"estimated: {_hms(t['estimated_seconds'])}",
+        "",
+        f"{'#':>4}  {'title':<{TITLE_WIDTH}}  {'chars':>8}  {'segs':>5}  {'est.':>8}  coverage",
+    ]
+    for c in d["chapters"]:
+        lines.append(f"{c['index'] + 1:>4}  {_pad(_clip(c['title'] or '(untitled)', TITLE_WIDTH), TITLE_WIDTH)}  "
+                     f"{c['characters']:>8,}  {c['segments']:>5}  {_hms(c['estimated_seconds']):>8}  "
+                     f"{'ok' if c['coverage_ok'] else 'UNEXPLAINED'}")
+    cov = d["coverage"]
+    lines.append("")
+    if cov["ok"]:
+        lines.append("Coverage:  100% - every character is in a segment or removed for a listed reason")
+    else:
+        lines.append(f"Coverage:  {len(cov['unexplained'])} UNEXPLAINED problem(s) - the render will not start:")
+        for u in cov["unexplained"][:MAX_LISTED_REMOVALS]:
+            lines.append(f"    chapter {u['chapter']} {_where(u)}: {u['problem']}  {_clip(u['text'], 40)!r}")
+    if cov["removed_count"]:
+        reasons = ", ".join(f"{k} {v}" for k, v in cov["removed_by_reason"].items())
+        lines.append(f"Removed:   {cov['removed_count']} unspeakable character(s): {reasons}")
+        shown = 0
+        for rep in d["coverage_reports"]:
+            for r in rep["removed"]:
+                if shown >= MAX_LISTED_REMOVALS:
+                    break
+                lines.append(f"    chapter {rep['chapter']} {_where(r)}: {r['text']!r} ({r['reason']})")
+                shown += 1
+        if sum(len(rep["removed"]) for rep in d["coverage_reports"]) > shown:
+            lines.append("    ... (all of them in --json)")
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""A real Prefect service on loopback for tests and benchmarks: `prefect server start` (SQLite in a temp
+PREFECT_HOME), a process work pool, workers, `prefect deploy --all` from this checkout.
+
+The commands run are the ones docs/service.md shows (DOC_COMMANDS): a doc line is parsed, its documented
+values swapped for the test's (port, paths) and test-only arguments appended, so the section stays tested.
+Everything started runs in its own process group; stop() kills the groups and every descendant (flow-run
+processes start their own sessions), also after a failure."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+SERVICE_DOC = ROOT / "docs" / "service.md"
+POOL = "chattts"
+DOC_PORT = "4200"
+SERVER_START_TIMEOUT_S = 180
+POLL_S = 0.5
+
+# The first word of each command line in docs/service.md's shell blocks, after any VAR=value prefixes.
+COMMAND_RE = re.compile(r"^(?:[A-Z_]+=\S+\s+)*prefect\s")
+
+
+def doc_commands(path: Path = SERVICE_DOC) -> list[str]:
+    """The `prefect ...` command lines of the shell blocks in docs/service.md, in order."""
+    lines, in_block = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            in_block = line.strip() in ("```bash", "```sh", "```console")
+            continue
+        if in_block and COMMAND_RE.match(line.strip()):
+            lines.append(line.strip())
+    return lines
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrefectService:
+    """One Prefect server + workers in `home` (a temp dir).  `run(doc_line, ...)` runs a documented command."""
+
+    def __init__(self, home: Path, *, log_dir: Path | None = None):
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.log_dir = Path(log_dir or self.home / "logs")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.port}/api"
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.ran: list[str] = []          # the doc lines run so far
+        _stop_on_exit(self)
+        bin_dir = str(Path(sys.executable).parent)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        self.env.update(
+            PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+            PREFECT_HOME=str(self.home),
+            PREFECT_PROFILES_PATH=str(self.home / "profiles.toml"),
+            PREFECT_SERVER_ANALYTICS_ENABLED="false",
+            PREFECT_API_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{self.home / 'prefect.db'}",
+            PREFECT_SERVER_UI_ENABLED="false",
+            PREFECT_SERVER_DATABASE_TIMEOUT="60",      # SQLite busy timeout: 2 cores, many writers
+            PREFECT_CLI_PROMPT="false",
+            PREFECT_WORKER_QUERY_SECONDS="1",
+            PREFECT_WORKER_PREFETCH_SECONDS="2",
+            PREFECT_RUNNER_POLL_FREQUENCY="1",
+            PREFECT_LOGGING_TO_API_BATCH_INTERVAL="0.3",
+            PREFECT_CLI_COLORS="false",
+            PREFECT_CLI_WRAP_LINES="false",
+            COLUMNS="250",
+            OMP_NUM_THREADS="1",
+            PYTHONUNBUFFERED="1",
+        )
+
+    # -- commands ------------------------------------------------------------------------------------------
+    def argv(self, doc_line: str, replace: dict[str, str] | None = None, extra: list[str] = ()) -> tuple[dict, list]:
+        """(env additions, argv) for a documented command line, with documented values replaced."""
+        assert doc_line in doc_commands(), f"not a command of docs/service.md: {doc_line}"
+        words = shlex.split(doc_line)
+        env = {}
+        while words and re.match(r"^[A-Z_]+=", words[0]):
+            k, v = words.pop(0).split("=", 1)
+            env[k] = v
+        replace = {DOC_PORT: str(self.port), **(replace or {})}
+        words = [_replace_all(w, replace) for w in words] + list(extra)
+        env = {k: _replace_all(v, replace) for k, v in env.items()}
+        return env, words
+
+    def run(self, doc_line: str, replace: dict[str, str] | None = None, extra: list[str] = (),
+            timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
+        env, argv = self.argv(doc_line, replace, extra)
+        self.ran.append(doc_line)
+        p = subprocess.run(argv, cwd=ROOT, env={**self.env, **env}, capture_output=True, text=True,
+                           timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{shlex.join(argv)} exited {p.returncode}\nstdout:\n{p.stdout[-4000:]}\n"
+                                 f"stderr:\n{p.stderr[-4000:]}")
+        return p
+
+    def start(self, name: str, doc_line: str, replace: dict[str, str] | None = None,
+              extra: list[str] = ()) -> subprocess.Popen:
+        """A long-running documented command (server, worker) in its own process group."""
+        env, argv = self.argv(doc_line, replace, extra)
+        self.ran.append(doc_line)
+        log = open(self.log_dir / f"{name}.log", "ab")
+        p = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        log.close()
+        self.procs[name] = p
+        return p
+
+    def log(self, name: str) -> str:
+        try:
+            return (self.log_dir / f"{name}.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    # -- server --------------------------------------------------------------------------------------------
+    def wait_healthy(self, timeout: float = SERVER_START_TIMEOUT_S) -> float:
+        import httpx
+
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            server = self.procs.get("server")
+            if server is not None and server.poll() is not None:
+                raise AssertionError(f"prefect server exited {server.returncode}:\n{self.log('server')[-3000:]}")
+            try:
+                if httpx.get(f"{self.api_url}/health", timeout=2).status_code == 200:
+                    return time.monotonic() - t0
+            except httpx.HTTPError:
+                pass
+            time.sleep(POLL_S)
+        raise AssertionError(f"prefect server not healthy after {timeout} s:\n{self.log('server')[-3000:]}")
+
+    def client_settings(self):
+        """A context manager pointing this process's Prefect client at the service."""
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        return temporary_settings(updates={PREFECT_API_URL: self.api_url})
+
+    # -- teardown ------------------------------------------------------------------------------------------
+    def kill(self, name: str) -> None:
+        """SIGKILL a started process, its group and all its descendants (flow runs included)."""
+        p = self.procs.pop(name, None)
+        if p is not None:
+            _kill_tree(p)
+
+    def stop(self) -> None:
+        for name in [n for n in self.procs if n != "server"] + ["server"]:
+            p = self.procs.pop(name, None)
+            if p is None:
+                continue
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+            _kill_tree(p)
+
+
+def _stop_on_exit(svc: PrefectService) -> None:
+    """Stop the service also when this process ends without unwinding: at exit, and on SIGTERM (e.g. from
+    `timeout`), which is turned into KeyboardInterrupt so fixtures' teardown runs."""
+    import atexit
+    import threading
+
+    atexit.register(svc.stop)
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        def on_term(signum, frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+        signal.signal(signal.SIGTERM, on_term)
+
+
+def _replace_all(word: str, replace: dict[str, str]) -> str:
+    for old, new in replace.items():
+        word = word.replace(old, new)
+    return word
+
+
+def _kill_tree(p: subprocess.Popen) -> None:
+    import psutil
+
+    try:
+        kids = psutil.Process(p.pid).children(recursive=True)
+    except psutil.Error:
+        kids = []
+    groups = {p.pid}
+    for k in kids:
+        try:
+            groups.add(os.getpgid(k.pid))
+        except ProcessLookupError:
+            pass
+    groups.discard(os.getpgrp())                 # never our own group
+    for g in groups:
+        try:
+            os.killpg(g, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for k in kids:
+        try:
+            k.kill()
+        except psutil.Error:
+            pass
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass

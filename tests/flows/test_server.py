@@ -1,0 +1,305 @@
+"""A real Prefect service on loopback: `prefect server start`, a process work pool, two workers, `prefect deploy
+--all` from prefect.yaml; an ad-hoc render, the nightly catalogue, the schedule, and a worker killed mid-book.
+
+Every command is a command of docs/service.md (tests/flows/prefect_service.py runs the doc lines).
+Run alone: `python -m pytest -m server tests/flows/test_server.py -q` (about 3-5 min on 2 cores)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.flows.helpers import SAMPLE, chapter_files, write_txt_book
+from tests.flows.prefect_service import POOL, PrefectService, doc_commands
+
+pytestmark = pytest.mark.server
+
+RUN_TIMEOUT_S = 300        # one flow run, start to end, on a loaded 2-core machine
+TINY = ["model=random-tiny"]
+
+
+def doc(fragment: str) -> str:
+    """The one command line of docs/service.md containing fragment."""
+    found = [c for c in doc_commands() if fragment in c]
+    assert len(found) == 1, f"{fragment!r} matches {found}"
+    return found[0]
+
+
+def params(*kv: str) -> list[str]:
+    return [w for p in kv for w in ("--param", p)]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    svc = PrefectService(tmp_path_factory.mktemp("prefect-home"))
+    t0 = time.monotonic()
+    try:
+        svc.start("server", doc("prefect server start"))
+        svc.wait_healthy()
+        svc.run(doc("config set PREFECT_API_URL"))
+        svc.run(doc("work-pool create"))
+        for gpu in ("0", "1"):
+            svc.start(f"worker{gpu}", doc(f"CUDA_VISIBLE_DEVICES={gpu} prefect worker start"),
+                      extra=["--name", f"worker-gpu{gpu}"])
+        svc.run(doc("prefect deploy --all"))
+        svc.t0 = t0
+        yield svc
+    finally:
+        svc.stop()
+        print(f"\nprefect service: {time.monotonic() - t0:.0f} s from server start to teardown")
+
+
+def flow_runs(svc: PrefectService, deployment: str, **match) -> list:
+    """Flow runs of a deployment whose parameters include match."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    with svc.client_settings(), get_client(sync_client=True) as client:
+        dep = client.read_deployment_by_name(deployment)
+        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[dep.id])))
+    return [r for r in runs if all(r.parameters.get(k) == v for k, v in match.items())]
+
+
+def wait_final(svc: PrefectService, deployment: str, n: int, timeout: float = RUN_TIMEOUT_S, **match) -> list:
+    """Wait until n runs matching exist and all are final; return them."""
+    t0 = time.monotonic()
+    while True:
+        runs = flow_runs(svc, deployment, **match)
+        if len(runs) >= n and all(r.state and r.state.is_final() for r in runs):
+            return runs
+        if time.monotonic() - t0 > timeout:
+            states = [(r.name, r.state and r.state.type.value) for r in runs]
+            raise AssertionError(f"{deployment}: {states} after {timeout} s\n"
+                                 f"worker0:\n{svc.log('worker0')[-3000:]}\nworker1:\n{svc.log('worker1')[-3000:]}")
+        time.sleep(1)
+
+
+def wait_run(svc: PrefectService, run_id, timeout: float = RUN_TIMEOUT_S):
+    """The flow run once it is in a final state."""
+    from prefect.client.orchestration import get_client
+
+    t0 = time.monotonic()
+    with svc.client_settings(), get_client(sync_client=True) as client:
+        while not (run := client.read_flow_run(run_id)).state.is_final():
+            assert time.monotonic() - t0 < timeout, f"{run.name}: {run.state.type.value} after {timeout} s"
+            time.sleep(1)
+    return run
+
+
+def run_logs(svc: PrefectService, run_id) -> str:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    with svc.client_settings(), get_client(sync_client=True) as client:
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+    return "\n".join(entry.message for entry in logs)
+
+
+def artifacts(svc: PrefectService, run_id) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with svc.client_settings(), get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(
+            any_=[run_id])))
+
+
+def manifest_rows(book_dir: Path) -> list[dict]:
+    from manifests import load
+
+    return load(book_dir).to_pylist()
+
+
+def test_schedule_on_server_is_prefect_yaml(service):
+    import yaml
+
+    spec = {d["name"]: d for d in yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]}
+    want = spec["nightly"]["schedules"][0]
+    out = service.run(doc("deployment inspect"), extra=["--output", "json"]).stdout
+    shown = json.loads(out)
+    assert [(s["schedule"]["cron"], s["schedule"]["timezone"], s["active"]) for s in shown["schedules"]] == \
+        [(want["cron"], want["timezone"], True)]
+    assert shown["work_pool_name"] == POOL and shown["entrypoint"] == spec["nightly"]["entrypoint"]
+    [sched_id] = [s["id"] for s in shown["schedules"]]
+    listed = service.run(doc("schedule ls")).stdout
+    assert want["cron"] in listed and sched_id in listed
+
+    service.run(doc("schedule pause"), replace={"SCHEDULE_ID": sched_id})
+    paused = json.loads(service.run(doc("deployment inspect"), extra=["--output", "json"]).stdout)
+    assert [s["active"] for s in paused["schedules"]] == [False]
+    service.run(doc("schedule resume"), replace={"SCHEDULE_ID": sched_id})
+    resumed = json.loads(service.run(doc("deployment inspect"), extra=["--output", "json"]).stdout)
+    assert [s["active"] for s in resumed["schedules"]] == [True]
+
+
+def test_adhoc_render_via_deployment(service, tmp_path):
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    p = service.run(doc("'render-book/adhoc'"), replace={"examples/daodejing.epub": str(SAMPLE)},
+                    extra=params(*TINY, f"out={out}"), timeout=RUN_TIMEOUT_S)
+    elapsed = time.monotonic() - t0
+    assert "Completed" in p.stdout, p.stdout[-2000:]
+    book_dir = out / "daodejing"
+    assert len(chapter_files(book_dir)) == 4 and (book_dir / "report.json").is_file()
+    rows = manifest_rows(book_dir)
+    assert rows and all(r["status"] == "done" and r["attempts"] == 1 for r in rows)
+    for r in rows:
+        assert (book_dir / r["audio_path"]).is_file()
+    from flows.nightly import read_source_hash, source_sha256
+
+    assert read_source_hash(book_dir) == source_sha256(SAMPLE)
+
+    [run] = flow_runs(service, "render-book/adhoc", out=str(out))
+    assert run.state.is_completed()
+    arts = artifacts(service, run.id)
+    progress = [a for a in arts if a.type == "progress"]
+    assert progress and float(progress[-1].data) == 100.0        # acceptance 4: the progress reaches 100 %
+    [table] = [a for a in arts if a.type == "table"]
+    table_rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert [r["chapter"] for r in table_rows] == [1, 2, 3, 4]
+    assert all(r["failed"] == 0 and r["seconds"] > 0 and r["lufs"] is not None for r in table_rows)
+    assert "CUDA_VISIBLE_DEVICES=" in run_logs(service, run.id)
+    print(f"\nadhoc render via deployment: {elapsed:.1f} s")
+
+
+def test_locked_book_is_skipped_not_failed(service, tmp_path):
+    """A render-book run for a book another process is rendering ends Completed ("skipped, already running")."""
+    from manifests.lock import BookLock
+
+    out = tmp_path / "out"
+    with BookLock(out / "daodejing"):
+        p = service.run(doc("'render-book/adhoc'"), replace={"examples/daodejing.epub": str(SAMPLE)},
+                        extra=params(*TINY, f"out={out}"), timeout=RUN_TIMEOUT_S)
+    assert "Completed" in p.stdout, p.stdout[-2000:]
+    [run] = flow_runs(service, "render-book/adhoc", out=str(out))
+    assert run.state.is_completed() and "skipped, already running" in (run.state.message or "")
+    assert list((out / "daodejing").iterdir()) == []
+
+
+def tiny_catalogue(root: Path) -> list[Path]:
+    """Three small books: two TXT, one EPUB, 1-2 chapters of a few sentences."""
+    from tests.tasks.test_ingest_epub import make_epub
+
+    root.mkdir(parents=True)
+    a = write_txt_book(root / "甲书.txt", chapters=2, sentences=3)
+    b = write_txt_book(root / "b-book.txt", chapters=1, sentences=4)
+    c = root / "c.epub"
+    c.write_bytes(make_epub([("c1.xhtml", "<h1>第一章</h1><p>天地玄黄，宇宙洪荒。日月盈昃，辰宿列张。</p>"),
+                             ("c2.xhtml", "<h1>第二章</h1><p>寒来暑往，秋收冬藏。</p>")]))
+    (root / "notes.md").write_text("not a book")
+    return [a, b, c]
+
+
+def _engine_worker(service: PrefectService) -> str | None:
+    """The worker whose descendants include a running flow-run process (prefect.engine)."""
+    import psutil
+
+    for name, p in service.procs.items():
+        if not name.startswith("worker"):
+            continue
+        try:
+            kids = psutil.Process(p.pid).children(recursive=True)
+        except psutil.Error:
+            continue
+        for k in kids:
+            try:
+                if "prefect.engine" in " ".join(k.cmdline()):
+                    return name
+            except psutil.Error:
+                pass
+    return None
+
+
+def wait_partial(book_dir: Path, timeout: float = RUN_TIMEOUT_S) -> None:
+    """Until the book's manifest has some segments done and some not."""
+    t0 = time.monotonic()
+    while True:
+        rows = manifest_rows(book_dir) if (book_dir / "manifest").is_dir() else []
+        done = sum(r["status"] == "done" for r in rows)
+        if 0 < done < len(rows):
+            return
+        assert not rows or done < len(rows), "the render finished before it could be killed"
+        assert time.monotonic() - t0 < timeout, "the render never committed a segment"
+        time.sleep(0.2)
+
+
+def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
+    """Acceptance 1 (nightly part) and 2.  The nightly scan starts one render-book run per book of a catalogue
+    of three; each completes on a worker, none twice.  Then a fourth, longer book is started by hand and its
+    worker is killed (SIGKILL, with its flow-run process) mid-book; the next nightly starts only that book
+    (the three done ones are left alone), the other worker finishes it, and no committed segment is
+    rendered again (attempts stay 1, audio bytes unchanged)."""
+    from prefect.deployments import run_deployment
+
+    cat, out = tmp_path / "catalogue", tmp_path / "out"
+    books = tiny_catalogue(cat)
+    nightly = doc("run 'nightly-catalogue/nightly'")
+    nightly_args = dict(replace={"/srv/books": str(cat)}, extra=params(*TINY, f"out={out}") + ["--watch"],
+                        timeout=RUN_TIMEOUT_S)
+    t0 = time.monotonic()
+    service.run(nightly, **nightly_args)
+    runs = wait_final(service, "render-book/adhoc", 3, out=str(out))
+    print(f"\nnightly catalogue of 3 books: {time.monotonic() - t0:.1f} s")
+    assert sorted(r.parameters["book"] for r in runs) == sorted(str(b.resolve()) for b in books)   # once each
+    assert all(r.state.is_completed() for r in runs), [(r.name, r.state.type) for r in runs]
+    devices = set()
+    for r in runs:
+        logs = run_logs(service, r.id)
+        assert "skipped" not in logs
+        devices |= {d for d in ("0", "1") if f"CUDA_VISIBLE_DEVICES={d}," in logs}
+        assert r.work_pool_name == POOL
+    assert devices, "no run logged the worker it ran on"
+    for b in books:
+        rows = manifest_rows(out / b.stem)
+        assert rows and all(r["status"] == "done" for r in rows)
+
+    long = write_txt_book(cat / "long.txt", chapters=2, sentences=20)
+    book_dir = out / "long"
+    with service.client_settings():
+        killed = run_deployment("render-book/adhoc", parameters={"book": str(long.resolve()), "out": str(out),
+                                                                  "model": "random-tiny"}, timeout=0)
+    wait_partial(book_dir)
+    victim = _engine_worker(service)
+    assert victim is not None
+    service.kill(victim)                           # the worker and its flow-run process, SIGKILL
+    before = {r["content_key"]: r for r in manifest_rows(book_dir) if r["status"] == "done"}
+    audio_before = {k: (book_dir / r["audio_path"]).read_bytes() for k, r in before.items()}
+    assert before and len(before) < len(manifest_rows(book_dir))
+
+    # The book's lock died with its process: the next nightly finds it unfinished.
+    service.run(nightly, **nightly_args)
+    runs = flow_runs(service, "render-book/adhoc", out=str(out))
+    new = [r for r in runs if r.id != killed.id and r.parameters["book"] == str(long.resolve())]
+    assert len(runs) == 5 and len(new) == 1, [(r.name, r.parameters["book"]) for r in runs]
+    final = wait_run(service, new[0].id)
+    assert final.state.is_completed(), final.state   # (the killed run stays Running: its process is gone)
+    after = {r["content_key"]: r for r in manifest_rows(book_dir)}
+    assert all(r["status"] == "done" for r in after.values())
+    for key, r in before.items():
+        assert after[key]["attempts"] == 1
+        assert (book_dir / r["audio_path"]).read_bytes() == audio_before[key]
+    assert len(chapter_files(book_dir)) == 2
+
+
+def test_every_doc_command_was_run(service):
+    """Runs last in this module: each command line of docs/service.md was exercised (PostgreSQL aside)."""
+    ran = set(service.ran)
+    missing = [c for c in doc_commands() if c not in ran and "DATABASE_CONNECTION_URL" not in c]
+    assert not missing, missing
+
+
+def test_postgres_connection_setting_is_accepted(tmp_path):
+    import subprocess
+    import sys
+
+    line = doc("DATABASE_CONNECTION_URL")
+    svc = PrefectService(tmp_path / "home")
+    env, argv = svc.argv(line)
+    base = {k: v for k, v in svc.env.items() if k != "PREFECT_API_DATABASE_CONNECTION_URL"}
+    subprocess.run(argv, env={**base, **env}, check=True, capture_output=True, timeout=120)
+    shown = subprocess.run([str(Path(sys.executable).parent / "prefect"), "config", "view", "--show-secrets"],
+                           env=base, capture_output=True, text=True, timeout=120).stdout
+    assert "postgresql+asyncpg://" in shown

@@ -1,0 +1,42 @@
+"""inspect_book / format_inspect."""
+from __future__ import annotations
+
+import json
+
+from tasks.book import Book, BookMeta, Chapter
+from tasks.inspect import format_inspect, inspect_book
+
+SENT = "士隱於書房閒坐，至手倦拋書，伏几少憩，不覺朦朧睡去。"
+
+
+def _book():
+    return Book(BookMeta(title="紅樓夢", author="曹雪芹", source_path="/x/hlm.txt", encoding="gb18030"),
+                (Chapter(0, "第一回　甄士隱夢幻識通靈", (SENT * 3, "其上多?囗，多【上丞下□】木。")),
+                 Chapter(1, "第二回", (SENT, "2024年3月5日"))))
+
+
+def test_inspect_dict():
+    d = inspect_book(_book())
+    assert d["title"] == "紅樓夢" and d["author"] == "曹雪芹" and d["encoding"] == "gb18030"
+    assert [c["title"] for c in d["chapters"]] == ["第一回　甄士隱夢幻識通靈", "第二回"]
+    c0 = d["chapters"][0]
+    assert c0["characters"] == len("第一回　甄士隱夢幻識通靈") + len(SENT) * 3 + len("其上多?囗，多【上丞下□】木。")
+    assert c0["segments"] >= 2 and c0["estimated_seconds"] > 10
+    assert d["totals"]["segments"] == sum(c["segments"] for c in d["chapters"])
+    assert d["coverage"]["ok"] and d["coverage"]["removed_by_reason"] == {"glyph-description": 6, "placeholder": 2}
+    assert len(d["coverage_reports"]) == 2
+    json.dumps(d, ensure_ascii=False)          # JSON-ready
+
+
+def test_format_inspect():
+    text = format_inspect(inspect_book(_book()))
+    assert "紅樓夢" in text and "曹雪芹" in text and "gb18030" in text
+    assert "第二回" in text and "Coverage:  100%" in text
+    assert "chapter 0 paragraph 1 char 7: '【上丞下□】' (glyph-description)" in text
+
+
+def test_format_shows_unexplained():
+    d = inspect_book(_book())
+    d["coverage"] = {**d["coverage"], "ok": False,
+                     "unexplained": [{"chapter": 1, "pos": 3, "text": "abc", "problem": "speakable text in no segment"}]}
+    assert "UNEXPLAINED" in format_inspect(d) and "speakable text in no segment" in format_inspect(d)

@@ -1,0 +1,47 @@
+"""RenderOptions from plain parameters: defaults, validation naming the conflict, chapters, lexicons."""
+import pytest
+
+from tasks.options import book_slug, lexicon_paths, options_from_params, parse_chapters
+from tasks.textnorm import normalize
+
+
+def test_defaults_and_conflicts(tmp_path):
+    o = options_from_params(str(tmp_path / "书 名 (1).epub"))
+    assert o.engine.model == "hf" and o.package.formats == ("flac",) and o.book_dir.name == "书-名-1"
+    with pytest.raises(ValueError, match="aiff"):
+        options_from_params("b.epub", formats=["flac", "aiff"])
+    with pytest.raises(ValueError, match="--int8"):
+        options_from_params("b.epub", device="cuda", int8=True)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        options_from_params("b.epub", voice="seed:x")
+
+
+def test_parse_chapters():
+    assert parse_chapters("1-3,7, 2") == (1, 2, 3, 7)
+    for bad in ("0", "3-1", "a", "1-"):
+        with pytest.raises(ValueError, match="--chapters"):
+            parse_chapters(bad)
+
+
+def test_slug_is_safe():
+    from pathlib import Path
+
+    assert book_slug(Path("../../etc/passwd")) == "passwd"
+    assert book_slug(Path("...")) == "book"
+
+
+def test_lexicons_global_then_book_then_explicit(tmp_path, monkeypatch):
+    glob = tmp_path / "global.tsv"
+    glob.write_text("银行\t银杭\n长大\t涨大\n", encoding="utf-8")
+    book = tmp_path / "novel.txt"
+    book.write_text("x", encoding="utf-8")
+    (tmp_path / "novel.lexicon.tsv").write_text("长大\t掌大\n", encoding="utf-8")
+    extra = tmp_path / "extra.tsv"
+    extra.write_text("银行\t因杭\n", encoding="utf-8")
+    monkeypatch.setenv("CHATTTS_RENDER_LEXICON", str(glob))
+    assert lexicon_paths(book, str(extra)) == [glob, tmp_path / "novel.lexicon.tsv", extra]
+    lex = options_from_params(str(book), lexicon=str(extra)).segment.lexicon
+    assert normalize("他在银行长大", lexicon=lex) == "他在因杭掌大"
+    monkeypatch.setenv("CHATTTS_RENDER_LEXICON", str(tmp_path / "none.tsv"))
+    (tmp_path / "novel.lexicon.tsv").unlink()
+    assert options_from_params(str(book)).segment.lexicon is None
