@@ -17,9 +17,9 @@ def direct(fn, *args, **kwargs):
 
 def render(opts: RenderOptions, *, call: Call = direct,
            on_done: Callable[[int, int], None] | None = None) -> dict:
-    """Render one book; returns {book_dir, rendered, adopted, already_done, total}.  Resumable: rerun
+    """Render one book; returns {book_dir, rendered, adopted, already_done, failed, total}.  Resumable: rerun
     after any crash."""
-    from manifests.lock import BookLock
+    from manifests.lock import BookLock, BookLocked
     from tasks.book import BookError
 
     opts.validate()
@@ -32,6 +32,8 @@ def render(opts: RenderOptions, *, call: Call = direct,
             call(stages.package, book_dir, opts)
     except BookError:
         _remove_created(created, opts.book_dir)
+        raise
+    except (BookLocked, stages.GapsError):
         raise
     except Exception as e:
         full = disk_full_error(e, opts.book_dir)

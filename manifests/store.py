@@ -54,7 +54,7 @@ def _parts(mdir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def write_atomic(dest: Path, write) -> None:
+def write_atomic(dest: Path, write, crash_point: str | None = None) -> None:
     """Write `dest` crash-safely: `write(fileobj)` fills a temp file in the same directory, which is fsynced
     and renamed over `dest` (then the directory is fsynced).  A crash leaves `dest` old or new, never torn;
     at worst a `*.tmp` file that readers ignore and the next render removes."""
@@ -65,6 +65,8 @@ def write_atomic(dest: Path, write) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        if crash_point:
+            crashpoint(crash_point)                 # tests: killed with the temp file complete, not renamed
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -77,7 +79,7 @@ def write_atomic(dest: Path, write) -> None:
 
 
 def _write_atomic(table: pa.Table, dest: Path) -> None:
-    write_atomic(dest, lambda f: pq.write_table(table, f, compression="zstd"))
+    write_atomic(dest, lambda f: pq.write_table(table, f, compression="zstd"), crash_point="commit")
 
 
 def _as_table(rows: Iterable[Mapping]) -> pa.Table:

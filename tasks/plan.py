@@ -184,9 +184,26 @@ def _write_json_atomic(path: Path, data) -> None:
 
 
 def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    from tasks.package import atomic_write_bytes
+    """Temp file in the same directory + os.replace (a crash leaves a `.tmp-*` file that the next run removes)."""
+    import os
+    import tempfile
 
-    atomic_write_bytes(path, data)
+    from tasks.package import _umask
+
+    try:
+        if path.read_bytes() == data:                 # unchanged: leave the file alone
+            return
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())              # mkstemp makes 0600
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def load_meta(book_dir: Path):

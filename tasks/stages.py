@@ -83,6 +83,7 @@ def package(book_dir: Path, opts: RenderOptions) -> Path:
     from tasks.plan import load_meta
 
     book_dir = Path(book_dir)
+    clean_temp_files(book_dir)                 # callers hold the book's lock (render, `chattts-render package`)
     meta, titles = load_meta(book_dir)
     rows = load(book_dir).to_pylist()
     by_chapter = chapter_rows(rows, opts.allow_gaps)

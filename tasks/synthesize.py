@@ -23,13 +23,21 @@ AUDIO_SUBTYPE = "PCM_24"       # FLAC sample format of stored segment audio
 
 def write_audio_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "FLAC",
                        subtype: str = AUDIO_SUBTYPE) -> None:
+    """Encode in memory, then write the bytes through a temp file + fsync + os.replace.  (soundfile writing
+    into a Python file object swallows the file's write errors — a full disk would leave a truncated file —
+    so the encoder never touches the disk.)"""
+    import io
+
     import soundfile as sf
 
+    buf = io.BytesIO()
+    sf.write(buf, audio, sample_rate, format=fmt, subtype=subtype)
+    data = buf.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            sf.write(f, audio, sample_rate, format=fmt, subtype=subtype)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -20,6 +20,7 @@ from tests.flows.forkrun import ForkServer
 from tests.flows.helpers import tree_digest
 
 RANDOM_KILLS = 20
+KILLS_PER_LIFE = 4
 KILL_SEED = 20261130
 TINY_BOOK = ("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n　　春眠不觉晓，处处闻啼鸟。\n\n"
              "第二章　草木\n　　草木有本心，何求美人折。\n　　白日依山尽，黄河入海流。\n")
@@ -61,6 +62,16 @@ def committed(book_dir: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+def stage_of(book_dir: Path) -> str:
+    """Where a kill landed, judged from what it left: no plan yet, segments to render, or packaging."""
+    rows = manifests.load(book_dir).to_pylist() if (book_dir / "manifest").is_dir() else []
+    if not rows:
+        return "start/ingest"
+    if any(r["status"] != "done" for r in rows):
+        return "synthesize"
+    return "package"
+
+
 def assert_not_rerendered(book_dir: Path, before: dict[str, tuple[int, int]]) -> None:
     now = {p: ((book_dir / p).stat().st_ino, (book_dir / p).stat().st_mtime_ns) for p in before}
     assert now == before, "a committed segment was rendered again"
@@ -97,33 +108,40 @@ def test_named_crash_points_resume_byte_identical(server, reference, tmp_path):
 
 
 def test_twenty_random_sigkills_resume_byte_identical(server, reference, tmp_path):
-    """20 SIGKILLs at seeded random times spread over the reference render's duration.  A killed render is
-    resumed by the next cycle (several kills in one render's life); a cycle that completes is checked
-    against the reference and the next cycle starts a fresh render."""
+    """20 SIGKILLs at seeded random times spread over the reference render's duration.  Each render life
+    draws KILLS_PER_LIFE kill times in [0, reference duration], sorted, and is killed at each in turn (every
+    rerun resumes the previous one's state and is killed after the gap to the next time), then completes and
+    is compared with the reference; the next life starts from an empty output."""
     book, _, ref, ref_s = reference
     rng = random.Random(KILL_SEED)
     out = tmp_path / "out"
     book_dir = out / "tiny"
     args = (str(book), "--model", "random-tiny", "--out", str(out))
-    kills = completions = 0
-    before = {}
+    kills = lives = early = 0
+    where: dict[str, int] = {}
     while kills < RANDOM_KILLS:
-        delay = rng.uniform(0.0, ref_s)
-        r = server.run(*args, kill_after=delay)
+        shutil.rmtree(out, ignore_errors=True)
+        lives += 1
+        before: dict = {}
+        prev = 0.0
+        for t in sorted(rng.uniform(0.0, ref_s) for _ in range(KILLS_PER_LIFE)):
+            r = server.run(*args, kill_after=t - prev)
+            prev = t
+            assert_not_rerendered(book_dir, before)
+            if r["rc"] == 0:                                 # finished before its kill time
+                early += 1
+                break
+            assert r["rc"] == -9 and r["killed"], r["output"]
+            kills += 1
+            before = committed(book_dir)
+            stage = stage_of(book_dir)
+            where[stage] = where.get(stage, 0) + 1
+            if kills == RANDOM_KILLS:
+                break
+        r = server.run(*args)
+        assert r["rc"] == 0, r["output"]
         assert_not_rerendered(book_dir, before)
-        if r["rc"] == 0:                                     # finished before the kill: check, start over
-            assert_no_temps(book_dir)
-            assert outputs(book_dir) == ref
-            completions += 1
-            shutil.rmtree(out)
-            before = {}
-            continue
-        assert r["rc"] == -9 and r["killed"], r["output"]
-        kills += 1
-        before = committed(book_dir)
-    r = server.run(*args)
-    assert r["rc"] == 0, r["output"]
-    assert_not_rerendered(book_dir, before)
-    assert_no_temps(book_dir)
-    assert outputs(book_dir) == ref
-    print(f"{kills} kills survived, {completions} completed cycles, reference render {ref_s:.1f} s")
+        assert_no_temps(book_dir)
+        assert outputs(book_dir) == ref
+    print(f"{kills} kills survived in {lives} render lives ({early} runs finished before their kill time), "
+          f"reference render {ref_s:.1f} s; killed during: {where}")
