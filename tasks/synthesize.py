@@ -6,8 +6,6 @@ their audio: a pending row whose file already exists is adopted without renderin
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -23,27 +21,19 @@ AUDIO_SUBTYPE = "PCM_24"       # FLAC sample format of stored segment audio
 
 def write_audio_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "FLAC",
                        subtype: str = AUDIO_SUBTYPE) -> None:
-    """Encode in memory, then write the bytes through a temp file + fsync + os.replace.  (soundfile writing
+    """Encode in memory, then write the bytes crash-safely (manifests.store.write_atomic).  soundfile writing
     into a Python file object swallows the file's write errors — a full disk would leave a truncated file —
-    so the encoder never touches the disk.)"""
+    so the encoder never touches the disk."""
     import io
 
     import soundfile as sf
 
+    from manifests.store import write_atomic
+
     buf = io.BytesIO()
     sf.write(buf, audio, sample_rate, format=fmt, subtype=subtype)
-    data = buf.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda f: f.write(buf.getvalue()))
 
 
 def read_audio(path: Path) -> np.ndarray:
