@@ -1,7 +1,7 @@
 """Reliability end to end (random-tiny, CPU): one render per book dir (lock, stale lock), status of a partial
 render, disk full on a small tmpfs, incremental re-render after a one-paragraph edit.
 
-Renders run as real processes forked from one server that imported torch/ChatTTS once (forkrun.py).
+Renders run as real processes forked from one fork_server that imported torch/ChatTTS once (forkrun.py).
     python -m pytest tests/flows/test_reliability.py -q
 """
 from __future__ import annotations
@@ -17,33 +17,24 @@ from pathlib import Path
 import pytest
 
 import manifests
+from tasks.stages import TEMP_GLOBS
 from engine.units import estimate_seconds
 from flows.cli import main
-from tests.conftest import ROOT
-from tests.flows.forkrun import ForkServer
 from tests.flows.helpers import chapter_files, cli, tree_digest, write_txt_book
 
 BOOK_V1 = ("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n　　春眠不觉晓，处处闻啼鸟。\n\n"
            "第二章　草木\n　　草木有本心，何求美人折。\n　　白日依山尽，黄河入海流。\n\n"
            "第三章　星辰\n　　日月之行，若出其中。\n　　星汉灿烂，若出其里。\n")
 EDITED = ("白日依山尽，黄河入海流。", "欲穷千里目，更上一层楼。")       # one paragraph of chapter 2
-TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = ForkServer(ROOT, tmp_path_factory.mktemp("logs"))
-    yield s
-    s.close()
-
-
-@pytest.fixture(scope="module")
-def tiny(server, tmp_path_factory):
+def tiny(fork_server, tmp_path_factory):
     """A 3-chapter book and its uninterrupted render: (book, digest of the outputs)."""
     d = tmp_path_factory.mktemp("tiny")
     book = d / "tiny.txt"
     book.write_text(BOOK_V1, encoding="utf-8")
-    r = server.run(str(book), "--model", "random-tiny", "--out", str(d / "ref"))
+    r = fork_server.run(str(book), "--model", "random-tiny", "--out", str(d / "ref"))
     assert r["rc"] == 0, r["output"]
     return book, outputs(d / "ref" / "tiny")
 
@@ -76,7 +67,7 @@ def _lock_held(path: Path) -> bool:
         return any(len(p := line.split()) >= 6 and p[1] == "FLOCK" and p[5].endswith(f":{ino}") for line in f)
 
 
-def test_second_render_refused_and_stale_lock_taken_over(server, tmp_path):
+def test_second_render_refused_and_stale_lock_taken_over(fork_server, tmp_path):
     """Two real processes render the same book into the same output: the second exits 2 with one line naming
     the holder's pid, and writes nothing.  Then the holder is SIGKILLed: its lock dies with it and the next
     render takes over and completes."""
@@ -84,7 +75,7 @@ def test_second_render_refused_and_stale_lock_taken_over(server, tmp_path):
     out = tmp_path / "out"
     book_dir = out / "novel"
     args = (str(book), "--model", "random-tiny", "--out", str(out))
-    pid = server.start(*args)
+    pid = fork_server.start(*args)
     try:
         deadline = time.monotonic() + 120
         while not _lock_held(book_dir) and time.monotonic() < deadline:
@@ -97,9 +88,9 @@ def test_second_render_refused_and_stale_lock_taken_over(server, tmp_path):
         assert str(book_dir) in lines[0] and "Traceback" not in second.stderr
         os.kill(pid, signal.SIGKILL)                         # the holder dies mid-render: a stale lock
     finally:
-        first = server.wait()
+        first = fork_server.wait()
     assert first["rc"] == -9, first                          # it was still rendering when refused
-    third = server.run(*args)
+    third = fork_server.run(*args)
     assert third["rc"] == 0, third["output"]
     assert all(r["status"] == "done" for r in manifests.load(book_dir).to_pylist())
     assert len(chapter_files(book_dir)) == 2
@@ -107,12 +98,12 @@ def test_second_render_refused_and_stale_lock_taken_over(server, tmp_path):
 
 # ------------------------------------------------------------------------------------------------ status
 
-def test_status_counts_partial_render(server, tiny, tmp_path, capsys):
+def test_status_counts_partial_render(fork_server, tiny, tmp_path, capsys):
     """status on a partially rendered book: per chapter done / pending / failed, and the remaining audio is
     estimated from the texts not yet rendered."""
     book, _ = tiny
     out = tmp_path / "out"
-    r = server.run(str(book), "--model", "random-tiny", "--out", str(out),
+    r = fork_server.run(str(book), "--model", "random-tiny", "--out", str(out),
                    env={"CHATTTS_RENDER_CRASH_AT": "package-file:1"})          # all rendered, then killed
     assert r["rc"] == -9
     book_dir = out / "tiny"
@@ -152,7 +143,7 @@ def small_disk(tmp_path):
 DISK_TRIALS = ("96k", "600k", "2000k")     # full during: the plan, the segments, packaging (~2.7 MB in all)
 
 
-def test_disk_full_stops_cleanly_and_resumes_byte_identical(server, tiny, small_disk):
+def test_disk_full_stops_cleanly_and_resumes_byte_identical(fork_server, tiny, small_disk):
     """On a full disk the render stops with one line and exit 1, leaves a readable manifest and no temp
     files; after space is freed, the rerun completes with the same bytes as an uninterrupted render."""
     book, ref = tiny
@@ -164,7 +155,7 @@ def test_disk_full_stops_cleanly_and_resumes_byte_identical(server, tiny, small_
         resize("64m")
         out.mkdir()
         resize(size)
-        r = server.run(str(book), "--model", "random-tiny", "--out", str(out))
+        r = fork_server.run(str(book), "--model", "random-tiny", "--out", str(out))
         lines = r["output"].strip().splitlines()
         if r["rc"] == 0:                                     # it fitted: the trial is moot
             seen.append((size, "fitted"))
@@ -179,7 +170,7 @@ def test_disk_full_stops_cleanly_and_resumes_byte_identical(server, tiny, small_
         assert not [p for g in TEMP_GLOBS for p in book_dir.glob(g)]
         seen.append((size, f"{done} done"))
         resize("64m")                                        # space freed
-        again = server.run(str(book), "--model", "random-tiny", "--out", str(out))
+        again = fork_server.run(str(book), "--model", "random-tiny", "--out", str(out))
         assert again["rc"] == 0, again["output"]
         assert outputs(book_dir) == ref
         shutil.rmtree(out)
@@ -191,7 +182,7 @@ def test_disk_full_stops_cleanly_and_resumes_byte_identical(server, tiny, small_
 
 # ----------------------------------------------------------------------------------- incremental re-render
 
-def test_incremental_rerender_after_one_paragraph_edit(server, tiny, tmp_path):
+def test_incremental_rerender_after_one_paragraph_edit(fork_server, tiny, tmp_path):
     """Edit one paragraph: only its segments are rendered; only its chapter's files are rewritten; the result
     equals a fresh render of the edited book; the old audio stays in the cache.  A new voice re-renders
     everything; going back to the old voice renders nothing."""
@@ -199,14 +190,14 @@ def test_incremental_rerender_after_one_paragraph_edit(server, tiny, tmp_path):
     out = tmp_path / "out"
     book_dir = out / "tiny"
     args = (str(book), "--model", "random-tiny", "--out", str(out))
-    assert server.run(*args)["rc"] == 0
+    assert fork_server.run(*args)["rc"] == 0
     old_keys = {r["content_key"] for r in manifests.load(book_dir).to_pylist()}
     before = stamps(book_dir)
     seg_before = outputs(book_dir)
 
     book.write_text(BOOK_V1.replace(*EDITED), encoding="utf-8")
     try:
-        r = server.run(*args)
+        r = fork_server.run(*args)
         assert r["rc"] == 0, r["output"]
         rows = manifests.load(book_dir).to_pylist()
         changed = [x for x in rows if x["content_key"] not in old_keys]
@@ -224,26 +215,26 @@ def test_incremental_rerender_after_one_paragraph_edit(server, tiny, tmp_path):
         assert all(k in outputs(book_dir) for k in seg_before if k.startswith("segments/"))   # cache kept
 
         fresh = tmp_path / "fresh"
-        f = server.run(str(book), "--model", "random-tiny", "--out", str(fresh))
+        f = fork_server.run(str(book), "--model", "random-tiny", "--out", str(fresh))
         assert f["rc"] == 0
         assert outputs(book_dir, cache=False) == outputs(fresh / "tiny", cache=False)
 
-        r = server.run(*args, "--voice", "seed:7")           # a new voice: every segment again
+        r = fork_server.run(*args, "--voice", "seed:7")           # a new voice: every segment again
         assert r["rc"] == 0 and counts(r["output"]) == (len(rows), 0)
-        r = server.run(*args, "--voice", "seed:2222")        # back: all from the cache, nothing rendered
+        r = fork_server.run(*args, "--voice", "seed:2222")        # back: all from the cache, nothing rendered
         assert r["rc"] == 0 and counts(r["output"]) == (0, len(rows))
         assert outputs(book_dir, cache=False) == outputs(fresh / "tiny", cache=False)
     finally:
         book.write_text(BOOK_V1, encoding="utf-8")
 
 
-def test_unchanged_rerun_writes_nothing(server, tiny, tmp_path):
+def test_unchanged_rerun_writes_nothing(fork_server, tiny, tmp_path):
     book, ref = tiny
     out = tmp_path / "out"
     args = (str(book), "--model", "random-tiny", "--out", str(out))
-    assert server.run(*args)["rc"] == 0
+    assert fork_server.run(*args)["rc"] == 0
     before = stamps(out / "tiny")
-    r = server.run(*args)
+    r = fork_server.run(*args)
     assert r["rc"] == 0 and counts(r["output"])[0] == 0
     assert stamps(out / "tiny") == before and outputs(out / "tiny") == ref
 

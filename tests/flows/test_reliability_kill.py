@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 import manifests
-from tests.conftest import ROOT
-from tests.flows.forkrun import ForkServer
+from tasks.stages import TEMP_GLOBS
 from tests.flows.helpers import tree_digest
 
 RANDOM_KILLS = 20
@@ -24,23 +23,15 @@ KILLS_PER_LIFE = 4
 KILL_SEED = 20261130
 TINY_BOOK = ("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n　　春眠不觉晓，处处闻啼鸟。\n\n"
              "第二章　草木\n　　草木有本心，何求美人折。\n　　白日依山尽，黄河入海流。\n")
-TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = ForkServer(ROOT, tmp_path_factory.mktemp("logs"))
-    yield s
-    s.close()
-
-
-@pytest.fixture(scope="module")
-def reference(server, tmp_path_factory):
+def reference(fork_server, tmp_path_factory):
     """The book and one uninterrupted render of it: (book, out root, digest, seconds)."""
     d = tmp_path_factory.mktemp("ref")
     book = d / "tiny.txt"
     book.write_text(TINY_BOOK, encoding="utf-8")
-    r = server.run(str(book), "--model", "random-tiny", "--out", str(d / "out"))
+    r = fork_server.run(str(book), "--model", "random-tiny", "--out", str(d / "out"))
     assert r["rc"] == 0, r["output"]
     return book, d / "out", outputs(d / "out" / "tiny"), r["elapsed"]
 
@@ -82,7 +73,7 @@ def assert_no_temps(book_dir: Path) -> None:
     assert not left, left
 
 
-def test_named_crash_points_resume_byte_identical(server, reference, tmp_path):
+def test_named_crash_points_resume_byte_identical(fork_server, reference, tmp_path):
     """One render's life killed at each dangerous moment in turn (ingest, a segment written but not
     committed, a manifest part written but not renamed, a chapter assembled, an output's temp file complete);
     each rerun resumes from the state the previous kill left."""
@@ -93,21 +84,21 @@ def test_named_crash_points_resume_byte_identical(server, reference, tmp_path):
     for point in ("ingest:1", "commit:1", "segment-written:2", "commit:1", "segment-written:1", "commit:2",
                   "assemble:2", "package-file:3", "package-file:1"):
         before = committed(book_dir)
-        r = server.run(*args, env={"CHATTTS_RENDER_CRASH_AT": point})
+        r = fork_server.run(*args, env={"CHATTTS_RENDER_CRASH_AT": point})
         assert r["rc"] == -9 and not r["killed"], (point, r)           # the process killed itself there
         assert_not_rerendered(book_dir, before)
         if point == "ingest:1":                                      # nothing was written yet
             assert not list(book_dir.glob("manifest/part-*.parquet"))
     before = committed(book_dir)
     assert before, "the crash points never let a segment be committed"
-    r = server.run(*args)
+    r = fork_server.run(*args)
     assert r["rc"] == 0, r["output"]
     assert_not_rerendered(book_dir, before)
     assert_no_temps(book_dir)
     assert outputs(book_dir) == ref
 
 
-def test_twenty_random_sigkills_resume_byte_identical(server, reference, tmp_path):
+def test_twenty_random_sigkills_resume_byte_identical(fork_server, reference, tmp_path):
     """20 SIGKILLs at seeded random times spread over the reference render's duration.  Each render life
     draws KILLS_PER_LIFE kill times in [0, reference duration], sorted, and is killed at each in turn (every
     rerun resumes the previous one's state and is killed after the gap to the next time), then completes and
@@ -125,7 +116,7 @@ def test_twenty_random_sigkills_resume_byte_identical(server, reference, tmp_pat
         before: dict = {}
         prev = 0.0
         for t in sorted(rng.uniform(0.0, ref_s) for _ in range(KILLS_PER_LIFE)):
-            r = server.run(*args, kill_after=t - prev)
+            r = fork_server.run(*args, kill_after=t - prev)
             prev = t
             assert_not_rerendered(book_dir, before)
             if r["rc"] == 0:                                 # finished before its kill time
@@ -138,7 +129,7 @@ def test_twenty_random_sigkills_resume_byte_identical(server, reference, tmp_pat
             where[stage] = where.get(stage, 0) + 1
             if kills == RANDOM_KILLS:
                 break
-        r = server.run(*args)
+        r = fork_server.run(*args)
         assert r["rc"] == 0, r["output"]
         assert_not_rerendered(book_dir, before)
         assert_no_temps(book_dir)
