@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = argv.pop(0) if argv and argv[0] in COMMANDS else "render"
     from engine.api import ModelUnavailable
+    from engine.voice import VoiceError
     from manifests.lock import BookLocked
     from tasks.book import BookError
 
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         _err(f"{PROG}: error: {e}")
         return EXIT_USAGE
-    except (BookError, ModelUnavailable, BookLocked) as e:
+    except (BookError, ModelUnavailable, BookLocked, VoiceError) as e:
         _err(f"{PROG}: {e}")
         return EXIT_USAGE
     except KeyboardInterrupt:

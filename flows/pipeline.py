@@ -20,6 +20,7 @@ def render(opts: RenderOptions, *, call: Call = direct,
     """Render one book; returns {book_dir, rendered, adopted, already_done, failed, total}.  Resumable: rerun
     after any crash."""
     from manifests.lock import BookLock, BookLocked
+    from engine.voice import VoiceError
     from tasks.book import BookError
 
     opts.validate()
@@ -30,7 +31,7 @@ def render(opts: RenderOptions, *, call: Call = direct,
             book_dir = Path(call(stages.prepare, opts))
             counts = call(stages.synthesize, book_dir, opts, on_done)
             call(stages.package, book_dir, opts)
-    except BookError:
+    except (BookError, VoiceError):            # bad input: leave the output as it was
         _remove_created(created, opts.book_dir)
         raise
     except (BookLocked, stages.GapsError):

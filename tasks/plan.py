@@ -157,17 +157,9 @@ def _resolve_voice(spec: str | None, old_rows: list[dict], engine) -> str:
 
     if spec is None and old_rows:
         return old_rows[0]["spk_emb"]
-    return parse_voice(spec or DEFAULT_VOICE, engine)
+    from engine.voice import parse_voice_spec
 
-
-def parse_voice(spec: str, engine) -> str:
-    """`seed:N` samples a speaker with seed N; a path names a UTF-8 file holding a spk_emb string;
-    anything else is a spk_emb string itself (tasks.options.check_voice_spec validated the form)."""
-    if spec.startswith("seed:"):
-        return engine.sample_voice(int(spec[5:]))
-    if len(spec) < 512 and Path(spec).is_file():
-        return Path(spec).read_text(encoding="utf-8").strip()
-    return spec.strip()
+    return parse_voice_spec(spec or DEFAULT_VOICE, engine.loaded)
 
 
 def book_info(book: Book) -> dict:

@@ -2,25 +2,17 @@
 CLI, as Prefect tasks for the flow — and tests call them without a server.  Stages pass paths and ids."""
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Callable
 
 from tasks.options import RenderOptions
 
-_engine_lock = threading.Lock()
-_engines: dict = {}
-
-
 def get_engine(opts: RenderOptions):
-    """The process's engine for these options, loaded once behind a lock (threads share it)."""
-    key = opts.engine
-    with _engine_lock:
-        if key not in _engines:
-            from engine.engine import Engine
+    """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
+    so every stage and thread shares it."""
+    from engine.engine import Engine
 
-            _engines[key] = Engine.load(opts.engine)
-        return _engines[key]
+    return Engine.load(opts.engine)
 
 
 def prepare(opts: RenderOptions) -> Path:

@@ -36,13 +36,6 @@ def write_audio_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str
     write_atomic(path, lambda f: f.write(buf.getvalue()))
 
 
-def read_audio(path: Path) -> np.ndarray:
-    import soundfile as sf
-
-    audio, _ = sf.read(path, dtype="float32", always_2d=False)
-    return audio
-
-
 def _audio_frames(path: Path) -> int | None:
     import soundfile as sf
 

@@ -160,3 +160,5 @@ def test_usage_errors_exit_2(tmp_path):
     assert not (tmp_path / "o").exists()
     r = cli(str(SAMPLE), "--int8", "--device", "cuda", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--int8" in r.stderr
+    r = cli(str(SAMPLE), "--model", "random-tiny", "--voice", "x" * 80, "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and not (tmp_path / "o").exists(), r.stderr
