@@ -3,6 +3,7 @@
     python benchmarks/engine_vs_upstream.py                    # random-full, 32 segments, 2 threads, CPU
     python benchmarks/engine_vs_upstream.py --n 8 --json out.json
     python benchmarks/engine_vs_upstream.py --only upstream --n 16
+    python benchmarks/engine_vs_upstream.py --with-int8       # ours fp32 and ours INT8 vs one upstream run
 
 Workload: the first N segments of ../shared/corpus/txt/gutenberg-zh/27166-0.txt as our front-end cuts them
 (tasks.ingest + tasks.segment; a plain 。！？ splitter when those are not importable - the output says which),
@@ -196,7 +197,7 @@ def run_upstream(loaded, texts: list[str], forced: list[int], voice: str, batch:
 
 # ------------------------------------------------------------------------------------------------ ours
 
-def load_ours(args):
+def load_ours(args, int8: bool):
     """Engine class and options, or (None, reason) when engine.engine is not there yet."""
     try:
         from engine.engine import Engine
@@ -204,7 +205,7 @@ def load_ours(args):
         return None, f"engine.engine not importable ({e}); ours skipped"
     from engine.api import EngineOptions
 
-    kw = dict(model=args.model, device=args.device, int8=args.int8, compile=args.compile, threads=args.threads)
+    kw = dict(model=args.model, device=args.device, int8=int8, compile=args.compile, threads=args.threads)
     if args.batch:
         kw["max_batch"] = args.batch
     return Engine.load(EngineOptions(**kw)), ""
@@ -229,7 +230,7 @@ def run_ours(engine, texts: list[str], forced: list[int], voice: str, log) -> di
             if n_done % 8 == 0:
                 log(f"  ours: {n_done}/{len(reqs)} segments, {time.perf_counter() - t0:.1f} s so far")
         wall = time.perf_counter() - t0
-    extra = {"row_steps": sum(forced)}
+    extra = {"row_steps": sum(forced), "engine": getattr(engine, "version", "?")}
     sizes = getattr(engine, "last_batch_sizes", None)
     if sizes:
         extra["mean_batch"] = round(sum(sizes) / len(sizes), 2)
@@ -350,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads for both sides (default 2)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--int8", action="store_true", help="ours with INT8 GPT linears (CPU); reports logit drift")
+    ap.add_argument("--with-int8", action="store_true",
+                    help="ours twice, fp32 then INT8, against the same upstream measurement (CPU); reports drift")
     ap.add_argument("--compile", action="store_true", help="ours with the compiled decode step (CUDA)")
     ap.add_argument("--batch", type=int, default=None,
                     help="upstream batch size (skips the 4/8/16 probe) and ours max_batch")
@@ -398,21 +401,25 @@ def main(argv: list[str] | None = None) -> int:
         result["upstream"] = run_upstream(loaded, texts, forced, voice, args.batch, log)
         log(_line("upstream", result["upstream"]))
         gc.collect()
-    if args.only != "upstream":
-        engine, why = load_ours(args)
+    sides = [("ours", args.int8)] + ([("ours_int8", True)] if args.with_int8 and not args.int8 else [])
+    for name, int8 in sides if args.only != "upstream" else []:
+        engine, why = load_ours(args, int8)
         if engine is None:
-            log(f"ours: {why}")
-            result["ours_skipped"] = why
-        else:
-            log(f"ours (engine {getattr(engine, 'version', '?')}):")
-            result["ours"] = run_ours(engine, texts, forced, voice, log)
-            log(_line("ours", result["ours"]))
-    if "ours" in result and "upstream" in result:
-        o, u = result["ours"], result["upstream"]
-        result["ratio"] = round(o["audio_s_per_wall_s"] / u["audio_s_per_wall_s"], 3)
-        result["ratio_cpu"] = round(o["audio_s_per_cpu_s"] / u["audio_s_per_cpu_s"], 3)
-        log(f"ratio (ours / upstream throughput): {result['ratio']:.2f}x wall, {result['ratio_cpu']:.2f}x per CPU second")
-    if args.int8:
+            log(f"{name}: {why}")
+            result[f"{name}_skipped"] = why
+            continue
+        log(f"{name} (engine {getattr(engine, 'version', '?')}):")
+        result[name] = run_ours(engine, texts, forced, voice, log)
+        log(_line(name, result[name]))
+        gc.collect()
+        if "upstream" in result:
+            o, u = result[name], result["upstream"]
+            suffix = name[len("ours"):]
+            result["ratio" + suffix] = round(o["audio_s_per_wall_s"] / u["audio_s_per_wall_s"], 3)
+            result["ratio_cpu" + suffix] = round(o["audio_s_per_cpu_s"] / u["audio_s_per_cpu_s"], 3)
+            log(f"ratio{suffix} ({name} / upstream throughput): {result['ratio' + suffix]:.2f}x wall, "
+                f"{result['ratio_cpu' + suffix]:.2f}x per CPU second")
+    if args.int8 or args.with_int8:
         result["int8_drift"] = int8_drift(loaded, texts, voice, args)
         d = result["int8_drift"]
         log(f"INT8 drift: logits cosine mean {d['cosine_mean']}, min {d['cosine_min']} ({d['scheme']})")

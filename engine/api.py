@@ -15,6 +15,9 @@ from typing import Literal
 
 ModelSpec = str   # "hf" | "random-tiny" | "random-full" | a local asset directory
 RANDOM_MODELS = ("random-tiny", "random-full")
+# Rows decoded together at most when max_batch is not given.  CPU: one GEMM call per step over all rows is
+# weight-bandwidth bound below ~32 rows (benchmarks/engine_steps.py); CUDA: capped further by free memory.
+DEFAULT_MAX_BATCH = {"cpu": 32, "cuda": 128}
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class EngineOptions:
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"   # auto: fp32 on CPU, bf16 on CUDA
     int8: bool = False             # CPU only: dynamic INT8 quantization of the GPT linears
     compile: bool = False          # CUDA only: compiled / graphed decode step
-    max_batch: int = 16            # rows decoded together at most
+    max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
     threads: int | None = None     # torch CPU threads; None leaves torch's default
 
     def validate(self) -> "EngineOptions":
@@ -35,9 +38,14 @@ class EngineOptions:
             raise ValueError("--compile needs --device cuda")
         if self.device == "cpu" and self.dtype in ("bf16", "fp16"):
             raise ValueError(f"--dtype {self.dtype} needs --device cuda; the CPU runs fp32")
-        if self.max_batch < 1:
+        if self.max_batch is not None and self.max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         return self
+
+    @property
+    def batch(self) -> int:
+        """max_batch, or the device's default."""
+        return self.max_batch or DEFAULT_MAX_BATCH[self.device]
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ class Engine:
 
         rows = [self._row(r, i) for i, r in enumerate(requests)]
         exact = self.opts.device == "cpu"
-        sched = Scheduler(self.model, self.opts.max_batch, exact=exact)
+        sched = Scheduler(self.model, self.opts.batch, exact=exact)
         self.last_batch_sizes = sched.batch_sizes
         group = 1 if exact else GPU_DECODE_GROUP
         ready = []

@@ -10,11 +10,14 @@ into 2 mel frames) and samples the 4 codes of token i from it:
 A row ends with T tokens when step T samples EOS (625) in any codebook (hidden_T is dropped), or when it has
 made `end_at` steps: its forced token count (EOS masked before it) or its cap of ~3x the expected length.
 
-**Batch invariance.**  A row's result must not depend on its batch-mates.  On CPU every fp32 GEMM result
-depends on the number of rows M (gemv for M=1, different kernels/blocking as M grows) but, measured, not on the
-row's place or its neighbours' values for a fixed M.  So on CPU (`exact=True`) decode steps run in chunks of
-exactly EXACT_ROWS rows (padded with a scratch slot), attention runs per row over its own prefix, and every
-per-row op (logits processing, sampling) sees the same fixed shapes.  Sampling noise is counter-based — a hash
+**Batch invariance.**  A row's result must not depend on its batch-mates.  On CPU an fp32 GEMM row can depend
+on the number of rows M of the call (MKL: gemv for M=1, another kernel for M=2-3) but, measured, not on the row's
+place or its neighbours' values; every multiple of 4 rows gives the same bits.  So on CPU (`exact=True`) the
+engine measures, once per (model, thread count, batch), the granule g that makes every linear layer M-invariant
+for multiples of g (`invariant_rows`), and a decode step is one call over all active rows padded up to a multiple
+of g with a scratch slot; where no granule works it falls back to chunks of exactly EXACT_ROWS rows (the
+canonical shape: both ways give the same bits).  Attention runs per row over its
+own prefix, and every per-row op (logits processing, sampling) reduces over the row's own values only.  Sampling noise is counter-based — a hash
 of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
 """
 from __future__ import annotations
@@ -26,7 +29,8 @@ import torch.nn.functional as F
 
 from engine.llama import KVCache, Llama
 
-EXACT_ROWS = 8                     # rows per decode call on CPU (fixed GEMM shape => batch-invariant rows)
+EXACT_ROWS = 8                     # the canonical rows per decode call on CPU (fixed GEMM shape => invariant rows)
+ROW_GRANULES = (1, 2, 4, EXACT_ROWS)   # CPU decode calls are padded to a multiple of one of these (smallest first)
 MAX_NEW_TOKENS = 2048              # hard cap per row (upstream's default: 43.7 s)
 CAP_FACTOR = 3.0                   # a row that never samples EOS stops at CAP_FACTOR x its expected tokens
 EOS = 625                          # ChatTTS audio EOS id (num_audio_tokens - 1)
@@ -142,6 +146,20 @@ class CodeModel:
         self.device = emb_text.device
         self.graphs = False                           # decode steps as CUDA graphs (enable_compile)
         self.cells = hash32(torch.arange(self.Q * self.V, device=self.device, dtype=torch.long) + 1)
+        self._granule: dict[tuple[int, int], int | None] = {}    # (threads, max_rows) -> invariant_rows
+
+    def linears(self) -> list:
+        """One callable per distinct linear shape the decode step runs: (name, fn, in_features)."""
+        b = self.llama.layers[0]
+        out = [(n, getattr(b, n), getattr(b, n).in_features) for n in ("wqkv", "wo", "w13", "w2")]
+        return out + [("head", lambda x: F.linear(x, self.head), self.head.shape[1])]
+
+    def row_granule(self, max_rows: int) -> int | None:
+        """`invariant_rows` for this thread count, measured once."""
+        key = (torch.get_num_threads(), max_rows)
+        if key not in self._granule:
+            self._granule[key] = invariant_rows(self, max_rows)
+        return self._granule[key]
 
     @classmethod
     def from_chattts(cls, gpt, embed, spk_emb_id: int, device, dtype) -> "CodeModel":
@@ -172,6 +190,27 @@ class CodeModel:
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [B, C] -> logits [B, Q, V] fp32."""
         return F.linear(hidden.float(), self.head).view(-1, self.Q, self.V)
+
+
+@torch.no_grad()
+def invariant_rows(model: CodeModel, max_rows: int) -> int | None:
+    """The smallest g in ROW_GRANULES such that each row of every linear layer of `model` comes out bit-identical
+    for every call size that is a multiple of g, up to max_rows (and EXACT_ROWS), compared with the canonical
+    calls of EXACT_ROWS rows; None when there is none.  Kernel choice depends on shapes (and the thread split),
+    not on values, so random inputs settle it for this machine, library build and thread count (the caller keys
+    it on those).  Measured here (MKL): g = 1 fails (M = 1..3 take other kernels), g = 4 holds on 1 thread and on
+    2 (where M = 5..11 that are not multiples of 4 differ: each thread gets a ragged block)."""
+    top = -(-max(max_rows, EXACT_ROWS) // EXACT_ROWS) * EXACT_ROWS
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    layers = []
+    for _name, fn, k in model.linears():
+        x = torch.randn(top, k, generator=gen).to(model.device, model.dtype)
+        layers.append((fn, x, torch.cat([fn(c) for c in x.split(EXACT_ROWS)])))   # every row in a canonical call
+    for g in ROW_GRANULES:
+        sizes = range(g, -(-top // g) * g + 1, g)
+        if all(torch.equal(fn(x[:m]), ref[:m]) for fn, x, ref in layers for m in sizes if m <= top):
+            return g
+    return None
 
 
 def enable_compile(model: CodeModel) -> None:
@@ -257,19 +296,19 @@ class DecodeBatch:
         active = [self.rows[s] for s in sorted(self.rows)]
         if not active:
             return []
-        chunks = ([active[i:i + EXACT_ROWS] for i in range(0, len(active), EXACT_ROWS)]
-                  if self.exact else [active])
-        finished: list[Row] = []
-        for chunk in chunks:
-            finished += self._decode(chunk)
-        return finished
-
-    def _decode(self, rows: list[Row]) -> list[Row]:
         if not self.exact:                                   # all slots in one call (CUDA graphs when compiled)
-            h, tok = self.graphs.run(rows)
-            return self._record(rows, h, tok)
+            h, tok = self.graphs.run(active)
+            return self._record(active, h, tok)
+        g = self.model.row_granule(self.slots)
+        if g is None:                                        # chunks of the canonical shape
+            return [r for i in range(0, len(active), EXACT_ROWS)
+                    for r in self._decode(active[i:i + EXACT_ROWS], EXACT_ROWS)]
+        return self._decode(active, -(-len(active) // g) * g)
+
+    def _decode(self, rows: list[Row], size: int) -> list[Row]:
+        """One exact decode call over `rows` padded to `size` rows with the scratch slot."""
         dev = self.model.device
-        pad = EXACT_ROWS - len(rows)
+        pad = size - len(rows)
         slots = torch.tensor([r.slot for r in rows] + [self.scratch] * pad, device=dev)          # [n]
         pos_list = [r.prompt_len + r.steps - 1 for r in rows] + [0] * pad                       # token i-1 at L+i-1
         pos = torch.tensor(pos_list, device=dev)[:, None]                                        # [n, 1]

@@ -1,6 +1,6 @@
 """Continuous batching: pending rows, length buckets, a memory-sized batch, refill on finish, OOM backoff.
 
-    sched = Scheduler(model, max_batch=16, exact=True)
+    sched = Scheduler(model, max_batch=32, exact=True)
     for row in sched.run(rows):          # rows come back as they finish, row.hiddens [T, C] filled
         ...
 

@@ -47,7 +47,8 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     render.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default=d.dtype)
     render.add_argument("--int8", action="store_true", help="CPU: INT8 dynamic quantization of the GPT")
     render.add_argument("--compile", action="store_true", help="CUDA: compiled decode step")
-    render.add_argument("--max-batch", type=int, default=d.max_batch, help="rows decoded together at most")
+    render.add_argument("--max-batch", type=int, default=d.max_batch,
+                        help="rows decoded together at most (default: 32 on CPU, 128 on CUDA; fewer when memory is short)")
     render.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     render.add_argument("--format", default="flac",
                         help=f"comma-separated output formats: {','.join(FORMATS + ('m4b',))} (default flac)")
@@ -137,12 +138,18 @@ def cmd_render(a) -> int:
     from manifests import load, summary
 
     book_dir = result["book_dir"]
-    rows = summary(load(book_dir))
-    counts = (f" ({result['rendered']} rendered, {result['adopted'] + result['already_done']} reused)"
-              if "rendered" in result else "")
-    print(f"{book_dir}: {len(rows)} chapters, {sum(r['done'] for r in rows)} segments{counts}, "
-          f"{sum(r['done_s'] for r in rows) / 60:.1f} min of audio, {time.monotonic() - t0:.1f} s")
+    print(summary_line(book_dir, summary(load(book_dir)), result, time.monotonic() - t0))
     return EXIT_OK
+
+
+def summary_line(book_dir: Path, rows: list[dict], result: dict, seconds: float) -> str:
+    """The one line a render ends with: chapters, segments (rendered / reused / failed), minutes, time."""
+    counts = ""
+    if "rendered" in result:
+        failed = f", {result['failed']} failed: gaps listed in report.json" if result.get("failed") else ""
+        counts = f" ({result['rendered']} rendered, {result['adopted'] + result['already_done']} reused{failed})"
+    return (f"{book_dir}: {len(rows)} chapters, {sum(r['done'] for r in rows)} segments{counts}, "
+            f"{sum(r['done_s'] for r in rows) / 60:.1f} min of audio, {seconds:.1f} s")
 
 
 def record_source(opts) -> None:

@@ -14,7 +14,9 @@ _CURRENCY = {"$": "美元", "＄": "美元", "US$": "美元", "€": "欧元", "
 _CODES = {"CNY": "人民币", "RMB": "人民币", "USD": "美元", "HKD": "港元", "EUR": "欧元", "GBP": "英镑",
           "JPY": "日元", "KRW": "韩元"}
 # Words after which a digit string is an identifier read digit by digit (phone and ID numbers).
-_ID_WORDS = "电话|号码|热线|致电|分机|传真|编号|工号|学号|账号|帐号|代码|邮编|车次|房间|门牌|序号|卡号"
+_ID_WORDS = "电话|号码|热线|致电|分机|传真|编号|工号|学号|账号|帐号|代码|邮编|车次|房间|门牌|序号|卡号|分辨率"
+# Events named by their date read digit by digit: 911事件, 918事变, 512地震, 930新政.
+_EVENT_AFTER = "新政|政策|事件|事变|惨案|运动|地震|起义|暴动|大案"
 # After "N年", words that make it a duration (二十年后) rather than a year (86年).
 _DURATION_AFTER = "后前来内里间多半之以左的中代"
 
@@ -147,6 +149,12 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(" + _ID_WORDS + r")([^\d，。]{0,3}?)(\d{3,})(?!\d)"),
      lambda m: m.group(0) if _phone_like(m.group(3)) else m.group(1) + m.group(2) + digits_zh(m.group(3))),
     (re.compile(r"(?<![\d.])(\d{3,})(?=[”\"’」』]?号(?!码))"), lambda m: digits_zh(m.group(1))),
+    (re.compile(r"(?<![\d.])(\d{3,4})(?=" + _EVENT_AFTER + r")"), lambda m: digits_zh(m.group(1))),
+    # A bare 8-digit number - no unit, word or sign touching it - is a landline number (8 digits in China's
+    # big cities), read digit by digit, unless it is shaped like an amount: round (ends in 00) or with a run
+    # of zeros (10000000 -> 一千万, 10001111 -> 一千万一千一百一十一).
+    (re.compile(r"(?<![\w.,+\-−])([1-9]\d{7})(?![\w.,%％])"),
+     lambda m: m.group(1) if re.search(r"000|00$", m.group(1)) else digits_zh(m.group(1))),
     # Grams: 1.2g -> 一点二克.
     (re.compile(r"(" + _NUM + r")\s?g(?![A-Za-z])"), lambda m: decimal_zh(m.group(1)) + "克"),
     # m.n is a decimal, not a date (12.9英寸 -> 十二点九; wetext: 十二月九日) - unless it is written like a

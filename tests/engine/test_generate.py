@@ -201,3 +201,68 @@ def test_cuda_graph_step_matches_eager_and_is_deterministic():
         assert graphed[key].tokens == T == eager[key].tokens
         assert torch.equal(graphed[key].hiddens, again[key].hiddens), key
         torch.testing.assert_close(graphed[key].hiddens[:2], eager[key].hiddens[:2], atol=1e-4, rtol=1e-3)
+
+
+# ------------------------------------------------------------------------------- one call per CPU step
+def _sizes_of_calls(monkeypatch):
+    sizes = []
+    orig = G.DecodeBatch._decode
+
+    def spy(self, rows, size):
+        sizes.append((len(rows), size))
+        return orig(self, rows, size)
+
+    monkeypatch.setattr(G.DecodeBatch, "_decode", spy)
+    return sizes
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_padded_call_per_step_and_batched_equals_alone(threads, monkeypatch):
+    """With a measured granule, a CPU step is one call over all active rows padded to a multiple of it —
+    and rows still come out bit-identical to decoding alone, on 1 and on 2 threads."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model = random_code_model()
+        g = model.row_granule(9)
+        if g is None:
+            pytest.skip("no batch-invariant call size on this machine's BLAS (the engine uses fixed chunks)")
+        specs = [(f"r{i}", 5 + 3 * i, 300 + i, 4 + 5 * (i % 5)) for i in range(13)]
+        sizes = _sizes_of_calls(monkeypatch)
+        batched = _run(model, _fresh(model, specs), slots=9)
+        assert {n for n, _ in sizes} >= {9, 1}                 # full and nearly empty steps both happened
+        assert all(size == -(-n // g) * g for n, size in sizes)
+        for key, n, seed, T in specs:
+            alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
+            assert torch.equal(alone.hiddens, batched[key].hiddens), key
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_invariant_rows_finds_the_granule_of_a_ragged_kernel():
+    model = random_code_model()
+    real = model.linears()
+
+    def ragged(period):        # a 'kernel' whose rows change unless the call size is a multiple of period
+        return lambda x: x * 2 + (x.shape[0] % period) * 1e-3
+
+    model.linears = lambda: real + [("ragged", ragged(4), C)]
+    assert G.invariant_rows(model, 12) in (4, 8)
+    model.linears = lambda: real + [("ragged", ragged(8), C)]
+    assert G.invariant_rows(model, 12) == 8
+    model.linears = lambda: real + [("variant", lambda x: x + x.shape[0] * 1e-3, C)]
+    assert G.invariant_rows(model, 12) is None
+
+
+@torch.no_grad()
+def test_without_a_granule_steps_fall_back_to_canonical_chunks(monkeypatch):
+    model = random_code_model()
+    model._granule[(torch.get_num_threads(), 11)] = None     # as if the BLAS were batch-variant everywhere
+    specs = [(f"r{i}", 6 + i, 500 + i, 3 + 4 * (i % 3)) for i in range(11)]
+    sizes = _sizes_of_calls(monkeypatch)
+    batched = _run(model, _fresh(model, specs), slots=11)
+    assert sizes and all(size == G.EXACT_ROWS for _, size in sizes) and max(n for n, _ in sizes) == G.EXACT_ROWS
+    for key, n, seed, T in specs[:4]:
+        alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
+        assert torch.equal(alone.hiddens, batched[key].hiddens), key

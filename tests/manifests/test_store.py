@@ -44,7 +44,8 @@ def test_torn_part_is_skipped_and_tmp_files_ignored(tmp_path):
     assert [r["status"] for r in t] == ["pending", "pending"]
     assert any("unreadable manifest part" in str(x.message) for x in w)
     manifests.commit(tmp_path, [row(0, 1, "done")])             # the next commit goes after the torn one
-    assert [r["status"] for r in manifests.load(tmp_path).to_pylist()] == ["pending", "done"]
+    with pytest.warns(RuntimeWarning, match="unreadable manifest part"):    # the torn part stays skipped
+        assert [r["status"] for r in manifests.load(tmp_path).to_pylist()] == ["pending", "done"]
 
 
 def test_a_new_plan_replaces_the_segment_set(tmp_path):

@@ -43,6 +43,13 @@ from tasks.tn_rules import cardinal_zh, decimal_zh, digits_zh
     ("110111111", "一亿一千零一十一万一千一百一十一"),    # wetext: digit by digit
     ("第10000100000", "第一百亿零十万"),
     ("第3-5章", "第三到五章"),                           # wetext: 第三减五章
+    ("27930122", "二七九三零一二二"),                    # a bare 8-digit number: a landline
+    ("10000000", "一千万"),                              # ... unless shaped like an amount
+    ("10001111", "一千万一千一百一十一"),
+    ("人口13245678人", "人口一千三百二十四万五千六百七十八人"),   # a unit touches it: an amount
+    ("930新政策", "九三零新政策"),                       # events named by their date
+    ("911事件", "九一一事件"),
+    ("分辨率为1024", "分辨率为一零二四"),
     ("2次", "两次"),
     ("第2次", "第二次"),
     ("2点半", "两点半"),

@@ -1,0 +1,24 @@
+"""EngineOptions: one validator that names the conflict, and the per-device batch default."""
+from __future__ import annotations
+
+import pytest
+
+from engine.api import DEFAULT_MAX_BATCH, EngineOptions
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(int8=True, device="cuda"), "--int8"),
+    (dict(compile=True), "--compile"),
+    (dict(dtype="bf16"), "--dtype bf16"),
+    (dict(max_batch=0), "max_batch"),
+])
+def test_validate_names_the_conflict(kw, words):
+    with pytest.raises(ValueError, match=words):
+        EngineOptions(**kw).validate()
+
+
+def test_batch_defaults_per_device_and_explicit_wins():
+    assert EngineOptions().batch == DEFAULT_MAX_BATCH["cpu"] == 32
+    assert EngineOptions(device="cuda").batch == DEFAULT_MAX_BATCH["cuda"]
+    assert EngineOptions(max_batch=5, device="cuda").batch == 5
+    assert EngineOptions().validate().max_batch is None
