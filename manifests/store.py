@@ -11,7 +11,7 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.crashpoints import crashpoint
+from manifests.crashpoints import crashpoint
 
 MANIFEST_DIRNAME = "manifest"
 PART_RE = re.compile(r"^part-(\d{8})\.parquet$")

@@ -23,7 +23,7 @@ import numpy as np
 from engine.units import SAMPLE_RATE
 from tasks.assemble import AssembleOptions, ChapterAudio, Piece, assemble_chapter
 from tasks.book import BookError, BookMeta
-from tasks.crashpoints import crashpoint
+from manifests.crashpoints import crashpoint
 from tasks.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
 from tasks.subtitles import SUBTITLE_FORMATS
 
@@ -166,19 +166,25 @@ def atomic_path(final: Path) -> Iterator[Path]:
 
 
 def remove_stale_temps(directory: Path, older_than_s: float = STALE_TEMP_S) -> list[str]:
-    """Delete temp files a killed run left in `directory` (ours, untouched for older_than_s); their names."""
+    """Delete temp files (and ffmpeg's temp folders) a killed run left in `directory` (ours, untouched for
+    older_than_s); their names."""
+    import shutil
     import time
 
     removed = []
     now = time.time()
     for entry in os.scandir(directory):
-        if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
-            try:
-                if now - entry.stat(follow_symlinks=False).st_mtime > older_than_s:
+        if not entry.name.startswith(TEMP_PREFIX) or entry.is_symlink():
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime > older_than_s:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
                     os.unlink(entry.path)
-                    removed.append(entry.name)
-            except FileNotFoundError:
-                pass
+                removed.append(entry.name)
+        except FileNotFoundError:
+            pass
     return sorted(removed)
 
 
@@ -300,7 +306,8 @@ def _encode_ffmpeg(path: Path, fmt: str, pcm: Iterable[np.ndarray], sr: int, tag
 
     from tasks.ffmpeg import BITEXACT, ffmetadata_escape, pcm_input, run_ffmpeg
 
-    with _tf.TemporaryDirectory(prefix="chattts-render-") as td:
+    # ffmpeg's side inputs live beside the output, so a killed run's leftovers are cleaned by the next run
+    with _tf.TemporaryDirectory(prefix=TEMP_PREFIX + "ffmpeg-", dir=path.parent) as td:
         args = [*pcm_input(sr)]
         n_inputs = 1
         meta_input = cover_input = None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tasks.book import Book, Segment
-from tasks.crashpoints import crashpoint
+from manifests.crashpoints import crashpoint
 
 SEGMENTS_DIRNAME = "segments"
 AUDIO_EXT = ".flac"

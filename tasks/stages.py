@@ -2,6 +2,7 @@
 CLI, as Prefect tasks for the flow — and tests call them without a server.  Stages pass paths and ids."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -35,7 +36,7 @@ def synthesize(book_dir: Path, opts: RenderOptions,
 # ----------------------------------------------------------------------------------------------------------
 # Temp files a crash left behind
 
-TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")   # package, manifest, segment audio temp files
+TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")   # package (files and ffmpeg dirs), manifest, audio
 
 
 def clean_temp_files(book_dir: Path) -> int:
@@ -44,7 +45,10 @@ def clean_temp_files(book_dir: Path) -> int:
     n = 0
     for pattern in TEMP_GLOBS:
         for p in Path(book_dir).glob(pattern):
-            if p.is_file():
+            if p.is_dir() and not p.is_symlink():          # ffmpeg's side inputs (.tmp-ffmpeg-*)
+                shutil.rmtree(p, ignore_errors=True)
+                n += 1
+            elif p.is_file() or p.is_symlink():
                 p.unlink(missing_ok=True)
                 n += 1
     return n
@@ -235,7 +239,7 @@ def _chapter_loader(rows: list[dict], opts: RenderOptions, book_dir: Path) -> Ca
         import numpy as np
 
         from tasks.assemble import Piece, assemble_arrays, assemble_chapter, load_piece, trim_bounds
-        from tasks.crashpoints import crashpoint
+        from manifests.crashpoints import crashpoint
         from tasks.guard import gap_seconds
 
         a_opts = opts.assemble

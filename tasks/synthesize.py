@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from tasks.crashpoints import crashpoint
+from manifests.crashpoints import crashpoint
 
 COMMIT_EVERY_ROWS = 8          # rows per manifest part while rendering
 COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anything finished

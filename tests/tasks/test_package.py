@@ -134,6 +134,12 @@ def test_stale_temp_files_from_a_killed_run_are_removed(tmp_path):
     stale, fresh, other = book / ".tmp-abc.flac", book / ".tmp-def.m4b", book / "notes.txt"
     for p in (stale, fresh, other):
         p.write_bytes(b"x")
-    os.utime(stale, (1_000_000_000, 1_000_000_000))
+    old_dir, new_dir = book / ".tmp-ffmpeg-old", book / ".tmp-ffmpeg-new"      # a killed encode's side inputs
+    for d in (old_dir, new_dir):
+        d.mkdir()
+        (d / "meta.txt").write_text(";FFMETADATA1\n")
+    for p in (stale, old_dir):
+        os.utime(p, (1_000_000_000, 1_000_000_000))
     package_book(book, [(0, "c", chapter())], META, PackageOptions(subtitles=()))
     assert not stale.exists() and fresh.exists() and other.exists()
+    assert not old_dir.exists() and (new_dir / "meta.txt").exists()
