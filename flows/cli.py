@@ -60,6 +60,10 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
                         help="render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
     render.add_argument("--allow-gaps", action="store_true",
                         help="assemble chapters even if some segments failed (silence in their place)")
+    render.add_argument("--guard-attempts", type=int, default=None,
+                        help="renders per segment when its duration does not fit its text (default 3)")
+    render.add_argument("--no-guard", action="store_true",
+                        help="accept every segment as rendered (no duration check, no re-rolls)")
 
     status = _Parser(prog=f"{PROG} status", description="Per-chapter progress of a book's render.")
     _common(status)
@@ -92,7 +96,8 @@ def render_params(a: argparse.Namespace) -> dict:
     return {"book": str(a.book), "out": str(a.out) if a.out else None, "model": a.model, "voice": a.voice,
             "formats": a.format.split(","), "device": a.device, "dtype": a.dtype, "int8": a.int8,
             "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps,
-            "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s}
+            "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
+            "guard_attempts": a.guard_attempts}
 
 
 def prefect_server_configured() -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from engine.api import EngineOptions
 from tasks.assemble import AssembleOptions
+from tasks.guard import GuardOptions
 from tasks.package import PackageOptions
 from tasks.segment import SegmentOptions
 
@@ -26,6 +27,7 @@ class RenderOptions:
     segment: SegmentOptions = field(default_factory=SegmentOptions)
     assemble: AssembleOptions = field(default_factory=AssembleOptions)
     package: PackageOptions = field(default_factory=PackageOptions)
+    guard: GuardOptions = field(default_factory=GuardOptions)   # duration check and re-rolls per segment
     allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
 
@@ -35,6 +37,7 @@ class RenderOptions:
         self.segment.validate()
         self.assemble.validate()
         self.package.validate()
+        self.guard.validate()
         if not self.package.formats:
             raise ValueError("--format needs at least one format")
         if self.voice is not None:
@@ -67,7 +70,7 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         dtype: str | None = None, int8: bool = False, compile: bool = False,
                         max_batch: int | None = None, threads: int | None = None,
                         allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
-                        t2s: bool = True) -> RenderOptions:
+                        t2s: bool = True, guard: bool = True, guard_attempts: int | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default."""
     from dataclasses import replace
 
@@ -78,8 +81,9 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     pkg = PackageOptions() if formats is None else replace(PackageOptions(), formats=tuple(
         f.strip().lower() for f in formats if f.strip()))
     seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
+    grd = replace(GuardOptions(), enabled=guard, **({} if guard_attempts is None else {"max_attempts": guard_attempts}))
     return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT, voice=voice, engine=eng,
-                         segment=seg, package=pkg, allow_gaps=allow_gaps,
+                         segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
                          chapters=parse_chapters(chapters) if chapters else ()).validate()
 
 

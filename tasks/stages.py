@@ -28,7 +28,7 @@ def synthesize(book_dir: Path, opts: RenderOptions,
     from manifests import compact
     from tasks.synthesize import synthesize_book
 
-    counts = synthesize_book(Path(book_dir), get_engine(opts), on_done=on_done)
+    counts = synthesize_book(Path(book_dir), get_engine(opts), on_done=on_done, guard=opts.guard)
     compact(book_dir)
     return counts
 

@@ -30,3 +30,17 @@ def test_flow_output_equals_cli_output(tmp_path, harness):
     assert str(tmp_path / "flow" / "daodejing") == book_dir
     art = Artifact.get("render-progress")
     assert art is not None and float(art.data) == 100.0
+
+
+def test_cli_flow_and_options_take_the_same_parameters(tmp_path):
+    """Every CLI render option reaches the flow (and a deployment) and options_from_params by the same name."""
+    import inspect
+
+    from flows.cli import build_parser, render_params
+    from flows.render_book import render_book_flow
+    from tasks.options import options_from_params
+
+    cli = set(render_params(build_parser()["render"].parse_args([str(tmp_path / "b.txt")])))
+    flow = set(inspect.signature(render_book_flow.fn).parameters)
+    lib = set(inspect.signature(options_from_params).parameters)
+    assert cli == flow == lib

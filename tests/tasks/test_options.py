@@ -45,3 +45,33 @@ def test_lexicons_global_then_book_then_explicit(tmp_path, monkeypatch):
     monkeypatch.setenv("CHATTTS_RENDER_LEXICON", str(tmp_path / "none.tsv"))
     (tmp_path / "novel.lexicon.tsv").unlink()
     assert options_from_params(str(book)).segment.lexicon is None
+
+
+def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypatch):
+    from tasks import stages
+    from tasks.guard import GuardOptions
+
+    book = tmp_path / "b.txt"
+    book.write_text("第一章\n一句话。\n", encoding="utf-8")
+    assert options_from_params(str(book)).guard == GuardOptions()
+    opts = options_from_params(str(book), guard=False, guard_attempts=1)
+    assert opts.guard == GuardOptions(enabled=False, max_attempts=1)
+    with pytest.raises(ValueError, match="guard max_attempts"):
+        options_from_params(str(book), guard_attempts=0)
+
+    seen = {}
+    monkeypatch.setattr("tasks.synthesize.synthesize_book", lambda d, e, on_done=None, guard=None:
+                        seen.setdefault("guard", guard) and {"rendered": 0})
+    monkeypatch.setattr(stages, "get_engine", lambda o: None)
+    stages.synthesize(tmp_path, opts)
+    assert seen["guard"] is opts.guard
+
+
+def test_cli_guard_flags_become_params(tmp_path):
+    from flows.cli import build_parser, render_params
+
+    render = build_parser()["render"]
+    p = render_params(render.parse_args([str(tmp_path / "b.txt"), "--no-guard", "--guard-attempts", "5"]))
+    assert p["guard"] is False and p["guard_attempts"] == 5
+    p = render_params(render.parse_args([str(tmp_path / "b.txt")]))
+    assert p["guard"] is True and p["guard_attempts"] is None
