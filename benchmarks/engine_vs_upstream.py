@@ -211,7 +211,7 @@ def load_ours(args, int8: bool):
     return Engine.load(EngineOptions(**kw)), ""
 
 
-def run_ours(engine, texts: list[str], forced: list[int], voice: str, log) -> dict:
+def run_ours(engine, texts: list[str], forced: list[int], voice: str, log, name: str = "ours") -> dict:
     from engine.api import Request
 
     warm = [Request(key="warm", text=texts[0], spk_emb=voice, seed=0, forced_tokens=WARMUP_STEPS)]
@@ -225,10 +225,10 @@ def run_ours(engine, texts: list[str], forced: list[int], voice: str, log) -> di
         for n_done, res in enumerate(engine.synthesize(reqs), 1):
             want = samples_for_tokens(forced[int(res.key)])
             if len(res.audio) != want:
-                raise RuntimeError(f"ours: segment {res.key} has {len(res.audio)} samples, expected {want}")
+                raise RuntimeError(f"{name}: segment {res.key} has {len(res.audio)} samples, expected {want}")
             returned += len(res.audio)
             if n_done % 8 == 0:
-                log(f"  ours: {n_done}/{len(reqs)} segments, {time.perf_counter() - t0:.1f} s so far")
+                log(f"  {name}: {n_done}/{len(reqs)} segments, {time.perf_counter() - t0:.1f} s so far")
         wall = time.perf_counter() - t0
     extra = {"row_steps": sum(forced), "engine": getattr(engine, "version", "?")}
     sizes = getattr(engine, "last_batch_sizes", None)
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             result[f"{name}_skipped"] = why
             continue
         log(f"{name} (engine {getattr(engine, 'version', '?')}):")
-        result[name] = run_ours(engine, texts, forced, voice, log)
+        result[name] = run_ours(engine, texts, forced, voice, log, name)
         log(_line(name, result[name]))
         gc.collect()
         if "upstream" in result:
