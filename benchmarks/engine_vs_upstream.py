@@ -401,8 +401,10 @@ def main(argv: list[str] | None = None) -> int:
         result["upstream"] = run_upstream(loaded, texts, forced, voice, args.batch, log)
         log(_line("upstream", result["upstream"]))
         gc.collect()
-    sides = [("ours", args.int8)] + ([("ours_int8", True)] if args.with_int8 and not args.int8 else [])
-    for name, int8 in sides if args.only != "upstream" else []:
+    sides = [] if args.only == "upstream" else [("ours", args.int8)]
+    if sides and args.with_int8 and not args.int8:
+        sides.append(("ours_int8", True))
+    for name, int8 in sides:
         engine, why = load_ours(args, int8)
         if engine is None:
             log(f"{name}: {why}")

@@ -16,9 +16,9 @@ place or its neighbours' values; every multiple of 4 rows gives the same bits.  
 engine measures, once per (model, thread count, batch), the granule g that makes every linear layer M-invariant
 for multiples of g (`invariant_rows`), and a decode step is one call over all active rows padded up to a multiple
 of g with a scratch slot; where no granule works it falls back to chunks of exactly EXACT_ROWS rows (the
-canonical shape: both ways give the same bits).  Attention runs per row over its
-own prefix, and every per-row op (logits processing, sampling) reduces over the row's own values only.  Sampling noise is counter-based — a hash
-of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
+canonical shape: both ways give the same bits).  Attention runs per row over its own prefix, and every per-row
+op (logits processing, sampling) reduces over the row's own values only.  Sampling noise is counter-based — a
+hash of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
 """
 from __future__ import annotations
 
@@ -149,10 +149,10 @@ class CodeModel:
         self._granule: dict[tuple[int, int], int | None] = {}    # (threads, max_rows) -> invariant_rows
 
     def linears(self) -> list:
-        """One callable per distinct linear shape the decode step runs: (name, fn, in_features)."""
+        """One (fn, in_features) per distinct linear shape the decode step runs: the block projections, the heads."""
         b = self.llama.layers[0]
-        out = [(n, getattr(b, n), getattr(b, n).in_features) for n in ("wqkv", "wo", "w13", "w2")]
-        return out + [("head", lambda x: F.linear(x, self.head), self.head.shape[1])]
+        out = [(getattr(b, n), getattr(b, n).in_features) for n in ("wqkv", "wo", "w13", "w2")]
+        return out + [(lambda x: F.linear(x, self.head), self.head.shape[1])]
 
     def row_granule(self, max_rows: int) -> int | None:
         """`invariant_rows` for this thread count, measured once."""
@@ -203,12 +203,11 @@ def invariant_rows(model: CodeModel, max_rows: int) -> int | None:
     top = -(-max(max_rows, EXACT_ROWS) // EXACT_ROWS) * EXACT_ROWS
     gen = torch.Generator(device="cpu").manual_seed(0)
     layers = []
-    for _name, fn, k in model.linears():
+    for fn, k in model.linears():
         x = torch.randn(top, k, generator=gen).to(model.device, model.dtype)
         layers.append((fn, x, torch.cat([fn(c) for c in x.split(EXACT_ROWS)])))   # every row in a canonical call
-    for g in ROW_GRANULES:
-        sizes = range(g, -(-top // g) * g + 1, g)
-        if all(torch.equal(fn(x[:m]), ref[:m]) for fn, x, ref in layers for m in sizes if m <= top):
+    for g in ROW_GRANULES:                                      # each g divides top (a multiple of EXACT_ROWS)
+        if all(torch.equal(fn(x[:m]), ref[:m]) for fn, x, ref in layers for m in range(g, top + 1, g)):
             return g
     return None
 

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shutil
 import tempfile
 import unicodedata
 from contextlib import contextmanager
@@ -165,10 +166,18 @@ def atomic_path(final: Path) -> Iterator[Path]:
         raise
 
 
+def remove_temp(path: Path) -> None:
+    """Remove one leftover temp file, or a temp folder (ffmpeg's side inputs) with what is in it."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def remove_stale_temps(directory: Path, older_than_s: float = STALE_TEMP_S) -> list[str]:
     """Delete temp files (and ffmpeg's temp folders) a killed run left in `directory` (ours, untouched for
     older_than_s); their names."""
-    import shutil
     import time
 
     removed = []
@@ -178,10 +187,7 @@ def remove_stale_temps(directory: Path, older_than_s: float = STALE_TEMP_S) -> l
             continue
         try:
             if now - entry.stat(follow_symlinks=False).st_mtime > older_than_s:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
+                remove_temp(Path(entry.path))
                 removed.append(entry.name)
         except FileNotFoundError:
             pass

@@ -2,7 +2,6 @@
 CLI, as Prefect tasks for the flow — and tests call them without a server.  Stages pass paths and ids."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -42,15 +41,13 @@ TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")   # package (files
 def clean_temp_files(book_dir: Path) -> int:
     """Remove the temp files a killed render left in book_dir (call only while holding the book's lock: then
     no writer is alive).  Returns how many were removed."""
+    from tasks.package import remove_temp
+
     n = 0
     for pattern in TEMP_GLOBS:
         for p in Path(book_dir).glob(pattern):
-            if p.is_dir() and not p.is_symlink():          # ffmpeg's side inputs (.tmp-ffmpeg-*)
-                shutil.rmtree(p, ignore_errors=True)
-                n += 1
-            elif p.is_file() or p.is_symlink():
-                p.unlink(missing_ok=True)
-                n += 1
+            remove_temp(p)
+            n += 1
     return n
 
 

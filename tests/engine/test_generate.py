@@ -247,11 +247,11 @@ def test_invariant_rows_finds_the_granule_of_a_ragged_kernel():
     def ragged(period):        # a 'kernel' whose rows change unless the call size is a multiple of period
         return lambda x: x * 2 + (x.shape[0] % period) * 1e-3
 
-    model.linears = lambda: real + [("ragged", ragged(4), C)]
+    model.linears = lambda: real + [(ragged(4), C)]
     assert G.invariant_rows(model, 12) in (4, 8)
-    model.linears = lambda: real + [("ragged", ragged(8), C)]
+    model.linears = lambda: real + [(ragged(8), C)]
     assert G.invariant_rows(model, 12) == 8
-    model.linears = lambda: real + [("variant", lambda x: x + x.shape[0] * 1e-3, C)]
+    model.linears = lambda: real + [(lambda x: x + x.shape[0] * 1e-3, C)]
     assert G.invariant_rows(model, 12) is None
 
 
