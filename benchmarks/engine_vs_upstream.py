@@ -6,7 +6,7 @@
     python benchmarks/engine_vs_upstream.py --with-int8       # ours fp32 and ours INT8 vs one upstream run
 
 Workload: the first N segments of ../shared/corpus/txt/gutenberg-zh/27166-0.txt as our front-end cuts them
-(tasks.ingest + tasks.segment; a plain 。！？ splitter when those are not importable - the output says which),
+(tasks.ingest + tasks.text.segment; a plain 。！？ splitter when those are not importable - the output says which),
 each with a forced token count T = engine.units.expected_tokens(text).  Both sides speak with one voice
 (engine.voice.sample_voice(seed 1234)).
 
@@ -58,9 +58,9 @@ def workload(path: Path, n: int) -> tuple[list[str], str]:
     """The first n segment texts of the book and a label saying which front-end cut them."""
     try:
         from tasks.ingest import load_book
-        from tasks.segment import segment_chapter
+        from tasks.text.segment import segment_chapter
     except ImportError:
-        return _fallback_segments(path, n), "fallback splitter on 。！？ (tasks.ingest/tasks.segment not importable)"
+        return _fallback_segments(path, n), "fallback splitter on 。！？ (tasks.ingest/tasks.text.segment not importable)"
     book = load_book(path)
     texts: list[str] = []
     for ch in book.chapters:
@@ -68,8 +68,8 @@ def workload(path: Path, n: int) -> tuple[list[str], str]:
             if seg.text.strip():
                 texts.append(seg.text)
             if len(texts) >= n:
-                return texts, "front-end: tasks.ingest.load_book + tasks.segment.segment_chapter"
-    return texts, "front-end: tasks.ingest.load_book + tasks.segment.segment_chapter"
+                return texts, "front-end: tasks.ingest.load_book + tasks.text.segment.segment_chapter"
+    return texts, "front-end: tasks.ingest.load_book + tasks.text.segment.segment_chapter"
 
 
 def _fallback_segments(path: Path, n: int) -> list[str]:

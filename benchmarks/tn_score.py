@@ -45,7 +45,7 @@ def load_cases(name: str, root: Path = TN_DIR) -> list[tuple[str, str, str]]:
 
 def canon(text: str) -> str:
     """Punctuation and whitespace through our table (no TN, no t2s), for a fair comparison."""
-    from tasks.textnorm import normalize
+    from tasks.text.normalize import normalize
     return normalize(text, t2s=False, tn=False)
 
 
@@ -61,18 +61,18 @@ def score(fn: Callable[[str], str], cases: list[tuple[str, str, str]]) -> tuple[
 
 
 def ours(text: str) -> str:
-    from tasks.textnorm import normalize
+    from tasks.text.normalize import normalize
     return normalize(text)
 
 
 def wetext_alone(text: str) -> str:
-    from tasks.textnorm import _wetext
+    from tasks.text.normalize import _wetext
     return _wetext().normalize(text)
 
 
 def speed(path: Path = HONGLOUMENG) -> tuple[int, float]:
     """(characters, seconds) to normalize a whole book file."""
-    from tasks.textnorm import normalize
+    from tasks.text.normalize import normalize
     text = path.read_text(encoding="utf-8-sig")
     normalize("预热1次")                     # load OpenCC and the FSTs outside the timing
     t0 = time.perf_counter()

@@ -31,7 +31,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> dict[str, argparse.ArgumentParser]:
     from engine.api import EngineOptions
-    from tasks.package import FORMATS
+    from tasks.audio.package import FORMATS
 
     d = EngineOptions()
     render = _Parser(prog=PROG, description="Render a book (EPUB or TXT) into an audiobook with ChatTTS. "
@@ -193,7 +193,7 @@ def cmd_inspect(a) -> int:
     import json
 
     from tasks.ingest import load_book
-    from tasks.inspect import format_inspect, inspect_book
+    from tasks.text.inspect import format_inspect, inspect_book
     from tasks.options import options_from_params
 
     _check_book(a.book)

@@ -43,7 +43,7 @@ class BookState:
 def render_complete(book_dir: str | Path) -> bool:
     """Every segment of the latest plan is done and the outputs were packaged (report.json exists)."""
     from manifests import STATUS_DONE, load
-    from tasks.package import REPORT_NAME
+    from tasks.audio.package import REPORT_NAME
 
     book_dir = Path(book_dir)
     table = load(book_dir)

@@ -127,7 +127,7 @@ def book_table(book_dir: Path) -> list[dict]:
     import json
 
     from manifests import load, summary
-    from tasks.package import REPORT_NAME
+    from tasks.audio.package import REPORT_NAME
 
     try:
         report = json.loads((book_dir / REPORT_NAME).read_text(encoding="utf-8"))

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.api import EngineOptions
-from tasks.assemble import AssembleOptions
+from tasks.audio.assemble import AssembleOptions
 from tasks.guard import GuardOptions
-from tasks.package import PackageOptions
-from tasks.segment import SegmentOptions
+from tasks.audio.package import PackageOptions
+from tasks.text.segment import SegmentOptions
 
 DEFAULT_OUT = Path("output")          # relative to the working directory
 DEFAULT_VOICE = "seed:2222"           # a book without a stored voice gets this one
@@ -114,7 +114,7 @@ def lexicon_paths(book: Path, explicit: str | None = None) -> list[Path]:
 
 
 def load_lexicon(book: Path, explicit: str | None = None):
-    from tasks.textnorm import Lexicon
+    from tasks.text.normalize import Lexicon
 
     paths = lexicon_paths(book, explicit)
     return Lexicon.load(*paths) if paths else None

@@ -116,8 +116,8 @@ def segment_book(book: Book, opts=None) -> tuple[list[Segment], list]:
     """Every chapter's segments and its coverage report.  A chapter whose characters vanished without a
     listed reason stops the render before it starts (BookError naming the chapter and the text)."""
     from tasks.book import BookError
-    from tasks.coverage import audit_chapter
-    from tasks.segment import SegmentOptions, segment_chapter
+    from tasks.text.coverage import audit_chapter
+    from tasks.text.segment import SegmentOptions, segment_chapter
 
     opts = opts or SegmentOptions()
     segments, reports = [], []
@@ -180,7 +180,7 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
     import os
     import tempfile
 
-    from tasks.package import _umask
+    from tasks.audio.package import _umask
 
     try:
         if path.read_bytes() == data:                 # unchanged: leave the file alone

@@ -41,7 +41,7 @@ TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")   # package (files
 def clean_temp_files(book_dir: Path) -> int:
     """Remove the temp files a killed render left in book_dir (call only while holding the book's lock: then
     no writer is alive).  Returns how many were removed."""
-    from tasks.package import remove_temp
+    from tasks.audio.package import remove_temp
 
     n = 0
     for pattern in TEMP_GLOBS:
@@ -72,7 +72,7 @@ def package(book_dir: Path, opts: RenderOptions) -> Path:
     from every chapter's audio, so then the unchanged chapters are assembled (not re-encoded).  When nothing
     changed, packaging is skipped entirely."""
     from manifests import load
-    from tasks.package import REPORT_NAME, package_book
+    from tasks.audio.package import REPORT_NAME, package_book
     from tasks.plan import load_meta
 
     book_dir = Path(book_dir)
@@ -119,7 +119,7 @@ def chapter_rows(rows: list[dict], allow_gaps: bool = False) -> dict[int, list[d
 def chapter_pieces(book_dir: Path, allow_gaps: bool = False) -> dict[int, list]:
     """Per chapter, its done segments' stored audio in order (assemble.Piece); see chapter_rows."""
     from manifests import STATUS_DONE, load
-    from tasks.assemble import Piece
+    from tasks.audio.assemble import Piece
 
     return {i: [Piece(Path(book_dir) / r["audio_path"], r["pause_after"], r["source_text"])
                 for r in rs if r["status"] == STATUS_DONE]
@@ -159,7 +159,7 @@ def _book_signature(sigs: dict[int, str], opts: RenderOptions) -> str:
 
 
 def _chapter_files(book_dir: Path, index: int, n_total: int, title: str, opts: RenderOptions) -> list[Path]:
-    from tasks.package import chapter_stem
+    from tasks.audio.package import chapter_stem
 
     names = [f"{chapter_stem(index, n_total, title, f)}.{f}" for f in opts.package.formats if f != "m4b"]
     names += [f"{chapter_stem(index, n_total, title, 'srt')}.{f}" for f in opts.package.subtitles]
@@ -202,7 +202,7 @@ def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: Rende
     """.chapters.json, written last (atomically): a crash before it only means the next run repackages."""
     import json
 
-    from tasks.package import REPORT_NAME, atomic_write_bytes
+    from tasks.audio.package import REPORT_NAME, atomic_write_bytes
 
     written = {Path(p).name for p in files}
     chapters, chapter_names = {}, set()
@@ -235,7 +235,7 @@ def _chapter_loader(rows: list[dict], opts: RenderOptions, book_dir: Path) -> Ca
 
         import numpy as np
 
-        from tasks.assemble import Piece, assemble_arrays, assemble_chapter, load_piece, trim_bounds
+        from tasks.audio.assemble import Piece, assemble_arrays, assemble_chapter, load_piece, trim_bounds
         from manifests.crashpoints import crashpoint
         from tasks.guard import gap_seconds
 

@@ -32,7 +32,7 @@ def serve() -> None:
     import engine.generate  # noqa: F401
     import engine.loader  # noqa: F401
     import flows.pipeline  # noqa: F401
-    import tasks.package  # noqa: F401
+    import tasks.audio.package  # noqa: F401
     import tasks.plan  # noqa: F401
     import tasks.synthesize  # noqa: F401
     from flows.cli import main

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from flows.cli import main
-from tasks.ffmpeg import probe as _probe
+from tasks.audio.ffmpeg import probe as _probe
 from tests.conftest import ROOT
 from tests.flows.helpers import SAMPLE
 
@@ -54,7 +54,7 @@ def test_files_tags_chapters_and_cover(rendered):
 def test_subtitle_cues_are_the_assembly_boundaries(rendered):
     """SRT cue times equal the assembled chapter's segment boundaries to the millisecond, with source text."""
     import manifests
-    from tasks.assemble import assemble_chapter
+    from tasks.audio.assemble import assemble_chapter
     from tasks.stages import chapter_pieces
 
     pieces = chapter_pieces(rendered)

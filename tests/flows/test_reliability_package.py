@@ -10,7 +10,7 @@ import pytest
 import manifests
 from tasks import stages
 from tasks.options import RenderOptions
-from tasks.package import PackageOptions
+from tasks.audio.package import PackageOptions
 from tasks.synthesize import synthesize_book
 from tests.tasks.test_guard import StubEngine, make_book
 

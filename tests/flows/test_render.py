@@ -13,7 +13,7 @@ import soundfile as sf
 
 import manifests
 from flows.cli import main
-from tasks.assemble import AssembleOptions, expected_length, trim_bounds
+from tasks.audio.assemble import AssembleOptions, expected_length, trim_bounds
 from tests.conftest import ROOT, corpus_path
 from tests.flows.helpers import SAMPLE, chapter_files, cli, tree_digest, write_txt_book
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.textnorm import REMOVAL_REASONS, punctuation_table_markdown
+from tasks.text.normalize import REMOVAL_REASONS, punctuation_table_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "text-frontend.md"
 
@@ -19,7 +19,7 @@ def test_removal_reasons_in_docs():
 
 
 def test_lexicon_example_in_docs_loads(tmp_path):
-    from tasks.textnorm import Lexicon, normalize
+    from tasks.text.normalize import Lexicon, normalize
     text = DOC.read_text(encoding="utf-8")
     block = text.split("```\n", 2)[1].split("```")[0]
     f = tmp_path / "lex.tsv"

@@ -2,7 +2,7 @@
 import pytest
 
 from tasks.options import book_slug, lexicon_paths, options_from_params, parse_chapters
-from tasks.textnorm import normalize
+from tasks.text.normalize import normalize
 
 
 def test_defaults_and_conflicts(tmp_path):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tasks.assemble import AssembleOptions, ChapterAudio, assemble_arrays, expected_length
+from tasks.audio.assemble import AssembleOptions, ChapterAudio, assemble_arrays, expected_length
 from tasks.book import BookError, BookMeta
-from tasks.package import (MAX_NAME_BYTES, PackageOptions, atomic_path, chapter_stem, inside, safe_name,
+from tasks.audio.package import (MAX_NAME_BYTES, PackageOptions, atomic_path, chapter_stem, inside, safe_name,
                            write_chapter_files)
 
 SR = 24_000
@@ -104,8 +104,8 @@ def test_package_options_validate():
 
 
 def test_package_pieces_from_stored_segments(tmp_path):
-    from tasks.assemble import Piece, assemble_chapter
-    from tasks.package import package_pieces
+    from tasks.audio.assemble import Piece, assemble_chapter
+    from tasks.audio.package import package_pieces
 
     rng = np.random.default_rng(5)
     chapters = []
@@ -127,7 +127,7 @@ def test_package_pieces_from_stored_segments(tmp_path):
 
 
 def test_stale_temp_files_from_a_killed_run_are_removed(tmp_path):
-    from tasks.package import package_book
+    from tasks.audio.package import package_book
 
     book = tmp_path / "book"
     book.mkdir()

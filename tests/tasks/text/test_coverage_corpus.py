@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.coverage import audit_chapter
+from tasks.text.coverage import audit_chapter
 from tasks.ingest import load_book
-from tasks.segment import SegmentOptions, segment_chapter
+from tasks.text.segment import SegmentOptions, segment_chapter
 from tests.conftest import corpus_path
 
 BOOKS = ["23865-0.txt", "23950-0.txt", "23962-0.txt", "24264-0.txt", "25124-0.txt", "25271-0.txt",

@@ -9,8 +9,8 @@ from collections import Counter
 
 from engine.units import estimate_seconds
 from tasks.book import Book
-from tasks.coverage import audit_chapter
-from tasks.segment import SegmentOptions, iter_segments
+from tasks.text.coverage import audit_chapter
+from tasks.text.segment import SegmentOptions, iter_segments
 
 MAX_LISTED_REMOVALS = 20     # removals shown by format_inspect (the JSON keeps each chapter's list)
 TITLE_WIDTH = 28             # characters of a chapter title shown in the table

@@ -8,10 +8,10 @@ import zipfile
 
 import pytest
 
-from tasks import ingest_epub
+from tasks.ingest import epub as ingest_epub
 from tasks.book import BookError
 from tasks.ingest import load_book
-from tests.tasks.test_ingest_epub import XHTML, all_text, load_bytes, make_epub, zip_bytes
+from tests.tasks.ingest.test_epub import XHTML, all_text, load_bytes, make_epub, zip_bytes
 
 SECRET = "TOP-SECRET-CONTENT-4711"
 

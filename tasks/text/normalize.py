@@ -20,8 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
-from tasks import tn_rules
-from tasks.tn_rules import cardinal_zh, digits_zh  # noqa: F401  (re-exported)
+from tasks.text import rules as tn_rules
+from tasks.text.rules import cardinal_zh, digits_zh  # noqa: F401  (re-exported)
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -722,7 +722,7 @@ def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """python -m tasks.textnorm TEXT...  (or - for stdin): the normalized text and what was removed."""
+    """python -m tasks.text.normalize TEXT...  (or - for stdin): the normalized text and what was removed."""
     import sys
     args = sys.argv[1:] if argv is None else argv
     text = sys.stdin.read() if args == ["-"] else " ".join(args)

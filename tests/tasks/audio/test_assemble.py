@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tasks.assemble import (AssembleOptions, Piece, assemble_arrays, assemble_chapter, equal_power_fades,
+from tasks.audio.assemble import (AssembleOptions, Piece, assemble_arrays, assemble_chapter, equal_power_fades,
                             expected_length, trim_bounds, trimmed_length)
 from tasks.book import BookError
 

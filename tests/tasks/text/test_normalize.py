@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.book import BookError
-from tasks.textnorm import (PUNCT_TABLE, Lexicon, cardinal_zh, digits_zh, normalize, normalize_with_map,
+from tasks.text.normalize import (PUNCT_TABLE, Lexicon, cardinal_zh, digits_zh, normalize, normalize_with_map,
                             removals)
 
 # The output alphabet: CJK, 〇, ASCII letters, space, and the marks ChatTTS's normalizer keeps.

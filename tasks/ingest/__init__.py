@@ -5,9 +5,9 @@ alone; a ZIP holding a single .txt is read as that text.  Every problem with the
 `BookError(path, problem)`; no other exception escapes for any input file (unexpected parser errors are
 converted at this boundary as "unreadable book (...)"; the fuzz tests treat those as bugs).
 
-EPUB (tasks/ingest_epub.py): spine order, TOC titles (nav, else NCX), continuation chunks merged, notes at
+EPUB (tasks/ingest/epub.py): spine order, TOC titles (nav, else NCX), continuation chunks merged, notes at
 chapter end or skipped, ruby base text only, Gutenberg boilerplate dropped; hardened against XXE, entity
-bombs, zip bombs, path traversal, duplicate entries and DRM.  TXT (tasks/ingest_txt.py): BOM/UTF-8/charset-
+bombs, zip bombs, path traversal, duplicate entries and DRM.  TXT (tasks/ingest/txt.py): BOM/UTF-8/charset-
 normalizer detection recorded in meta.encoding, 第X回/章 and named headings or essay title lines, hard-wrap
 unwrapping, Gutenberg header/footer and HTML leftovers removed.  Paragraphs are original text with whitespace
 collapsed (a line break between two CJK characters disappears); titles have control characters stripped."""
@@ -35,10 +35,10 @@ def load_book(path: str | Path, *, notes: NotesMode = "end") -> Book:
     data = _read_bytes(p)
     try:
         if data.startswith(ZIP_MAGICS):
-            from tasks.ingest_epub import read_epub
+            from tasks.ingest.epub import read_epub
 
             return read_epub(data, p, notes=notes)
-        from tasks.ingest_txt import read_txt
+        from tasks.ingest.txt import read_txt
 
         return read_txt(data, p)
     except BookError:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
-from tasks.assemble import Cue
+from tasks.audio.assemble import Cue
 
 SUBTITLE_FORMATS = ("srt", "vtt", "lrc")
 

@@ -13,7 +13,7 @@ from typing import Iterator
 
 from engine.units import estimate_seconds, speakable_chars
 from tasks.book import Chapter, PauseKind, Segment
-from tasks.textnorm import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
+from tasks.text.normalize import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
 
 TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
 MAX_SECONDS = 20.0         # s: never pack past this (a single sentence over it is split)
@@ -279,5 +279,5 @@ def _source(units: list[str], d: _Draft) -> str:
 
 def segment_chapter(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) -> list[Segment]:
     """The chapter as segments: title first, 15-30 s each, every source character in exactly one segment
-    (or removed with a reason - see tasks.coverage.audit_chapter)."""
+    (or removed with a reason - see tasks.text.coverage.audit_chapter)."""
     return list(iter_segments(chapter, opts=opts))

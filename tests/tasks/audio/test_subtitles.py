@@ -5,8 +5,8 @@ from fractions import Fraction
 
 import pytest
 
-from tasks.assemble import Cue
-from tasks.subtitles import TimedText, lrc, render, srt, timed, to_ms, vtt
+from tasks.audio.assemble import Cue
+from tasks.audio.subtitles import TimedText, lrc, render, srt, timed, to_ms, vtt
 
 SR = 24_000
 
@@ -48,7 +48,7 @@ def test_render_rejects_unknown():
 
 
 def test_sentence_split_keeps_segment_boundaries_exact():
-    from tasks.subtitles import by_sentence, split_sentences
+    from tasks.audio.subtitles import by_sentence, split_sentences
 
     assert split_sentences("他说：“走吧！”我们走了。然后呢") == ["他说：“走吧！”", "我们走了。", "然后呢"]
     assert split_sentences("没有标点") == ["没有标点"]

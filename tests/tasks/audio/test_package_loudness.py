@@ -9,7 +9,7 @@ import pyloudnorm
 import pytest
 from scipy.signal import resample_poly
 
-from tasks.loudness import Meter, limit, measure, normalize, true_peak
+from tasks.audio.loudness import Meter, limit, measure, normalize, true_peak
 
 SR = 24_000
 
@@ -82,7 +82,7 @@ def test_normalize_silent_audio_is_left_silent():
 
 @pytest.mark.parametrize("threshold", [0.0, 0.25, 0.4])
 def test_peak_envelope_is_exact_where_it_matters(threshold):
-    from tasks.loudness import peak_envelope
+    from tasks.audio.loudness import peak_envelope
 
     x = np.random.default_rng(7).standard_normal(50_000) * 0.1
     ref = np.maximum(np.abs(resample_poly(x, 4, 1)).reshape(-1, 4).max(axis=1), np.abs(x))

@@ -8,7 +8,7 @@ import pytest
 
 from tasks.book import Book, BookError
 from tasks.ingest import load_book
-from tasks.ingest_txt import cn_number, heading_number, numbered_heading
+from tasks.ingest.txt import cn_number, heading_number, numbered_heading
 from tests.conftest import corpus_path
 
 

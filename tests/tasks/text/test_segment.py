@@ -5,8 +5,8 @@ import pytest
 
 from engine.units import estimate_seconds, speakable_chars
 from tasks.book import Chapter
-from tasks.coverage import CoverageReport, audit_chapter
-from tasks.segment import SegmentOptions, segment_chapter
+from tasks.text.coverage import CoverageReport, audit_chapter
+from tasks.text.segment import SegmentOptions, segment_chapter
 
 SENT = "士隱於書房閒坐，至手倦拋書，伏几少憩，不覺朦朧睡去。"   # 24 speakable chars, ~6 s
 
@@ -68,7 +68,7 @@ def test_long_sentence_split_at_clauses_then_words_never_over_cap():
 
 
 def normalize_simpl(s):
-    from tasks.textnorm import normalize
+    from tasks.text.normalize import normalize
     return normalize(s)
 
 

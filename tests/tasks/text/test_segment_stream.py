@@ -8,9 +8,9 @@ import resource
 
 import pytest
 
-from tasks import textnorm
+from tasks.text import normalize as textnorm
 from tasks.book import Chapter
-from tasks.segment import iter_segments
+from tasks.text.segment import iter_segments
 
 SENT = "士隱於書房閒坐，至手倦拋書，伏几少憩，不覺朦朧睡去。"
 

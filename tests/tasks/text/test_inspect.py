@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from tasks.book import Book, BookMeta, Chapter
-from tasks.inspect import format_inspect, inspect_book
+from tasks.text.inspect import format_inspect, inspect_book
 
 SENT = "士隱於書房閒坐，至手倦拋書，伏几少憩，不覺朦朧睡去。"
 

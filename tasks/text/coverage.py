@@ -16,8 +16,8 @@ from functools import lru_cache
 from typing import Iterable
 
 from tasks.book import Chapter, Segment
-from tasks.segment import SegmentOptions, chapter_units
-from tasks.textnorm import iter_spans, printable, removals
+from tasks.text.segment import SegmentOptions, chapter_units
+from tasks.text.normalize import iter_spans, printable, removals
 
 MAX_LISTED = 2_000          # entries: per-chapter cap on listed removals (the count stays exact)
 
@@ -40,7 +40,7 @@ def _same_speech(a: str, b: str) -> bool:
 
 @lru_cache(maxsize=16_384)
 def _t2s_char(c: str) -> str:
-    from tasks.textnorm import _t2s
+    from tasks.text.normalize import _t2s
     return _t2s(c)
 
 

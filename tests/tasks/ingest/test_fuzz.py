@@ -184,7 +184,7 @@ def test_regression_nul_before_package_xml(tmp_path):
 @pytest.mark.parametrize("entry", ["OEBPS/content.opf", "OEBPS/toc.ncx", "OEBPS/nav.xhtml",
                                    "META-INF/container.xml"])
 def test_regression_garbage_package_files(tmp_path, entry):
-    from tests.tasks.test_ingest_epub import make_epub, zip_bytes
+    from tests.tasks.ingest.test_epub import make_epub, zip_bytes
 
     src = zipfile.ZipFile(io.BytesIO(make_epub([("c.xhtml", "<p>文。</p>")], ncx=True)))
     entries = [(i.filename, b"\x00\x01garbage" if i.filename == entry else src.read(i))

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tasks.book import Book, BookError, BookMeta, Chapter
-from tasks.ingest_common import PG_END_LINE_RE, PG_START_RE, clean_title, collapse_ws
+from tasks.ingest.common import PG_END_LINE_RE, PG_START_RE, clean_title, collapse_ws
 
 MAX_TXT_BYTES = 512 * 1024 * 1024        # bytes; larger files are refused, not read
 DETECT_SAMPLE_BYTES = 1 * 1024 * 1024    # bytes handed to charset-normalizer (the whole file is decoded strictly)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urldefrag
 
 from tasks.book import Book, BookError, BookMeta, Chapter
-from tasks.ingest_common import PG_END_RE, PG_START_RE, clean_title, collapse_ws, is_pg_boilerplate_title
+from tasks.ingest.common import PG_END_RE, PG_START_RE, clean_title, collapse_ws, is_pg_boilerplate_title
 
 MAX_ENTRIES = 10_000                     # ZIP entries; more is not a book
 MAX_ENTRY_BYTES = 64 * 1024 * 1024       # bytes, decompressed size of one entry we read
@@ -781,7 +781,7 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
         raise BookError(path, "not an EPUB (empty ZIP archive)")
     texts = [n for n in z.entries if n.lower().endswith(".txt") and not n.startswith(("__MACOSX/", "META-INF/"))]
     if len(texts) == 1 and not any(n.lower().endswith(".opf") for n in z.entries):
-        from tasks.ingest_txt import read_txt  # a zipped TXT novel, as they are often distributed
+        from tasks.ingest.txt import read_txt  # a zipped TXT novel, as they are often distributed
 
         return read_txt(z.read(texts[0]), path)
     opf = _find_opf(z)

@@ -19,10 +19,10 @@ import pytest
 import soundfile as sf
 from scipy.signal import resample_poly
 
-from tasks.assemble import AssembleOptions, assemble_arrays, expected_length, trim_bounds
+from tasks.audio.assemble import AssembleOptions, assemble_arrays, expected_length, trim_bounds
 from tasks.book import BookError, BookMeta
-from tasks.ffmpeg import ToolMissing, decode_all, find_tool, probe
-from tasks.package import PackageOptions, chapter_stem, package_book
+from tasks.audio.ffmpeg import ToolMissing, decode_all, find_tool, probe
+from tasks.audio.package import PackageOptions, chapter_stem, package_book
 
 pytestmark = pytest.mark.skipif(not (shutil.which("ffmpeg") and shutil.which("ffprobe")),
                                 reason="ffmpeg/ffprobe not installed (apt-get install ffmpeg)")
@@ -225,23 +225,23 @@ def test_missing_ffmpeg_is_one_line(tmp_path, monkeypatch):
 def test_packaging_never_imports_the_engine(tmp_path):
     code = (
         "import sys, numpy as np\n"
-        "from tasks.assemble import assemble_arrays\n"
+        "from tasks.audio.assemble import assemble_arrays\n"
         "from tasks.book import BookMeta\n"
-        "from tasks.package import package_book, PackageOptions\n"
+        "from tasks.audio.package import package_book, PackageOptions\n"
         "x = (0.1*np.sin(np.arange(24000)*0.05)).astype(np.float32)\n"
         "ch = assemble_arrays([x], ['chapter'], ['t'])\n"
         f"package_book({str(tmp_path)!r}, [(0, 'c', ch)], BookMeta(title='b'), PackageOptions(formats=('flac','m4b')))\n"
         "bad = [m for m in ('engine.engine', 'ChatTTS', 'prefect', 'transformers', 'torch') if m in sys.modules]\n"
         "print('IMPORTED', bad)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[2], timeout=300)
+                         cwd=Path(__file__).resolve().parents[3], timeout=300)
     assert res.returncode == 0, res.stderr
     assert "IMPORTED []" in res.stdout
     assert (tmp_path / "b.m4b").exists()
 
 
 def test_control_characters_and_a_bad_cover(tmp_path):
-    from tasks.package import write_chapter_files
+    from tasks.audio.package import write_chapter_files
 
     chapters = make_chapters()[:1]
     meta = BookMeta(title="书\x00名", author="作\n者", cover=b"not an image", cover_mime="image/jpeg")

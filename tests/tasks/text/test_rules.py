@@ -1,10 +1,10 @@
-"""Each of our TN rules around wetext, pinned by examples (see tasks/tn_rules.py for the conventions)."""
+"""Each of our TN rules around wetext, pinned by examples (see tasks/text/rules.py for the conventions)."""
 from __future__ import annotations
 
 import pytest
 
-from tasks.textnorm import normalize
-from tasks.tn_rules import cardinal_zh, decimal_zh, digits_zh
+from tasks.text.normalize import normalize
+from tasks.text.rules import cardinal_zh, decimal_zh, digits_zh
 
 
 @pytest.mark.parametrize("src, out", [

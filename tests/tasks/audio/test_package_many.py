@@ -6,9 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from tasks.assemble import AssembleOptions, ChapterAudio, assemble_arrays
+from tasks.audio.assemble import AssembleOptions, ChapterAudio, assemble_arrays
 from tasks.book import BookMeta
-from tasks.package import MAX_NAME_BYTES, PackageOptions, package_book
+from tasks.audio.package import MAX_NAME_BYTES, PackageOptions, package_book
 
 SR = 24_000
 HOSTILE = ["../..", "a/b", "CON", "con.txt", "..", ".", "", "📖🎧" * 40, "长" * 300, "x" * 300,

@@ -22,11 +22,11 @@ from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence, 
 import numpy as np
 
 from engine.units import SAMPLE_RATE
-from tasks.assemble import AssembleOptions, ChapterAudio, Piece, assemble_chapter
+from tasks.audio.assemble import AssembleOptions, ChapterAudio, Piece, assemble_chapter
 from tasks.book import BookError, BookMeta
 from manifests.crashpoints import crashpoint
-from tasks.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
-from tasks.subtitles import SUBTITLE_FORMATS
+from tasks.audio.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
+from tasks.audio.subtitles import SUBTITLE_FORMATS
 
 FORMATS = ("flac", "wav", "mp3", "opus", "m4a")   # chapter-file formats; "m4b" is the whole book
 MAX_NAME_BYTES = 200          # UTF-8 bytes per file name, prefix and extension included
@@ -310,7 +310,7 @@ def _encode_ffmpeg(path: Path, fmt: str, pcm: Iterable[np.ndarray], sr: int, tag
     """
     import tempfile as _tf
 
-    from tasks.ffmpeg import BITEXACT, ffmetadata_escape, pcm_input, run_ffmpeg
+    from tasks.audio.ffmpeg import BITEXACT, ffmetadata_escape, pcm_input, run_ffmpeg
 
     # ffmpeg's side inputs live beside the output, so a killed run's leftovers are cleaned by the next run
     with _tf.TemporaryDirectory(prefix=TEMP_PREFIX + "ffmpeg-", dir=path.parent) as td:
@@ -391,7 +391,7 @@ class FileReport:
 
 def measure_file(path: Path, sample_rate: int | None = None) -> tuple[float, float, float]:
     """(integrated LUFS, true peak dBTP, seconds) of a final file, decoded (soundfile or ffmpeg)."""
-    from tasks.loudness import Meter
+    from tasks.audio.loudness import Meter
 
     if path.suffix in (".flac", ".wav"):
         import soundfile as sf
@@ -401,7 +401,7 @@ def measure_file(path: Path, sample_rate: int | None = None) -> tuple[float, flo
             for block in f.blocks(blocksize=1 << 20, dtype="float32", always_2d=True):
                 m.feed(block.mean(axis=1) if block.shape[1] > 1 else block[:, 0])
     else:
-        from tasks.ffmpeg import decode
+        from tasks.audio.ffmpeg import decode
 
         sr, it = decode(path, sample_rate)
         m = Meter(sr)
@@ -414,8 +414,8 @@ def shaped_chunks(audio: np.ndarray, sr: int, gain_db: float = 0.0,
                   ceiling_dbtp: float | None = None) -> Iterator[np.ndarray]:
     """`audio` (array or memmap) chunk by chunk, times gain_db and true-peak limited to ceiling_dbtp
     (None: unchanged).  Each chunk is limited with SHAPE_CONTEXT samples of context on both sides."""
-    from tasks.ffmpeg import CHUNK_SAMPLES, chunks
-    from tasks.loudness import db_to_gain, limit
+    from tasks.audio.ffmpeg import CHUNK_SAMPLES, chunks
+    from tasks.audio.loudness import db_to_gain, limit
 
     if ceiling_dbtp is None:
         yield from chunks(audio, db_to_gain(gain_db))
@@ -483,7 +483,7 @@ def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChap
     Normalization is per chapter: the gain is computed on the final chapter audio (never per segment), so
     every chapter file lands on the target; a book is one voice, so chapter gains stay close together.
     """
-    from tasks.loudness import normalize
+    from tasks.audio.loudness import normalize
 
     y = resample(chapter.audio, chapter.sample_rate, opts.sample_rate)
     gain = 0.0
@@ -495,7 +495,7 @@ def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChap
 
 def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, title: str,
                      meta: BookMeta) -> list[Path]:
-    from tasks.subtitles import by_sentence, render
+    from tasks.audio.subtitles import by_sentence, render
 
     if opts.subtitle_sentences:
         items = by_sentence(items)
@@ -510,7 +510,7 @@ def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, tit
 def _check_tools(opts: PackageOptions) -> None:
     """Fail before writing anything when a requested format needs ffmpeg/ffprobe and they are missing."""
     if any(f not in ("flac", "wav") for f in opts.formats):
-        from tasks.ffmpeg import find_tool
+        from tasks.audio.ffmpeg import find_tool
 
         find_tool("ffmpeg")
         find_tool("ffprobe")
@@ -519,7 +519,7 @@ def _check_tools(opts: PackageOptions) -> None:
 def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title: str,
                      prepared: PreparedChapter, meta: BookMeta, opts: PackageOptions
                      ) -> tuple[list[Path], list[FileReport]]:
-    from tasks.subtitles import timed
+    from tasks.audio.subtitles import timed
 
     tags = chapter_tags(chapter_index, n_chapters, title, meta)
     paths: list[Path] = []
@@ -625,7 +625,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                                          "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
                                          "gain_db": round(prepared.gain_db, 3)})
                 if want_m4b:
-                    from tasks.subtitles import timed
+                    from tasks.audio.subtitles import timed
 
                     raw.write(np.ascontiguousarray(prepared.audio, dtype="<f4").tobytes())
                     marks.append((pos, pos + len(prepared.audio), title))
