@@ -49,7 +49,7 @@ def _epub_baseline(files: list[Path]) -> None:
 
 
 def _epub_walk(files: list[Path]) -> tuple[int, int]:
-    from tasks.book import BookError
+    from tasks.errors import BookError
     from tasks.ingest import load_book
 
     ok = err = 0

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 PROG = "chattts-render"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 COMMANDS = ("render", "status", "inspect", "package")
 
 
@@ -83,7 +83,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
 
 
 def _check_book(path: Path) -> None:
-    from tasks.book import BookError
+    from tasks.errors import BookError
 
     if not path.exists():
         raise BookError(str(path), "no such file")
@@ -166,7 +166,7 @@ def record_source(opts) -> None:
 
 def cmd_status(a) -> int:
     from manifests import load, summary
-    from tasks.book import BookError
+    from tasks.errors import BookError
     from tasks.options import DEFAULT_OUT, book_slug
 
     book_dir = (a.out or DEFAULT_OUT) / book_slug(a.book)
@@ -215,7 +215,7 @@ def cmd_package(a) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     from manifests.lock import BookLock
-    from tasks.book import BookError
+    from tasks.errors import BookError
 
     if not (opts.book_dir / "manifest").is_dir():
         raise BookError(str(a.book), f"no render found in {opts.book_dir}")
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.api import ModelUnavailable
     from engine.voice import VoiceError
     from manifests.lock import BookLocked
-    from tasks.book import BookError
+    from tasks.errors import BookError, OutputError, RenderFailed, ToolMissing
 
     try:
         a = build_parser()[cmd].parse_args(argv)
@@ -243,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     except (BookError, ModelUnavailable, BookLocked, VoiceError) as e:
         _err(f"{PROG}: {e}")
         return EXIT_USAGE
+    except (ToolMissing, OutputError) as e:
+        _err(f"{PROG}: {e}")
+        return EXIT_ENVIRONMENT
+    except RenderFailed as e:
+        _err(f"{PROG}: {e}")
+        return EXIT_FAILED
     except KeyboardInterrupt:
         _err(f"{PROG}: interrupted; run the same command again to resume")
         return 130

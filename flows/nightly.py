@@ -88,7 +88,7 @@ def book_state(book: str | Path, out: str | Path) -> BookState:
 
 def catalogue_books(catalogue: str | Path) -> list[Path]:
     """The .epub and .txt files under catalogue (recursively, hidden files skipped), in a stable order."""
-    from tasks.book import BookError
+    from tasks.errors import BookError
 
     root = Path(catalogue)
     if not root.is_dir():
@@ -99,7 +99,7 @@ def catalogue_books(catalogue: str | Path) -> list[Path]:
 
 def scan_catalogue(catalogue: str | Path, out: str | Path) -> list[BookState]:
     """Each book's state.  Two books that would share an output folder (same slug) are a BookError."""
-    from tasks.book import BookError
+    from tasks.errors import BookError
 
     states = [book_state(p, out) for p in catalogue_books(catalogue)]
     seen: dict[str, str] = {}

@@ -21,7 +21,7 @@ def render(opts: RenderOptions, *, call: Call = direct,
     after any crash."""
     from manifests.lock import BookLock, BookLocked
     from engine.voice import VoiceError
-    from tasks.book import BookError
+    from tasks.errors import BookError, GapsError
 
     opts.validate()
     created = [p for p in (opts.out, opts.book_dir) if not p.exists()]
@@ -34,7 +34,7 @@ def render(opts: RenderOptions, *, call: Call = direct,
     except (BookError, VoiceError):            # bad input: leave the output as it was
         _remove_created(created, opts.book_dir)
         raise
-    except (BookLocked, stages.GapsError):
+    except (BookLocked, GapsError):
         raise
     except Exception as e:
         full = disk_full_error(e, opts.book_dir)

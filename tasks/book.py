@@ -10,14 +10,6 @@ PauseKind = Literal["clause", "sentence", "paragraph", "chapter"]
 PAUSE_KINDS: tuple[str, ...] = ("clause", "sentence", "paragraph", "chapter")
 
 
-class BookError(Exception):
-    """Bad input: the CLI prints `str(err)` as one line and exits 2.  Always names the file."""
-
-    def __init__(self, path: str, problem: str):
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
-        self.problem = problem
-
 
 @dataclass(frozen=True)
 class BookMeta:

@@ -115,7 +115,7 @@ def prepare_book(opts, get_engine) -> Path:
 def segment_book(book: Book, opts=None) -> tuple[list[Segment], list]:
     """Every chapter's segments and its coverage report.  A chapter whose characters vanished without a
     listed reason stops the render before it starts (BookError naming the chapter and the text)."""
-    from tasks.book import BookError
+    from tasks.errors import BookError
     from tasks.text.coverage import audit_chapter
     from tasks.text.segment import SegmentOptions, segment_chapter
 
@@ -138,7 +138,7 @@ def select_chapters(book: Book, numbers: Sequence[int]) -> Book:
     """Only the chapters with these 1-based numbers (their indices stay those of the whole book)."""
     from dataclasses import replace
 
-    from tasks.book import BookError
+    from tasks.errors import BookError
 
     n = len(book.chapters)
     if max(numbers) > n:

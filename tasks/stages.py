@@ -58,10 +58,6 @@ CHAPTERS_JSON = ".chapters.json"      # per-chapter input signatures and output 
 SIGNATURE_VERSION = 1                 # bump when the signature's inputs change
 
 
-class GapsError(RuntimeError):
-    """Segments are not rendered (failed or pending) and --allow-gaps was not given."""
-
-
 def package(book_dir: Path, opts: RenderOptions) -> Path:
     """Assemble every chapter from its stored segment audio and write the outputs (chapter files, M4B,
     subtitles, report.json).  Needs no engine: `chattts-render package` calls this alone.
@@ -79,7 +75,7 @@ def package(book_dir: Path, opts: RenderOptions) -> Path:
     clean_temp_files(book_dir)                 # callers hold the book's lock (render, `chattts-render package`)
     meta, titles = load_meta(book_dir)
     rows = load(book_dir).to_pylist()
-    by_chapter = chapter_rows(rows, opts.allow_gaps)
+    by_chapter = chapter_rows(book_dir, rows, opts.allow_gaps)
     n_total = max([i + 1 for i in by_chapter] + [len(by_chapter)])
     sigs = {i: chapter_signature(rs, titles.get(i, ""), n_total, meta, opts) for i, rs in by_chapter.items()}
     state = _read_state(book_dir)
@@ -99,7 +95,7 @@ def package(book_dir: Path, opts: RenderOptions) -> Path:
     return book_dir
 
 
-def chapter_rows(rows: list[dict], allow_gaps: bool = False) -> dict[int, list[dict]]:
+def chapter_rows(book_dir: Path, rows: list[dict], allow_gaps: bool = False) -> dict[int, list[dict]]:
     """Manifest rows by chapter, in order.  Rows that are not done stop packaging (GapsError) unless
     allow_gaps: then each becomes silence of its expected duration, listed in report.json's "gaps"."""
     from manifests import STATUS_DONE
@@ -107,7 +103,9 @@ def chapter_rows(rows: list[dict], allow_gaps: bool = False) -> dict[int, list[d
     missing = [r for r in rows if r["status"] != STATUS_DONE]
     if missing and not allow_gaps:
         r = missing[0]
-        raise GapsError(f"{len(missing)} segments are not rendered (first: chapter {r['chapter'] + 1}, "
+        from tasks.errors import GapsError
+
+        raise GapsError(str(book_dir), f"{len(missing)} segments are not rendered (first: chapter {r['chapter'] + 1}, "
                         f"segment {r['segment'] + 1}: {r['status']} {r['error']}".rstrip() +
                         "); rerun to finish pending ones, or pass --allow-gaps to put silence in their place")
     out: dict[int, list[dict]] = {}
@@ -123,7 +121,7 @@ def chapter_pieces(book_dir: Path, allow_gaps: bool = False) -> dict[int, list]:
 
     return {i: [Piece(Path(book_dir) / r["audio_path"], r["pause_after"], r["source_text"])
                 for r in rs if r["status"] == STATUS_DONE]
-            for i, rs in chapter_rows(load(book_dir).to_pylist(), allow_gaps).items()}
+            for i, rs in chapter_rows(book_dir, load(book_dir).to_pylist(), allow_gaps).items()}
 
 
 def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, opts: RenderOptions) -> str:

@@ -1,4 +1,4 @@
-"""Shared test fixtures: the corpus in ../shared (skipped cleanly when absent), one torch thread."""
+"""Shared test fixtures: the corpus in ../shared (skipped when absent, a failure under CI=true), one torch thread."""
 from __future__ import annotations
 
 import os
@@ -14,11 +14,20 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 
 def corpus_path(*parts: str) -> Path:
-    """A file under ../shared/corpus, or skip the test when the corpus is not beside the checkout."""
+    """A file under ../shared/corpus.  Absent: the test is skipped with the reason, but under CI=true (where the
+    corpus must be beside the checkout) it fails."""
     p = CORPUS.joinpath(*parts)
     if not p.exists():
-        pytest.skip(f"corpus file not present: {p}")
+        corpus_missing(p)
     return p
+
+
+def corpus_missing(what) -> None:
+    """Skip the calling test because `what` (a corpus path) is absent; under CI=true, fail it instead."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"corpus not present under CI=true: {what} (put the corpus at {CORPUS} "
+                    "or set CHATTTS_RENDER_CORPUS)")
+    pytest.skip(f"corpus not present: {what}")
 
 
 @pytest.fixture

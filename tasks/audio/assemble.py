@@ -38,7 +38,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from engine.units import SAMPLE_RATE
-from tasks.book import PAUSE_KINDS, BookError, PauseKind
+from tasks.book import PAUSE_KINDS, PauseKind
+from tasks.errors import RenderFailed
 
 CROSSFADE_S = 0.040          # s, equal-power cross-fade at every join
 PAUSES_S: Mapping[str, float] = {   # s, silence after a segment by the boundary that follows it
@@ -188,16 +189,16 @@ def expected_length(piece_lengths: Sequence[int], pauses: Sequence[str], opts: A
 
 
 def load_piece(piece: Piece, sample_rate: int) -> np.ndarray:
-    """The segment's audio as (samples,) float32 mono; BookError for a missing, unreadable or wrong-rate file."""
+    """The segment's audio as (samples,) float32 mono; RenderFailed for a missing, unreadable or wrong-rate file."""
     import soundfile as sf
 
     path = Path(piece.audio_path)
     try:
         data, sr = sf.read(str(path), dtype="float32", always_2d=True)
     except (OSError, RuntimeError, sf.LibsndfileError) as err:
-        raise BookError(str(path), f"cannot read segment audio ({err})") from None
+        raise RenderFailed(str(path), f"cannot read segment audio ({err})") from None
     if sr != sample_rate:
-        raise BookError(str(path), f"segment audio is {sr} Hz, expected {sample_rate} Hz")
+        raise RenderFailed(str(path), f"segment audio is {sr} Hz, expected {sample_rate} Hz")
     if data.shape[1] != 1:
         data = data.mean(axis=1, keepdims=True, dtype=np.float32)
     return np.ascontiguousarray(data[:, 0], dtype=np.float32)

@@ -14,14 +14,10 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tasks.book import BookError
+from tasks.errors import ToolMissing
 
 CHUNK_SAMPLES = 1 << 20            # samples per pipe write/read (4 MiB of float32)
 BITEXACT = ["-fflags", "+bitexact", "-flags:a", "+bitexact"]
-
-
-class ToolMissing(BookError):
-    """ffmpeg or ffprobe is not installed: one line naming the tool."""
 
 
 class FFmpegFailed(RuntimeError):

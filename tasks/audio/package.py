@@ -23,7 +23,8 @@ import numpy as np
 
 from engine.units import SAMPLE_RATE
 from tasks.audio.assemble import AssembleOptions, ChapterAudio, Piece, assemble_chapter
-from tasks.book import BookError, BookMeta
+from tasks.book import BookMeta
+from tasks.errors import OutputError
 from manifests.crashpoints import crashpoint
 from tasks.audio.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
 from tasks.audio.subtitles import SUBTITLE_FORMATS
@@ -133,7 +134,7 @@ def inside(book_dir: Path, name: str) -> Path:
     root = Path(book_dir).resolve()
     path = (root / name).resolve()
     if path.parent != root or name in ("", ".", ".."):
-        raise BookError(str(book_dir), f"output name {name!r} would leave the book directory")
+        raise OutputError(str(book_dir), f"output name {name!r} would leave the book directory")
     return path
 
 

@@ -18,7 +18,8 @@ import stat
 from pathlib import Path
 from typing import Literal
 
-from tasks.book import Book, BookError
+from tasks.book import Book
+from tasks.errors import BookError
 
 MAX_FILE_BYTES = 512 * 1024 * 1024  # bytes; input files larger than this are refused before reading
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")  # local header, empty archive, spanned marker

@@ -17,7 +17,8 @@ import zipfile
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urldefrag
 
-from tasks.book import Book, BookError, BookMeta, Chapter
+from tasks.book import Book, BookMeta, Chapter
+from tasks.errors import BookError
 from tasks.ingest.common import PG_END_RE, PG_START_RE, clean_title, collapse_ws, is_pg_boilerplate_title
 
 MAX_ENTRIES = 10_000                     # ZIP entries; more is not a book

@@ -11,7 +11,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from tasks.book import Book, BookError, BookMeta, Chapter
+from tasks.book import Book, BookMeta, Chapter
+from tasks.errors import BookError
 from tasks.ingest.common import PG_END_LINE_RE, PG_START_RE, clean_title, collapse_ws
 
 MAX_TXT_BYTES = 512 * 1024 * 1024        # bytes; larger files are refused, not read

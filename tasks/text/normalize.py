@@ -166,7 +166,7 @@ class Lexicon:
 
     @classmethod
     def load(cls, *paths: str | Path) -> "Lexicon":
-        from tasks.book import BookError
+        from tasks.errors import BookError
         merged: dict[str, str] = {}
         for path in paths:
             try:

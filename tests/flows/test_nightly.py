@@ -14,7 +14,7 @@ from flows.nightly import (CHANGED, COMPLETE, INCOMPLETE, NEW, RUNNING, artifact
                            catalogue_books, read_source_hash, record_source_hash, scan_catalogue, source_sha256)
 from manifests import STATUS_DONE, STATUS_PENDING, commit
 from manifests.lock import BookLock
-from tasks.book import BookError
+from tasks.errors import BookError
 from tests.conftest import ROOT
 from tests.flows.helpers import write_txt_book
 

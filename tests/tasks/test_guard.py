@@ -13,6 +13,7 @@ import pytest
 import soundfile as sf
 
 import manifests
+from tasks.errors import GapsError
 from engine.api import Result
 from engine.units import SAMPLE_RATE, estimate_seconds, expected_tokens, samples_for_tokens
 from tasks import stages
@@ -123,7 +124,7 @@ def test_hopeless_segment_fails_and_packaging_needs_allow_gaps(tmp_path):
     assert synthesize_book(book_dir, eng2)["failed"] == 1 and eng2.calls == []
 
     opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path)
-    with pytest.raises(stages.GapsError, match="allow-gaps"):
+    with pytest.raises(GapsError, match="allow-gaps"):
         stages.package(book_dir, opts)
     assert not list(book_dir.glob("*.flac"))
     stages.package(book_dir, RenderOptions(book=tmp_path / "book.txt", out=tmp_path, allow_gaps=True))

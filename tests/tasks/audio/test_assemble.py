@@ -10,7 +10,7 @@ import soundfile as sf
 
 from tasks.audio.assemble import (AssembleOptions, Piece, assemble_arrays, assemble_chapter, equal_power_fades,
                             expected_length, trim_bounds, trimmed_length)
-from tasks.book import BookError
+from tasks.errors import RenderFailed
 
 SR = 24_000
 NO_TRIM = AssembleOptions(trim=False)
@@ -220,11 +220,11 @@ def test_assemble_chapter_reads_files_and_is_bit_deterministic(tmp_path):
 
 
 def test_bad_inputs(tmp_path):
-    with pytest.raises(BookError, match="missing.flac"):
+    with pytest.raises(RenderFailed, match="missing.flac"):
         assemble_chapter([Piece(tmp_path / "missing.flac", "sentence", "x")])
     p = tmp_path / "rate.flac"
     sf.write(str(p), tone(0.2), 16_000)
-    with pytest.raises(BookError, match="16000 Hz"):
+    with pytest.raises(RenderFailed, match="16000 Hz"):
         assemble_chapter([Piece(p, "sentence", "x")])
     with pytest.raises(ValueError, match="clause"):
         AssembleOptions(pauses_s={"clause": 0.05, "sentence": 0.4, "paragraph": 0.8, "chapter": 1.5}).validate()

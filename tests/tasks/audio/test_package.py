@@ -8,7 +8,8 @@ import pytest
 import soundfile as sf
 
 from tasks.audio.assemble import AssembleOptions, ChapterAudio, assemble_arrays, expected_length
-from tasks.book import BookError, BookMeta
+from tasks.book import BookMeta
+from tasks.errors import OutputError
 from tasks.audio.package import (MAX_NAME_BYTES, PackageOptions, atomic_path, chapter_stem, inside, safe_name,
                            write_chapter_files)
 
@@ -43,9 +44,9 @@ def test_safe_name_keeps_ordinary_titles():
 
 
 def test_inside_refuses_escape(tmp_path):
-    with pytest.raises(BookError):
+    with pytest.raises(OutputError):
         inside(tmp_path, "../x.flac")
-    with pytest.raises(BookError):
+    with pytest.raises(OutputError):
         inside(tmp_path, "a/b.flac")
     assert inside(tmp_path, "ok.flac").parent == tmp_path.resolve()
 

@@ -20,8 +20,9 @@ import soundfile as sf
 from scipy.signal import resample_poly
 
 from tasks.audio.assemble import AssembleOptions, assemble_arrays, expected_length, trim_bounds
-from tasks.book import BookError, BookMeta
-from tasks.audio.ffmpeg import ToolMissing, decode_all, find_tool, probe
+from tasks.book import BookMeta
+from tasks.errors import BookError, ToolMissing
+from tasks.audio.ffmpeg import decode_all, find_tool, probe
 from tasks.audio.package import PackageOptions, chapter_stem, package_book
 
 pytestmark = pytest.mark.skipif(not (shutil.which("ffmpeg") and shutil.which("ffprobe")),
@@ -215,7 +216,7 @@ def test_missing_ffmpeg_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("FFMPEG", str(tmp_path / "no-ffmpeg"))
     with pytest.raises(ToolMissing) as err:
         find_tool("ffmpeg")
-    assert isinstance(err.value, BookError) and "\n" not in str(err.value) and "no-ffmpeg" in str(err.value)
+    assert not isinstance(err.value, BookError) and "\n" not in str(err.value) and "no-ffmpeg" in str(err.value)
     chapters = make_chapters()[:1]
     with pytest.raises(ToolMissing):
         package_book(tmp_path / "out", [(0, "x", chapters[0][2])], META, PackageOptions(formats=("flac", "mp3")))

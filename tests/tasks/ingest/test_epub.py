@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.book import Book, BookError
+from tasks.book import Book
+from tasks.errors import BookError
 from tasks.ingest import load_book
-from tests.conftest import CORPUS, corpus_path
+from tests.conftest import CORPUS, corpus_missing, corpus_path
 
 XHTML = """<?xml version="1.0" encoding="utf-8"?>
 <html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops">
@@ -305,7 +306,7 @@ def test_every_corpus_epub_ingests_or_fails_cleanly():
     root = CORPUS / "epub"
     files = sorted(root.rglob("*.epub"))
     if not files:
-        pytest.skip(f"no EPUB corpus under {root}")
+        corpus_missing(root)
     outcomes = {}
     for f in files:
         try:

@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from tasks.ingest import epub as ingest_epub
-from tasks.book import BookError
+from tasks.errors import BookError
 from tasks.ingest import load_book
 from tests.tasks.ingest.test_epub import XHTML, all_text, load_bytes, make_epub, zip_bytes
 

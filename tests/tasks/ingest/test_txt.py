@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from tasks.book import Book, BookError
+from tasks.book import Book
+from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.ingest.txt import cn_number, heading_number, numbered_heading
 from tests.conftest import corpus_path

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.book import BookError
+from tasks.errors import BookError
 from tasks.text.normalize import (PUNCT_TABLE, Lexicon, cardinal_zh, digits_zh, normalize, normalize_with_map,
                             removals)
 
