@@ -83,12 +83,11 @@ class Engine:
 
     def _speaker_vector(self, spk_emb: str):
         import torch
-        from ChatTTS.model.speaker import Speaker
+
+        from engine.voice import speaker_vector
 
         if spk_emb not in self._spk_cache:
-            from engine.voice import check_spk_emb
-            check_spk_emb(spk_emb, self.loaded)
-            self._spk_cache[spk_emb] = torch.from_numpy(Speaker._decode(spk_emb).astype("float32"))
+            self._spk_cache[spk_emb] = torch.from_numpy(speaker_vector(spk_emb, self.loaded).astype("float32"))
         return self._spk_cache[spk_emb]
 
     # --------------------------------------------------------------------------------------------- rows

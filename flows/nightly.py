@@ -1,120 +1,25 @@
 """The `nightly-catalogue` flow: scan a catalogue folder and start one `render-book` deployment run per book
-that needs rendering — new, changed (by the source file's sha256) or incomplete per its manifest.
+that needs rendering — new, changed (by the source file's sha256) or incomplete per its manifest
+(tasks/catalogue.py decides which).
 
 Each book becomes its own flow run (run_deployment), so it lands on whichever worker of the pool is free; the
 schedule, the pool and the workers are Prefect's.  A book whose render is in flight is skipped: its book-dir
-flock is held (tried non-blockingly) or a run for it is still waiting for a worker.  The plain functions here
-(scan_catalogue, book_state, the source-hash record) need no server; only the flow talks to Prefect."""
+flock is held (tried non-blockingly) or a run for it is still waiting for a worker (asked of the server here)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from manifests.source import read_source_hash, record_source_hash, source_sha256  # noqa: F401 (re-exported)
+from flows.artifacts import table_artifact
+from tasks.catalogue import BookState, scan_catalogue
 
-CATALOGUE_SUFFIXES = (".epub", ".txt")
 RENDER_DEPLOYMENT = "render-book/adhoc"
 WAITING_STATES = ("SCHEDULED", "PENDING")   # a run not started yet holds no lock: ask the server
-
-# Why a book is (not) rendered tonight.
-NEW, CHANGED, INCOMPLETE, COMPLETE, RUNNING = "new", "changed", "incomplete", "complete", "running"
-TO_RENDER = (NEW, CHANGED, INCOMPLETE)
-
-
-@dataclass(frozen=True)
-class BookState:
-    book: str           # absolute path of the source file
-    book_dir: str       # OUT/<slug>
-    sha256: str
-    state: str          # new | changed | incomplete | complete | running
-
-    @property
-    def needs_render(self) -> bool:
-        return self.state in TO_RENDER
-
-
-def render_complete(book_dir: str | Path) -> bool:
-    """Every segment of the latest plan is done and the outputs were packaged (report.json exists)."""
-    from manifests import STATUS_DONE, load
-    from tasks.audio.package import REPORT_NAME
-
-    book_dir = Path(book_dir)
-    table = load(book_dir)
-    if table.num_rows == 0 or not (book_dir / REPORT_NAME).is_file():
-        return False
-    return all(s == STATUS_DONE for s in table.column("status").to_pylist())
-
-
-def render_in_flight(book_dir: str | Path) -> bool:
-    """True when a live process holds the book dir's lock (tried non-blockingly, released at once)."""
-    from manifests.lock import BookLock, BookLocked
-
-    if not Path(book_dir).is_dir():          # BookLock would create it: a missing dir has no holder
-        return False
-    try:
-        BookLock(book_dir).acquire().release()
-    except BookLocked:
-        return True
-    return False
-
-
-def book_state(book: str | Path, out: str | Path) -> BookState:
-    from tasks.options import book_slug
-
-    book = Path(book).resolve()
-    book_dir = Path(out).resolve() / book_slug(book)
-    sha = source_sha256(book)
-    if render_in_flight(book_dir):
-        state = RUNNING
-    elif not (book_dir / "manifest").is_dir():
-        state = NEW
-    elif (recorded := read_source_hash(book_dir)) is not None and recorded != sha:
-        state = CHANGED
-    elif not render_complete(book_dir):
-        state = INCOMPLETE
-    elif recorded is None:
-        state = CHANGED      # rendered without the service (hash never recorded): a resume run records it
-    else:
-        state = COMPLETE
-    return BookState(str(book), str(book_dir), sha, state)
-
-
-def catalogue_books(catalogue: str | Path) -> list[Path]:
-    """The .epub and .txt files under catalogue (recursively, hidden files skipped), in a stable order."""
-    from tasks.errors import BookError
-
-    root = Path(catalogue)
-    if not root.is_dir():
-        raise BookError(str(root), "catalogue folder does not exist")
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in CATALOGUE_SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
-
-
-def scan_catalogue(catalogue: str | Path, out: str | Path) -> list[BookState]:
-    """Each book's state.  Two books that would share an output folder (same slug) are a BookError."""
-    from tasks.errors import BookError
-
-    states = [book_state(p, out) for p in catalogue_books(catalogue)]
-    seen: dict[str, str] = {}
-    for s in states:
-        if s.book_dir in seen:
-            raise BookError(s.book, f"would render into the same folder as {seen[s.book_dir]} ({s.book_dir})")
-        seen[s.book_dir] = s.book
-    return states
-
-
-def artifact_key(prefix: str, name: str) -> str:
-    """A Prefect artifact key (lowercase letters, digits, dashes) unique to name."""
-    ascii_part = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40]
-    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
-    return f"{prefix}-{ascii_part}-{digest}" if ascii_part else f"{prefix}-{digest}"
 
 
 @task(name="scan-catalogue", cache_policy=NO_CACHE)
@@ -146,7 +51,6 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
     """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete.
     Relative paths are taken from the working directory (the repo root for the deployments).  With wait,
     block until those runs finish and fail when one did not complete."""
-    from prefect.artifacts import create_table_artifact
     from prefect.context import get_run_context
     from prefect.deployments import run_deployment
 
@@ -173,8 +77,8 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
         else:
             log.info("%s: %s, nothing to do", s.book, s.state)
         rows.append(row)
-    create_table_artifact(key=artifact_key("nightly", str(catalogue_dir)), table=rows,
-                          description=f"nightly catalogue {catalogue_dir}: {len(started)} renders started")
+    table_artifact("nightly", str(catalogue_dir), rows,
+                   f"nightly catalogue {catalogue_dir}: {len(started)} renders started")
     if wait and started:
         _wait_for(started)
     return [asdict(s) for s in states]

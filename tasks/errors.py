@@ -12,6 +12,8 @@ The engine's own ModelUnavailable and VoiceError and the manifest's BookLocked l
 raises them (engine/ and manifests/ do not import tasks/)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class _Located(Exception):
     """An error about one path: str(err) is "<path>: <problem>"."""
@@ -40,3 +42,36 @@ class RenderFailed(_Located):
 
 class GapsError(RenderFailed):
     """Segments are not rendered (failed or pending) and gaps were not allowed."""
+
+
+DISK_FULL_FREE_BYTES = 1 << 20      # bytes: a write error with less free space than this is a full disk
+
+
+def disk_full_error(e: BaseException, where: Path) -> OSError | None:
+    """An OSError(ENOSPC) for an error that a full disk caused, else None.  Writers report a full disk
+    differently — OSError 28 (Python, pyarrow), soundfile's LibsndfileError/RuntimeError, mutagen's errors,
+    ffmpeg's exit status — so besides the errno and the message, the free space where we write decides.  An
+    error that already says what it is (bad input, a busy book, a missing tool …) is never relabelled."""
+    import errno
+    import shutil
+
+    from engine.api import ModelUnavailable
+    from engine.voice import VoiceError
+    from manifests.lock import BookLocked
+
+    if isinstance(e, (_Located, ModelUnavailable, VoiceError, BookLocked)):
+        return None
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return e
+    text = f"{type(e).__name__}: {e}"
+    low_space = False
+    for p in (Path(where), *Path(where).parents):
+        if p.exists():
+            try:
+                low_space = shutil.disk_usage(p).free < DISK_FULL_FREE_BYTES
+            except OSError:
+                pass
+            break
+    if "No space left on device" in text or "ENOSPC" in text or low_space:
+        return OSError(errno.ENOSPC, "No space left on device", str(where))
+    return None

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.api import EngineOptions
+from engine.voice import VoiceSpec, parse_voice_spec
 from tasks.audio.assemble import AssembleOptions
 from tasks.guard import GuardOptions
 from tasks.audio.package import PackageOptions
@@ -22,7 +23,7 @@ SLUG_MAX_CHARS = 80
 class RenderOptions:
     book: Path
     out: Path = DEFAULT_OUT
-    voice: str | None = None          # None: the voice stored in the manifest, else DEFAULT_VOICE
+    voice: VoiceSpec | None = None    # None: the voice stored in the manifest, else DEFAULT_VOICE
     engine: EngineOptions = field(default_factory=EngineOptions)
     segment: SegmentOptions = field(default_factory=SegmentOptions)
     assemble: AssembleOptions = field(default_factory=AssembleOptions)
@@ -40,8 +41,6 @@ class RenderOptions:
         self.guard.validate()
         if not self.package.formats:
             raise ValueError("--format needs at least one format")
-        if self.voice is not None:
-            check_voice_spec(self.voice)
         return self
 
     @property
@@ -56,23 +55,20 @@ def book_slug(path: Path) -> str:
     return slug[:SLUG_MAX_CHARS]
 
 
-def check_voice_spec(spec: str) -> None:
-    """`seed:N`, a file holding a speaker-embedding string, or such a string itself (ValueError otherwise)."""
-    if spec.startswith("seed:"):
-        if not spec[5:].lstrip("-").isdigit():
-            raise ValueError(f"--voice {spec!r}: the seed must be an integer")
-    elif len(spec) < 64 and not Path(spec).is_file():
-        raise ValueError(f"--voice {spec!r}: not seed:N, an existing file, or a speaker-embedding string")
-
-
 def options_from_params(book: str, out: str | None = None, model: str | None = None, voice: str | None = None,
                         formats: list[str] | tuple[str, ...] | None = None, device: str | None = None,
                         dtype: str | None = None, int8: bool = False, compile: bool = False,
                         max_batch: int | None = None, threads: int | None = None,
                         allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
                         t2s: bool = True, guard: bool = True, guard_attempts: int | None = None) -> RenderOptions:
-    """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default."""
+    """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
+    device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu."""
     from dataclasses import replace
+
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
 
     eng = EngineOptions()
     eng = replace(eng, **{k: v for k, v in dict(model=model, device=device, dtype=dtype, max_batch=max_batch,
@@ -82,7 +78,8 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
         f.strip().lower() for f in formats if f.strip()))
     seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
     grd = replace(GuardOptions(), enabled=guard, **({} if guard_attempts is None else {"max_attempts": guard_attempts}))
-    return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT, voice=voice, engine=eng,
+    return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT,
+                         voice=parse_voice_spec(voice) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
                          chapters=parse_chapters(chapters) if chapters else ()).validate()
 

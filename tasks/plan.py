@@ -44,12 +44,14 @@ def audio_relpath(key: str) -> str:
 
 
 def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_version: str,
-              book_dir: Path, previous: dict[str, dict] | None = None) -> list[dict]:
+              book_dir: Path, previous: dict[str, dict] | None = None, guard=None) -> list[dict]:
     """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
-    a key that was done and whose audio is on disk stays done with its sample count and attempts."""
+    a key that was done and whose audio is on disk stays done with its sample count and attempts; a key the
+    guard failed after all of `guard`'s attempts (GuardOptions) stays failed."""
     from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
-    from tasks.guard import is_final_failure
+    from tasks.guard import GuardOptions, is_final_failure
 
+    guard = guard or GuardOptions()
     vid = voice_id(spk_emb)
     titles = {c.index: c.title for c in book.chapters}
     plan_id = uuid.uuid4().hex[:12]
@@ -61,7 +63,7 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
         rel = audio_relpath(key)
         old = previous.get(key)
         done = old is not None and old["status"] == STATUS_DONE and (book_dir / rel).is_file()
-        hopeless = not done and old is not None and is_final_failure(old)   # the same audio again: keep it
+        hopeless = not done and old is not None and is_final_failure(old, guard)   # same audio again
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
             "segment": s.index, "text": s.text, "source_text": s.source_text, "pause_after": s.pause_after,
@@ -83,8 +85,6 @@ def prepare_book(opts, get_engine) -> Path:
 
     Everything that can fail on bad input happens before anything is written (or the model is loaded), so a
     bad book leaves the output folder exactly as it was.  Returns the book directory."""
-    import json
-
     from manifests import commit, load
     from tasks.ingest import load_book
 
@@ -98,7 +98,7 @@ def prepare_book(opts, get_engine) -> Path:
     engine = get_engine()                            # only a good book loads the model
     spk_emb = _resolve_voice(opts.voice, old, engine)
     rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
-                     previous={r["content_key"]: r for r in old})
+                     previous={r["content_key"]: r for r in old}, guard=opts.guard)
     book_dir.mkdir(parents=True, exist_ok=True)
     if _plan_signature(rows) != _plan_signature(old):
         commit(book_dir, rows)
@@ -151,15 +151,14 @@ def _plan_signature(rows: list[dict]) -> list[tuple]:
              r["chapter_title"]) for r in rows]
 
 
-def _resolve_voice(spec: str | None, old_rows: list[dict], engine) -> str:
-    """The voice: an explicit --voice wins; else the one stored in the manifest; else the default seed."""
+def _resolve_voice(spec, old_rows: list[dict], engine) -> str:
+    """The voice: an explicit one wins; else the one stored in the manifest; else the default seed."""
+    from engine.voice import parse_voice_spec, resolve_voice
     from tasks.options import DEFAULT_VOICE
 
     if spec is None and old_rows:
         return old_rows[0]["spk_emb"]
-    from engine.voice import parse_voice_spec
-
-    return parse_voice_spec(spec or DEFAULT_VOICE, engine.loaded)
+    return resolve_voice(spec or parse_voice_spec(DEFAULT_VOICE), engine.loaded)
 
 
 def book_info(book: Book) -> dict:

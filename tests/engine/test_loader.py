@@ -146,36 +146,58 @@ def test_sample_voice_deterministic_and_local_rng(tiny):
 
 
 def test_parse_voice_spec(tiny, tmp_path):
-    from engine.voice import VoiceError, parse_voice_spec, sample_voice
+    """The one voice parser: form at the edge (no model), size once the model is loaded."""
+    from engine.voice import VoiceError, parse_voice_spec, resolve_voice, sample_voice
 
     v = sample_voice(tiny, 7)
-    assert parse_voice_spec("seed:7", tiny) == v
-    assert parse_voice_spec("  SEED: 7 ", tiny) == v
-    assert parse_voice_spec(v, tiny) == v
-    f = tmp_path / "voice.txt"
-    f.write_text(v + "\n", encoding="utf-8")
-    assert parse_voice_spec(str(f), tiny) == v
+    for spec in ("seed:7", "  SEED: 7 ", v):
+        assert resolve_voice(parse_voice_spec(spec), tiny) == v, spec
+    assert parse_voice_spec("seed:7").seed == 7 and parse_voice_spec(v).spk_emb == v
+    for name in ("voice.txt", "voice.emb", "voice"):          # any file name: a path is a path
+        f = tmp_path / name
+        f.write_text(v + "\n", encoding="utf-8")
+        assert resolve_voice(parse_voice_spec(str(f)), tiny) == v
 
     bad = {
         "": "empty voice",
         "seed:abc": "seed must be an integer",
         "seed:-1": "seed must be in",
+        f"seed:{2**63}": "seed must be in",
         str(tmp_path / "missing.txt"): "no such voice file",
+        str(tmp_path / "missing"): "no such voice file",
+        "missing.emb": "no such voice file",
         "definitely not a voice": "not a ChatTTS speaker embedding",
     }
     for spec, msg in bad.items():
         with pytest.raises(VoiceError, match=msg) as e:
-            parse_voice_spec(spec, tiny)
+            parse_voice_spec(spec)
         assert "\n" not in str(e.value)
     (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
     with pytest.raises(VoiceError, match="empty"):
-        parse_voice_spec(str(tmp_path / "empty.txt"), tiny)
+        parse_voice_spec(str(tmp_path / "empty.txt"))
     import torch
     from ChatTTS.model.speaker import Speaker
 
     wrong = Speaker._encode(torch.zeros(768))                 # a full-size voice on the tiny model
+    spec = parse_voice_spec(wrong)                            # well-formed ...
     with pytest.raises(VoiceError, match="768 values, this model needs 64"):
-        parse_voice_spec(wrong, tiny)
+        resolve_voice(spec, tiny)                             # ... but not for this model
+    with pytest.raises(VoiceError, match="non-finite"):
+        parse_voice_spec(Speaker._encode(torch.full((64,), float("nan"))))
+
+
+def test_spk_emb_strings_are_chattts_own_format():
+    """Our encoder writes byte for byte what ChatTTS's Speaker writes, and each decodes the other's."""
+    import numpy as np
+    import torch
+    from ChatTTS.model.speaker import Speaker
+
+    from engine.voice import decode_spk_emb, encode_spk_emb
+
+    vec = torch.randn(768, generator=torch.Generator().manual_seed(5)) * 3
+    ours, theirs = encode_spk_emb(vec), Speaker._encode(vec)
+    assert ours == theirs
+    assert np.array_equal(decode_spk_emb(ours), Speaker._decode(theirs))
 
 
 # ---------------------------------------------------------------------------------------------- decode

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -52,3 +53,22 @@ def write_txt_book(path: Path, chapters: int = 4, sentences: int = 24) -> Path:
         out.append("\n")
     path.write_text("".join(out), encoding="utf-8")
     return path
+
+
+def fake_render(book: Path, out: Path, statuses=("done", "done"), report: bool = True, record: bool = True) -> Path:
+    """A book dir as a render leaves it: manifest rows with these statuses, report.json, the source hash."""
+    from manifests import commit
+    from manifests.source import record_source_hash, source_sha256
+
+    book_dir = out / book.stem
+    book_dir.mkdir(parents=True, exist_ok=True)
+    commit(book_dir, [{"plan_id": "p", "chapter": 0, "chapter_title": "一", "segment": i, "text": "天地玄黄。",
+                       "status": s, "duration_s": 2.5 if s == "done" else 0.0, "attempts": 1}
+                      for i, s in enumerate(statuses)])
+    if report:
+        (book_dir / "report.json").write_text(json.dumps({"files": [
+            {"file": "001 - 一.flac", "format": "flac", "chapter": 0, "seconds": 5.2, "integrated_lufs": -18.0,
+             "true_peak_dbtp": -1.5}]}))
+    if record:
+        record_source_hash(book_dir, book, source_sha256(book))
+    return book_dir

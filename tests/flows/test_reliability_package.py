@@ -80,7 +80,7 @@ def test_disk_full_mapping(tmp_path):
     """Writers that do not raise OSError(ENOSPC) on a full disk still end as 'disk full' (exit 1)."""
     import errno
 
-    from flows.pipeline import disk_full_error
+    from tasks.errors import disk_full_error
 
     e = OSError(errno.ENOSPC, "No space left on device")
     assert disk_full_error(e, tmp_path) is e

@@ -152,25 +152,3 @@ def test_bad_input_exit_2_one_line_and_output_untouched(tmp_path):
     fresh = tmp_path / "fresh"                                  # nothing is created for a bad book
     r = cli(str(_bad_inputs(tmp_path)["png"][0]), "--model", "random-tiny", "--out", str(fresh))
     assert r.returncode == 2 and not fresh.exists()
-
-
-def test_usage_errors_exit_2(tmp_path):
-    r = cli(str(SAMPLE), "--format", "aiff", "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "aiff" in r.stderr
-    assert not (tmp_path / "o").exists()
-    r = cli(str(SAMPLE), "--int8", "--device", "cuda", "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and "--int8" in r.stderr
-    r = cli(str(SAMPLE), "--model", "random-tiny", "--voice", "x" * 80, "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and not (tmp_path / "o").exists(), r.stderr
-
-
-def test_summary_line_counts_rendered_reused_and_failed(tmp_path):
-    from flows.cli import summary_line
-
-    rows = [{"done": 3, "done_s": 90.0}, {"done": 2, "done_s": 30.0}]
-    ok = {"rendered": 4, "adopted": 0, "already_done": 1, "failed": 0, "total": 5}
-    line = summary_line(tmp_path, rows, ok, 12.34)
-    assert line == f"{tmp_path}: 2 chapters, 5 segments (4 rendered, 1 reused), 2.0 min of audio, 12.3 s"
-    gaps = dict(ok, rendered=3, failed=1)
-    assert "(3 rendered, 1 reused, 1 failed: gaps listed in report.json)" in summary_line(tmp_path, rows, gaps, 1)
-    assert "rendered" not in summary_line(tmp_path, rows, {"book_dir": tmp_path}, 1)     # via a Prefect server

@@ -36,11 +36,12 @@ def test_cli_flow_and_options_take_the_same_parameters(tmp_path):
     """Every CLI render option reaches the flow (and a deployment) and options_from_params by the same name."""
     import inspect
 
-    from flows.cli import build_parser, render_params
+    from flows.cli import build_parser
+    from flows.commands import render_params
     from flows.render_book import render_book_flow
     from tasks.options import options_from_params
 
-    cli = set(render_params(build_parser()["render"].parse_args([str(tmp_path / "b.txt")])))
+    cli = set(render_params(build_parser().parse_args(["render", str(tmp_path / "b.txt")])))
     flow = set(inspect.signature(render_book_flow.fn).parameters)
     lib = set(inspect.signature(options_from_params).parameters)
     assert cli == flow == lib

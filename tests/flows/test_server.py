@@ -148,7 +148,7 @@ def test_adhoc_render_via_deployment(service, tmp_path):
     assert rows and all(r["status"] == "done" and r["attempts"] == 1 for r in rows)
     for r in rows:
         assert (book_dir / r["audio_path"]).is_file()
-    from flows.nightly import read_source_hash, source_sha256
+    from manifests.source import read_source_hash, source_sha256
 
     assert read_source_hash(book_dir) == source_sha256(SAMPLE)
 

@@ -136,3 +136,18 @@ def test_hopeless_segment_fails_and_packaging_needs_allow_gaps(tmp_path):
     # The gap is silence of the expected duration: chapter 1 is at least that long plus segment 2.
     ch1 = sf.info(str(files[0])).frames / sf.info(str(files[0])).samplerate
     assert ch1 >= estimate_seconds(TEXTS[0]) + 0.5 * estimate_seconds(TEXTS[1])
+
+
+def test_a_replan_keeps_a_failure_only_under_the_same_attempt_budget(tmp_path):
+    """A segment the guard failed after 3 attempts stays failed when the book is planned again with 3
+    attempts, and becomes pending with more (`--guard-attempts 5`): the plan honours the render's guard."""
+    book = Book(BookMeta(title="测试"), (Chapter(0, "第一章", (TEXTS[0],)),))
+    segs = [Segment(0, 0, TEXTS[0], TEXTS[0], "chapter")]
+    first = plan_rows(book, segs, "spk" * 30, StubEngine.version, tmp_path)[0]
+    failed = {**first, "status": "failed", "error": "guard: truncated", "attempts": 3}
+    previous = {failed["content_key"]: failed}
+    again = plan_rows(book, segs, "spk" * 30, StubEngine.version, tmp_path, previous)[0]
+    assert again["status"] == "failed" and again["attempts"] == 3
+    more = plan_rows(book, segs, "spk" * 30, StubEngine.version, tmp_path, previous,
+                     guard=GuardOptions(max_attempts=5))[0]
+    assert more["status"] == "pending" and more["attempts"] == 0

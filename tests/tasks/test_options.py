@@ -68,10 +68,11 @@ def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypa
 
 
 def test_cli_guard_flags_become_params(tmp_path):
-    from flows.cli import build_parser, render_params
+    from flows.cli import build_parser
+    from flows.commands import render_params
 
-    render = build_parser()["render"]
-    p = render_params(render.parse_args([str(tmp_path / "b.txt"), "--no-guard", "--guard-attempts", "5"]))
+    parser = build_parser()
+    p = render_params(parser.parse_args(["render", str(tmp_path / "b.txt"), "--no-guard", "--guard-attempts", "5"]))
     assert p["guard"] is False and p["guard_attempts"] == 5
-    p = render_params(render.parse_args([str(tmp_path / "b.txt")]))
+    p = render_params(parser.parse_args(["render", str(tmp_path / "b.txt")]))
     assert p["guard"] is True and p["guard_attempts"] is None

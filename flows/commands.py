@@ -1,0 +1,124 @@
+"""What each `chattts-render` command does: a thin shell over flows.pipeline and the tasks' plain functions.
+Each returns the exit code 0 or raises; flows/cli.py parses the arguments and turns errors into exit codes."""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+EXIT_OK = 0
+
+
+class UsageError(Exception):
+    """Bad arguments or option values: exit 2."""
+
+
+def render_params(a: argparse.Namespace) -> dict:
+    """The plain parameters of a render (the flow's and the deployment's parameters too)."""
+    return {"book": str(a.book), "out": str(a.out) if a.out else None, "model": a.model, "voice": a.voice,
+            "formats": a.format.split(","), "device": a.device, "dtype": a.dtype, "int8": a.int8,
+            "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps,
+            "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
+            "guard_attempts": a.guard_attempts}
+
+
+def options(book: Path, need_book: bool = True, **params):
+    """RenderOptions for a command (ValueError → a usage error); with need_book, the book must be a file
+    (BookError).  status and package work from the book dir alone."""
+    from tasks.errors import BookError
+    from tasks.options import options_from_params
+
+    try:
+        opts = options_from_params(str(book), **params)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if need_book and not opts.book.is_file():
+        raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
+    return opts
+
+
+def prefect_server_configured() -> bool:
+    """True when a Prefect API URL is set (env or the active profile) — without importing Prefect."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect"))
+    try:
+        import tomllib
+
+        profiles = tomllib.loads((home / "profiles.toml").read_text())
+    except (OSError, ValueError):
+        return False
+    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active", "ephemeral")
+    return bool(profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL"))
+
+
+def cmd_render(a) -> int:
+    from flows.progress import TqdmProgress
+    from manifests import load, summary
+    from manifests.source import record_source_hash, source_sha256
+    from tasks.report import summary_line
+
+    params = render_params(a)
+    opts = options(**params)
+    t0 = time.monotonic()
+    progress = TqdmProgress()
+    try:
+        if prefect_server_configured():
+            from flows.render_book import render_book_flow
+
+            result = {"book_dir": Path(render_book_flow(**params))}
+        else:
+            from flows.pipeline import render
+
+            result = render(opts, on_done=progress)
+            record_source_hash(opts.book_dir, opts.book, source_sha256(opts.book))   # for the nightly scan
+    finally:
+        progress.close()
+    book_dir = result["book_dir"]
+    print(summary_line(book_dir, summary(load(book_dir)), result, time.monotonic() - t0))
+    return EXIT_OK
+
+
+def cmd_status(a) -> int:
+    from manifests import load, summary
+    from tasks.report import format_status
+
+    opts = options(a.book, need_book=False, out=a.out and str(a.out))
+    print(format_status(summary(_rendered(opts))))
+    return EXIT_OK
+
+
+def cmd_inspect(a) -> int:
+    import json
+
+    from tasks.ingest import load_book
+    from tasks.text.inspect import format_inspect, inspect_book
+
+    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s)
+    report = inspect_book(load_book(opts.book), opts.segment)
+    print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))
+    return EXIT_OK
+
+
+def cmd_package(a) -> int:
+    from manifests.lock import BookLock
+    from tasks import stages
+
+    opts = options(a.book, need_book=False, out=a.out and str(a.out), formats=a.format.split(","))
+    _rendered(opts)
+    with BookLock(opts.book_dir):
+        stages.package(opts.book_dir, opts)
+    print(f"{opts.book_dir}: packaged as {', '.join(opts.package.formats)}")
+    return EXIT_OK
+
+
+def _rendered(opts):
+    """The book's manifest table; BookError when the book was never rendered into this output."""
+    from manifests import load
+    from tasks.errors import BookError
+
+    table = load(opts.book_dir)
+    if table.num_rows == 0:
+        raise BookError(str(opts.book), f"no render found in {opts.book_dir}")
+    return table

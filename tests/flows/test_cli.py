@@ -1,0 +1,72 @@
+"""The CLI's shell: quiet without a server, sub-commands, one-line errors with their exit codes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+from tests.flows.helpers import SAMPLE, cli, write_txt_book
+
+
+def test_cli_without_server_is_quiet_and_never_imports_prefect(tmp_path):
+    """A successful render without a server: exit 0, nothing on stderr, Prefect never imported."""
+    book = write_txt_book(tmp_path / "q.txt", chapters=1, sentences=2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    code = ("import sys; from flows.cli import main; rc = main(sys.argv[1:]); "
+            "print('PREFECT_IMPORTED' if any(m == 'prefect' or m.startswith('prefect.') for m in sys.modules) "
+            "else 'NO_PREFECT'); sys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code, str(book), "--model", "random-tiny", "--out",
+                        str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    assert "NO_PREFECT" in p.stdout and (tmp_path / "out" / "q" / "report.json").is_file()
+
+
+def test_usage_errors_exit_2(tmp_path):
+    r = cli(str(SAMPLE), "--format", "aiff", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "aiff" in r.stderr
+    assert not (tmp_path / "o").exists()
+    r = cli(str(SAMPLE), "--int8", "--device", "cuda", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "--int8" in r.stderr
+    r = cli(str(SAMPLE), "--model", "random-tiny", "--voice", "x" * 80, "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and not (tmp_path / "o").exists(), r.stderr
+
+
+def test_a_model_that_cannot_load_leaves_nothing(tmp_path, monkeypatch):
+    """`--model hf` offline with an empty Hugging Face cache: exit 2, one line naming the model, and neither the
+    output root nor the book folder is created."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    out = tmp_path / "out"
+    r = cli(str(SAMPLE), "--model", "hf", "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "2Noise/ChatTTS" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+    out.mkdir()                                                 # an existing output root stays as it was
+    r = cli(str(SAMPLE), "--model", str(tmp_path / "no-such-assets"), "--out", str(out))
+    assert r.returncode == 2 and "no-such-assets" in r.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_sub_commands_and_the_default_command(tmp_path, capsys):
+    """`BOOK` and `render BOOK` are the same command; each command has its own options; errors map to codes."""
+    from flows.cli import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, build_parser, exit_codes, main
+    from tasks.errors import BookError, GapsError, OutputError, ToolMissing
+
+    parser = build_parser()
+    assert parser.commands == ("render", "status", "inspect", "package")
+    a = parser.parse_args(["render", "b.epub", "--voice", "seed:3"])
+    assert a.command == "render" and a.voice == "seed:3"
+    assert main(["inspect", str(SAMPLE), "--json"]) == 0 and '"chapters"' in capsys.readouterr().out
+    assert main([str(tmp_path / "none.epub"), "--model", "random-tiny"]) == EXIT_USAGE
+    assert "none.epub: no such file" in capsys.readouterr().err
+    assert main(["status", str(SAMPLE), "--model", "random-tiny"]) == EXIT_USAGE     # a render option
+    assert main(["status", str(SAMPLE), "--out", str(tmp_path)]) == EXIT_USAGE       # nothing rendered there
+    assert "no render found" in capsys.readouterr().err
+    codes = exit_codes()
+    assert [codes[c] for c in (BookError, ToolMissing, OutputError)] == [EXIT_USAGE, EXIT_ENVIRONMENT,
+                                                                         EXIT_ENVIRONMENT]
+    assert next(codes[c] for c in GapsError.__mro__ if c in codes) == EXIT_FAILED
