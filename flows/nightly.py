@@ -15,7 +15,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.artifacts import table_artifact
+from flows.progress import table_artifact
 from tasks.catalogue import BookState, scan_catalogue
 
 RENDER_DEPLOYMENT = "render-book/adhoc"

@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows import pipeline
-from flows.artifacts import ArtifactProgress, table_artifact
+from flows.progress import ArtifactProgress, table_artifact
 from tasks import stages
 
 # Thin task wrappers.  The manifest, not Prefect's cache, decides what is done.

@@ -1,7 +1,7 @@
-"""Prefect artifact keys: valid characters, distinct per name."""
+"""Progress and artifacts: Prefect artifact keys are valid and distinct per name."""
 from __future__ import annotations
 
-from flows.artifacts import artifact_key
+from flows.progress import artifact_key
 
 
 def test_artifact_keys_are_valid_and_distinct():
