@@ -6,9 +6,8 @@
     python benchmarks/engine_vs_upstream.py --with-int8       # ours fp32 and ours INT8 vs one upstream run
 
 Workload: the first N segments of ../shared/corpus/txt/gutenberg-zh/27166-0.txt as our front-end cuts them
-(tasks.ingest + tasks.text.segment; a plain 。！？ splitter when those are not importable - the output says which),
-each with a forced token count T = engine.units.expected_tokens(text).  Both sides speak with one voice
-(engine.voice.sample_voice(seed 1234)).
+(tasks.ingest.load_book + tasks.text.segment.segment_chapter), each with a forced token count
+T = engine.units.expected_tokens(text).  Both sides speak with one voice (engine.voice.sample_voice(seed 1234)).
 
 Upstream: `Chat` loaded from the same asset directory (engine.loader), `Chat.infer` on the segments in document
 order, batch size the best of 4/8/16 on a short probe (or --batch), text normalization and refine-text off,
@@ -28,12 +27,10 @@ import gc
 import json
 import logging
 import os
-import re
 import sys
 import tempfile
 import threading
 import time
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,49 +44,24 @@ VOICE_SEED = 1234
 PROBE_BATCHES = (4, 8, 16)
 PROBE_STEPS = 12                   # GPT steps per probe batch
 WARMUP_STEPS = 4
-FALLBACK_TARGET_S = 15.0           # s: fallback splitter packs sentences up to this estimate
-FALLBACK_MAX_CHARS = 150
 RSS_PERIOD = 0.01                  # s
 
 
 # ------------------------------------------------------------------------------------------- workload
 
-def workload(path: Path, n: int) -> tuple[list[str], str]:
-    """The first n segment texts of the book and a label saying which front-end cut them."""
-    try:
-        from tasks.ingest import load_book
-        from tasks.text.segment import segment_chapter
-    except ImportError:
-        return _fallback_segments(path, n), "fallback splitter on 。！？ (tasks.ingest/tasks.text.segment not importable)"
-    book = load_book(path)
+def workload(path: Path, n: int) -> list[str]:
+    """The first n segment texts of the book, as the front-end cuts them."""
+    from tasks.ingest import load_book
+    from tasks.text.segment import segment_chapter
+
     texts: list[str] = []
-    for ch in book.chapters:
+    for ch in load_book(path).chapters:
         for seg in segment_chapter(ch):
             if seg.text.strip():
                 texts.append(seg.text)
             if len(texts) >= n:
-                return texts, "front-end: tasks.ingest.load_book + tasks.text.segment.segment_chapter"
-    return texts, "front-end: tasks.ingest.load_book + tasks.text.segment.segment_chapter"
-
-
-def _fallback_segments(path: Path, n: int) -> list[str]:
-    """Sentences ending at 。！？ (whitespace removed), packed to ~15 s / 150 characters like the segmenter."""
-    from engine.units import estimate_seconds
-
-    text = re.sub(r"\s+", "", path.read_text(encoding="utf-8", errors="replace"))
-    sentences = [s for s in re.split(r"(?<=[。！？])", text) if s]
-    out: list[str] = []
-    cur = ""
-    for s in sentences:
-        if cur and (estimate_seconds(cur + s) > FALLBACK_TARGET_S or len(cur + s) > FALLBACK_MAX_CHARS):
-            out.append(cur)
-            cur = ""
-            if len(out) >= n:
-                break
-        cur += s[:FALLBACK_MAX_CHARS]
-    if cur and len(out) < n:
-        out.append(cur)
-    return out[:n]
+                return texts
+    return texts
 
 
 # ---------------------------------------------------------------------------------------- measurement
@@ -198,17 +170,14 @@ def run_upstream(loaded, texts: list[str], forced: list[int], voice: str, batch:
 # ------------------------------------------------------------------------------------------------ ours
 
 def load_ours(args, int8: bool):
-    """Engine class and options, or (None, reason) when engine.engine is not there yet."""
-    try:
-        from engine.engine import Engine
-    except ImportError as e:
-        return None, f"engine.engine not importable ({e}); ours skipped"
+    """Our Engine with the benchmark's settings (the process-wide model cache loads it once)."""
     from engine.api import EngineOptions
+    from engine.engine import Engine
 
     kw = dict(model=args.model, device=args.device, int8=int8, compile=args.compile, threads=args.threads)
     if args.batch:
         kw["max_batch"] = args.batch
-    return Engine.load(EngineOptions(**kw)), ""
+    return Engine.load(EngineOptions(**kw))
 
 
 def run_ours(engine, texts: list[str], forced: list[int], voice: str, log, name: str = "ours") -> dict:
@@ -230,27 +199,12 @@ def run_ours(engine, texts: list[str], forced: list[int], voice: str, log, name:
             if n_done % 8 == 0:
                 log(f"  {name}: {n_done}/{len(reqs)} segments, {time.perf_counter() - t0:.1f} s so far")
         wall = time.perf_counter() - t0
-    extra = {"row_steps": sum(forced), "engine": getattr(engine, "version", "?")}
-    sizes = getattr(engine, "last_batch_sizes", None)
-    if sizes:
-        extra["mean_batch"] = round(sum(sizes) / len(sizes), 2)
+    sizes = engine.last_batch_sizes
+    extra = {"row_steps": sum(forced), "engine": engine.version, "mean_batch": round(sum(sizes) / len(sizes), 2)}
     return _side(workload_audio_s(forced), returned / SAMPLE_RATE, wall, rss, **extra)
 
 
 # ------------------------------------------------------------------------------------------ INT8 drift
-
-def int8_drift(loaded, texts: list[str], voice: str, args, steps: int = 32) -> dict:
-    """Cosine similarity of the code logits, fp32 vs INT8, on the same inputs: 4 segment prompts each followed
-    by `steps` random code embeddings; mean and min over positions and codebooks.  Uses our engine's own INT8
-    model (Engine.load(int8=True)) when engine.engine is importable, checked against the HF Llama in fp32;
-    otherwise torch.ao dynamic quantization of the HF Llama's nn.Linear layers (the label says which)."""
-    try:
-        return _drift_engine(loaded, texts, voice, args, steps)
-    except (ImportError, AttributeError, TypeError, ValueError) as e:
-        out = _drift_torch_ao(loaded, texts, voice, steps)
-        out["note"] = f"engine INT8 path unavailable ({type(e).__name__}: {e})"[:300]
-        return out
-
 
 def _inputs(loaded, texts: list[str], voice: str, steps: int):
     """[(ids [L], codes [steps, 4])] for the drift measurement; deterministic."""
@@ -283,7 +237,11 @@ def _cos(a, b) -> "object":
     return F.cosine_similarity(a.float(), b.float(), dim=-1).flatten()
 
 
-def _drift_engine(loaded, texts, voice, args, steps) -> dict:
+def int8_drift(loaded, texts: list[str], voice: str, args, steps: int = 32) -> dict:
+    """Cosine similarity of the code logits, fp32 vs INT8, on the same inputs: 4 segment prompts each followed
+    by `steps` random code embeddings; mean and min over positions and codebooks.  Our engine's INT8 model
+    (Engine.load(int8=True)) against our fp32 one, itself checked against the HF Llama (RuntimeError if it
+    disagrees)."""
     import torch
     import torch.nn.functional as F
     from ChatTTS.model.speaker import Speaker
@@ -313,32 +271,9 @@ def _drift_engine(loaded, texts, voice, args, steps) -> dict:
             sims.append(_cos(l32, logits(m8, ids, codes)))
     s, c = torch.cat(sims), torch.cat(checks)
     if float(c.min()) < 0.999:
-        raise ValueError(f"engine fp32 forward disagrees with the HF Llama (cosine min {float(c.min()):.4f})")
+        raise RuntimeError(f"engine fp32 forward disagrees with the HF Llama (cosine min {float(c.min()):.4f})")
     return {"cosine_mean": round(float(s.mean()), 5), "cosine_min": round(float(s.min()), 5),
-            "positions": int(s.numel() // 4), "scheme": "engine INT8 (Engine.load(int8=True)) vs engine fp32",
-            "fp32_vs_hf_cosine_min": round(float(c.min()), 6)}
-
-
-def _drift_torch_ao(loaded, texts, voice, steps) -> dict:
-    import copy
-
-    import torch
-    import torch.nn.functional as F
-    from ChatTTS.model.speaker import Speaker
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from torch.ao.quantization import quantize_dynamic
-
-        q = quantize_dynamic(copy.deepcopy(loaded.gpt), {torch.nn.Linear}, dtype=torch.qint8)
-    spk = F.normalize(torch.from_numpy(Speaker._decode(voice)).float(), dim=0)
-    sims = []
-    with torch.inference_mode():
-        for ids, codes in _inputs(loaded, texts, voice, steps):
-            sims.append(_cos(_hf_logits(loaded, loaded.gpt, ids, codes, spk), _hf_logits(loaded, q, ids, codes, spk)))
-    s = torch.cat(sims)
-    return {"cosine_mean": round(float(s.mean()), 5), "cosine_min": round(float(s.min()), 5),
-            "positions": int(s.numel() // 4), "scheme": "torch.ao quantize_dynamic(nn.Linear, qint8) on the HF Llama"}
+            "positions": int(s.numel() // 4), "fp32_vs_hf_cosine_min": round(float(c.min()), 6)}
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -379,9 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     from engine.loader import load_chattts
     from engine.voice import sample_voice
 
-    texts, source = workload(args.corpus, args.n)
+    texts = workload(args.corpus, args.n)
     forced = [expected_tokens(t) for t in texts]
-    log(f"workload: {len(texts)} segments from {args.corpus.name} ({source}); forced tokens "
+    log(f"workload: {len(texts)} segments from {args.corpus.name}; forced tokens "
         f"{min(forced)}..{max(forced)}, {sum(forced)} in all = {workload_audio_s(forced):.1f} s of audio")
     t0 = time.perf_counter()
     try:
@@ -394,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     voice = sample_voice(loaded, VOICE_SEED)
 
     result: dict = {"model": args.model, "fingerprint": loaded.fingerprint, "device": args.device,
-                    "threads": args.threads, "n": len(texts), "workload": source, "forced_tokens": forced,
+                    "threads": args.threads, "n": len(texts), "forced_tokens": forced,
                     "int8": args.int8, "compile": args.compile, "torch": torch.__version__}
     if args.only != "ours":
         log("upstream (ChatTTS 0.2.5 Chat.infer):")
@@ -405,12 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     if sides and args.with_int8 and not args.int8:
         sides.append(("ours_int8", True))
     for name, int8 in sides:
-        engine, why = load_ours(args, int8)
-        if engine is None:
-            log(f"{name}: {why}")
-            result[f"{name}_skipped"] = why
-            continue
-        log(f"{name} (engine {getattr(engine, 'version', '?')}):")
+        engine = load_ours(args, int8)
+        log(f"{name} (engine {engine.version}):")
         result[name] = run_ours(engine, texts, forced, voice, log, name)
         log(_line(name, result[name]))
         gc.collect()
@@ -424,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.int8 or args.with_int8:
         result["int8_drift"] = int8_drift(loaded, texts, voice, args)
         d = result["int8_drift"]
-        log(f"INT8 drift: logits cosine mean {d['cosine_mean']}, min {d['cosine_min']} ({d['scheme']})")
+        log(f"INT8 drift: logits cosine mean {d['cosine_mean']}, min {d['cosine_min']} (INT8 vs fp32, "
+            f"{d['positions']} positions)")
     if args.json:
         _write_json(args.json, result)
         log(f"wrote {args.json}")

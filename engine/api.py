@@ -33,11 +33,11 @@ class EngineOptions:
     def validate(self) -> "EngineOptions":
         """Raise ValueError naming the conflict."""
         if self.int8 and self.device != "cpu":
-            raise ValueError("--int8 is a CPU option; on CUDA use --dtype bf16/fp16")
+            raise ValueError('int8=True needs device="cpu"; on CUDA use dtype="bf16" or "fp16"')
         if self.compile and self.device != "cuda":
-            raise ValueError("--compile needs --device cuda")
+            raise ValueError('compile=True needs device="cuda"')
         if self.device == "cpu" and self.dtype in ("bf16", "fp16"):
-            raise ValueError(f"--dtype {self.dtype} needs --device cuda; the CPU runs fp32")
+            raise ValueError(f'dtype="{self.dtype}" needs device="cuda"; the CPU runs fp32')
         if self.max_batch is not None and self.max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         return self

@@ -58,7 +58,7 @@ class Engine:
         if opts.threads:
             torch.set_num_threads(opts.threads)
         if opts.device == "cuda" and not torch.cuda.is_available():
-            raise ValueError("--device cuda: no CUDA device is available")
+            raise ValueError('device="cuda": no CUDA device is available')
         dtype = _resolve_dtype(opts)
         key = (opts.model, opts.device, dtype, opts.int8, opts.compile)
         with _LOCK:
@@ -154,8 +154,3 @@ class Engine:
                 yield from flush()
         if ready:
             yield from flush()
-
-    def close(self) -> None:
-        """Drop this engine's references (the process-wide model stays cached for the next Engine.load)."""
-        self._spk_cache.clear()
-        self.model = None

@@ -104,24 +104,11 @@ def candidates(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.T
     return top_x.masked_fill(~keep, -torch.inf), top_i
 
 
-def process_logits(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.Tensor,
-                   p: SamplingParams) -> torch.Tensor:
-    """`candidates` scattered back to the full vocabulary: processed logits [B, Q, V] (-inf = removed)."""
-    x, idx = candidates(logits, history, eos_allowed, p)
-    return torch.full_like(logits, -torch.inf).scatter_(-1, idx, x)
-
-
-def sample(processed: torch.Tensor, keys: torch.Tensor, steps: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
-    """Gumbel-max sampling: tokens [B, Q] ~ softmax(processed).  processed [B, Q, V]; cells [Q·V]."""
-    B, Q, V = processed.shape
-    g = gumbel_noise(keys, steps, cells).view(B, Q, V)
-    return (processed + g).argmax(-1)
-
-
 def sample_candidates(x: torch.Tensor, idx: torch.Tensor, keys: torch.Tensor, steps: torch.Tensor,
                       cells: torch.Tensor, V: int) -> torch.Tensor:
-    """`sample` over the candidates only: the same draw (same noise per cell), noise for K cells not V.
-    x, idx [B, Q, K] from `candidates`; cells [Q·V].  Returns tokens [B, Q]."""
+    """Gumbel-max sampling over the candidates: tokens [B, Q] ~ softmax(x).  Each cell (codebook, token) gets the
+    noise it would get in the whole vocabulary, so the draw equals Gumbel-max over all V tokens with the removed
+    ones at -inf; noise is made for K cells, not V.  x, idx [B, Q, K] from `candidates`; cells [Q·V]."""
     B, Q, K = x.shape
     cell = idx + torch.arange(Q, device=idx.device)[None, :, None] * V           # [B, Q, K] cell index
     g = gumbel_noise(keys, steps, cells[cell].view(B, Q * K)).view(B, Q, K)

@@ -60,9 +60,6 @@ class KVCache:
         self.v = [torch.zeros(dims, device=device, dtype=dtype) for _ in range(shape.layers)]
         self.slots, self.max_len = slots, max_len
 
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.k + self.v)
-
     @staticmethod
     def bytes_per_token(shape: LlamaShape, dtype_bytes: int) -> int:
         """Cache bytes one token of one row occupies (all layers, k and v)."""

@@ -50,7 +50,6 @@ class LoadedModel:
     is_random: bool                # generated random weights (no real EOS behaviour: force lengths)
     config: Any                    # the ChatTTS Config the modules were built from
     head_code_weight: Any          # (num_vq, num_audio_tokens, hidden) fp32: weight-normed heads, evaluated once
-    head_text_weight: Any          # (num_text_tokens, hidden) fp32
     spk_stat: str = field(repr=False, default="")
 
     @property
@@ -81,10 +80,6 @@ class LoadedModel:
     def speaker(self):             # ChatTTS Speaker (std, mean, dim)
         return self.chat.speaker
 
-    @property
-    def hidden_size(self) -> int:
-        return int(self.chat.gpt.gpt.config.hidden_size)
-
 
 def load_chattts(spec: str, device: str = "cpu") -> LoadedModel:
     """Load (once per process) the model named by `spec`: "random-tiny" | "random-full" | "hf" | an asset dir.
@@ -96,12 +91,6 @@ def load_chattts(spec: str, device: str = "cpu") -> LoadedModel:
         return _CACHE[key]
 
 
-def clear_cache() -> None:
-    """Forget every loaded model (tests; freeing memory)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
-
-
 def resolve_asset_dir(spec: str) -> Path:
     """The asset directory for `spec`, generating or finding it; validated.  No model is loaded."""
     if spec in RANDOM_MODELS:
@@ -110,7 +99,8 @@ def resolve_asset_dir(spec: str) -> Path:
         return _hf_snapshot()
     root = Path(spec).expanduser()
     if not root.is_dir():
-        raise ModelUnavailable(f"{spec}: no such directory (pass --model with a ChatTTS asset directory)")
+        raise ModelUnavailable(f"{spec}: no such directory (a model is hf, {', '.join(RANDOM_MODELS)} or a ChatTTS "
+                               "asset directory)")
     validate_asset_dir(root)
     return root
 
@@ -146,11 +136,10 @@ def _load(spec: str, device: str) -> LoadedModel:
         del llama.embed_tokens
     with torch.no_grad():
         head_code = torch.stack([h.weight.detach().float() for h in chat.embed.head_code]).contiguous()
-        head_text = chat.embed.head_text.weight.detach().float().contiguous()
     return LoadedModel(
         chat=chat, root=root, spec=spec, device=device, fingerprint=fingerprint(root),
         is_random=(root / INFO_FILE).is_file(), config=config, head_code_weight=head_code,
-        head_text_weight=head_text, spk_stat=config.spk_stat,
+        spk_stat=config.spk_stat,
     )
 
 
@@ -331,7 +320,7 @@ def _hf_snapshot() -> Path:
     cached = _hf_cached_snapshot()
     if cached is not None:
         return cached
-    hint = "pass --model /path/to/ChatTTS (a local asset directory)"
+    hint = 'use a local asset directory instead (model="/path/to/ChatTTS")'
     if _offline():
         raise ModelUnavailable(f"{HF_REPO} is not in the Hugging Face cache ({_hf_hub_cache()}) and HF_HUB_OFFLINE "
                                f"is set; {hint}")

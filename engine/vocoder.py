@@ -14,17 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.units import HOP, samples_for_tokens
+from engine.units import samples_for_tokens
 
 MAX_GROUP = 16                     # CUDA: rows decoded together at most (equal lengths only); CPU: 1
-N_MELS = 100
 
 
-def decode(model: Any, rows: list, max_group: int | None = None) -> list:
+def decode(model: Any, rows: list) -> list:
     """Waveforms (float32 numpy, mono, 24 kHz) for `rows`, in input order.  Each row is a tensor of shape
     (T, hidden) float (hidden states -> Decoder) or (T, num_vq) integer (codes -> DVAE); all rows of one
-    call must be of the same kind.  `model`: a LoadedModel or a loaded ChatTTS.Chat.  `max_group`: rows of
-    equal length decoded together at most; default 1 on CPU (bit-exact per row), MAX_GROUP on CUDA."""
+    call must be of the same kind.  `model`: a LoadedModel or a loaded ChatTTS.Chat.  Rows of equal length are
+    decoded together, MAX_GROUP at most, on CUDA; on CPU each row alone (bit-exact per row)."""
     import numpy as np
     import torch
 
@@ -41,10 +40,7 @@ def decode(model: Any, rows: list, max_group: int | None = None) -> list:
     vocos = model.vocos
     device = next(net.parameters()).device
     vocos_device = next(vocos.parameters()).device
-    if max_group is None:
-        max_group = 1 if device.type == "cpu" else MAX_GROUP
-    if max_group < 1:
-        raise ValueError("decode: max_group must be at least 1")
+    max_group = 1 if device.type == "cpu" else MAX_GROUP
 
     out: list = [None] * len(rows)
     order = sorted(range(len(rows)), key=lambda i: (rows[i].size(0), i))
@@ -75,11 +71,3 @@ def decode(model: Any, rows: list, max_group: int | None = None) -> list:
             for j, i in enumerate(g):
                 out[i] = np.ascontiguousarray(wav[j], dtype=np.float32)
     return out
-
-
-def frames_for_tokens(tokens: int) -> int:
-    """Mel frames for T GPT steps (2 per step)."""
-    return 2 * tokens
-
-
-__all__ = ["decode", "frames_for_tokens", "HOP", "N_MELS", "MAX_GROUP"]

@@ -5,7 +5,7 @@ alone; a ZIP holding a single .txt is read as that text.  Every problem with the
 `BookError(path, problem)`; no other exception escapes for any input file (unexpected parser errors are
 converted at this boundary as "unreadable book (...)"; the fuzz tests treat those as bugs).
 
-EPUB (tasks/ingest/epub.py): spine order, TOC titles (nav, else NCX), continuation chunks merged, notes at
+EPUB (tasks/ingest/epub/): spine order, TOC titles (nav, else NCX), continuation chunks merged, notes at
 chapter end or skipped, ruby base text only, Gutenberg boilerplate dropped; hardened against XXE, entity
 bombs, zip bombs, path traversal, duplicate entries and DRM.  TXT (tasks/ingest/txt.py): BOM/UTF-8/charset-
 normalizer detection recorded in meta.encoding, 第X回/章 and named headings or essay title lines, hard-wrap

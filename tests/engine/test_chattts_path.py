@@ -124,7 +124,7 @@ def test_hf_offline_fails_fast_with_hint(tmp_path, monkeypatch):
     with pytest.raises(ModelUnavailable) as e:
         load_chattts("hf")
     msg = _one_line(e)
-    assert "--model /path/to/ChatTTS" in msg and "HF_HUB_OFFLINE" in msg
+    assert 'model="/path/to/ChatTTS"' in msg and "HF_HUB_OFFLINE" in msg
 
 
 def test_hf_unreachable_fails_with_hint(tmp_path, monkeypatch):
@@ -138,7 +138,7 @@ def test_hf_unreachable_fails_with_hint(tmp_path, monkeypatch):
     with pytest.raises(ModelUnavailable) as e:
         resolve_asset_dir("hf")
     msg = _one_line(e)
-    assert "cannot reach 127.0.0.1" in msg and "--model /path/to/ChatTTS" in msg
+    assert "cannot reach 127.0.0.1" in msg and 'model="/path/to/ChatTTS"' in msg
 
 
 def test_hf_cache_snapshot_is_used_offline(tiny, tmp_path, monkeypatch):

@@ -11,6 +11,8 @@ from engine.api import ModelUnavailable
 from engine.assets import SHAPES
 from engine.units import samples_for_tokens
 
+C = SHAPES["random-tiny"].gpt_hidden        # the tiny model's hidden size
+
 
 @pytest.fixture(scope="module")
 def tiny():
@@ -37,7 +39,7 @@ def test_loads_through_chattts_classes(tiny):
     assert isinstance(tiny.dvae, DVAE) and tiny.dvae.vq_layer is not None
     assert isinstance(tiny.vocos, Vocos) and isinstance(tiny.tokenizer, Tokenizer)
     assert isinstance(tiny.speaker, Speaker) and tiny.speaker.dim == s.gpt_hidden
-    assert tiny.hidden_size == s.gpt_hidden
+    assert tiny.gpt.config.hidden_size == s.gpt_hidden
     assert tiny.gpt.config.num_hidden_layers == s.gpt_layers
     assert not hasattr(tiny.gpt, "embed_tokens")
     assert tiny.is_random and tiny.spec == "random-tiny" and tiny.device == "cpu"
@@ -49,16 +51,14 @@ def test_effective_head_weights(tiny):
     from safetensors.torch import load_file
 
     sd = load_file(str(tiny.root / "asset" / "Embed.safetensors"))
-    assert tiny.head_code_weight.shape == (4, 626, tiny.hidden_size)
-    assert tiny.head_text_weight.shape == (21178, tiny.hidden_size)
+    assert tiny.head_code_weight.shape == (4, 626, C)
     for i in range(4):
         g = sd[f"head_code.{i}.parametrizations.weight.original0"]
         v = sd[f"head_code.{i}.parametrizations.weight.original1"]
         want = g * v / torch.linalg.vector_norm(v, dim=1, keepdim=True)
         torch.testing.assert_close(tiny.head_code_weight[i], want)
         assert torch.equal(tiny.head_code_weight[i], tiny.embed.head_code[i].weight)
-    assert torch.equal(tiny.head_text_weight, tiny.embed.head_text.weight)
-    h = torch.randn(3, tiny.hidden_size)
+    h = torch.randn(3, C)
     torch.testing.assert_close(h @ tiny.head_code_weight[2].T, tiny.embed.head_code[2](h))
 
 
@@ -138,9 +138,9 @@ def test_sample_voice_deterministic_and_local_rng(tiny):
     assert torch.equal(state, torch.get_rng_state())          # global RNG untouched
     assert a == b and a != c
     vec = Speaker._decode(a)
-    assert vec.shape == (tiny.hidden_size,) and np.isfinite(vec).all()
+    assert vec.shape == (C,) and np.isfinite(vec).all()
     # drawn from the speaker statistics: mean + std * z
-    z = torch.randn(tiny.hidden_size, generator=torch.Generator().manual_seed(1234))
+    z = torch.randn(C, generator=torch.Generator().manual_seed(1234))
     want = (z * tiny.speaker.std.float() + tiny.speaker.mean.float()).half().numpy()
     assert np.array_equal(vec, want)
 
@@ -208,7 +208,7 @@ def _rows(tiny, lengths, codes=False, seed=0):
     g = torch.Generator().manual_seed(seed)
     if codes:
         return [torch.randint(0, 625, (t, 4), generator=g) for t in lengths]
-    return [torch.randn(t, tiny.hidden_size, generator=g) for t in lengths]
+    return [torch.randn(t, C, generator=g) for t in lengths]
 
 
 @pytest.mark.parametrize("codes", [False, True], ids=["hidden->Decoder", "codes->DVAE"])

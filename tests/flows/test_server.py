@@ -181,7 +181,7 @@ def test_locked_book_is_skipped_not_failed(service, tmp_path):
 
 def tiny_catalogue(root: Path) -> list[Path]:
     """Three small books: two TXT, one EPUB, 1-2 chapters of a few sentences."""
-    from tests.tasks.ingest.test_epub import make_epub
+    from tests.tasks.ingest.epub.helpers import make_epub
 
     root.mkdir(parents=True)
     a = write_txt_book(root / "甲书.txt", chapters=2, sentences=3)

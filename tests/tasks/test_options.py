@@ -10,7 +10,7 @@ def test_defaults_and_conflicts(tmp_path):
     assert o.engine.model == "hf" and o.package.formats == ("flac",) and o.book_dir.name == "书-名-1"
     with pytest.raises(ValueError, match="aiff"):
         options_from_params("b.epub", formats=["flac", "aiff"])
-    with pytest.raises(ValueError, match="--int8"):
+    with pytest.raises(ValueError, match="int8=True"):
         options_from_params("b.epub", device="cuda", int8=True)
     with pytest.raises(ValueError, match="seed must be an integer"):
         options_from_params("b.epub", voice="seed:x")

@@ -5,7 +5,7 @@ that is a *diagnosed* problem, never another exception and never an unexpected p
 the boundary ("unreadable book (...)"), which would hide a bug.
 
 CI runs a short deterministic pass.  Long run:
-    FUZZ_EXAMPLES=10000 python -m pytest tests/tasks/test_ingest_fuzz.py -q
+    FUZZ_EXAMPLES=10000 python -m pytest tests/tasks/ingest/test_fuzz.py -q
 """
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ def test_regression_nul_before_package_xml(tmp_path):
 @pytest.mark.parametrize("entry", ["OEBPS/content.opf", "OEBPS/toc.ncx", "OEBPS/nav.xhtml",
                                    "META-INF/container.xml"])
 def test_regression_garbage_package_files(tmp_path, entry):
-    from tests.tasks.ingest.test_epub import make_epub, zip_bytes
+    from tests.tasks.ingest.epub.helpers import make_epub, zip_bytes
 
     src = zipfile.ZipFile(io.BytesIO(make_epub([("c.xhtml", "<p>文。</p>")], ncx=True)))
     entries = [(i.filename, b"\x00\x01garbage" if i.filename == entry else src.read(i))

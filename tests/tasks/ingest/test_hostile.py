@@ -8,10 +8,10 @@ import zipfile
 
 import pytest
 
-from tasks.ingest import epub as ingest_epub
 from tasks.errors import BookError
 from tasks.ingest import load_book
-from tests.tasks.ingest.test_epub import XHTML, all_text, load_bytes, make_epub, zip_bytes
+from tasks.ingest.epub import archive
+from tests.tasks.ingest.epub.helpers import XHTML, all_text, load_bytes, make_epub, zip_bytes
 
 SECRET = "TOP-SECRET-CONTENT-4711"
 
@@ -98,7 +98,7 @@ def test_billion_laughs_in_ncx_refused(tmp_path):
 
 # ------------------------------------------------------------------------------------------- ZIP
 def test_zip_bomb_entry_size_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(ingest_epub, "MAX_ENTRY_BYTES", 1_000_000)
+    monkeypatch.setattr(archive, "MAX_ENTRY_BYTES", 1_000_000)
     body = "<p>" + "啊" * 400_000 + "</p>"  # ~1.2 MB of UTF-8
     with pytest.raises(BookError) as ei:
         load_bytes(tmp_path, make_epub([("c.xhtml", body)]))
@@ -106,7 +106,7 @@ def test_zip_bomb_entry_size_limit(tmp_path, monkeypatch):
 
 
 def test_zip_bomb_compression_ratio_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(ingest_epub, "RATIO_MIN_BYTES", 100_000)
+    monkeypatch.setattr(archive, "RATIO_MIN_BYTES", 100_000)
     body = "<p>" + "a" * 2_000_000 + "</p>"  # compresses about 1000:1
     with pytest.raises(BookError) as ei:
         load_bytes(tmp_path, make_epub([("c.xhtml", body)]))
@@ -114,7 +114,7 @@ def test_zip_bomb_compression_ratio_limit(tmp_path, monkeypatch):
 
 
 def test_zip_bomb_total_size_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(ingest_epub, "MAX_TOTAL_BYTES", 300_000)
+    monkeypatch.setattr(archive, "MAX_TOTAL_BYTES", 300_000)
     docs = [(f"c{i}.xhtml", "<p>" + "字" * 30_000 + f"{os.urandom(8).hex()}</p>") for i in range(5)]
     with pytest.raises(BookError) as ei:
         load_bytes(tmp_path, make_epub(docs))
@@ -122,8 +122,8 @@ def test_zip_bomb_total_size_limit(tmp_path, monkeypatch):
 
 
 def test_limits_are_sane_constants():
-    assert ingest_epub.MAX_ENTRY_BYTES <= ingest_epub.MAX_TOTAL_BYTES
-    assert 10 <= ingest_epub.MAX_RATIO <= 10_000
+    assert archive.MAX_ENTRY_BYTES <= archive.MAX_TOTAL_BYTES
+    assert 10 <= archive.MAX_RATIO <= 10_000
 
 
 def test_path_traversal_entries_never_read(tmp_path, secret_file):
@@ -203,7 +203,7 @@ def test_5mb_single_paragraph_txt(tmp_path):
 
 @pytest.mark.slow
 def test_50mb_single_paragraph_txt(tmp_path):
-    """Run: python -m pytest tests/tasks/test_ingest_hostile.py -m slow"""
+    """Run: RUN_SLOW=1 python -m pytest tests/tasks/ingest/test_hostile.py -m slow"""
     _ingest_single_paragraph(tmp_path, 50 * 1024 * 1024)
 
 
@@ -230,7 +230,7 @@ def test_deeply_nested_xhtml(tmp_path, depth):
 def test_billion_laughs_never_expanded_by_the_parser(tmp_path, monkeypatch):
     """Defence in depth: even with the entity-declaration check disabled, lxml (resolve_entities=False)
     does not expand the bomb."""
-    monkeypatch.setattr(ingest_epub, "_check_entities", lambda *a: None)
+    monkeypatch.setattr(archive, "_check_entities", lambda *a: None)
     data = make_epub([("c.xhtml", "<p>ok</p>"), ("bomb.xhtml", "")], raw_docs={"bomb.xhtml": BILLION_LAUGHS})
     book = load_bytes(tmp_path, data)
     assert "lol" not in all_text(book) and len(all_text(book)) < 100
