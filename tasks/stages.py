@@ -35,20 +35,16 @@ def synthesize(book_dir: Path, opts: RenderOptions,
 # ----------------------------------------------------------------------------------------------------------
 # Temp files a crash left behind
 
-TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")   # package (files and ffmpeg dirs), manifest, audio
-
-
 def clean_temp_files(book_dir: Path) -> int:
-    """Remove the temp files a killed render left in book_dir (call only while holding the book's lock: then
-    no writer is alive).  Returns how many were removed."""
-    from tasks.audio.package import remove_temp
+    """Remove the temp files and folders a killed render left in book_dir (engine.atomic.find_temps: `.tmp-*`
+    at any depth, and the `<name>.<random>.tmp` files of versions before it).  Call only while holding the
+    book's lock: then no writer is alive.  Returns how many were removed."""
+    from engine.atomic import find_temps, remove_temp
 
-    n = 0
-    for pattern in TEMP_GLOBS:
-        for p in Path(book_dir).glob(pattern):
-            remove_temp(p)
-            n += 1
-    return n
+    temps = find_temps(Path(book_dir))
+    for p in temps:
+        remove_temp(p)
+    return len(temps)
 
 
 # ----------------------------------------------------------------------------------------------------------
