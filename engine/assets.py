@@ -20,12 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
+
+from engine.atomic import atomic_dir
 
 ASSET_VERSION = 1                  # bump when the generator's output changes
 SEED = 20_240_528                  # base seed of every generated tensor
@@ -121,21 +121,11 @@ def ensure_random_assets(name: RandomModel, root: Path | None = None) -> Path:
         if _complete(target):
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            write_random_assets(name, tmp)
-            if target.exists() and not _complete(target):        # damaged by hand: set it aside first
-                stale = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale.", dir=target.parent))
-                os.replace(target, stale / "old")
-                shutil.rmtree(stale, ignore_errors=True)
-            try:
-                os.replace(tmp, target)          # atomic; fails if another process won the race
-            except OSError:
-                if not _complete(target):
-                    raise
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+        try:     # an incomplete target was damaged by hand: replaced; a complete one is another process's
+            with atomic_dir(target, replace_if=lambda old: not _complete(old)) as tmp:
+                write_random_assets(name, tmp)
+        except FileExistsError:
+            pass
     return target
 
 
@@ -162,10 +152,6 @@ def write_random_assets(name: RandomModel, out: Path) -> None:
     write_tokenizer(out / "asset" / "tokenizer")
     info = {"name": name, "version": ASSET_VERSION, "seed": SEED, "shape": asdict(shape)}
     (out / INFO_FILE).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    for dirpath, _dirs, files in os.walk(out):      # mkdtemp makes 0700; a cache is readable like any other
-        os.chmod(dirpath, 0o755)
-        for f in files:
-            os.chmod(os.path.join(dirpath, f), 0o644)
 
 
 # ---------------------------------------------------------------------------------------------- tensors

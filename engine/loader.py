@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import RANDOM_MODELS, ModelUnavailable
+from engine.atomic import write_bytes
 from engine.assets import ASSET_FILES, INFO_FILE, SPK_STAT_FILE, cache_root, ensure_random_assets
 
 HF_REPO = "2Noise/ChatTTS"
@@ -263,9 +264,7 @@ def _file_sha256(p: Path) -> str:
         known[key] = digest.hexdigest()
         try:
             store.parent.mkdir(parents=True, exist_ok=True)
-            tmp = store.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(known, indent=0, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, store)
+            write_bytes(store, json.dumps(known, indent=0, sort_keys=True).encode("utf-8"))
         except OSError:
             pass                                # a read-only cache only costs re-hashing
         return known[key]

@@ -1,9 +1,9 @@
 """The per-book manifest: a Parquet dataset at OUT/<book>/manifest/, one row per segment.
 
-Crash-safe by construction: every commit writes a *new* part file (temp file + fsync + os.replace), never
-rewrites one.  The latest state of a segment is its row in the highest-numbered part that holds it; the
+Crash-safe by construction: every commit writes a *new* part file (engine.atomic: temp file, fsync, rename),
+never rewrites one.  The latest state of a segment is its row in the highest-numbered part that holds it; the
 segment set is the one of the latest plan.  A torn or unreadable part (a crash mid-write can at worst leave a
-`.tmp` file, which readers never look at) is skipped with a warning on read.  `compact()` folds all parts into
+`.tmp-` file, which readers never look at) is skipped with a warning on read.  `compact()` folds all parts into
 one.  Queries are plain functions over the `pyarrow.Table` that `load()` returns.
 """
 from manifests.store import (  # noqa: F401

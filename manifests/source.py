@@ -20,12 +20,13 @@ def source_sha256(path: str | Path) -> str:
 
 def record_source_hash(book_dir: str | Path, book: str | Path, sha256: str) -> None:
     """Remember which source content book_dir was rendered from (manifest/source.json, atomically)."""
-    from manifests.store import manifest_dir, write_atomic
+    from engine.atomic import write_bytes
+    from manifests.store import manifest_dir
 
     data = {"source_path": str(Path(book).resolve()), "sha256": sha256}
     mdir = manifest_dir(book_dir)
     mdir.mkdir(parents=True, exist_ok=True)
-    write_atomic(mdir / SOURCE_RECORD, lambda f: f.write(json.dumps(data, indent=1).encode("utf-8")))
+    write_bytes(mdir / SOURCE_RECORD, json.dumps(data, indent=1).encode("utf-8"), durable=True)
 
 
 def read_source_hash(book_dir: str | Path) -> str | None:

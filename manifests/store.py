@@ -1,9 +1,7 @@
 """Manifest storage: Arrow schema, atomic part-file commits, latest-state reads, compaction."""
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -11,6 +9,7 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.atomic import atomic_path
 from manifests.crashpoints import crashpoint
 
 MANIFEST_DIRNAME = "manifest"
@@ -54,34 +53,6 @@ def _parts(mdir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def write_atomic(dest: Path, write, crash_point: str | None = None) -> None:
-    """Write `dest` crash-safely: `write(fileobj)` fills a temp file in the same directory, which is fsynced
-    and renamed over `dest` (then the directory is fsynced).  A crash leaves `dest` old or new, never torn;
-    at worst a `*.tmp` file that readers ignore and the next render removes."""
-    dest = Path(dest)
-    fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        if crash_point:
-            crashpoint(crash_point)                 # tests: killed with the temp file complete, not renamed
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dfd = os.open(dest.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-def _write_atomic(table: pa.Table, dest: Path) -> None:
-    write_atomic(dest, lambda f: pq.write_table(table, f, compression="zstd"), crash_point="commit")
-
-
 def _as_table(rows: Iterable[Mapping]) -> pa.Table:
     cols = {f.name: [] for f in SCHEMA}
     for r in rows:
@@ -100,7 +71,10 @@ def commit(book_dir: str | Path, rows: Iterable[Mapping]) -> Path | None:
     parts = _parts(mdir)
     seq = parts[-1][0] + 1 if parts else 1
     dest = mdir / f"part-{seq:08d}.parquet"
-    _write_atomic(table.cast(SCHEMA), dest)
+    # fsynced (a committed row is never rendered again); killed between write and rename: a `.tmp-` file
+    # that PART_RE ignores and the next render removes
+    with atomic_path(dest, durable=True, before_replace=lambda: crashpoint("commit")) as tmp:
+        pq.write_table(table.cast(SCHEMA), str(tmp), compression="zstd")
     return dest
 
 

@@ -85,6 +85,7 @@ def prepare_book(opts, get_engine) -> Path:
 
     Everything that can fail on bad input happens before anything is written (or the model is loaded), so a
     bad book leaves the output folder exactly as it was.  Returns the book directory."""
+    from engine.atomic import write_bytes
     from manifests import commit, load
     from tasks.ingest import load_book
 
@@ -106,9 +107,9 @@ def prepare_book(opts, get_engine) -> Path:
     if book.meta.cover:
         ext = "png" if book.meta.cover[:4] == b"\x89PNG" else "jpg"
         info["cover_file"] = f"cover.{ext}"
-        _write_bytes_atomic(book_dir / info["cover_file"], book.meta.cover)
-    _write_json_atomic(book_dir / COVERAGE_JSON, [r.to_dict() for r in reports])
-    _write_json_atomic(book_dir / BOOK_JSON, info)
+        write_bytes(book_dir / info["cover_file"], book.meta.cover, keep_same=True)   # unchanged: untouched
+    write_bytes(book_dir / COVERAGE_JSON, _json_bytes([r.to_dict() for r in reports]), keep_same=True)
+    write_bytes(book_dir / BOOK_JSON, _json_bytes(info), keep_same=True)
     return book_dir
 
 
@@ -168,33 +169,10 @@ def book_info(book: Book) -> dict:
             "chapters": [{"index": c.index, "title": c.title} for c in book.chapters]}
 
 
-def _write_json_atomic(path: Path, data) -> None:
+def _json_bytes(data) -> bytes:
     import json
 
-    _write_bytes_atomic(path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same directory + os.replace (a crash leaves a `.tmp-*` file that the next run removes)."""
-    import os
-    import tempfile
-
-    from tasks.audio.package import _umask
-
-    try:
-        if path.read_bytes() == data:                 # unchanged: leave the file alone
-            return
-    except OSError:
-        pass
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())              # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8")
 
 
 def load_meta(book_dir: Path):

@@ -7,6 +7,7 @@ from typing import Callable
 
 from tasks.options import RenderOptions
 
+
 def get_engine(opts: RenderOptions):
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
     so every stage and thread shares it."""
@@ -32,229 +33,23 @@ def synthesize(book_dir: Path, opts: RenderOptions,
     return counts
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Temp files a crash left behind
+def package(book_dir: Path, opts: RenderOptions) -> Path:
+    """Remove a killed run's temp files, then write the outputs of the chapters whose inputs changed
+    (tasks.audio.incremental).  Needs no engine: `chattts-render package` calls this alone.  Callers hold
+    the book's lock (render, `chattts-render package`)."""
+    from tasks.audio.incremental import package_changed
 
-TEMP_GLOBS = (".tmp-*", "manifest/*.tmp", "segments/*/*.tmp")   # package (files and ffmpeg dirs), manifest, audio
+    clean_temp_files(book_dir)
+    return package_changed(Path(book_dir), opts)
 
 
 def clean_temp_files(book_dir: Path) -> int:
-    """Remove the temp files a killed render left in book_dir (call only while holding the book's lock: then
-    no writer is alive).  Returns how many were removed."""
-    from tasks.audio.package import remove_temp
+    """Remove the temp files and folders a killed render left in book_dir (engine.atomic.find_temps: `.tmp-*`
+    at any depth, and the `<name>.<random>.tmp` files of versions before it).  Call only while holding the
+    book's lock: then no writer is alive.  Returns how many were removed."""
+    from engine.atomic import find_temps, remove_temp
 
-    n = 0
-    for pattern in TEMP_GLOBS:
-        for p in Path(book_dir).glob(pattern):
-            remove_temp(p)
-            n += 1
-    return n
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Packaging, incremental per chapter
-
-CHAPTERS_JSON = ".chapters.json"      # per-chapter input signatures and output hashes of the last packaging
-SIGNATURE_VERSION = 1                 # bump when the signature's inputs change
-
-
-def package(book_dir: Path, opts: RenderOptions) -> Path:
-    """Assemble every chapter from its stored segment audio and write the outputs (chapter files, M4B,
-    subtitles, report.json).  Needs no engine: `chattts-render package` calls this alone.
-
-    Incremental: each chapter's input signature (chapter_signature) and its output files' hashes are kept in
-    .chapters.json.  A chapter whose signature and files are unchanged is neither assembled nor written again
-    (its report rows are carried over) — unless an M4B is wanted and another chapter changed: the M4B is built
-    from every chapter's audio, so then the unchanged chapters are assembled (not re-encoded).  When nothing
-    changed, packaging is skipped entirely."""
-    from manifests import load
-    from tasks.audio.package import REPORT_NAME, package_book
-    from tasks.plan import load_meta
-
-    book_dir = Path(book_dir)
-    clean_temp_files(book_dir)                 # callers hold the book's lock (render, `chattts-render package`)
-    meta, titles = load_meta(book_dir)
-    rows = load(book_dir).to_pylist()
-    by_chapter = chapter_rows(book_dir, rows, opts.allow_gaps)
-    n_total = max([i + 1 for i in by_chapter] + [len(by_chapter)])
-    sigs = {i: chapter_signature(rs, titles.get(i, ""), n_total, meta, opts) for i, rs in by_chapter.items()}
-    state = _read_state(book_dir)
-    report = book_dir / REPORT_NAME
-    previous = _read_json(report) if state and state.get("report") == _sha_file(report) else None
-    same = {i for i in sigs if previous is not None and _chapter_unchanged(book_dir, state, i, sigs[i])}
-    book_files = (state or {}).get("book_files", {})
-    if (same == set(sigs) and state.get("book") == _book_signature(sigs, opts)
-            and all(_sha_file(book_dir / n) == h for n, h in book_files.items())):
-        return book_dir                                    # nothing changed: the outputs are current
-    gaps = [_gap_entry(r) for rs in by_chapter.values() for r in rs if r["status"] != "done"]
-    chapters = [(i, titles.get(i, ""), _chapter_loader(by_chapter[i], opts, book_dir))
-                for i in sorted(by_chapter)]
-    rep = package_book(book_dir, chapters, meta, opts.package, skip=same, previous=previous,
-                       extra={"gaps": gaps} if gaps else None)
-    _write_state(book_dir, sigs, n_total, opts, rep.files, titles)
-    return book_dir
-
-
-def chapter_rows(book_dir: Path, rows: list[dict], allow_gaps: bool = False) -> dict[int, list[dict]]:
-    """Manifest rows by chapter, in order.  Rows that are not done stop packaging (GapsError) unless
-    allow_gaps: then each becomes silence of its expected duration, listed in report.json's "gaps"."""
-    from manifests import STATUS_DONE
-
-    missing = [r for r in rows if r["status"] != STATUS_DONE]
-    if missing and not allow_gaps:
-        r = missing[0]
-        from tasks.errors import GapsError
-
-        raise GapsError(str(book_dir), f"{len(missing)} segments are not rendered (first: chapter {r['chapter'] + 1}, "
-                        f"segment {r['segment'] + 1}: {r['status']} {r['error']}".rstrip() +
-                        "); rerun to finish pending ones, or pass --allow-gaps to put silence in their place")
-    out: dict[int, list[dict]] = {}
-    for r in rows:
-        out.setdefault(r["chapter"], []).append(r)
-    return out
-
-
-def chapter_pieces(book_dir: Path, allow_gaps: bool = False) -> dict[int, list]:
-    """Per chapter, its done segments' stored audio in order (assemble.Piece); see chapter_rows."""
-    from manifests import STATUS_DONE, load
-    from tasks.audio.assemble import Piece
-
-    return {i: [Piece(Path(book_dir) / r["audio_path"], r["pause_after"], r["source_text"])
-                for r in rs if r["status"] == STATUS_DONE]
-            for i, rs in chapter_rows(book_dir, load(book_dir).to_pylist(), allow_gaps).items()}
-
-
-def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, opts: RenderOptions) -> str:
-    """Hash of everything a chapter's output files depend on: its segments (content keys, or the gap's text
-    when not done), pauses and source texts, its title, the chapter count, the book's tags and cover, and the
-    assemble/package options."""
-    import hashlib
-    import json
-
-    from manifests import STATUS_DONE
-
-    segs = [[r["content_key"] if r["status"] == STATUS_DONE else f"gap:{r['text']}", r["pause_after"],
-             r["source_text"]] for r in rows]
-    book = [meta.title, meta.author, meta.language, meta.cover_mime,
-            hashlib.sha256(meta.cover or b"").hexdigest()]
-    blob = json.dumps([SIGNATURE_VERSION, title, n_chapters, book, segs, _options_json(opts)],
-                      ensure_ascii=False, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-def _options_json(opts: RenderOptions):
-    from dataclasses import asdict
-
-    return [asdict(opts.assemble), asdict(opts.package)]
-
-
-def _book_signature(sigs: dict[int, str], opts: RenderOptions) -> str:
-    import hashlib
-    import json
-
-    blob = json.dumps([sorted(sigs.items()), _options_json(opts)], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _chapter_files(book_dir: Path, index: int, n_total: int, title: str, opts: RenderOptions) -> list[Path]:
-    from tasks.audio.package import chapter_stem
-
-    names = [f"{chapter_stem(index, n_total, title, f)}.{f}" for f in opts.package.formats if f != "m4b"]
-    names += [f"{chapter_stem(index, n_total, title, 'srt')}.{f}" for f in opts.package.subtitles]
-    return [Path(book_dir) / n for n in names]
-
-
-def _chapter_unchanged(book_dir: Path, state: dict, index: int, sig: str) -> bool:
-    entry = state.get("chapters", {}).get(str(index))
-    if not entry or entry.get("signature") != sig or not entry.get("files"):
-        return False
-    return all(_sha_file(Path(book_dir) / n) == h for n, h in entry["files"].items())
-
-
-def _sha_file(path: Path) -> str | None:
-    import hashlib
-
-    try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-    except OSError:
-        return None
-
-
-def _read_json(path: Path):
-    import json
-
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _read_state(book_dir: Path) -> dict:
-    data = _read_json(Path(book_dir) / CHAPTERS_JSON)
-    return data if isinstance(data, dict) and data.get("version") == SIGNATURE_VERSION else {}
-
-
-def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: RenderOptions,
-                 files: list[Path], titles: dict[int, str]) -> None:
-    """.chapters.json, written last (atomically): a crash before it only means the next run repackages."""
-    import json
-
-    from tasks.audio.package import REPORT_NAME, atomic_write_bytes
-
-    written = {Path(p).name for p in files}
-    chapters, chapter_names = {}, set()
-    for i, sig in sorted(sigs.items()):
-        names = [p.name for p in _chapter_files(book_dir, i, n_total, titles.get(i, ""), opts)
-                 if p.name in written]
-        chapter_names.update(names)
-        chapters[str(i)] = {"signature": sig, "files": {n: _sha_file(Path(book_dir) / n) for n in names}}
-    book_files = {n: _sha_file(Path(book_dir) / n) for n in sorted(written - chapter_names)}
-    data = {"version": SIGNATURE_VERSION, "book": _book_signature(sigs, opts), "chapters": chapters,
-            "book_files": book_files, "report": book_files.get(REPORT_NAME)}
-    atomic_write_bytes(Path(book_dir) / CHAPTERS_JSON,
-                       (json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-
-
-def _gap_entry(r: dict) -> dict:
-    from tasks.guard import gap_seconds
-
-    return {"chapter": r["chapter"], "segment": r["segment"], "status": r["status"], "error": r["error"] or "",
-            "seconds": round(gap_seconds(r["text"]), 3), "text": r["source_text"]}
-
-
-def _chapter_loader(rows: list[dict], opts: RenderOptions, book_dir: Path) -> Callable:
-    """Zero-argument function assembling the chapter: stored audio for done rows, silence of the expected
-    duration for the others (only reachable with allow_gaps)."""
-    from manifests import STATUS_DONE
-
-    def load():
-        from dataclasses import replace
-
-        import numpy as np
-
-        from tasks.audio.assemble import Piece, assemble_arrays, assemble_chapter, load_piece, trim_bounds
-        from manifests.crashpoints import crashpoint
-        from tasks.guard import gap_seconds
-
-        a_opts = opts.assemble
-        if all(r["status"] == STATUS_DONE for r in rows):
-            ch = assemble_chapter([Piece(Path(book_dir) / r["audio_path"], r["pause_after"],
-                                         r["source_text"]) for r in rows], a_opts)
-        else:     # trim the real pieces here and assemble untrimmed, so that the silence survives
-            arrays = []
-            for r in rows:
-                if r["status"] == STATUS_DONE:
-                    a = load_piece(Piece(Path(book_dir) / r["audio_path"]), a_opts.sample_rate)
-                    if a_opts.trim:
-                        s, e = trim_bounds(a, a_opts.sample_rate, a_opts)
-                        a = a[s:e]
-                    arrays.append(a)
-                else:
-                    arrays.append(np.zeros(int(round(gap_seconds(r["text"]) * a_opts.sample_rate)),
-                                           dtype=np.float32))
-            ch = assemble_arrays(arrays, [r["pause_after"] for r in rows], [r["source_text"] for r in rows],
-                                 replace(a_opts, trim=False))
-        crashpoint("assemble")
-        return ch
-    return load
+    temps = find_temps(Path(book_dir))
+    for p in temps:
+        remove_temp(p)
+    return len(temps)

@@ -19,21 +19,20 @@ COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anythi
 AUDIO_SUBTYPE = "PCM_24"       # FLAC sample format of stored segment audio
 
 
-def write_audio_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "FLAC",
-                       subtype: str = AUDIO_SUBTYPE) -> None:
-    """Encode in memory, then write the bytes crash-safely (manifests.store.write_atomic).  soundfile writing
-    into a Python file object swallows the file's write errors — a full disk would leave a truncated file —
-    so the encoder never touches the disk."""
+def write_segment_audio(path: Path, audio: np.ndarray, sample_rate: int) -> None:
+    """Encode in memory, then write the bytes crash-safely and fsynced (engine.atomic: a done row names this
+    file, and audio on disk is adopted as done).  soundfile writing into a Python file object swallows the
+    file's write errors — a full disk would leave a truncated file — so the encoder never touches the disk."""
     import io
 
     import soundfile as sf
 
-    from manifests.store import write_atomic
+    from engine.atomic import write_bytes
 
     buf = io.BytesIO()
-    sf.write(buf, audio, sample_rate, format=fmt, subtype=subtype)
+    sf.write(buf, audio, sample_rate, format="FLAC", subtype=AUDIO_SUBTYPE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, lambda f: f.write(buf.getvalue()))
+    write_bytes(path, buf.getvalue(), durable=True)
 
 
 def _audio_frames(path: Path) -> int | None:
@@ -123,7 +122,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
                              "error": f"{reason} after {attempt} attempts", "attempts": attempt} for r in rs])
                     counts["failed"] += len(rs)
                     continue
-                write_audio_atomic(book_dir / rs[0]["audio_path"], result.audio, SAMPLE_RATE)
+                write_segment_audio(book_dir / rs[0]["audio_path"], result.audio, SAMPLE_RATE)
                 crashpoint("segment-written")
                 finish([{**r, "status": STATUS_DONE, "samples": n, "duration_s": n / SAMPLE_RATE,
                          "error": "", "attempts": attempt} for r in rs])

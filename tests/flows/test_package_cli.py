@@ -55,7 +55,7 @@ def test_subtitle_cues_are_the_assembly_boundaries(rendered):
     """SRT cue times equal the assembled chapter's segment boundaries to the millisecond, with source text."""
     import manifests
     from tasks.audio.assemble import assemble_chapter
-    from tasks.stages import chapter_pieces
+    from tasks.audio.incremental import chapter_pieces
 
     pieces = chapter_pieces(rendered)
     chapter = assemble_chapter(pieces[1])

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import manifests
-from tasks.stages import TEMP_GLOBS
+from engine.atomic import find_temps
 from engine.units import estimate_seconds
 from flows.cli import main
 from tests.flows.helpers import chapter_files, cli, tree_digest, write_txt_book
@@ -167,7 +167,7 @@ def test_disk_full_stops_cleanly_and_resumes_byte_identical(fork_server, tiny, s
         done = sum(x["status"] == "done" for x in rows)
         if rows and done == len(rows):
             done = "all"                                     # the disk filled up while packaging
-        assert not [p for g in TEMP_GLOBS for p in book_dir.glob(g)]
+        assert not find_temps(book_dir)
         seen.append((size, f"{done} done"))
         resize("64m")                                        # space freed
         again = fork_server.run(str(book), "--model", "random-tiny", "--out", str(out))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import manifests
-from tasks.stages import TEMP_GLOBS
+from engine.atomic import find_temps
 from tests.flows.helpers import tree_digest
 
 RANDOM_KILLS = 20
@@ -69,7 +69,7 @@ def assert_not_rerendered(book_dir: Path, before: dict[str, tuple[int, int]]) ->
 
 
 def assert_no_temps(book_dir: Path) -> None:
-    left = [str(p) for g in TEMP_GLOBS for p in book_dir.glob(g)]
+    left = [str(p) for p in find_temps(book_dir)]
     assert not left, left
 
 

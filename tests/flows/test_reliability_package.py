@@ -9,6 +9,7 @@ import pytest
 
 import manifests
 from tasks import stages
+from tasks.audio.incremental import CHAPTERS_JSON
 from tasks.options import RenderOptions
 from tasks.audio.package import PackageOptions
 from tasks.synthesize import synthesize_book
@@ -29,7 +30,7 @@ def test_only_changed_chapters_are_written_again(tmp_path, formats):
     opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path, package=PackageOptions(formats=formats))
     stages.package(book_dir, opts)
     first = stamps(book_dir)
-    state = json.loads((book_dir / stages.CHAPTERS_JSON).read_text())
+    state = json.loads((book_dir / CHAPTERS_JSON).read_text())
     assert set(state["chapters"]) == {"0", "1"}
 
     stages.package(book_dir, opts)                              # nothing changed: nothing written

@@ -20,7 +20,7 @@ from tasks import stages
 from tasks.book import Book, BookMeta, Chapter, Segment
 from tasks.guard import GuardOptions, check, expected_band, reroll_seed
 from tasks.options import RenderOptions
-from tasks.plan import BOOK_JSON, _write_json_atomic, book_info, plan_rows
+from tasks.plan import BOOK_JSON, book_info, plan_rows
 from tasks.synthesize import synthesize_book
 
 TEXTS = ["山高水长，风和日丽，我们一起去看海，看那日出东方。", "春眠不觉晓，处处闻啼鸟。", "夜来风雨声，花落知多少。"]
@@ -50,7 +50,7 @@ def make_book(tmp_path: Path) -> tuple[Path, list[dict]]:
     book_dir.mkdir()
     rows = plan_rows(book, segs, "spk" * 30, StubEngine.version, book_dir)
     manifests.commit(book_dir, rows)
-    _write_json_atomic(book_dir / BOOK_JSON, book_info(book))
+    (book_dir / BOOK_JSON).write_text(json.dumps(book_info(book), ensure_ascii=False), encoding="utf-8")
     return book_dir, rows
 
 

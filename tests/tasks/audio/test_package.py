@@ -1,4 +1,5 @@
-"""Chapter files: safe names, atomic writes, FLAC length and tags."""
+"""Packaging orchestration: chapter files (FLAC length and tags, byte-identical reruns), package_pieces, the
+output folder."""
 from __future__ import annotations
 
 import os
@@ -9,56 +10,12 @@ import soundfile as sf
 
 from tasks.audio.assemble import AssembleOptions, ChapterAudio, assemble_arrays, expected_length
 from tasks.book import BookMeta
+from tasks.audio.package import PackageOptions, package_book, write_chapter_files
 from tasks.errors import OutputError
-from tasks.audio.package import (MAX_NAME_BYTES, PackageOptions, atomic_path, chapter_stem, inside, safe_name,
-                           write_chapter_files)
 
 SR = 24_000
 META = BookMeta(title="测试之书", author="佚名", language="zh", cover=b"\xff\xd8\xff\xe0fakejpeg",
                 cover_mime="image/jpeg")
-
-HOSTILE = ["../..", "a/b", "CON", "con.txt", "Nul", "LPT1", "com9 ", "x" * 300, "第" * 300, "📖" * 80,
-           'bad:*?"<>|\\name', "trailing. . .", "  spaces  ", "\x00\x1fctl\x7f", "..", ".", "",
-           "\u202eevil\u202c", "e\u0301" * 150, "👩\u200d👩\u200d👧" * 30]
-
-
-@pytest.mark.parametrize("title", HOSTILE)
-def test_safe_name_is_safe(title):
-    s = safe_name(title)
-    assert len(s.encode("utf-8")) <= MAX_NAME_BYTES
-    assert not any(c in s for c in '/\\:*?"<>|')
-    assert ".." not in s
-    assert not any(ord(c) < 32 or ord(c) == 127 for c in s)
-    assert s == s.strip(" .")
-    assert s.split(".")[0].strip().upper() not in {"CON", "PRN", "AUX", "NUL", "COM1", "COM9", "LPT1"}
-    stem = chapter_stem(4, 250, title, "flac")
-    assert stem.startswith("005 - ") or stem == "005"
-    assert len(f"{stem}.flac".encode("utf-8")) <= MAX_NAME_BYTES
-
-
-def test_safe_name_keeps_ordinary_titles():
-    assert safe_name("第一章 风起") == "第一章 风起"
-    assert safe_name("Chapter 1: The Start") == "Chapter 1_ The Start"
-    assert chapter_stem(0, 3, "序") == "001 - 序"
-    assert chapter_stem(9, 1200, "") == "0010"
-
-
-def test_inside_refuses_escape(tmp_path):
-    with pytest.raises(OutputError):
-        inside(tmp_path, "../x.flac")
-    with pytest.raises(OutputError):
-        inside(tmp_path, "a/b.flac")
-    assert inside(tmp_path, "ok.flac").parent == tmp_path.resolve()
-
-
-def test_atomic_path_leaves_nothing_on_error(tmp_path):
-    final = tmp_path / "x.flac"
-    with pytest.raises(RuntimeError):
-        with atomic_path(final) as tmp:
-            tmp.write_bytes(b"half")
-            raise RuntimeError("killed")
-    assert os.listdir(tmp_path) == []
-
 
 def chapter(seconds=(0.6, 0.8), seed=0) -> ChapterAudio:
     rng = np.random.default_rng(seed)
@@ -127,20 +84,25 @@ def test_package_pieces_from_stored_segments(tmp_path):
     assert [r["integrated_lufs"] for r in rep.data["files"]] == [pytest.approx(-18, abs=0.1)] * 2
 
 
-def test_stale_temp_files_from_a_killed_run_are_removed(tmp_path):
-    from tasks.audio.package import package_book
+def test_an_unusable_output_folder_is_an_output_error(tmp_path):
+    blocked = tmp_path / "book"
+    blocked.write_bytes(b"a file where the folder should be")
+    with pytest.raises(OutputError, match="cannot write the output folder"):
+        package_book(blocked, [(0, "c", chapter())], META, PackageOptions(subtitles=()))
+    with pytest.raises(OutputError):
+        package_book(blocked / "sub", [(0, "c", chapter())], META, PackageOptions(subtitles=()))
+    assert blocked.read_bytes() == b"a file where the folder should be"
+    assert os.listdir(tmp_path) == ["book"]
 
-    book = tmp_path / "book"
-    book.mkdir()
-    stale, fresh, other = book / ".tmp-abc.flac", book / ".tmp-def.m4b", book / "notes.txt"
-    for p in (stale, fresh, other):
-        p.write_bytes(b"x")
-    old_dir, new_dir = book / ".tmp-ffmpeg-old", book / ".tmp-ffmpeg-new"      # a killed encode's side inputs
-    for d in (old_dir, new_dir):
-        d.mkdir()
-        (d / "meta.txt").write_text(";FFMETADATA1\n")
-    for p in (stale, old_dir):
-        os.utime(p, (1_000_000_000, 1_000_000_000))
-    package_book(book, [(0, "c", chapter())], META, PackageOptions(subtitles=()))
-    assert not stale.exists() and fresh.exists() and other.exists()
-    assert not old_dir.exists() and (new_dir / "meta.txt").exists()
+
+def test_every_output_file_passes_the_crash_point(tmp_path, monkeypatch):
+    """Each output is renamed into place after the "package-file" hook, its temp complete beside it."""
+    import tasks.audio.package as P
+
+    seen = []
+    monkeypatch.setattr(P, "crashpoint", lambda name: seen.append(
+        (name, sorted(p.name for p in (tmp_path / "book").iterdir()))))
+    rep = package_book(tmp_path / "book", [(0, "c", chapter())], META, PackageOptions(subtitles=("srt",)))
+    assert [n for n, _ in seen] == ["package-file"] * 3                  # flac, srt, report.json
+    for (_, listing), final in zip(seen, rep.files):
+        assert final.name not in listing and len([n for n in listing if n.startswith(".tmp-")]) == 1

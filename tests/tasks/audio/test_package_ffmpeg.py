@@ -23,7 +23,8 @@ from tasks.audio.assemble import AssembleOptions, assemble_arrays, expected_leng
 from tasks.book import BookMeta
 from tasks.errors import BookError, ToolMissing
 from tasks.audio.ffmpeg import decode_all, find_tool, probe
-from tasks.audio.package import PackageOptions, chapter_stem, package_book
+from tasks.audio.names import chapter_stem
+from tasks.audio.package import PackageOptions, package_book
 
 pytestmark = pytest.mark.skipif(not (shutil.which("ffmpeg") and shutil.which("ffprobe")),
                                 reason="ffmpeg/ffprobe not installed (apt-get install ffmpeg)")

@@ -8,7 +8,8 @@ import pytest
 
 from tasks.audio.assemble import AssembleOptions, ChapterAudio, assemble_arrays
 from tasks.book import BookMeta
-from tasks.audio.package import MAX_NAME_BYTES, PackageOptions, package_book
+from tasks.audio.names import MAX_NAME_BYTES
+from tasks.audio.package import PackageOptions, package_book
 
 SR = 24_000
 HOSTILE = ["../..", "a/b", "CON", "con.txt", "..", ".", "", "📖🎧" * 40, "长" * 300, "x" * 300,
@@ -46,7 +47,7 @@ def test_two_hundred_hostile_chapters(tmp_path):
 
 @pytest.mark.slow
 def test_twenty_minute_chapter_flac_and_m4b(tmp_path):
-    """Long-chapter packaging (run: python -m pytest tests/tasks/test_package_many.py -m slow)."""
+    """Long-chapter packaging (run: python -m pytest tests/tasks/audio/test_package_many.py -m slow)."""
     import shutil
 
     if not shutil.which("ffmpeg"):

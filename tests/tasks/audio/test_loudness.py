@@ -1,5 +1,5 @@
-"""Loudness: the streaming meter equals pyloudnorm, true peak equals a 4x oversampling, normalize + limit hit
-the target and stay under the ceiling."""
+"""Loudness: K-weighting is the standard's, the streaming meter equals pyloudnorm, true peak equals a 4x
+oversampling, normalize + limit hit the target and stay under the ceiling."""
 from __future__ import annotations
 
 import math
@@ -33,6 +33,16 @@ def test_streaming_meter_equals_pyloudnorm(chunk):
     assert m.integrated_lufs() == pytest.approx(ref, abs=1e-6)
     ref_tp = 20 * math.log10(np.abs(resample_poly(x.astype(np.float64), 4, 1)).max())
     assert m.true_peak_dbtp() == pytest.approx(ref_tp, abs=1e-6)
+
+
+def test_k_weighting_at_48k_is_the_standards_table():
+    from tasks.audio.loudness import k_weighting
+
+    (b1, a1), (b2, a2) = k_weighting(48_000)                   # ITU-R BS.1770-4, tables 1 and 2
+    np.testing.assert_allclose(b1, [1.53512485958697, -2.69169618940638, 1.19839281085285], atol=2e-4)
+    np.testing.assert_allclose(a1, [1.0, -1.69065929318241, 0.73248077421585], atol=2e-4)
+    np.testing.assert_allclose(b2 / b2[0], [1.0, -2.0, 1.0], atol=1e-12)
+    np.testing.assert_allclose(a2, [1.0, -1.99004745483398, 0.99007225036621], atol=2e-4)
 
 
 def test_meter_at_44k_and_silence():

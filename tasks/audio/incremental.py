@@ -1,0 +1,183 @@
+"""Incremental packaging: a book's outputs are rebuilt only for the chapters whose inputs changed.
+
+Each chapter's input signature (chapter_signature: its segments, title, the book's tags and the options) and
+its output files' hashes are kept in `.chapters.json` beside the outputs.  A chapter whose signature and files
+are unchanged is neither assembled nor written again.  Chapters come from the manifest: done rows' stored
+audio, and (with allow_gaps) silence of the expected duration for the others.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from manifests import STATUS_DONE, load
+from manifests.crashpoints import crashpoint
+from tasks.audio.assemble import (ChapterAudio, Piece, assemble_arrays, assemble_chapter, load_piece,
+                                  trim_bounds)
+from tasks.audio.names import chapter_file_names
+from tasks.audio.package import REPORT_NAME, package_book, write_output
+from tasks.errors import GapsError
+from tasks.guard import gap_seconds
+from tasks.options import RenderOptions
+from tasks.plan import load_meta
+
+CHAPTERS_JSON = ".chapters.json"      # per-chapter input signatures and output hashes of the last packaging
+SIGNATURE_VERSION = 1                 # bump when the signature's inputs change
+
+
+def package_changed(book_dir: Path, opts: RenderOptions) -> Path:
+    """Assemble every chapter from its stored segment audio and write the outputs (chapter files, M4B,
+    subtitles, report.json).  Needs no engine.  The caller holds the book's lock and has removed a killed
+    run's temp files (tasks.stages.package).
+
+    Incremental: each chapter's input signature (chapter_signature) and its output files' hashes are kept in
+    .chapters.json.  A chapter whose signature and files are unchanged is neither assembled nor written again
+    (its report rows are carried over) — unless an M4B is wanted and another chapter changed: the M4B is built
+    from every chapter's audio, so then the unchanged chapters are assembled (not re-encoded).  When nothing
+    changed, packaging is skipped entirely."""
+    book_dir = Path(book_dir)
+    meta, titles = load_meta(book_dir)
+    rows = load(book_dir).to_pylist()
+    by_chapter = chapter_rows(book_dir, rows, opts.allow_gaps)
+    n_total = max([i + 1 for i in by_chapter] + [len(by_chapter)])
+    sigs = {i: chapter_signature(rs, titles.get(i, ""), n_total, meta, opts) for i, rs in by_chapter.items()}
+    state = _read_state(book_dir)
+    report = book_dir / REPORT_NAME
+    previous = _read_json(report) if state and state.get("report") == _sha_file(report) else None
+    same = {i for i in sigs if previous is not None and _chapter_unchanged(book_dir, state, i, sigs[i])}
+    book_files = (state or {}).get("book_files", {})
+    if (same == set(sigs) and state.get("book") == _book_signature(sigs, opts)
+            and all(_sha_file(book_dir / n) == h for n, h in book_files.items())):
+        return book_dir                                    # nothing changed: the outputs are current
+    gaps = [_gap_entry(r) for rs in by_chapter.values() for r in rs if r["status"] != STATUS_DONE]
+    chapters = [(i, titles.get(i, ""), _chapter_loader(by_chapter[i], opts, book_dir))
+                for i in sorted(by_chapter)]
+    rep = package_book(book_dir, chapters, meta, opts.package, skip=same, previous=previous,
+                       extra={"gaps": gaps} if gaps else None)
+    _write_state(book_dir, sigs, n_total, opts, rep.files, titles)
+    return book_dir
+
+
+def chapter_rows(book_dir: Path, rows: list[dict], allow_gaps: bool = False) -> dict[int, list[dict]]:
+    """Manifest rows by chapter, in order.  Rows that are not done stop packaging (GapsError) unless
+    allow_gaps: then each becomes silence of its expected duration, listed in report.json's "gaps"."""
+    missing = [r for r in rows if r["status"] != STATUS_DONE]
+    if missing and not allow_gaps:
+        r = missing[0]
+        raise GapsError(str(book_dir), f"{len(missing)} segments are not rendered (first: chapter {r['chapter'] + 1}, "
+                        f"segment {r['segment'] + 1}: {r['status']} {r['error']}".rstrip() +
+                        "); rerun to finish pending ones, or pass --allow-gaps to put silence in their place")
+    out: dict[int, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["chapter"], []).append(r)
+    return out
+
+
+def chapter_pieces(book_dir: Path, allow_gaps: bool = False) -> dict[int, list]:
+    """Per chapter, its done segments' stored audio in order (assemble.Piece); see chapter_rows."""
+    return {i: [Piece(Path(book_dir) / r["audio_path"], r["pause_after"], r["source_text"])
+                for r in rs if r["status"] == STATUS_DONE]
+            for i, rs in chapter_rows(book_dir, load(book_dir).to_pylist(), allow_gaps).items()}
+
+
+def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, opts: RenderOptions) -> str:
+    """Hash of everything a chapter's output files depend on: its segments (content keys, or the gap's text
+    when not done), pauses and source texts, its title, the chapter count, the book's tags and cover, and the
+    assemble/package options."""
+    segs = [[r["content_key"] if r["status"] == STATUS_DONE else f"gap:{r['text']}", r["pause_after"],
+             r["source_text"]] for r in rows]
+    book = [meta.title, meta.author, meta.language, meta.cover_mime,
+            hashlib.sha256(meta.cover or b"").hexdigest()]
+    blob = json.dumps([SIGNATURE_VERSION, title, n_chapters, book, segs, _options_json(opts)],
+                      ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _options_json(opts: RenderOptions):
+    return [asdict(opts.assemble), asdict(opts.package)]
+
+
+def _book_signature(sigs: dict[int, str], opts: RenderOptions) -> str:
+    blob = json.dumps([sorted(sigs.items()), _options_json(opts)], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _chapter_unchanged(book_dir: Path, state: dict, index: int, sig: str) -> bool:
+    entry = state.get("chapters", {}).get(str(index))
+    if not entry or entry.get("signature") != sig or not entry.get("files"):
+        return False
+    return all(_sha_file(Path(book_dir) / n) == h for n, h in entry["files"].items())
+
+
+def _sha_file(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _read_state(book_dir: Path) -> dict:
+    data = _read_json(Path(book_dir) / CHAPTERS_JSON)
+    return data if isinstance(data, dict) and data.get("version") == SIGNATURE_VERSION else {}
+
+
+def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: RenderOptions,
+                 files: list[Path], titles: dict[int, str]) -> None:
+    """.chapters.json, written last (atomically): a crash before it only means the next run repackages."""
+    written = {Path(p).name for p in files}
+    chapters, chapter_names = {}, set()
+    for i, sig in sorted(sigs.items()):
+        names = [n for n in chapter_file_names(i, n_total, titles.get(i, ""), opts.package.formats,
+                                               opts.package.subtitles) if n in written]
+        chapter_names.update(names)
+        chapters[str(i)] = {"signature": sig, "files": {n: _sha_file(Path(book_dir) / n) for n in names}}
+    book_files = {n: _sha_file(Path(book_dir) / n) for n in sorted(written - chapter_names)}
+    data = {"version": SIGNATURE_VERSION, "book": _book_signature(sigs, opts), "chapters": chapters,
+            "book_files": book_files, "report": book_files.get(REPORT_NAME)}
+    write_output(Path(book_dir) / CHAPTERS_JSON,
+                 (json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _gap_entry(r: dict) -> dict:
+    return {"chapter": r["chapter"], "segment": r["segment"], "status": r["status"], "error": r["error"] or "",
+            "seconds": round(gap_seconds(r["text"]), 3), "text": r["source_text"]}
+
+
+def _chapter_loader(rows: list[dict], opts: RenderOptions, book_dir: Path) -> Callable[[], ChapterAudio]:
+    """Zero-argument function assembling the chapter: stored audio for done rows, silence of the expected
+    duration for the others (only reachable with allow_gaps)."""
+    def assemble() -> ChapterAudio:
+        a_opts = opts.assemble
+        if all(r["status"] == STATUS_DONE for r in rows):
+            ch = assemble_chapter([Piece(Path(book_dir) / r["audio_path"], r["pause_after"],
+                                         r["source_text"]) for r in rows], a_opts)
+        else:     # trim the real pieces here and assemble untrimmed, so that the silence survives
+            arrays = []
+            for r in rows:
+                if r["status"] == STATUS_DONE:
+                    a = load_piece(Piece(Path(book_dir) / r["audio_path"]), a_opts.sample_rate)
+                    if a_opts.trim:
+                        s, e = trim_bounds(a, a_opts.sample_rate, a_opts)
+                        a = a[s:e]
+                    arrays.append(a)
+                else:
+                    arrays.append(np.zeros(int(round(gap_seconds(r["text"]) * a_opts.sample_rate)),
+                                           dtype=np.float32))
+            ch = assemble_arrays(arrays, [r["pause_after"] for r in rows], [r["source_text"] for r in rows],
+                                 replace(a_opts, trim=False))
+        crashpoint("assemble")
+        return ch
+    return assemble
