@@ -17,9 +17,12 @@ def get_engine(opts: RenderOptions):
 
 
 def prepare(opts: RenderOptions) -> Path:
-    """ingest → normalize → segment → audit → plan; returns the book dir."""
+    """ingest → normalize → segment → audit → plan; returns the book dir.  A tool the output formats need
+    (ffmpeg) is looked for first: missing, the render stops before it reads the book or loads the model."""
+    from tasks.audio.package import check_tools
     from tasks.plan import prepare_book
 
+    check_tools(opts.package)
     return prepare_book(opts, lambda: get_engine(opts))
 
 

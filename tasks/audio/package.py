@@ -129,7 +129,7 @@ def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, tit
     return out
 
 
-def _check_tools(opts: PackageOptions) -> None:
+def check_tools(opts: PackageOptions) -> None:
     """Fail before writing anything when a requested format needs ffmpeg/ffprobe and they are missing."""
     if any(f not in LOSSLESS for f in opts.formats):
         from tasks.audio.ffmpeg import find_tool
@@ -168,7 +168,7 @@ def write_chapter_files(book_dir: Path, chapter_index: int, n_chapters: int, tit
     """Write `book_dir/NNN - <safe title>.<ext>` for every chapter format in opts.formats (not m4b), plus
     the chapter's subtitles; their paths.  Each file is normalized, tagged, written atomically."""
     opts.validate()
-    _check_tools(opts)
+    check_tools(opts)
     book_dir = _output_folder(book_dir)
     paths, _ = _chapter_outputs(book_dir, chapter_index, n_chapters, title, prepare_chapter(chapter, opts),
                                 meta, opts)
@@ -208,7 +208,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     from tasks.audio.subtitles import timed
 
     opts.validate()
-    _check_tools(opts)
+    check_tools(opts)
     book_dir = _output_folder(book_dir)
     skip = frozenset(skip) if previous else frozenset()
     n = len(chapters)

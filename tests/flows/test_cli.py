@@ -70,3 +70,15 @@ def test_sub_commands_and_the_default_command(tmp_path, capsys):
     assert [codes[c] for c in (BookError, ToolMissing, OutputError)] == [EXIT_USAGE, EXIT_ENVIRONMENT,
                                                                          EXIT_ENVIRONMENT]
     assert next(codes[c] for c in GapsError.__mro__ if c in codes) == EXIT_FAILED
+
+
+def test_a_missing_ffmpeg_stops_the_render_before_it_starts(tmp_path):
+    """mp3 needs ffmpeg: without it, exit 3 with one line naming the tool, before the model loads or anything is
+    written."""
+    env = dict(os.environ, FFMPEG=str(tmp_path / "no-ffmpeg"))
+    r = subprocess.run([sys.executable, "-m", "flows.cli", str(SAMPLE), "--model", "random-tiny", "--format",
+                        "flac,mp3", "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.count("\n") == 1 and "no-ffmpeg" in r.stderr and "ffmpeg" in r.stderr
+    assert not (tmp_path / "out").exists()
