@@ -19,9 +19,11 @@ _ID_WORDS = "电话|号码|热线|致电|分机|传真|编号|工号|学号|账�
 _EVENT_AFTER = "新政|政策|事件|事变|惨案|运动|地震|起义|暴动|大案"
 # After "N年", words that make it a duration (二十年后) rather than a year (86年).
 _DURATION_AFTER = "后前来内里间多半之以左的中代"
-# Before a 2-digit "N年", characters that make it a year (于86年, 是98年); after any other Chinese character it is a
-# duration (仅用22年, 位列10年, （85年）).  With nothing before it, or a month after it, it is a year (05年, 86年8月).
+# Before a 2- or 3-digit "N年", characters that make it a year (于86年, 至475年); after any other Chinese character it
+# is a count of years (仅用22年, 道光22年, 法国（140年）).  See _short_year.
 _YEAR_BEFORE = "于在从自至到是为"
+# Latin unit symbols a space may separate from their number (2.5 m -> 2.5m, which wetext reads 二点五米).
+_SPACED_UNITS = "km|cm|mm|m|kg|mg|g|ml|mL|L"
 # Measure words after which 2 is read 两 (wetext does this for 个/岁 only): 2次 -> 两次, 2枚 -> 两枚.
 _MEASURE_WORDS = ("次|遍|趟|位|种|件|本|张|条|只|头|匹|家|天|周|倍|根|把|双|对|层|间|辆|架|艘|座|台|部|场|封|篇|首|句|份|"
                   "名|人|碗|杯|口|声|步|下|眼|样|枚|颗|粒|例|户|所|支|项|批|届|轮|集|期|成|株|棵|片|幅|组|套|瓶|盒|"
@@ -138,11 +140,16 @@ def _ratio(m: re.Match) -> str:
     return "比".join(decimal_zh(p) for p in parts)
 
 
-def _two_digit_year(m: re.Match) -> str:
-    """86年 -> 八六年 as a year (see _YEAR_BEFORE), 二十二年 as a count of years."""
+def _short_year(m: re.Match) -> str:
+    """A 2- or 3-digit N年 is a year read digit by digit (86年 -> 八六年, 472年 -> 四七二年) at the start, after a mark
+    or one of _YEAR_BEFORE, before a month, or in brackets after a reign year (大历十四年（779年）); after other
+    words it is a count of years (仅用二十二年, 道光二十二年, 法国（一百四十年）)."""
     before, n = m.group(1), m.group(2)
-    year = (not before or before in _YEAR_BEFORE or not ("\u4e00" <= before <= "\u9fff")
-            or re.match(r"\d{1,2}月|[一二三四五六七八九十]+月", m.string[m.end():]) is not None)
+    if before in ("（", "("):
+        year = m.string[m.start(1) - 1:m.start(1)] == "年"
+    else:
+        year = not before or before in _YEAR_BEFORE or not ("\u4e00" <= before <= "\u9fff")
+    year = year or re.match(r"\d{1,2}月|[一二三四五六七八九十]+月", m.string[m.end():]) is not None
     return before + (digits_zh(n) if year else cardinal_zh(n)) + "年"
 
 
@@ -182,8 +189,8 @@ _PRE: list[tuple[re.Pattern, object]] = [
     # Years in brackets, alone or as a span (life dates in notes): （1854—1923） -> （一八五四到一九二三）.
     (re.compile(r"(?<=[（(])\s*(1\d{3}|20\d{2})\s*(?:[—–\-~～－]{1,2}\s*(1\d{3}|20\d{2})?\s*)?(?=[）)？?])"),
      lambda m: digits_zh(m.group(1)) + ("到" + digits_zh(m.group(2)) if m.group(2) else "")),
-    # Thousands separators go: 213,619 -> 213619 (wetext reads the groups apart).
-    (re.compile(r"(?<=\d),(?=\d{3}(?!\d))"), ""),
+    # Thousands separators go: 213,619 -> 213619 (wetext reads the groups apart); so does a space before a unit.
+    (re.compile(r"(?<=\d),(?=\d{3}(?!\d))|(?<=\d) (?=(?:" + _SPACED_UNITS + r")(?![A-Za-z]))"), ""),
     # A hyphen between letters or a name and a number is silent: CCTV-6 -> CCTV六, U-17, 礼炮-6号.
     (re.compile(r"(?<=[A-Za-z])[-‐](?=\d)|(?<=[\u4e00-\u9fff])[-‐](?=\d+号)"), ""),
     # Units per unit: 875米/秒 -> 八百七十五米每秒, 21.83亿元/平方公里 (Latin units are wetext's: 10km/h ->
@@ -227,8 +234,8 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(?<![\d.])(\d{1,2})(?=[日号](?!元))"),
      lambda m: cardinal_zh(m.group(1)) if 1 <= int(m.group(1)) <= 31 else m.group(0)),
     # Years: 86年 -> 八六年, 公元前202年 -> 公元前二零二年; a count of years stays a number (二十年后, 仅用二十二年).
-    (re.compile(r"(?<![\d.])(.?)(?<![\d.])(\d{2})年(?![" + _DURATION_AFTER + r"])"), _two_digit_year),
     (re.compile(r"(公元前?|前)(\d{1,4})年"), lambda m: m.group(1) + digits_zh(m.group(2)) + "年"),
+    (re.compile(r"(?<![\d.])(.?)(?<![\d.])(\d{2,3})年(?![" + _DURATION_AFTER + r"])"), _short_year),
     (re.compile(r"(?<![\d.])(\d{5,})(?=年)"), lambda m: cardinal_zh(m.group(1))),   # no year has 5 digits: 一万年
     # Clock times written with 分: 15:15分 -> 十五点十五分 (wetext reads N:M分 as a score).
     (re.compile(r"(?<![\d.])([01]?\d|2[0-4])[:：]([0-5]\d)分"), lambda m: _clock(m.group(1), m.group(2))),
@@ -239,8 +246,8 @@ _PRE: list[tuple[re.Pattern, object]] = [
      lambda m: f"{m.group(1)}{m.group(2)}{cardinal_zh(m.group(3))}比{cardinal_zh(m.group(4))}"),
     # Hundredths of a second: 10秒25 -> 十秒二五, 9秒83 -> 九秒八三 (wetext: 十秒二十五).
     (re.compile(r"(?<![\d.])(\d+)秒(\d{2})(?!\d)"), lambda m: f"{cardinal_zh(m.group(1))}秒{digits_zh(m.group(2))}"),
-    # Products, and plus-minus: 4×100米 -> 四乘一百米 (wetext: 四乘十零), 58.7 ± 0.2 -> 五十八点七正负零点二.
-    (re.compile(r"(" + _NUM + r")\s?×\s?(" + _NUM + r")"),
+    # Products, and plus-minus: 4×100米, 4x100米 -> 四乘一百米 (wetext: 四乘十零), 58.7 ± 0.2 -> 五十八点七正负零点二.
+    (re.compile(r"(" + _NUM + r")\s?[×xX]\s?(" + _NUM + r")"),
      lambda m: f"{decimal_zh(m.group(1))}乘{decimal_zh(m.group(2))}"),
     (re.compile(r"\s?±\s?(?=\d)"), "正负"),
     # Country codes: +86 -> 八六 (then the number itself).
