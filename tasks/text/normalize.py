@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from tasks.text import rules as tn_rules
-from tasks.text.rules import cardinal_zh, digits_zh  # noqa: F401  (re-exported)
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -37,7 +36,7 @@ SpanKind = Literal["text", "tn", "punct", "space", "lexicon", "removed"]
 
 # Punctuation table: source mark -> (output mark, boundary).  Output "" drops the mark (no pause of its own).
 # Runs of marks with no speech between them collapse to the strongest output (。 > ， > 、) - e.g. `。」` -> `。`,
-# `？！` -> `。`, `：「` -> `，`.  The README section "Punctuation" is generated from this table.
+# `？！` -> `。`, `：「` -> `，`.  docs/text-frontend.md shows this table (tests/tasks/test_docs.py keeps it in step).
 _P: dict[str, tuple[str, int]] = {}
 
 
@@ -67,19 +66,7 @@ _marks("*＊#＃@＠^＾_＿`｀=＝+＋§¶†‡※〃", "", NONE)  # layout a
 PUNCT_TABLE: dict[str, tuple[str, int]] = dict(_P)
 
 _STRENGTH = {"": 0, "、": 1, "，": 2, "。": 3}
-_BOUNDARY_NAMES = {0: "none", 1: "clause", 2: "sentence"}
 
-
-def punctuation_table_markdown() -> str:
-    """The punctuation table as Markdown (the README section is this text)."""
-    groups: dict[tuple[str, int], list[str]] = {}
-    for mark, key in PUNCT_TABLE.items():
-        groups.setdefault(key, []).append(mark)
-    rows = ["| source marks | spoken as | segment boundary |", "|---|---|---|"]
-    for (out, boundary), marks in sorted(groups.items(), key=lambda kv: (-_STRENGTH[kv[0][0]], -kv[0][1])):
-        shown = " ".join(f"`{m}`" if m not in "`|" else {"`": "`` ` ``", "|": "`\\|`"}[m] for m in marks)
-        rows.append(f"| {shown} | {out or '(silent)'} | {_BOUNDARY_NAMES[boundary]} |")
-    return "\n".join(rows)
 
 # Why a character can be removed.  Every removal is recorded (position, text, reason) and listed by the audit.
 REMOVAL_REASONS = {
@@ -187,10 +174,6 @@ class Lexicon:
                 merged[word] = repl
         return cls(tuple(merged.items()))
 
-    @classmethod
-    def from_dict(cls, mapping: dict[str, str]) -> "Lexicon":
-        return cls(tuple((k, v) for k, v in mapping.items() if k))
-
     def pattern(self, t2s: bool) -> tuple[re.Pattern | None, dict[str, str]]:
         key = ("t2s" if t2s else "raw")
         if key not in self._cache:
@@ -293,7 +276,6 @@ def classify(c: str) -> tuple[str, SpanKind, str, int]:
 # ---------------------------------------------------------------------------------------------------------------
 # Numbers (TN)
 # ---------------------------------------------------------------------------------------------------------------
-_DIGITS = "零一二三四五六七八九"
 _FW = str.maketrans({chr(0xFF10 + i): str(i) for i in range(10)} | {
     "％": "%", "．": ".", "：": ":", "／": "/", "－": "-", "＋": "+", "～": "~", "￥": "¥", "＄": "$",
     "℃": "°C", "℉": "°F", "＝": "="})
@@ -579,8 +561,8 @@ def _clean_output(s: str) -> str:
         if _is_cjk(c) or _is_latin(c) or c == " ":
             res.append(c)
         elif c.isdigit() and c.isascii():
-            res.append(_DIGITS[int(c)])
-        elif c == "." and i < len(s) - 1:          # a dot TN did not read (No.1): silent inside a window
+            res.append(tn_rules.digits_zh(c))
+        elif c == "." and i < len(s) - 1:          # a dot TN did not read (Vol.3): silent inside a window
             continue
         elif c in PUNCT_TABLE:
             res.append(PUNCT_TABLE[c][0])

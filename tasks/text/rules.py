@@ -2,7 +2,8 @@
 
 `pre(window)` rewrites digit patterns into Chinese before wetext sees them (wetext leaves Chinese alone);
 `post(out)` fixes wetext's output.  Each rule is a general pattern, not a per-case patch; the golden sets
-(benchmarks/tn_score.py) disagree with each other on a few conventions - the choices are noted per rule.
+(tests/data/tn, scored by benchmarks/tn_score.py) disagree with each other on a few conventions - the choices are
+noted per rule and in docs/text-frontend.md.
 """
 from __future__ import annotations
 
@@ -250,6 +251,8 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(" + _NUM + r")\s?[×xX]\s?(" + _NUM + r")"),
      lambda m: f"{decimal_zh(m.group(1))}乘{decimal_zh(m.group(2))}"),
     (re.compile(r"\s?±\s?(?=\d)"), "正负"),
+    # No.5 -> 五号: "No." abbreviates 号 (No.5香水 is 五号香水).
+    (re.compile(r"(?<![A-Za-z])[Nn][Oo]\.\s?(\d+)"), lambda m: cardinal_zh(m.group(1)) + "号"),
     # Country codes: +86 -> 八六 (then the number itself).
     (re.compile(r"\+(\d{1,3})\s?(?=\d{7,})"), lambda m: digits_zh(m.group(1))),
     # Identifiers: after 电话/编号/… digit by digit; numbers before 号 with 3+ digits (not dates) too.  Mobile
