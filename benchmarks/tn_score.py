@@ -1,13 +1,16 @@
-"""Chinese TN scoring: exact-match rates of our normalize() and of wetext alone on three public golden sets.
+"""Chinese TN scoring: exact-match rates of our normalize() and of wetext alone, on three public golden sets
+(regression) and on our held-out set of real sentences.
 
     python -m benchmarks.tn_score                 # rates + misses (ours)
     python -m benchmarks.tn_score --baseline      # also wetext alone, and its misses with -v
     python -m benchmarks.tn_score --speed         # also: normalize the whole of 紅樓夢 and report chars/s
 
-Sets (in ../shared/corpus/tn): NeMo zh_text_normalization/*.txt (`input~output`), PaddleSpeech
-textnorm_test_cases.txt (`input|output`), WeTextProcessing tn_chinese/*.txt (`input => output`).
-Both sides of a comparison go through the same punctuation/whitespace canonicalization (our punctuation table,
-no TN), so a case scores on its reading, not on which comma the golden file happened to use.
+Sets (in tests/data/tn, see its README): NeMo nemo/*.txt (`input~output`), PaddleSpeech
+paddlespeech/textnorm_test_cases.txt (`input|output`), WeTextProcessing wetextprocessing/*.txt
+(`input => output`); held-out heldout/*.tsv (`input<TAB>reading<TAB>source`, `#` comments), written before any
+rule was changed for it.  Both sides of a comparison go through the same punctuation/whitespace canonicalization
+(our punctuation table, no TN), so a case scores on its reading, not on which comma the golden file happened to
+use.
 """
 from __future__ import annotations
 
@@ -19,27 +22,29 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
+TN_DIR = ROOT / "tests" / "data" / "tn"
 CORPUS = Path(os.environ.get("CHATTTS_RENDER_CORPUS", ROOT.parent / "shared" / "corpus"))
-TN_DIR = CORPUS / "tn"
-HONGLOUMENG = CORPUS / "txt" / "gutenberg-zh" / "24264-0.txt"
+HONGLOUMENG = CORPUS / "txt" / "gutenberg-zh" / "24264-0.txt"     # --speed only
 
+# name -> (files under TN_DIR, field separator).  The first three are regression sets, the last is held out.
 SETS = {
-    "nemo": ("nemo/zh_text_normalization/*.txt", "~"),
+    "nemo": ("nemo/*.txt", "~"),
     "paddlespeech": ("paddlespeech/textnorm_test_cases.txt", "|"),
-    "wetext": ("wetextprocessing/tn_chinese/*.txt", " => "),
+    "wetext": ("wetextprocessing/*.txt", " => "),
+    "heldout": ("heldout/*.tsv", "\t"),
 }
 
 
 def load_cases(name: str, root: Path = TN_DIR) -> list[tuple[str, str, str]]:
-    """[(input, expected, origin)] of one golden set; empty when the corpus is absent."""
+    """[(input, expected, origin)] of one set; origin is file:line (and the source, for the held-out set)."""
     pattern, sep = SETS[name]
     cases = []
     for path in sorted(root.glob(pattern)):
         for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if sep not in line or not line.strip():
+            if sep not in line or line.startswith("#"):
                 continue
-            inp, exp = line.split(sep, 1)
-            cases.append((inp, exp, f"{path.name}:{lineno}"))
+            inp, exp, *source = line.split(sep)
+            cases.append((inp, exp, " ".join([f"{path.name}:{lineno}", *source])))
     return cases
 
 
@@ -89,9 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     for name in SETS:
         cases = load_cases(name)
-        if not cases:
-            print(f"{name}: corpus absent ({TN_DIR})")
-            continue
         rate, misses = score(ours, cases)
         line = f"{name:13s} ours {rate:6.1%} ({len(cases) - len(misses)}/{len(cases)})"
         if args.baseline:

@@ -8,7 +8,6 @@ normalization map, and the segment's speech must equal the normalization of its 
 """
 from __future__ import annotations
 
-import json
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -73,14 +72,6 @@ class CoverageReport:
         d["coverage"] = self.coverage
         d["ok"] = self.ok
         return d
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "CoverageReport":
-        keys = cls.__dataclass_fields__.keys()
-        return cls(**{k: v for k, v in d.items() if k in keys})
 
 
 def _explain_gap(rep: CoverageReport, gap: str, base: int, opts: SegmentOptions, counts: Counter) -> None:

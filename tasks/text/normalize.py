@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from tasks.text import rules as tn_rules
-from tasks.text.rules import cardinal_zh, digits_zh  # noqa: F401  (re-exported)
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -37,7 +36,7 @@ SpanKind = Literal["text", "tn", "punct", "space", "lexicon", "removed"]
 
 # Punctuation table: source mark -> (output mark, boundary).  Output "" drops the mark (no pause of its own).
 # Runs of marks with no speech between them collapse to the strongest output (。 > ， > 、) - e.g. `。」` -> `。`,
-# `？！` -> `。`, `：「` -> `，`.  The README section "Punctuation" is generated from this table.
+# `？！` -> `。`, `：「` -> `，`.  docs/text-frontend.md shows this table (tests/tasks/test_docs.py keeps it in step).
 _P: dict[str, tuple[str, int]] = {}
 
 
@@ -67,19 +66,7 @@ _marks("*＊#＃@＠^＾_＿`｀=＝+＋§¶†‡※〃", "", NONE)  # layout a
 PUNCT_TABLE: dict[str, tuple[str, int]] = dict(_P)
 
 _STRENGTH = {"": 0, "、": 1, "，": 2, "。": 3}
-_BOUNDARY_NAMES = {0: "none", 1: "clause", 2: "sentence"}
 
-
-def punctuation_table_markdown() -> str:
-    """The punctuation table as Markdown (the README section is this text)."""
-    groups: dict[tuple[str, int], list[str]] = {}
-    for mark, key in PUNCT_TABLE.items():
-        groups.setdefault(key, []).append(mark)
-    rows = ["| source marks | spoken as | segment boundary |", "|---|---|---|"]
-    for (out, boundary), marks in sorted(groups.items(), key=lambda kv: (-_STRENGTH[kv[0][0]], -kv[0][1])):
-        shown = " ".join(f"`{m}`" if m not in "`|" else {"`": "`` ` ``", "|": "`\\|`"}[m] for m in marks)
-        rows.append(f"| {shown} | {out or '(silent)'} | {_BOUNDARY_NAMES[boundary]} |")
-    return "\n".join(rows)
 
 # Why a character can be removed.  Every removal is recorded (position, text, reason) and listed by the audit.
 REMOVAL_REASONS = {
@@ -187,10 +174,6 @@ class Lexicon:
                 merged[word] = repl
         return cls(tuple(merged.items()))
 
-    @classmethod
-    def from_dict(cls, mapping: dict[str, str]) -> "Lexicon":
-        return cls(tuple((k, v) for k, v in mapping.items() if k))
-
     def pattern(self, t2s: bool) -> tuple[re.Pattern | None, dict[str, str]]:
         key = ("t2s" if t2s else "raw")
         if key not in self._cache:
@@ -293,7 +276,6 @@ def classify(c: str) -> tuple[str, SpanKind, str, int]:
 # ---------------------------------------------------------------------------------------------------------------
 # Numbers (TN)
 # ---------------------------------------------------------------------------------------------------------------
-_DIGITS = "零一二三四五六七八九"
 _FW = str.maketrans({chr(0xFF10 + i): str(i) for i in range(10)} | {
     "％": "%", "．": ".", "：": ":", "／": "/", "－": "-", "＋": "+", "～": "~", "￥": "¥", "＄": "$",
     "℃": "°C", "℉": "°F", "＝": "="})
@@ -304,14 +286,15 @@ _RE_ACRO = re.compile(r"(?<![A-Za-z0-9 ])(?!(?:am|pm|ad|bc)(?![A-Za-z]))"
 # A comma stays inside only as a thousands separator (1,000); spaces only before more number material.
 _RE_NUMTOK = re.compile(
     r"(?:[A-Za-z]{1,4} (?=[0-9$¥￥€£₩]))?(?:[A-Za-z$¥￥€£₩±+\-−.<>≤≥=≠≈~])*[0-9０-９]"
-    r"(?:[0-9０-９A-Za-z%％‰°℃℉²³.:/\-~+×÷=≤≥<>≠≈·・_$¥￥€£₩：／－＋～．]|,(?=\d{3}(?!\d))|[—–]{1,2}(?=\d)"
-    r"| (?=[0-9A-Za-z≤≥<>=+\-×÷/]))*")
+    r"(?:[0-9０-９A-Za-z%％‰°℃℉²³.:∶/\-~+×÷±=≤≥<>≠≈·・_$¥￥€£₩：／－＋～．]|,(?=\d{3}(?!\d))|[—–]{1,2}(?=\d)"
+    r"| (?=[0-9A-Za-z≤≥<>=+\-×÷±/]))*")
 _RE_TRAILING = re.compile(r"[.:/\-~+=·・_：／－＋～．]+$")
 _RE_AMPM = re.compile(r"(?:^|[^A-Za-z])[abp]\.[cdm]\.$", re.I)
 _RE_SUFFIX = re.compile(r"\s?(?:[ap]\.?m\.?|a\.?d\.?|b\.?c\.?)(?![A-Za-z])", re.I)    # am/pm/ad/bc after 3月
 # Removal reasons that apply inside a number window too (the rest - symbols - may be read by TN).
 _WINDOW_REMOVALS = {"placeholder", "emoji", "private-use", "control", "unassigned", "combining-mark"}
 _QUOTES = set("“”‘’「」『』\"'《》（）()")     # context a window may take in (brackets: （1879）)
+_DASHES = "—–-~～"                            # a dash after a dated word joins two windows: 10月—11月
 
 
 def _verbalize_number_window(text: str) -> str:
@@ -424,12 +407,15 @@ def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
         k = 0
         while s > start and k < TN_CONTEXT_CHARS and (_is_cjk(work[s - 1]) or work[s - 1] in _QUOTES
                                                       or (k > 0 and work[s - 1] in "-−")
-                                                      or (k == 0 and work[s - 1] == " " and s - 1 > start
-                                                          and _is_cjk(work[s - 2]))):
+                                                      or (k == 0 and s - 1 > start and (
+                                                          (work[s - 1] == " " and _is_cjk(work[s - 2]))
+                                                          or (work[s - 1] in _DASHES and work[s - 2] in "年月日号时")))):
             s -= 1
             k += 1
         k = 0
-        while e < end and k < TN_CONTEXT_CHARS and (_is_cjk(work[e]) or work[e] in _QUOTES):
+        while e < end and k < TN_CONTEXT_CHARS and (_is_cjk(work[e]) or work[e] in _QUOTES
+                                                    or (e + 1 < end and _is_cjk(work[e + 1])
+                                                        and (work[e] == "/" or (k == 0 and work[e] == " ")))):
             e += 1
             k += 1
         if k and (m2 := _RE_SUFFIX.match(work, e, end)):
@@ -575,8 +561,8 @@ def _clean_output(s: str) -> str:
         if _is_cjk(c) or _is_latin(c) or c == " ":
             res.append(c)
         elif c.isdigit() and c.isascii():
-            res.append(_DIGITS[int(c)])
-        elif c == "." and i < len(s) - 1:          # a dot TN did not read (No.1): silent inside a window
+            res.append(tn_rules.digits_zh(c))
+        elif c == "." and i < len(s) - 1:          # a dot TN did not read (Vol.3): silent inside a window
             continue
         elif c in PUNCT_TABLE:
             res.append(PUNCT_TABLE[c][0])
@@ -669,6 +655,9 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
                     bound = max(bound, CLAUSE)
                 if best_out:
                     best_at = next(k for k, s in enumerate(run) if s.kind == "space")
+        stronger = prev and prev in "，、" and _STRENGTH.get(best_out, 0) > _STRENGTH[prev]
+        if stronger and _strengthen_last_mark(res, best_out):
+            state["last"] = prev = best_out         # a number window ended with "）", the run holds "。"
         if not prev or prev in "，。、 ":
             best_out = ""                           # nothing to pause after (paragraph start, or already paused)
         for k, s in enumerate(run):
@@ -681,6 +670,17 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
             state["last"] = best_out
         i = j
     return res
+
+
+def _strengthen_last_mark(res: list[Span], mark: str) -> bool:
+    """Replace the mark that ends the last spoken output in `res` (this chunk) by the stronger `mark`; False when
+    this chunk has said nothing yet (the weaker mark was yielded with the chunk before)."""
+    j = next((j for j in range(len(res) - 1, -1, -1) if res[j].out), -1)
+    if j < 0:
+        return False
+    sp = res[j]
+    res[j] = Span(sp.start, sp.end, sp.out[:-1] + mark, sp.kind, sp.reason, sp.boundary, False)
+    return True
 
 
 def _latinish(c: str) -> bool:

@@ -1,11 +1,24 @@
-"""The README section's tables are the module constants."""
+"""docs/text-frontend.md's tables are the module constants."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.text.normalize import REMOVAL_REASONS, punctuation_table_markdown
+from tasks.text.normalize import _STRENGTH, PUNCT_TABLE, REMOVAL_REASONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "text-frontend.md"
+BOUNDARY_NAMES = {0: "none", 1: "clause", 2: "sentence"}
+
+
+def punctuation_table_markdown() -> str:
+    """PUNCT_TABLE as the Markdown table of the docs: one row per (spoken mark, boundary), strongest first."""
+    groups: dict[tuple[str, int], list[str]] = {}
+    for mark, key in PUNCT_TABLE.items():
+        groups.setdefault(key, []).append(mark)
+    rows = ["| source marks | spoken as | segment boundary |", "|---|---|---|"]
+    for (out, boundary), marks in sorted(groups.items(), key=lambda kv: (-_STRENGTH[kv[0][0]], -kv[0][1])):
+        shown = " ".join(f"`{m}`" if m not in "`|" else {"`": "`` ` ``", "|": "`\\|`"}[m] for m in marks)
+        rows.append(f"| {shown} | {out or '(silent)'} | {BOUNDARY_NAMES[boundary]} |")
+    return "\n".join(rows)
 
 
 def test_punctuation_table_in_docs():

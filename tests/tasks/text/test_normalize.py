@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.errors import BookError
-from tasks.text.normalize import (PUNCT_TABLE, Lexicon, cardinal_zh, digits_zh, normalize, normalize_with_map,
-                            removals)
+from tasks.text.normalize import PUNCT_TABLE, Lexicon, normalize, normalize_with_map, removals
 
 # The output alphabet: CJK, 〇, ASCII letters, space, and the marks ChatTTS's normalizer keeps.
 ALLOWED_MARKS = set("，。、. ")
@@ -104,7 +103,3 @@ def test_lexicon_errors_name_the_file(tmp_path):
         Lexicon.load(bad)
     with pytest.raises(BookError, match="not found"):
         Lexicon.load(tmp_path / "missing.tsv")
-
-
-def test_digits_reexported():
-    assert digits_zh("2024") == "二零二四" and cardinal_zh("12") == "十二"

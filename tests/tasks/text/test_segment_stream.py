@@ -1,7 +1,7 @@
 """Streaming: segmentation is lazy and linear, so a huge single paragraph segments in bounded memory.
 
 The 50 MB acceptance run is slow (~10 min on 2 cores):
-    RUN_SLOW=1 python -m pytest tests/tasks/test_segment_stream.py -m slow -q"""
+    RUN_SLOW=1 python -m pytest tests/tasks/text/test_segment_stream.py -m slow -q"""
 from __future__ import annotations
 
 import resource
@@ -47,13 +47,14 @@ def test_50mb_single_paragraph_bounded_memory():
     para = (SENT * 700_000)[: 50_000_000 // 3]            # ~50 MB of UTF-8, one paragraph
     ch = Chapter(0, "", (para,))
     it = iter_segments(ch)
-    next(it)                                              # load OpenCC, jieba, FSTs before measuring
+    first = next(it)                                      # load OpenCC, jieba, FSTs before measuring
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    n = covered = 0
+    n, covered = 1, len(first.source_text)
     for seg in it:
         n += 1
         covered += len(seg.source_text)
     grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert n > 100_000
+    assert covered == len(para), "segments lost or repeated source characters while streaming"
     assert grew_mb < 100, f"peak RSS grew {grew_mb:.0f} MB while streaming"
     print(f"50 MB paragraph: {n} segments, peak RSS grew {grew_mb:.1f} MB")
