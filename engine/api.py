@@ -30,8 +30,8 @@ class EngineOptions:
     max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
     threads: int | None = None     # torch CPU threads; None leaves torch's default
 
-    def validate(self) -> "EngineOptions":
-        """Raise ValueError naming the conflict."""
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
         if self.int8 and self.device != "cpu":
             raise ValueError('int8=True needs device="cpu"; on CUDA use dtype="bf16" or "fp16"')
         if self.compile and self.device != "cuda":
@@ -40,7 +40,6 @@ class EngineOptions:
             raise ValueError(f'dtype="{self.dtype}" needs device="cuda"; the CPU runs fp32')
         if self.max_batch is not None and self.max_batch < 1:
             raise ValueError("max_batch must be at least 1")
-        return self
 
     @property
     def batch(self) -> int:

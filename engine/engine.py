@@ -49,7 +49,6 @@ class Engine:
     @classmethod
     def load(cls, opts: EngineOptions) -> "Engine":
         """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable."""
-        opts.validate()
         import torch
 
         from engine.generate import CodeModel

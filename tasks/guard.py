@@ -32,15 +32,14 @@ class GuardOptions:
     max_attempts: int = MAX_ATTEMPTS
     enabled: bool = True
 
-    def validate(self) -> "GuardOptions":
-        """Raise ValueError naming the conflict."""
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
         if not 0 <= self.min_ratio < self.max_ratio:
             raise ValueError(f"guard min_ratio {self.min_ratio} must be in [0, max_ratio={self.max_ratio})")
         if self.slack_s < 0:
             raise ValueError(f"guard slack_s {self.slack_s} must be >= 0")
         if self.max_attempts < 1:
             raise ValueError("guard max_attempts must be at least 1")
-        return self
 
 
 def expected_band(text: str, opts: GuardOptions = GuardOptions()) -> tuple[float, float]:

@@ -32,17 +32,6 @@ class RenderOptions:
     allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
 
-    def validate(self) -> "RenderOptions":
-        """Raise ValueError naming the conflict."""
-        self.engine.validate()
-        self.segment.validate()
-        self.assemble.validate()
-        self.package.validate()
-        self.guard.validate()
-        if not self.package.formats:
-            raise ValueError("--format needs at least one format")
-        return self
-
     @property
     def book_dir(self) -> Path:
         return self.out / book_slug(self.book)
@@ -81,7 +70,7 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT,
                          voice=parse_voice_spec(voice) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
-                         chapters=parse_chapters(chapters) if chapters else ()).validate()
+                         chapters=parse_chapters(chapters) if chapters else ())
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

@@ -55,7 +55,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     from manifests import STATUS_DONE, STATUS_FAILED, commit, load
     from tasks.guard import GuardOptions, check, is_final_failure, reroll_seed
 
-    guard = (guard or GuardOptions()).validate()
+    guard = guard or GuardOptions()
     rows = load(book_dir).to_pylist()
     total = len(rows)
     todo = [r for r in rows if r["status"] != STATUS_DONE]

@@ -107,8 +107,8 @@ class AssembleOptions:
     def lead_in_samples(self) -> int:
         return int(round(self.lead_in_s * self.sample_rate))
 
-    def validate(self) -> "AssembleOptions":
-        """Raise ValueError naming the conflict."""
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
         if self.sample_rate <= 0:
             raise ValueError("sample_rate must be positive")
         if self.crossfade_s < 0:
@@ -128,7 +128,6 @@ class AssembleOptions:
             raise ValueError("preroll_s and postroll_s must be >= 0")
         if self.trim_threshold_db >= 0:
             raise ValueError("trim_threshold_db must be negative (dB below the segment's peak)")
-        return self
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -207,7 +206,6 @@ def load_piece(piece: Piece, sample_rate: int) -> np.ndarray:
 def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: Sequence[str],
                     opts: AssembleOptions = AssembleOptions()) -> ChapterAudio:
     """assemble_chapter on in-memory segment audio (each (samples,) float32 at opts.sample_rate)."""
-    opts.validate()
     if not (len(arrays) == len(pauses) == len(texts)):
         raise ValueError("arrays, pauses and texts must have the same length")
     for k in pauses:

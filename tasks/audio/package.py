@@ -45,8 +45,10 @@ class PackageOptions:
     subtitle_sentences: bool = False       # split each segment's cue into sentences (times estimated inside)
     bitrates_kbps: Mapping[str, int] = field(default_factory=lambda: dict(BITRATES_KBPS))
 
-    def validate(self) -> "PackageOptions":
-        """Raise ValueError naming the conflict."""
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if not self.formats:
+            raise ValueError("at least one output format is needed")
         bad = [f for f in self.formats if f not in FORMATS + ("m4b",)]
         if bad:
             raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS + ('m4b',))}")
@@ -65,7 +67,6 @@ class PackageOptions:
             raise ValueError(f"true_peak_dbtp {self.true_peak_dbtp} is above 0 dBTP")
         if self.normalize and self.target_lufs > self.true_peak_dbtp:
             raise ValueError(f"target_lufs {self.target_lufs} is above the true-peak ceiling {self.true_peak_dbtp}")
-        return self
 
 
 def _at_package_file() -> None:
@@ -167,7 +168,6 @@ def write_chapter_files(book_dir: Path, chapter_index: int, n_chapters: int, tit
                         opts: PackageOptions = PackageOptions()) -> list[Path]:
     """Write `book_dir/NNN - <safe title>.<ext>` for every chapter format in opts.formats (not m4b), plus
     the chapter's subtitles; their paths.  Each file is normalized, tagged, written atomically."""
-    opts.validate()
     check_tools(opts)
     book_dir = _output_folder(book_dir)
     paths, _ = _chapter_outputs(book_dir, chapter_index, n_chapters, title, prepare_chapter(chapter, opts),
@@ -207,7 +207,6 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     """
     from tasks.audio.subtitles import timed
 
-    opts.validate()
     check_tools(opts)
     book_dir = _output_folder(book_dir)
     skip = frozenset(skip) if previous else frozenset()

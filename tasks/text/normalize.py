@@ -133,10 +133,10 @@ class NormalizeOptions:
     tn: bool = True                  # verbalize numbers, dates, units (wetext + our rules)
     lexicon: "Lexicon | None" = None
 
-    def validate(self) -> "NormalizeOptions":
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
         if self.lexicon is not None and not isinstance(self.lexicon, Lexicon):
             raise ValueError(f"lexicon must be a Lexicon, not {type(self.lexicon).__name__}")
-        return self
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -689,7 +689,7 @@ def _latinish(c: str) -> bool:
 
 def iter_spans(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True) -> Iterator[Span]:
     """Spans tiling `text` in order; chunk by chunk, so memory is bounded by the chunk size."""
-    opts = NormalizeOptions(t2s=t2s, tn=tn, lexicon=lexicon).validate()
+    opts = NormalizeOptions(t2s=t2s, tn=tn, lexicon=lexicon)
     state: dict = {}
     for s, e in _iter_chunks(text):
         yield from _finish(_chunk_spans(text, s, e, opts), text, state)

@@ -35,7 +35,8 @@ class SegmentOptions:
     tn: bool = True
     lexicon: Lexicon | None = None
 
-    def validate(self) -> "SegmentOptions":
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
         if not 0 < self.target_seconds <= self.max_seconds:
             raise ValueError(f"target_seconds ({self.target_seconds}) must be in (0, max_seconds="
                              f"{self.max_seconds}]")
@@ -46,7 +47,6 @@ class SegmentOptions:
         if not 0 <= self.min_seconds < self.target_seconds:
             raise ValueError(f"min_seconds ({self.min_seconds}) must be in [0, target_seconds="
                              f"{self.target_seconds})")
-        return self
 
 
 def chapter_units(chapter: Chapter) -> list[str]:
@@ -224,7 +224,6 @@ def _short(d: _Draft, opts: SegmentOptions) -> bool:
 
 def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) -> Iterator[Segment]:
     """Segments of one chapter, in order (a stream; see segment_chapter)."""
-    opts.validate()
     units = chapter_units(chapter)
     has_title = bool(units) and units[0] is chapter.title
 

@@ -14,11 +14,11 @@ from engine.api import DEFAULT_MAX_BATCH, EngineOptions
 ])
 def test_validate_names_the_conflict(kw, words):
     with pytest.raises(ValueError, match=words):
-        EngineOptions(**kw).validate()
+        EngineOptions(**kw)
 
 
 def test_batch_defaults_per_device_and_explicit_wins():
     assert EngineOptions().batch == DEFAULT_MAX_BATCH["cpu"] == 32
     assert EngineOptions(device="cuda").batch == DEFAULT_MAX_BATCH["cuda"]
     assert EngineOptions(max_batch=5, device="cuda").batch == 5
-    assert EngineOptions().validate().max_batch is None
+    assert EngineOptions().max_batch is None

@@ -72,7 +72,7 @@ def test_band_and_check():
     assert check(text, np.zeros(10 * int(hi * SAMPLE_RATE), np.float32), SAMPLE_RATE,
                  GuardOptions(enabled=False)) is None
     with pytest.raises(ValueError, match="max_attempts"):
-        GuardOptions(max_attempts=0).validate()
+        GuardOptions(max_attempts=0)
 
 
 def test_random_models_always_pass():

@@ -227,15 +227,17 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(RenderFailed, match="16000 Hz"):
         assemble_chapter([Piece(p, "sentence", "x")])
     with pytest.raises(ValueError, match="clause"):
-        AssembleOptions(pauses_s={"clause": 0.05, "sentence": 0.4, "paragraph": 0.8, "chapter": 1.5}).validate()
+        AssembleOptions(pauses_s={"clause": 0.05, "sentence": 0.4, "paragraph": 0.8, "chapter": 1.5})
     with pytest.raises(ValueError, match="lacks"):
-        AssembleOptions(pauses_s={"clause": 0.3}).validate()
+        AssembleOptions(pauses_s={"clause": 0.3})
     assert len(assemble_chapter([]).audio) == 0
 
 
 def test_options_replace_roundtrip():
     o = replace(AssembleOptions(), crossfade_s=0.02)
-    assert o.validate().crossfade_samples() == 480
+    assert o.crossfade_samples() == 480
+    with pytest.raises(ValueError, match="crossfade_s"):
+        replace(o, crossfade_s=-1.0)                    # replace() builds a new instance: validated too
 
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
@@ -248,9 +250,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
        pause_ms=st.lists(st.sampled_from([0, 60, 250, 900]), min_size=4, max_size=4))
 def test_length_formula_property(lengths, kinds, crossfade_ms, lead_ms, pause_ms):
     pauses = dict(zip(["clause", "sentence", "paragraph", "chapter"], [p / 1000 for p in pause_ms]))
-    opts = AssembleOptions(trim=False, crossfade_s=crossfade_ms / 1000, lead_in_s=lead_ms / 1000, pauses_s=pauses)
     try:
-        opts.validate()
+        opts = AssembleOptions(trim=False, crossfade_s=crossfade_ms / 1000, lead_in_s=lead_ms / 1000, pauses_s=pauses)
     except ValueError:
         return                                          # a pause shorter than two cross-fades is refused
     arrays = [tone(L / SR, 300) for L in lengths]

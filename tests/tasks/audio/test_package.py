@@ -56,9 +56,11 @@ def test_chapter_files_are_byte_identical_across_runs(tmp_path):
 
 def test_package_options_validate():
     with pytest.raises(ValueError, match="aiff"):
-        PackageOptions(formats=("aiff",)).validate()
+        PackageOptions(formats=("aiff",))
     with pytest.raises(ValueError, match="twice"):
-        PackageOptions(formats=("flac", "flac")).validate()
+        PackageOptions(formats=("flac", "flac"))
+    with pytest.raises(ValueError, match="at least one output format"):
+        PackageOptions(formats=())
 
 
 def test_package_pieces_from_stored_segments(tmp_path):

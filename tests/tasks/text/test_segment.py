@@ -94,9 +94,9 @@ def test_no_title_no_paragraphs():
 
 def test_options_validate():
     with pytest.raises(ValueError, match="target_seconds"):
-        SegmentOptions(target_seconds=30, max_seconds=20).validate()
+        SegmentOptions(target_seconds=30, max_seconds=20)
     with pytest.raises(ValueError, match="min_chars"):
-        SegmentOptions(min_chars=200).validate()
+        SegmentOptions(min_chars=200)
 
 
 def test_audit_clean_chapter():
@@ -140,7 +140,7 @@ def test_short_tail_sentence_joins_previous_segment():
     assert segs[-1].source_text.endswith(SENT + tail)
     assert all(estimate_seconds(s.text) >= SegmentOptions().min_seconds for s in segs)
     with pytest.raises(ValueError, match="min_seconds"):
-        SegmentOptions(min_seconds=16).validate()
+        SegmentOptions(min_seconds=16)
 
 
 def test_paragraph_end_closes_with_full_stop():
