@@ -9,6 +9,7 @@ from collections import Counter
 
 from engine.units import estimate_seconds
 from tasks.book import Book
+from tasks.report import hms
 from tasks.text.coverage import audit_chapter
 from tasks.text.segment import SegmentOptions, iter_segments
 
@@ -56,13 +57,6 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions()) -> dict:
     }
 
 
-def _hms(seconds: float) -> str:
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    mnt, sec = divmod(rem, 60)
-    return f"{h}:{mnt:02d}:{sec:02d}" if h else f"{mnt}:{sec:02d}"
-
-
 def _width(text: str) -> int:
     """Terminal columns: East Asian wide/full-width characters take two."""
     import unicodedata
@@ -95,13 +89,13 @@ def format_inspect(d: dict) -> str:
         f"Author:    {d['author'] or '-'}",
         f"Source:    {d['source_path'] or '-'} ({d['source_format']}, {d['encoding']})",
         f"Chapters:  {t['chapters']}   characters: {t['characters']:,}   segments: {t['segments']:,}   "
-        f"estimated: {_hms(t['estimated_seconds'])}",
+        f"estimated: {hms(t['estimated_seconds'])}",
         "",
         f"{'#':>4}  {'title':<{TITLE_WIDTH}}  {'chars':>8}  {'segs':>5}  {'est.':>8}  coverage",
     ]
     for c in d["chapters"]:
         lines.append(f"{c['index'] + 1:>4}  {_pad(_clip(c['title'] or '(untitled)', TITLE_WIDTH), TITLE_WIDTH)}  "
-                     f"{c['characters']:>8,}  {c['segments']:>5}  {_hms(c['estimated_seconds']):>8}  "
+                     f"{c['characters']:>8,}  {c['segments']:>5}  {hms(c['estimated_seconds']):>8}  "
                      f"{'ok' if c['coverage_ok'] else 'UNEXPLAINED'}")
     cov = d["coverage"]
     lines.append("")
