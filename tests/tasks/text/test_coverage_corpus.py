@@ -1,7 +1,7 @@
 """Coverage acceptance on the real corpus (through tasks.ingest.load_book): nothing unexplained, no segment
 over the cap.  CI runs the first chapters of each Gutenberg text and the whole 山海經 EPUB; the whole books are
 `@pytest.mark.slow` (~4 min on 2 cores):
-    RUN_SLOW=1 python -m pytest tests/tasks/test_coverage_corpus.py -m slow -q"""
+    RUN_SLOW=1 python -m pytest tests/tasks/text/test_coverage_corpus.py -m slow -q"""
 from __future__ import annotations
 
 import pytest
