@@ -1,30 +1,49 @@
 """Test-only crash hooks: `CHATTTS_RENDER_CRASH_AT=<point>:<n>` SIGKILLs the process at the n-th hit of a
 named point, so the crash-and-resume tests reach every dangerous moment deterministically.
 
-Points: `ingest` (book read, nothing written yet), `segment-written` (a segment's audio is on disk, its row
-not yet committed), `commit` (a manifest part is written and fsynced but not yet renamed into place),
-`assemble` (a chapter was assembled in memory, nothing of it written), `package-file` (an output's temp file is
-complete but not yet renamed into place).  Unset (always, outside tests) the check is one dict lookup.
+`CHATTTS_RENDER_CRASH_AT=<point>:<n>:pause` stops the process there instead: it creates the empty marker
+file `$CHATTTS_RENDER_CRASH_DIR/<point>.<pid>`, then SIGSTOPs itself (every thread, holding its locks), so a
+test waits for the marker, looks at the frozen state and SIGKILLs the pid — also when the process is a
+grandchild, such as a Prefect worker's flow-run process.
+
+Points: `ingest` (book read and the book's lock held, nothing written yet), `segment-written` (a segment's
+audio is on disk, its row not yet committed), `commit` (a manifest part is written and fsynced but not yet
+renamed into place), `assemble` (a chapter was assembled in memory, nothing of it written), `package-file`
+(an output's temp file is complete but not yet renamed into place).  Unset (always, outside tests) the check
+is one dict lookup.
 """
 from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 ENV = "CHATTTS_RENDER_CRASH_AT"
+DIR_ENV = "CHATTTS_RENDER_CRASH_DIR"
 POINTS = ("ingest", "segment-written", "commit", "assemble", "package-file")
+PAUSE = "pause"
 
 _hits: dict[str, int] = {}
 
 
 def crashpoint(name: str) -> None:
-    """SIGKILL this process if CHATTTS_RENDER_CRASH_AT names this point and this is its n-th hit."""
+    """SIGKILL (or, with `:pause`, mark and SIGSTOP) this process if CHATTTS_RENDER_CRASH_AT names this point
+    and this is its n-th hit."""
     spec = os.environ.get(ENV)
     if not spec:
         return
-    point, _, n = spec.partition(":")
+    point, _, rest = spec.partition(":")
     if point != name:
         return
+    n, _, mode = rest.partition(":")
+    if mode not in ("", PAUSE):
+        raise ValueError(f"{ENV}={spec}: the mode after <point>:<n> must be '{PAUSE}' or nothing")
     _hits[name] = _hits.get(name, 0) + 1
-    if _hits[name] == int(n or 1):
+    if _hits[name] != int(n or 1):
+        return
+    if mode == PAUSE:
+        marker = Path(os.environ[DIR_ENV]) / f"{name}.{os.getpid()}"
+        marker.touch(exist_ok=False)                 # created whole: its name is all it says
+        os.kill(os.getpid(), signal.SIGSTOP)
+    else:
         os.kill(os.getpid(), signal.SIGKILL)

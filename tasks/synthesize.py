@@ -72,7 +72,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
         frames = _audio_frames(book_dir / r["audio_path"])
         if frames:
             adopted.append({**r, "status": STATUS_DONE, "samples": frames,
-                            "duration_s": frames / SAMPLE_RATE, "error": ""})
+                            "duration_s": frames / SAMPLE_RATE, "error": "", "attempts": max(r["attempts"], 1)})
         else:
             pending.append(r)
     if adopted:

@@ -1,22 +1,41 @@
 """A fork server for the crash tests: one process pays for `import torch, ChatTTS` once, then forks a fresh
 child per render.  Each child is a real, separate process running `chattts-render` (flows.cli.main) with
-its own environment and log file; the server SIGKILLs it after `kill_after` seconds if asked.
+its own environment and log file; the server SIGKILLs it after `kill_after` seconds if asked.  A render
+started with `detach` answers its pid at once (for a test that stops it at a crash point and kills it).
 
 Protocol (JSON lines): the server prints {"ready": true}, then for each request
-{"args": [...], "env": {...}, "log": path, "kill_after": seconds | null} answers
-{"rc": exit code (-9: killed by SIGKILL), "killed": bool (the server sent the signal), "elapsed": s}.
+{"args": [...], "env": {...}, "log": path, "kill_after": seconds | null, "detach": bool} answers
+{"rc": exit code (-9: killed by SIGKILL), "killed": bool (the server sent the signal), "elapsed": s}
+when the child has ended; a detached request is first answered {"pid": pid}, and the server waits for one
+more line before it waits for the child.
 """
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-POLL_S = 0.005
+from manifests.crashpoints import ENV
+
+
+def _wait_or_kill(pid: int, kill_after: float | None) -> bool:
+    """SIGKILL the child if it is still running kill_after seconds from now; True if it was killed.  A pidfd
+    turns readable when the child exits, so the wait ends at that event or at the kill time."""
+    if kill_after is None:
+        return False
+    fd = os.pidfd_open(pid)
+    try:
+        ended, _, _ = select.select([fd], [], [], max(kill_after, 0.0))
+    finally:
+        os.close(fd)
+    if not ended:
+        os.kill(pid, signal.SIGKILL)
+    return not ended
 
 
 def serve() -> None:
@@ -60,19 +79,11 @@ def serve() -> None:
                 sys.stderr.flush()
                 os._exit(rc)
         t0 = time.monotonic()
-        killed = False
-        kill_after = req.get("kill_after")
         if req.get("detach"):                                # answer now; the next line asks to wait
             print(json.dumps({"pid": pid}), file=out, flush=True)
             json.loads(sys.stdin.readline())
-        while True:
-            wpid, status = os.waitpid(pid, os.WNOHANG)
-            if wpid:
-                break
-            if kill_after is not None and not killed and time.monotonic() - t0 >= kill_after:
-                os.kill(pid, signal.SIGKILL)
-                killed = True
-            time.sleep(POLL_S)
+        killed = _wait_or_kill(pid, req.get("kill_after"))
+        _, status = os.waitpid(pid, 0)
         print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "killed": killed,
                           "elapsed": time.monotonic() - t0}), file=out, flush=True)
 
@@ -83,7 +94,7 @@ class ForkServer:
     def __init__(self, root: Path, logdir: Path):
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
         env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(root))
-        env.pop("CHATTTS_RENDER_CRASH_AT", None)
+        env.pop(ENV, None)
         self.logdir = Path(logdir)
         self.n = 0
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.flows.forkrun"], cwd=root, env=env,
@@ -107,7 +118,14 @@ class ForkServer:
         self.proc.stdin.write(json.dumps({"args": list(args), "env": env or {}, "log": str(self._log),
                                           "detach": True}) + "\n")
         self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())["pid"]
+        self._pid = json.loads(self.proc.stdout.readline())["pid"]
+        return self._pid
+
+    def ended(self) -> bool:
+        """Whether the started render has exited (it stays a zombie until wait())."""
+        import psutil
+
+        return psutil.Process(self._pid).status() == psutil.STATUS_ZOMBIE
 
     def wait(self) -> dict:
         self.proc.stdin.write("{}\n")

@@ -1,4 +1,5 @@
-"""Helpers for the end-to-end tests: run the CLI in-process or as a real subprocess, read outputs."""
+"""Helpers for the end-to-end tests: run the CLI in-process or as a real subprocess, stop a render at a named
+crash point, read outputs."""
 from __future__ import annotations
 
 import hashlib
@@ -6,19 +7,53 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
+from manifests.crashpoints import DIR_ENV, ENV, PAUSE
 from tests.conftest import ROOT
 
 SAMPLE = ROOT / "examples" / "daodejing.epub"
+PAUSE_POLL_S = 0.02          # s between looks for a paused render's marker
+PAUSE_TIMEOUT_S = 300        # s: a render that never reaches its crash point fails the test, not hangs it
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a CLI subprocess: one torch thread, this checkout, no Prefect server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), **extra)
+    return env
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """`chattts-render ARGS` as a real process (one torch thread, no Prefect server)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd or ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd or ROOT, env=cli_env(),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def pause_at(crash_dir: Path, point: str, n: int = 1) -> dict[str, str]:
+    """The environment that stops a render at the n-th hit of crash point `point` (manifests.crashpoints)."""
+    crash_dir.mkdir(parents=True, exist_ok=True)
+    return {ENV: f"{point}:{n}:{PAUSE}", DIR_ENV: str(crash_dir)}
+
+
+def wait_paused(crash_dir: Path, point: str, exited: Callable[[], bool] = lambda: False,
+                timeout: float = PAUSE_TIMEOUT_S) -> int:
+    """The pid of the process that reached `point` (its marker is in crash_dir) and is now stopped, frozen
+    there until the caller SIGKILLs it.  Fails at once when exited() says the render ended without getting
+    there, and after `timeout` seconds (a hang guard, not a guess: the point is reached or never)."""
+    import psutil
+
+    t0 = time.monotonic()
+    while True:
+        for marker in crash_dir.glob(f"{point}.*"):
+            pid = int(marker.suffix[1:])
+            if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+                return pid
+        assert not exited(), f"the render ended before it reached crash point {point}"
+        assert time.monotonic() - t0 < timeout, f"no render reached crash point {point} in {timeout} s"
+        time.sleep(PAUSE_POLL_S)
 
 
 def tree_digest(root: Path) -> dict[str, str]:

@@ -58,7 +58,6 @@ class PrefectService:
         self.port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.procs: dict[str, subprocess.Popen] = {}
-        self.ran: list[str] = []          # the doc lines run so far
         _stop_on_exit(self)
         bin_dir = str(Path(sys.executable).parent)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
@@ -99,7 +98,6 @@ class PrefectService:
     def run(self, doc_line: str, replace: dict[str, str] | None = None, extra: list[str] = (),
             timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
         env, argv = self.argv(doc_line, replace, extra)
-        self.ran.append(doc_line)
         p = subprocess.run(argv, cwd=ROOT, env={**self.env, **env}, capture_output=True, text=True,
                            timeout=timeout)
         if check and p.returncode != 0:
@@ -111,7 +109,6 @@ class PrefectService:
               extra: list[str] = ()) -> subprocess.Popen:
         """A long-running documented command (server, worker) in its own process group."""
         env, argv = self.argv(doc_line, replace, extra)
-        self.ran.append(doc_line)
         log = open(self.log_dir / f"{name}.log", "ab")
         p = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)

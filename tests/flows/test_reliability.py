@@ -11,7 +11,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ import manifests
 from engine.atomic import find_temps
 from engine.units import estimate_seconds
 from flows.cli import main
-from tests.flows.helpers import chapter_files, cli, tree_digest, write_txt_book
+from tests.flows.helpers import chapter_files, cli, pause_at, tree_digest, wait_paused, write_txt_book
 
 BOOK_V1 = ("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n　　春眠不觉晓，处处闻啼鸟。\n\n"
            "第二章　草木\n　　草木有本心，何求美人折。\n　　白日依山尽，黄河入海流。\n\n"
@@ -58,38 +57,30 @@ def counts(stdout: str) -> tuple[int, int]:
 
 # ------------------------------------------------------------------------------------------------- locks
 
-def _lock_held(path: Path) -> bool:
-    try:
-        ino = path.stat().st_ino
-    except FileNotFoundError:
-        return False
-    with open("/proc/locks") as f:
-        return any(len(p := line.split()) >= 6 and p[1] == "FLOCK" and p[5].endswith(f":{ino}") for line in f)
-
-
 def test_second_render_refused_and_stale_lock_taken_over(fork_server, tmp_path):
     """Two real processes render the same book into the same output: the second exits 2 with one line naming
     the holder's pid, and writes nothing.  Then the holder is SIGKILLed: its lock dies with it and the next
-    render takes over and completes."""
+    render takes over and completes.  The holder is stopped at its `ingest` crash point (lock held, nothing
+    written) while the second one tries."""
     book = write_txt_book(tmp_path / "novel.txt", chapters=2, sentences=8)
     out = tmp_path / "out"
     book_dir = out / "novel"
     args = (str(book), "--model", "random-tiny", "--out", str(out))
-    pid = fork_server.start(*args)
+    crash = tmp_path / "crash"
+    pid = fork_server.start(*args, env=pause_at(crash, "ingest"))
     try:
-        deadline = time.monotonic() + 120
-        while not _lock_held(book_dir) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _lock_held(book_dir)
+        assert wait_paused(crash, "ingest", exited=fork_server.ended) == pid
+        before = tree_digest(out)
         second = cli(*args)
         lines = second.stderr.strip().splitlines()
         assert second.returncode == 2, second.stderr
         assert len(lines) == 1 and "already being rendered" in lines[0] and f"pid {pid}" in lines[0], lines
         assert str(book_dir) in lines[0] and "Traceback" not in second.stderr
-        os.kill(pid, signal.SIGKILL)                         # the holder dies mid-render: a stale lock
+        assert tree_digest(out) == before
     finally:
+        os.kill(pid, signal.SIGKILL)                         # the holder dies mid-render: a stale lock
         first = fork_server.wait()
-    assert first["rc"] == -9, first                          # it was still rendering when refused
+    assert first["rc"] == -9 and not first["killed"], first
     third = fork_server.run(*args)
     assert third["rc"] == 0, third["output"]
     assert all(r["status"] == "done" for r in manifests.load(book_dir).to_pylist())
@@ -205,12 +196,11 @@ def test_incremental_rerender_after_one_paragraph_edit(fork_server, tiny, tmp_pa
         assert rendered == len(changed) == 1 and reused == len(rows) - 1
         assert {x["chapter"] for x in changed} == {1}
         after = stamps(book_dir)
-        ch = {c: [p.name for p in chapter_files(book_dir, "flac") if p.name.startswith(f"00{c + 1} ")]
-              for c in range(3)}
         subs = {c: [n for n in after if n.startswith(f"00{c + 1} ")] for c in range(3)}
+        assert all(subs.values()), subs                      # each chapter has its files
         for c in (0, 2):                                     # unchanged chapters: not written again
             assert all(after[n] == before[n] for n in subs[c]), c
-        assert all(after[n] != before[n] for n in subs[1]) and ch[1]
+        assert all(after[n] != before[n] for n in subs[1])
         assert after["report.json"] != before["report.json"]
         assert all(k in outputs(book_dir) for k in seg_before if k.startswith("segments/"))   # cache kept
 

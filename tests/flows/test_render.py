@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -14,8 +12,9 @@ import soundfile as sf
 import manifests
 from flows.cli import main
 from tasks.audio.assemble import AssembleOptions, expected_length, trim_bounds
-from tests.conftest import ROOT, corpus_path
-from tests.flows.helpers import SAMPLE, chapter_files, cli, tree_digest, write_txt_book
+from tasks.synthesize import COMMIT_EVERY_ROWS
+from tests.conftest import corpus_path
+from tests.flows.helpers import SAMPLE, chapter_files, cli, pause_at, tree_digest, wait_paused, write_txt_book
 
 
 def _check_chapter_lengths(book_dir, opts=AssembleOptions()):
@@ -77,44 +76,42 @@ def test_status_reports_chapters(tmp_path, capsys):
     assert len(out) == 1 + 4 + 1 and out[1].split()[0] == "1" and out[-1].startswith("total 12 done, 0 pending")
 
 
-def _render_proc(book, out):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "flows.cli", str(book), "--model", "random-tiny",
-                             "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def stamps(paths) -> dict:
+    return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in paths}
 
 
-def test_sigkill_and_resume_is_byte_identical(tmp_path):
+def test_sigkill_and_resume_is_byte_identical(fork_server, tmp_path):
     """Acceptance 3: SIGKILL part-way, rerun: done segments are not rendered again, and the chapter files
-    equal an uninterrupted render's byte for byte."""
-    book = write_txt_book(tmp_path / "novel.txt", chapters=2, sentences=18)
-    ref = cli(str(book), "--model", "random-tiny", "--out", str(tmp_path / "ref"))
-    assert ref.returncode == 0, ref.stderr
+    equal an uninterrupted render's byte for byte.  The render is stopped when its (COMMIT_EVERY_ROWS + 1)-th
+    segment's audio is written: at least one batch is committed, that segment is not, and the rerun adopts
+    its audio instead of rendering it."""
+    book = write_txt_book(tmp_path / "novel.txt", chapters=2, sentences=12)      # 13 segments
+    ref = fork_server.run(str(book), "--model", "random-tiny", "--out", str(tmp_path / "ref"))
+    assert ref["rc"] == 0, ref["output"]
 
-    out = tmp_path / "killed"
-    mdir = out / "novel" / "manifest"
-    proc = _render_proc(book, out)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        if len(list(mdir.glob("part-*.parquet"))) >= 2:          # the plan and a first batch committed
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the render finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    before = {(r["chapter"], r["segment"]): r for r in manifests.load(out / "novel").to_pylist()}
-    done_before = {k for k, r in before.items() if r["status"] == "done"}
-    assert 0 < len(done_before) < len(before)
+    args = (str(book), "--model", "random-tiny", "--out", str(tmp_path / "killed"))
+    book_dir, crash, n = tmp_path / "killed" / "novel", tmp_path / "crash", COMMIT_EVERY_ROWS + 1
+    pid = fork_server.start(*args, env=pause_at(crash, "segment-written", n))
+    try:
+        assert wait_paused(crash, "segment-written", exited=fork_server.ended) == pid
+        before = manifests.load(book_dir).to_pylist()
+        written = stamps(book_dir.glob("segments/*/*.flac"))
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        assert fork_server.wait()["rc"] == -signal.SIGKILL
+    done_before = [r for r in before if r["status"] == "done"]
+    on_disk = [r for r in before if (book_dir / r["audio_path"]).is_file()]
+    assert len(written) == n                                 # one file per segment-written hit
+    assert 0 < len(done_before) < len(on_disk) < len(before)  # committed rows; one more written; more to do
 
-    again = cli(str(book), "--model", "random-tiny", "--out", str(out))
-    assert again.returncode == 0, again.stderr
-    after = {(r["chapter"], r["segment"]): r for r in manifests.load(out / "novel").to_pylist()}
-    assert all(r["status"] == "done" and r["attempts"] == 1 for r in after.values())   # nothing rendered twice
-    assert f"reused" in again.stdout and f"{len(after) - len(done_before)} rendered" in again.stdout \
-        or f"{len(done_before)} reused" in again.stdout
+    again = fork_server.run(*args)
+    assert again["rc"] == 0, again["output"]
+    after = manifests.load(book_dir).to_pylist()
+    assert all(r["status"] == "done" and r["attempts"] == 1 for r in after)
+    assert f"({len(after) - len(on_disk)} rendered, {len(on_disk)} reused)" in again["output"], again["output"]
+    assert stamps(written) == written                        # no segment audio written again
     ref_files = chapter_files(tmp_path / "ref" / "novel")
-    got_files = chapter_files(out / "novel")
+    got_files = chapter_files(book_dir)
     assert [p.name for p in got_files] == [p.name for p in ref_files] and len(ref_files) == 2
     for a, b in zip(ref_files, got_files):
         assert a.read_bytes() == b.read_bytes(), a.name

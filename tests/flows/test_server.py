@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tasks.synthesize import COMMIT_EVERY_ROWS
 from tests.conftest import ROOT
-from tests.flows.helpers import SAMPLE, chapter_files, write_txt_book
+from tests.flows.helpers import SAMPLE, chapter_files, pause_at, wait_paused, write_txt_book
 from tests.flows.prefect_service import POOL, PrefectService, doc_commands
 
 pytestmark = pytest.mark.server
@@ -41,9 +42,8 @@ def service(tmp_path_factory):
         svc.wait_healthy()
         svc.run(doc("config set PREFECT_API_URL"))
         svc.run(doc("work-pool create"))
-        for gpu in ("0", "1"):
-            svc.start(f"worker{gpu}", doc(f"CUDA_VISIBLE_DEVICES={gpu} prefect worker start"),
-                      extra=["--name", f"worker-gpu{gpu}"])
+        svc.start("worker0", doc("CUDA_VISIBLE_DEVICES=0 prefect worker start"), extra=["--name", "worker-gpu0"])
+        svc.start("worker1", doc("CUDA_VISIBLE_DEVICES=1 prefect worker start"), extra=["--name", "worker-gpu1"])
         svc.run(doc("prefect deploy --all"))
         svc.t0 = t0
         yield svc
@@ -193,37 +193,13 @@ def tiny_catalogue(root: Path) -> list[Path]:
     return [a, b, c]
 
 
-def _engine_worker(service: PrefectService) -> str | None:
-    """The worker whose descendants include a running flow-run process (prefect.engine)."""
+def worker_of(service: PrefectService, pid: int) -> str:
+    """The name of the worker that started process pid (its flow-run process, or one under it)."""
     import psutil
 
-    for name, p in service.procs.items():
-        if not name.startswith("worker"):
-            continue
-        try:
-            kids = psutil.Process(p.pid).children(recursive=True)
-        except psutil.Error:
-            continue
-        for k in kids:
-            try:
-                if "prefect.engine" in " ".join(k.cmdline()):
-                    return name
-            except psutil.Error:
-                pass
-    return None
-
-
-def wait_partial(book_dir: Path, timeout: float = RUN_TIMEOUT_S) -> None:
-    """Until the book's manifest has some segments done and some not."""
-    t0 = time.monotonic()
-    while True:
-        rows = manifest_rows(book_dir) if (book_dir / "manifest").is_dir() else []
-        done = sum(r["status"] == "done" for r in rows)
-        if 0 < done < len(rows):
-            return
-        assert not rows or done < len(rows), "the render finished before it could be killed"
-        assert time.monotonic() - t0 < timeout, "the render never committed a segment"
-        time.sleep(0.2)
+    ancestors = {p.pid for p in psutil.Process(pid).parents()}
+    [name] = [n for n, p in service.procs.items() if n.startswith("worker") and p.pid in ancestors]
+    return name
 
 
 def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
@@ -256,18 +232,19 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
         rows = manifest_rows(out / b.stem)
         assert rows and all(r["status"] == "done" for r in rows)
 
-    long = write_txt_book(cat / "long.txt", chapters=2, sentences=20)
-    book_dir = out / "long"
-    with service.client_settings():
+    long = write_txt_book(cat / "long.txt", chapters=2, sentences=12)       # 13 segments
+    book_dir, crash = out / "long", tmp_path / "crash"
+    stop = pause_at(crash, "segment-written", COMMIT_EVERY_ROWS + 1)      # a batch committed, more to do
+    with service.client_settings():        # the environment of this flow run's process only
         killed = run_deployment("render-book/adhoc", parameters={"book": str(long.resolve()), "out": str(out),
-                                                                  "model": "random-tiny"}, timeout=0)
-    wait_partial(book_dir)
-    victim = _engine_worker(service)
-    assert victim is not None
-    service.kill(victim)                           # the worker and its flow-run process, SIGKILL
-    before = {r["content_key"]: r for r in manifest_rows(book_dir) if r["status"] == "done"}
+                                                                  "model": "random-tiny"},
+                                job_variables={"env": stop}, timeout=0)
+    pid = wait_paused(crash, "segment-written")
+    rows = manifest_rows(book_dir)
+    before = {r["content_key"]: r for r in rows if r["status"] == "done"}
     audio_before = {k: (book_dir / r["audio_path"]).read_bytes() for k, r in before.items()}
-    assert before and len(before) < len(manifest_rows(book_dir))
+    assert 0 < len(before) < len(rows)
+    service.kill(worker_of(service, pid))          # the worker and its flow-run process, SIGKILL
 
     # The book's lock died with its process: the next nightly finds it unfinished.
     service.run(nightly, **nightly_args)
@@ -284,10 +261,15 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
     assert len(chapter_files(book_dir)) == 2
 
 
-def test_every_doc_command_was_run(service):
-    """Runs last in this module: each command line of docs/service.md was exercised (PostgreSQL aside)."""
-    ran = set(service.ran)
-    missing = [c for c in doc_commands() if c not in ran and "DATABASE_CONNECTION_URL" not in c]
+def test_every_doc_command_is_run_here():
+    """Each command line of docs/service.md is run by this module — by the service fixture or a test — as
+    its doc("...") calls show (read from this file, so the check needs no other test to have run)."""
+    import ast
+
+    calls = [n for n in ast.walk(ast.parse(Path(__file__).read_text(encoding="utf-8")))
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "doc"]
+    fragments = {c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)}
+    missing = [line for line in doc_commands() if not any(f in line for f in fragments)]
     assert not missing, missing
 
 

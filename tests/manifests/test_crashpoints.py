@@ -1,0 +1,54 @@
+"""manifests.crashpoints: the n-th hit of a named point kills the process, or stops it behind a marker."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from manifests.crashpoints import ENV, crashpoint
+from tests.conftest import ROOT
+from tests.flows.helpers import cli_env, pause_at, wait_paused
+
+# Hits `commit` three times, with another point between; prints after each hit.
+SCRIPT = """
+from manifests.crashpoints import crashpoint
+for i in (1, 2, 3):
+    crashpoint("ingest")
+    crashpoint("commit")
+    print(i, flush=True)
+"""
+
+
+def _start(env: dict, log) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=cli_env(**env), stdout=log)
+
+
+def test_kill_at_the_nth_hit_of_the_named_point(tmp_path):
+    with open(tmp_path / "log", "w") as log:
+        rc = _start({ENV: "commit:2"}, log).wait()
+    assert rc == -signal.SIGKILL
+    assert (tmp_path / "log").read_text() == "1\n"
+
+
+def test_pause_marks_and_stops_until_killed(tmp_path):
+    """The process names itself in the marker, is stopped (not exited) there, and dies by the test's SIGKILL."""
+    crash = tmp_path / "crash"
+    with open(tmp_path / "log", "w") as log:
+        proc = _start(pause_at(crash, "commit", 2), log)
+    try:
+        pid = wait_paused(crash, "commit", exited=lambda: proc.poll() is not None)
+        assert pid == proc.pid
+        assert [p.name for p in crash.iterdir()] == [f"commit.{pid}"]
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+    assert proc.wait() == -signal.SIGKILL
+    assert (tmp_path / "log").read_text() == "1\n"
+
+
+def test_unknown_mode_is_refused(monkeypatch):
+    monkeypatch.setenv(ENV, "commit:1:stop")
+    with pytest.raises(ValueError, match="pause"):
+        crashpoint("commit")
