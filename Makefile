@@ -12,8 +12,10 @@ demo: setup
 	@ls -l output/daodejing
 
 # The test suite as CI runs it: CPU only, one torch thread; slow and GPU tests are skipped.
-test: setup
+test:
+	@bash scripts/setup.sh test
 	$(PY) -m pytest -q -m "not slow and not gpu" -p no:cacheprovider
 
-test-all: setup
+test-all:
+	@bash scripts/setup.sh test
 	RUN_SLOW=1 $(PY) -m pytest -q -p no:cacheprovider

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Set up everything chattts-render needs on a fresh Debian machine: ffmpeg (Debian's package) and a
-# Python virtualenv in .venv with the project and its test tools.  Idempotent; safe to rerun.
+# Set up everything chattts-render needs on a fresh Debian machine: Debian's ffmpeg and a Python virtualenv in
+# .venv with the project and its test tools; `setup.sh test` adds what the tests need from Debian (chromium,
+# chromium-driver, epubcheck).  Idempotent; safe to rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v ffmpeg >/dev/null || ! command -v ffprobe >/dev/null; then
+# Debian packages: ffmpeg (encodes); with `setup.sh test` also chromium + chromium-driver (web pages are
+# tested in a real headless browser) and epubcheck (every EPUB we write is validated).
+need=()
+command -v ffmpeg >/dev/null && command -v ffprobe >/dev/null || need+=(ffmpeg)
+if [ "${1:-}" = test ]; then
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v chromedriver >/dev/null || need+=(chromium-driver)
+  [ -f /usr/share/java/epubcheck.jar ] || need+=(epubcheck)
+fi
+if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  echo "setup: installing ffmpeg (Debian package)"
+  echo "setup: installing Debian packages: ${need[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq ffmpeg >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
 PY=${PYTHON:-python3.11}

@@ -41,3 +41,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow: set RUN_SLOW=1"))
+
+
+@pytest.fixture
+def browser(tmp_path_factory):
+    """A headless Debian chromium (Selenium + Debian's chromedriver).  Absent: skipped, a failure under CI=true."""
+    from tests.browser import chromium_paths, start_chromium
+
+    if chromium_paths() is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("chromium and chromedriver are not installed (scripts/setup.sh installs them)")
+        pytest.skip("chromium and chromedriver are not installed (scripts/setup.sh installs them)")
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
