@@ -78,13 +78,6 @@ def chapter_rows(book_dir: Path, rows: list[dict], allow_gaps: bool = False) -> 
     return out
 
 
-def chapter_pieces(book_dir: Path, allow_gaps: bool = False) -> dict[int, list]:
-    """Per chapter, its done segments' stored audio in order (assemble.Piece); see chapter_rows."""
-    return {i: [Piece(Path(book_dir) / r["audio_path"], r["pause_after"], r["source_text"])
-                for r in rs if r["status"] == STATUS_DONE]
-            for i, rs in chapter_rows(book_dir, load(book_dir).to_pylist(), allow_gaps).items()}
-
-
 def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, opts: RenderOptions) -> str:
     """Hash of everything a chapter's output files depend on: its segments (content keys, or the gap's text
     when not done), pauses and source texts, its title, the chapter count, the book's tags and cover, and the

@@ -20,7 +20,7 @@ import numpy as np
 from engine.atomic import scratch, write_bytes
 from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
-from tasks.audio.assemble import AssembleOptions, ChapterAudio, Piece, assemble_chapter
+from tasks.audio.assemble import ChapterAudio
 from tasks.audio.encode import (BITRATES_KBPS, LOSSLESS, MP3_RATES, OPUS_FALLBACK_RATE, OPUS_RATES, chapter_tags,
                                 resample)
 from tasks.audio.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
@@ -163,18 +163,6 @@ def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title:
     return paths, reports
 
 
-def write_chapter_files(book_dir: Path, chapter_index: int, n_chapters: int, title: str,
-                        chapter: ChapterAudio, meta: BookMeta,
-                        opts: PackageOptions = PackageOptions()) -> list[Path]:
-    """Write `book_dir/NNN - <safe title>.<ext>` for every chapter format in opts.formats (not m4b), plus
-    the chapter's subtitles; their paths.  Each file is normalized, tagged, written atomically."""
-    check_tools(opts)
-    book_dir = _output_folder(book_dir)
-    paths, _ = _chapter_outputs(book_dir, chapter_index, n_chapters, title, prepare_chapter(chapter, opts),
-                                meta, opts)
-    return paths
-
-
 ChapterInput = Union[ChapterAudio, Callable[[], ChapterAudio]]
 
 
@@ -281,14 +269,3 @@ def _report_data(meta: BookMeta, opts: PackageOptions) -> dict:
                      "target_lufs": opts.target_lufs, "true_peak_ceiling_dbtp": opts.true_peak_dbtp,
                      "true_peak": "4x oversampled", "measured_on": "decoded final files"},
     }
-
-
-def package_pieces(book_dir: Path, chapters: Sequence[tuple[int, str, Sequence[Piece]]], meta: BookMeta,
-                   opts: PackageOptions = PackageOptions(),
-                   assemble_opts: AssembleOptions = AssembleOptions()) -> Report:
-    """Re-package from stored segment audio alone: assemble each chapter's pieces (one chapter in memory at a
-    time) and package_book them.  `chapters` is (chapter index, title, pieces in reading order)."""
-    from functools import partial
-
-    return package_book(book_dir, [(i, t, partial(assemble_chapter, list(p), assemble_opts))
-                                   for i, t, p in chapters], meta, opts)

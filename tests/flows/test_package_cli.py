@@ -54,11 +54,10 @@ def test_files_tags_chapters_and_cover(rendered):
 def test_subtitle_cues_are_the_assembly_boundaries(rendered):
     """SRT cue times equal the assembled chapter's segment boundaries to the millisecond, with source text."""
     import manifests
-    from tasks.audio.assemble import assemble_chapter
-    from tasks.audio.incremental import chapter_pieces
+    from tasks.audio.assemble import Piece, assemble_chapter
 
-    pieces = chapter_pieces(rendered)
-    chapter = assemble_chapter(pieces[1])
+    chapter = assemble_chapter([Piece(rendered / r["audio_path"], r["pause_after"], r["source_text"])
+                                for r in manifests.load(rendered).to_pylist() if r["chapter"] == 1])
     srt = (rendered / "002 - 第一章.srt").read_text(encoding="utf-8").strip().split("\n\n")
     assert len(srt) == len(chapter.cues)
 

@@ -1,4 +1,4 @@
-"""Packaging orchestration: chapter files (FLAC length and tags, byte-identical reruns), package_pieces, the
+"""Packaging orchestration: chapter files (FLAC length and tags, byte-identical reruns), stored segments, the
 output folder."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import soundfile as sf
 
 from tasks.audio.assemble import AssembleOptions, ChapterAudio, assemble_arrays, expected_length
 from tasks.book import BookMeta
-from tasks.audio.package import PackageOptions, package_book, write_chapter_files
+from tasks.audio.package import PackageOptions, package_book
 from tasks.errors import OutputError
 
 SR = 24_000
@@ -28,9 +28,10 @@ def test_flac_chapter_file_length_tags_cover(tmp_path):
     from mutagen.flac import FLAC
 
     ch = chapter()
-    paths = write_chapter_files(tmp_path / "book", 1, 12, "第二章 a/b", ch, META,
-                                PackageOptions(formats=("flac",), subtitles=()))
-    assert [p.name for p in paths] == ["002 - 第二章 a_b.flac"]
+    rep = package_book(tmp_path / "book", [(1, "第二章 a/b", ch)], META, PackageOptions(formats=("flac",),
+                                                                                       subtitles=()))
+    paths = rep.files[:-1]
+    assert [p.name for p in rep.files] == ["002 - 第二章 a_b.flac", "report.json"]
     data, sr = sf.read(str(paths[0]), dtype="float32")
     assert sr == SR and len(data) == len(ch.audio)
     assert len(data) == expected_length([int(0.6 * SR), int(0.8 * SR)], ["sentence", "chapter"],
@@ -38,18 +39,18 @@ def test_flac_chapter_file_length_tags_cover(tmp_path):
     assert sf.info(str(paths[0])).subtype == "PCM_24"
     f = FLAC(str(paths[0]))
     assert f["TITLE"] == ["第二章 a/b"] and f["ALBUM"] == ["测试之书"] and f["ARTIST"] == ["佚名"]
-    assert f["TRACKNUMBER"] == ["2"] and f["TRACKTOTAL"] == ["12"] and f["LANGUAGE"] == ["zh"]
+    assert f["TRACKNUMBER"] == ["2"] and f["TRACKTOTAL"] == ["2"] and f["LANGUAGE"] == ["zh"]
     assert f.pictures and f.pictures[0].data == META.cover and f.pictures[0].type == 3
-    assert sorted(os.listdir(tmp_path / "book")) == ["002 - 第二章 a_b.flac"]      # no temp files left
+    assert sorted(os.listdir(tmp_path / "book")) == ["002 - 第二章 a_b.flac", "report.json"]   # no temps left
 
 
 def test_chapter_files_are_byte_identical_across_runs(tmp_path):
     ch = chapter(seed=3)
     o = PackageOptions(formats=("flac", "wav"))
-    a = write_chapter_files(tmp_path / "a", 0, 1, "One", ch, META, o)
-    b = write_chapter_files(tmp_path / "b", 0, 1, "One", ch, META, o)
+    a = package_book(tmp_path / "a", [(0, "One", ch)], META, o).files
+    b = package_book(tmp_path / "b", [(0, "One", ch)], META, o).files
     assert [p.name for p in a] == ["001 - One.flac", "001 - One.wav", "001 - One.srt", "001 - One.vtt",
-                                   "001 - One.lrc"]
+                                   "001 - One.lrc", "report.json"]
     for x, y in zip(a, b):
         assert x.read_bytes() == y.read_bytes()
 
@@ -63,9 +64,11 @@ def test_package_options_validate():
         PackageOptions(formats=())
 
 
-def test_package_pieces_from_stored_segments(tmp_path):
+def test_package_from_stored_segments(tmp_path):
+    """Chapters given as functions assembling stored segment files (one chapter in memory at a time)."""
+    from functools import partial
+
     from tasks.audio.assemble import Piece, assemble_chapter
-    from tasks.audio.package import package_pieces
 
     rng = np.random.default_rng(5)
     chapters = []
@@ -78,7 +81,8 @@ def test_package_pieces_from_stored_segments(tmp_path):
             sf.write(str(p), x, SR, format="FLAC", subtype="PCM_24")
             pieces.append(Piece(p, "sentence" if i < 2 else "chapter", f"{c}-{i}"))
         chapters.append((c, f"章{c}", pieces))
-    rep = package_pieces(tmp_path / "book", chapters, META, PackageOptions(formats=("flac",), subtitles=("srt",)))
+    rep = package_book(tmp_path / "book", [(c, t, partial(assemble_chapter, p)) for c, t, p in chapters], META,
+                       PackageOptions(formats=("flac",), subtitles=("srt",)))
     assert [p.name for p in rep.files] == ["001 - 章0.flac", "001 - 章0.srt", "002 - 章1.flac", "002 - 章1.srt",
                                            "report.json"]
     for (c, _, pieces), flac in zip(chapters, rep.files[0::2]):

@@ -243,13 +243,11 @@ def test_packaging_never_imports_the_engine(tmp_path):
 
 
 def test_control_characters_and_a_bad_cover(tmp_path):
-    from tasks.audio.package import write_chapter_files
-
     chapters = make_chapters()[:1]
     meta = BookMeta(title="书\x00名", author="作\n者", cover=b"not an image", cover_mime="image/jpeg")
-    paths = write_chapter_files(tmp_path, 0, 1, "\x07坏\n标题", chapters[0][2], meta,
-                                PackageOptions(formats=("mp3",), subtitles=()))
-    assert [p.name for p in paths] == ["001 - 坏 标题.mp3"]
+    paths = package_book(tmp_path, [(0, "\x07坏\n标题", chapters[0][2])], meta,
+                         PackageOptions(formats=("mp3",), subtitles=())).files
+    assert [p.name for p in paths] == ["001 - 坏 标题.mp3", "report.json"]
     info = probe(paths[0])
     assert info["format"]["tags"]["title"] == "坏 标题" and info["format"]["tags"]["album"] == "书名"
     assert [s["codec_type"] for s in info["streams"]] == ["audio"]     # an unreadable cover is left out
