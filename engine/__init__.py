@@ -1,2 +1,2 @@
-"""chattts-render's ChatTTS engine.  See engine/api.py for the contract; nothing here imports Prefect."""
-from engine.api import EngineOptions, ModelUnavailable, Request, Result  # noqa: F401
+"""chattts-render's ChatTTS engine: engine/api.py is the contract (EngineOptions, Request, Result, ModelUnavailable),
+engine/engine.py the Engine.  Imports only engine/; nothing here imports Prefect or the pipeline."""

@@ -81,7 +81,7 @@ def cmd_render(a) -> int:
 
 
 def cmd_status(a) -> int:
-    from manifests import load, summary
+    from manifests import summary
     from tasks.report import format_status
 
     opts = options(a.book, need_book=False, out=a.out and str(a.out))

@@ -129,13 +129,6 @@ def decode(path: Path, sample_rate: int | None = None) -> tuple[int, Iterator[np
     return sr, gen()
 
 
-def decode_all(path: Path) -> tuple[int, np.ndarray]:
-    """The whole decoded file as one float32 array (tests, short files)."""
-    sr, it = decode(path)
-    parts = list(it)
-    return sr, (np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32))
-
-
 def ffmetadata_escape(value: str) -> str:
     """A value for an FFMETADATA1 file: `= ; # \\` and newlines backslash-escaped."""
     out = []

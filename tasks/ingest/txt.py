@@ -328,12 +328,6 @@ def cn_number(s: str) -> int | None:
     return total + (digit or 0)
 
 
-def heading_number(title: str) -> int | None:
-    """The number of a 第X回 heading (第一二○回 -> 120), else None."""
-    m = re.match(rf"^\s*第({_NUM})[{_UNIT}]", title)
-    return cn_number(m.group(1)) if m else None
-
-
 def special_heading(line: str) -> str | None:
     s = _visible(line)
     return s if s and len(s) <= 30 and _SPECIAL_RE.match(s) else None

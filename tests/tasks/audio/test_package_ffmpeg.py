@@ -10,7 +10,6 @@ import struct
 import subprocess
 import sys
 import zlib
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from scipy.signal import resample_poly
 from tasks.audio.assemble import AssembleOptions, assemble_arrays, expected_length, trim_bounds
 from tasks.book import BookMeta
 from tasks.errors import BookError, ToolMissing
-from tasks.audio.ffmpeg import decode_all, find_tool, probe
+from tasks.audio.ffmpeg import decode, find_tool, probe
 from tasks.audio.names import chapter_stem
 from tasks.audio.package import PackageOptions, package_book
 
@@ -33,6 +32,13 @@ SR = 24_000
 ALL = ("flac", "wav", "mp3", "opus", "m4a", "m4b")
 TITLES = ["第一章 风起", "a/b: 第二章?", "CON"]
 KINDS = ["sentence", "paragraph", "clause", "chapter"]
+
+
+def decode_all(path: Path) -> tuple[int, np.ndarray]:
+    """The whole decoded file as one float32 array (short files)."""
+    sr, it = decode(path)
+    parts = list(it)
+    return sr, (np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32))
 
 
 def png(w: int = 8, h: int = 8) -> bytes:

@@ -9,8 +9,14 @@ import pytest
 from tasks.book import Book
 from tasks.errors import BookError
 from tasks.ingest import load_book
-from tasks.ingest.txt import cn_number, heading_number, numbered_heading
+from tasks.ingest.txt import _NUM, _UNIT, cn_number, numbered_heading
 from tests.conftest import corpus_path
+
+
+def heading_number(title: str) -> int | None:
+    """The number of a 第X回 heading (第一二○回 -> 120), else None."""
+    m = re.match(rf"^\s*第({_NUM})[{_UNIT}]", title)
+    return cn_number(m.group(1)) if m else None
 
 
 _CACHE: dict[tuple[str, ...], Book] = {}
