@@ -8,7 +8,8 @@ from typing import Literal
 # The boundary that follows a segment; assembly chooses the pause from it.
 PauseKind = Literal["clause", "sentence", "paragraph", "chapter"]
 PAUSE_KINDS: tuple[str, ...] = ("clause", "sentence", "paragraph", "chapter")
-
+# Who speaks a segment (a cast, --cast): the narrator, or quoted speech with the speaker the text names.
+ROLE_NARRATOR, ROLE_DIALOGUE = "narrator", "dialogue"
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,14 @@ class Segment:
     source_text: str                 # the original text it came from (subtitles show this)
     pause_after: PauseKind = "sentence"
     notes: tuple[str, ...] = field(default_factory=tuple)  # e.g. removed characters, for the audit
+    role: str = ROLE_NARRATOR        # narrator | dialogue (only a cast splits quotes into dialogue)
+    speaker: str = ""                # dialogue: the speaker as the text names it, "" when it names none
+
+
+@dataclass(frozen=True)
+class Run:
+    """A stretch [start, end) of one paragraph and who speaks it (tasks/text/quotes.py finds them)."""
+    start: int
+    end: int
+    role: str = ROLE_NARRATOR
+    speaker: str = ""
