@@ -9,10 +9,10 @@ first segment (pause "paragraph").  Works as a stream: memory is bounded by a ch
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 from engine.units import estimate_seconds, speakable_chars
-from tasks.book import Chapter, PauseKind, Segment
+from tasks.book import PAUSE_KINDS, ROLE_NARRATOR, Chapter, PauseKind, Run, Segment
 from tasks.text.normalize import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
 
 TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
@@ -66,6 +66,8 @@ class _Draft:
     pause: PauseKind
     title: bool = False
     notes: list[str] = field(default_factory=list)
+    role: str = ROLE_NARRATOR
+    speaker: str = ""
 
 
 def _fits(text: str, opts: SegmentOptions) -> bool:
@@ -155,12 +157,18 @@ def _pause_of(spans: list[Span]) -> PauseKind:
     return "sentence" if b >= SENTENCE else "clause"
 
 
-def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool) -> Iterator[_Draft]:
-    """Drafts tiling one unit (title or paragraph); none when it has nothing to say."""
+def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
+                 run: Run | None = None, ends_unit: bool = True) -> Iterator[_Draft]:
+    """Drafts tiling one unit (title or paragraph), or one run of it (a cast's narration or quote: text[start:
+    end], ends_unit when it is the unit's last); none when it has nothing to say."""
+    lo, hi = (run.start, run.end) if run else (0, len(text))
+    who = {"role": run.role, "speaker": run.speaker} if run else {}
+
     def parts() -> Iterator[list[Span]]:
         sentence: list[Span] = []
         chars = 0
-        for sp in iter_spans(text, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn):
+        for sp in iter_spans(text[lo:hi], t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn):
+            sp = replace(sp, start=sp.start + lo, end=sp.end + lo) if lo else sp
             sentence.append(sp)
             chars += len(sp.out)
             if sp.boundary >= SENTENCE:
@@ -178,7 +186,7 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool) -> Itera
 
     cur: list[Span] = []
     cur_text = ""
-    start = 0
+    start = lo
     last: _Draft | None = None
     for part in parts():
         t = _out(part)
@@ -193,16 +201,18 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool) -> Itera
         end = cur[-1].end
         if last is not None:
             yield last
-        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title)
+        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title, **who)
         start = end
         cur, cur_text = part, t
     if cur and speakable_chars(cur_text) > 0:
         if last is not None:
             yield last
-        last = _Draft(ui, start, ui, len(text), cur_text.strip(), "paragraph", title)
+        pause = "paragraph" if ends_unit else _pause_of(cur)
+        last = _Draft(ui, start, ui, hi, cur_text.strip(), pause, title, **who)
     elif last is not None:
         # trailing marks without speech ride with the previous draft
-        last = replace(last, o1=len(text), text=(last.text + cur_text).strip(), pause="paragraph")
+        pause = "paragraph" if ends_unit else max(last.pause, _pause_of(cur), key=PAUSE_KINDS.index)
+        last = replace(last, o1=hi, text=(last.text + cur_text).strip(), pause=pause)
     if last is not None:
         yield last
 
@@ -211,7 +221,8 @@ def _merge(a: _Draft, b: _Draft) -> _Draft:
     sep = ""
     if a.u1 != b.u0 and a.text and a.text[-1] not in _MARKS:
         sep = "。"
-    return _Draft(a.u0, a.o0, b.u1, b.o1, a.text + sep + b.text, b.pause, False, a.notes + b.notes)
+    return _Draft(a.u0, a.o0, b.u1, b.o1, a.text + sep + b.text, b.pause, False, a.notes + b.notes, a.role,
+                  a.speaker)
 
 
 def _is_short(text: str, opts: SegmentOptions) -> bool:
@@ -222,19 +233,29 @@ def _short(d: _Draft, opts: SegmentOptions) -> bool:
     return _is_short(d.text, opts)
 
 
-def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) -> Iterator[Segment]:
-    """Segments of one chapter, in order (a stream; see segment_chapter)."""
+def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
+                  runs: Mapping[int, Sequence[Run]] | None = None) -> Iterator[Segment]:
+    """Segments of one chapter, in order (a stream; see segment_chapter).  `runs` (a cast: paragraph index ->
+    its runs, tasks/text/quotes.book_runs) cuts those paragraphs at every run's edge; segments of different
+    runs are never merged unless the role and speaker are the same."""
     units = chapter_units(chapter)
     has_title = bool(units) and units[0] is chapter.title
+    runs = runs or {}
 
     def drafts() -> Iterator[_Draft]:
         for ui, text in enumerate(units):
-            yield from _unit_drafts(ui, text, opts, title=has_title and ui == 0)
+            para = ui - 1 if has_title else ui
+            if has_title and ui == 0 or para not in runs:
+                yield from _unit_drafts(ui, text, opts, title=has_title and ui == 0)
+                continue
+            for k, run in enumerate(runs[para]):
+                yield from _unit_drafts(ui, text, opts, False, run, ends_unit=k == len(runs[para]) - 1)
 
     def merged() -> Iterator[_Draft]:
         prev: _Draft | None = None
         for d in drafts():
-            if prev is not None and not prev.title and not d.title:
+            same_voice = prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
+            if same_voice and not prev.title and not d.title:
                 if (_short(d, opts) or _short(prev, opts)) and _fits(prev.text + "。" + d.text, opts):
                     prev = _merge(prev, d)
                     continue
@@ -252,7 +273,7 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) 
         src = _source(units, d)
         pause: PauseKind = "paragraph" if d.title and d.pause == "paragraph" else d.pause
         pending = Segment(chapter=chapter.index, index=index, text=_close(d.text, pause, opts), source_text=src,
-                          pause_after=pause, notes=tuple(d.notes))
+                          pause_after=pause, notes=tuple(d.notes), role=d.role, speaker=d.speaker)
         index += 1
     if pending is not None:
         yield replace(pending, text=_close(pending.text, "chapter", opts), pause_after="chapter")
@@ -276,7 +297,8 @@ def _source(units: list[str], d: _Draft) -> str:
     return "\n".join(pieces)
 
 
-def segment_chapter(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions()) -> list[Segment]:
+def segment_chapter(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
+                    runs: Mapping[int, Sequence[Run]] | None = None) -> list[Segment]:
     """The chapter as segments: title first, 15-30 s each, every source character in exactly one segment
-    (or removed with a reason - see tasks.text.coverage.audit_chapter)."""
-    return list(iter_segments(chapter, opts=opts))
+    (or removed with a reason - see tasks.text.coverage.audit_chapter).  `runs`: see iter_segments."""
+    return list(iter_segments(chapter, opts=opts, runs=runs))
