@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                             "and the book's <stem>.lexicon.tsv)")
         p.add_argument("--no-t2s", action="store_true", help="keep Traditional characters")
+        p.add_argument("--cast", default=None, help="a cast file (TOML): voices for the narrator, quoted speech "
+                                                   "and named characters")
 
     formats = f"comma-separated output formats: {','.join(FORMATS + ('m4b',))} (default flac)"
     render = command("render", cmd_render, "Render a book into an audiobook (resumes a killed render).")

@@ -20,7 +20,7 @@ def render_params(a: argparse.Namespace) -> dict:
             "formats": a.format.split(","), "device": a.device, "dtype": a.dtype, "int8": a.int8,
             "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps,
             "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
-            "guard_attempts": a.guard_attempts}
+            "guard_attempts": a.guard_attempts, "cast": a.cast}
 
 
 def options(book: Path, need_book: bool = True, **params):
@@ -95,8 +95,17 @@ def cmd_inspect(a) -> int:
     from tasks.ingest import load_book
     from tasks.text.inspect import format_inspect, inspect_book
 
-    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s)
-    report = inspect_book(load_book(opts.book), opts.segment)
+    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast)
+    book = load_book(opts.book)
+    if opts.cast:
+        from tasks.cast import cast_report
+        from tasks.text.quotes import attribute_book, book_runs
+
+        quotes = attribute_book(book)
+        report = inspect_book(book, opts.segment, book_runs(book, quotes))
+        report["cast"] = cast_report(opts.cast, report.pop("parts"), quotes)
+    else:
+        report = inspect_book(book, opts.segment)
     print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))
     return EXIT_OK
 

@@ -38,8 +38,12 @@ SCHEMA = pa.schema([
     ("engine_version", pa.string()),
     ("error", pa.string()),
     ("attempts", pa.int32()),
+    ("role", pa.string()),             # narrator | dialogue (a cast); the row's voice is voice_id/spk_emb
+    ("speaker", pa.string()),          # dialogue: the speaker the text names, "" when none
 ])
 KEY = ("chapter", "segment")
+# Columns added after the first manifests, and the value a part written without them means.
+COLUMN_DEFAULTS = {"role": "narrator", "speaker": ""}
 
 
 def manifest_dir(book_dir: str | Path) -> Path:
@@ -57,7 +61,7 @@ def _as_table(rows: Iterable[Mapping]) -> pa.Table:
     cols = {f.name: [] for f in SCHEMA}
     for r in rows:
         for name in cols:
-            cols[name].append(r.get(name))
+            cols[name].append(r.get(name, COLUMN_DEFAULTS.get(name)))
     return pa.table(cols, schema=SCHEMA)
 
 
@@ -82,10 +86,21 @@ def _read_parts(mdir: Path) -> list[tuple[int, pa.Table]]:
     out = []
     for seq, path in _parts(mdir):
         try:
-            out.append((seq, pq.read_table(path, schema=SCHEMA)))
+            out.append((seq, _with_defaults(pq.read_table(path, schema=SCHEMA))))
         except (OSError, pa.ArrowException) as e:
             warnings.warn(f"{path}: unreadable manifest part skipped ({e})", RuntimeWarning, stacklevel=3)
     return out
+
+
+def _with_defaults(table: pa.Table) -> pa.Table:
+    """A part written before a column existed reads it as nulls: give them the value they mean."""
+    import pyarrow.compute as pc
+
+    for name, value in COLUMN_DEFAULTS.items():
+        i = table.schema.get_field_index(name)
+        if table.column(i).null_count:
+            table = table.set_column(i, name, pc.fill_null(table.column(i), value))
+    return table
 
 
 def load(book_dir: str | Path) -> pa.Table:

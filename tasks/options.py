@@ -12,6 +12,7 @@ from engine.voice import VoiceSpec, parse_voice_spec
 from tasks.audio.assemble import AssembleOptions
 from tasks.guard import GuardOptions
 from tasks.audio.package import PackageOptions
+from tasks.cast import Cast, load_cast
 from tasks.text.segment import SegmentOptions
 
 DEFAULT_OUT = Path("output")          # relative to the working directory
@@ -31,6 +32,13 @@ class RenderOptions:
     guard: GuardOptions = field(default_factory=GuardOptions)   # duration check and re-rolls per segment
     allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
+    cast: Cast | None = None        # voices per role and character (tasks/cast.py); None: one narrator
+
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if self.cast is not None and self.cast.narrator is not None and self.voice is not None:
+            raise ValueError(f"--voice and the narrator of {self.cast.path} both choose the narrator's voice; "
+                             "keep one")
 
     @property
     def book_dir(self) -> Path:
@@ -49,9 +57,11 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         dtype: str | None = None, int8: bool = False, compile: bool = False,
                         max_batch: int | None = None, threads: int | None = None,
                         allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
-                        t2s: bool = True, guard: bool = True, guard_attempts: int | None = None) -> RenderOptions:
+                        t2s: bool = True, guard: bool = True, guard_attempts: int | None = None,
+                        cast: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
-    device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu."""
+    device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu.
+    `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used)."""
     from dataclasses import replace
 
     if device == "auto":
@@ -70,7 +80,8 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT,
                          voice=parse_voice_spec(voice) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
-                         chapters=parse_chapters(chapters) if chapters else ())
+                         chapters=parse_chapters(chapters) if chapters else (),
+                         cast=load_cast(cast) if cast else None)
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
-from tasks.book import Book, Segment
+from tasks.book import ROLE_NARRATOR, Book, Segment
 from manifests.crashpoints import crashpoint
 
 SEGMENTS_DIRNAME = "segments"
 AUDIO_EXT = ".flac"
 
 
+@lru_cache(maxsize=256)
 def voice_id(spk_emb: str) -> str:
     return hashlib.sha256(spk_emb.encode()).hexdigest()[:16]
 
@@ -44,20 +46,23 @@ def audio_relpath(key: str) -> str:
 
 
 def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_version: str,
-              book_dir: Path, previous: dict[str, dict] | None = None, guard=None) -> list[dict]:
+              book_dir: Path, previous: dict[str, dict] | None = None, guard=None,
+              voice_of: Callable[[str, str], str] | None = None) -> list[dict]:
     """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
     a key that was done and whose audio is on disk stays done with its sample count and attempts; a key the
-    guard failed after all of `guard`'s attempts (GuardOptions) stays failed."""
+    guard failed after all of `guard`'s attempts (GuardOptions) stays failed.  Every segment speaks with
+    `spk_emb`, or with voice_of(role, speaker) (a cast: tasks/cast.CastVoices.voice_of)."""
     from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
     from tasks.guard import GuardOptions, is_final_failure
 
     guard = guard or GuardOptions()
-    vid = voice_id(spk_emb)
     titles = {c.index: c.title for c in book.chapters}
     plan_id = uuid.uuid4().hex[:12]
     previous = previous or {}
     rows = []
     for s in segments:
+        emb = voice_of(s.role, s.speaker) if voice_of else spk_emb
+        vid = voice_id(emb)
         seed = derive_seed(s.text, vid)
         key = content_key(s.text, vid, seed, engine_version)
         rel = audio_relpath(key)
@@ -70,8 +75,9 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
             "content_key": key, "audio_path": rel,
             "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
             "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,
-            "voice_id": vid, "spk_emb": spk_emb, "seed": seed, "engine_version": engine_version,
+            "voice_id": vid, "spk_emb": emb, "seed": seed, "engine_version": engine_version,
             "error": old["error"] if hopeless else "", "attempts": old["attempts"] if done or hopeless else 0,
+            "role": s.role, "speaker": s.speaker,
         })
     return rows
 
@@ -90,16 +96,22 @@ def prepare_book(opts, get_engine) -> Path:
     from tasks.ingest import load_book
 
     book = load_book(opts.book)                     # BookError on bad input: nothing written yet
+    runs = cast_runs(book) if opts.cast else None   # the whole book's names, also for a preview
     if opts.chapters:
         book = select_chapters(book, opts.chapters)
     crashpoint("ingest")
-    segments, reports = segment_book(book, opts.segment)   # BookError when characters vanished
+    segments, reports = segment_book(book, opts.segment, runs)   # BookError when characters vanished
     book_dir = opts.book_dir
     old = load(book_dir).to_pylist() if book_dir.exists() else []
     engine = get_engine()                            # only a good book loads the model
-    spk_emb = _resolve_voice(opts.voice, old, engine)
+    spk_emb = _resolve_voice(opts.voice or (opts.cast and opts.cast.narrator), old, engine)
+    voice_of = None
+    if opts.cast:
+        from tasks.cast import resolve_cast
+
+        voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of
     rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
-                     previous={r["content_key"]: r for r in old}, guard=opts.guard)
+                     previous={r["content_key"]: r for r in old}, guard=opts.guard, voice_of=voice_of)
     book_dir.mkdir(parents=True, exist_ok=True)
     if _plan_signature(rows) != _plan_signature(old):
         commit(book_dir, rows)
@@ -113,9 +125,17 @@ def prepare_book(opts, get_engine) -> Path:
     return book_dir
 
 
-def segment_book(book: Book, opts=None) -> tuple[list[Segment], list]:
+def cast_runs(book: Book) -> dict:
+    """A cast's runs: chapter -> paragraph -> narration and quotes with their speakers (tasks/text/quotes)."""
+    from tasks.text.quotes import attribute_book, book_runs
+
+    return book_runs(book, attribute_book(book))
+
+
+def segment_book(book: Book, opts=None, runs: dict | None = None) -> tuple[list[Segment], list]:
     """Every chapter's segments and its coverage report.  A chapter whose characters vanished without a
-    listed reason stops the render before it starts (BookError naming the chapter and the text)."""
+    listed reason stops the render before it starts (BookError naming the chapter and the text).  `runs`:
+    a cast's (cast_runs)."""
     from tasks.errors import BookError
     from tasks.text.coverage import audit_chapter
     from tasks.text.segment import SegmentOptions, segment_chapter
@@ -123,7 +143,7 @@ def segment_book(book: Book, opts=None) -> tuple[list[Segment], list]:
     opts = opts or SegmentOptions()
     segments, reports = [], []
     for chapter in book.chapters:
-        segs = segment_chapter(chapter, opts=opts)
+        segs = segment_chapter(chapter, opts=opts, runs=(runs or {}).get(chapter.index))
         rep = audit_chapter(chapter, segs, opts=opts)
         if not rep.ok:
             u = rep.unexplained[0]
@@ -149,7 +169,7 @@ def select_chapters(book: Book, numbers: Sequence[int]) -> Book:
 
 def _plan_signature(rows: list[dict]) -> list[tuple]:
     return [(r["chapter"], r["segment"], r["content_key"], r["pause_after"], r["source_text"],
-             r["chapter_title"]) for r in rows]
+             r["chapter_title"], r["role"], r["speaker"]) for r in rows]
 
 
 def _resolve_voice(spec, old_rows: list[dict], engine) -> str:
@@ -157,8 +177,8 @@ def _resolve_voice(spec, old_rows: list[dict], engine) -> str:
     from engine.voice import parse_voice_spec, resolve_voice
     from tasks.options import DEFAULT_VOICE
 
-    if spec is None and old_rows:
-        return old_rows[0]["spk_emb"]
+    if spec is None and old_rows:                   # the narrator's (a cast's dialogue has its own voices)
+        return next((r for r in old_rows if r["role"] == ROLE_NARRATOR), old_rows[0])["spk_emb"]
     return resolve_voice(spec or parse_voice_spec(DEFAULT_VOICE), engine.loaded)
 
 

@@ -17,7 +17,9 @@ separated by lead-in + tail = 2.0 s.
 The exact length formula (all quantities in samples; see `expected_length`):
 
     L_i'   = max(L_i, 2N)                      trimmed piece length, zero-padded up to 2N
-    P_i    = round(pause_s(kind_i) * sr)       pause after piece i; the last one is the tail, kind "chapter"
+    P_i    = round(pause_s(kind_i) * sr)       pause after piece i; the last one is the tail, kind "chapter";
+                                               at least round(voice_change_pause_s * sr) where piece i+1 is
+                                               spoken in another voice (a cast): voices never cross-fade
     H      = round(lead_in_s * sr)             lead-in silence
     clips  = n + #{P_i > 0} + [H > 0]
     length = H + sum(L_i') + sum(P_i) - N * (clips - 1)
@@ -49,6 +51,7 @@ PAUSES_S: Mapping[str, float] = {   # s, silence after a segment by the boundary
     "chapter": 1.50,
 }
 LEAD_IN_S = 0.50             # s, silence before the first segment of a chapter
+VOICE_CHANGE_PAUSE_S = 0.30  # s, the shortest pause between two segments in different voices (a cast)
 TRIM_THRESHOLD_DB = -40.0    # dB relative to the segment's peak: quieter frames count as silence
 TRIM_FLOOR_DBFS = -60.0      # dBFS, absolute: frames below are silence even in a very quiet segment
 TRIM_FRAME_S = 0.005         # s, envelope frame for the level detector
@@ -62,6 +65,7 @@ class Piece:
     audio_path: Path
     pause_after: PauseKind = "sentence"
     source_text: str = ""
+    voice: str = ""                  # the voice id: a change of voice is a pause, never a cross-fade
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,7 @@ class AssembleOptions:
     crossfade_s: float = CROSSFADE_S
     pauses_s: Mapping[str, float] = field(default_factory=lambda: dict(PAUSES_S))
     lead_in_s: float = LEAD_IN_S
+    voice_change_pause_s: float = VOICE_CHANGE_PAUSE_S
     trim: bool = True
     trim_threshold_db: float = TRIM_THRESHOLD_DB
     trim_floor_dbfs: float = TRIM_FLOOR_DBFS
@@ -107,6 +112,15 @@ class AssembleOptions:
     def lead_in_samples(self) -> int:
         return int(round(self.lead_in_s * self.sample_rate))
 
+    def pauses_after(self, kinds: Sequence[str], voices: Sequence[str] | None = None) -> list[int]:
+        """P_i in samples: the pause after each piece, the last being the chapter's tail; where the next piece
+        has another voice, at least voice_change_pause_s."""
+        p = [self.pause_samples(k) for k in kinds[:-1]] + [self.pause_samples("chapter")] if kinds else []
+        if voices:
+            change = int(round(self.voice_change_pause_s * self.sample_rate))
+            p = [max(x, change) if i + 1 < len(p) and voices[i] != voices[i + 1] else x for i, x in enumerate(p)]
+        return p
+
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
         if self.sample_rate <= 0:
@@ -117,7 +131,10 @@ class AssembleOptions:
         if missing:
             raise ValueError(f"pauses_s lacks the boundary kinds {missing}")
         n = self.crossfade_samples()
-        for kind, seconds in [*self.pauses_s.items(), ("lead_in", self.lead_in_s)]:
+        if self.voice_change_pause_s <= 0:
+            raise ValueError("voice_change_pause_s must be > 0: two voices are never cross-faded")
+        for kind, seconds in [*self.pauses_s.items(), ("lead_in", self.lead_in_s),
+                              ("voice_change", self.voice_change_pause_s)]:
             if seconds < 0:
                 raise ValueError(f"pause {kind!r} is negative ({seconds} s)")
             p = int(round(seconds * self.sample_rate))
@@ -171,8 +188,10 @@ def trimmed_length(audio: np.ndarray, opts: AssembleOptions) -> int:
     return e - s
 
 
-def expected_length(piece_lengths: Sequence[int], pauses: Sequence[str], opts: AssembleOptions) -> int:
-    """The chapter length in samples for pieces of these (trimmed) lengths followed by these pause kinds.
+def expected_length(piece_lengths: Sequence[int], pauses: Sequence[str], opts: AssembleOptions,
+                    voices: Sequence[str] | None = None) -> int:
+    """The chapter length in samples for pieces of these (trimmed) lengths followed by these pause kinds
+    (and spoken in these voices: AssembleOptions.pauses_after).
 
     length = H + sum(max(L_i, 2N)) + sum(P_i) - N * (clips - 1), clips = n + #{P_i > 0} + [H > 0]
     """
@@ -182,7 +201,7 @@ def expected_length(piece_lengths: Sequence[int], pauses: Sequence[str], opts: A
         return 0
     n = opts.crossfade_samples()
     h = opts.lead_in_samples()
-    p = [opts.pause_samples(k) for k in pauses[:-1]] + [opts.pause_samples("chapter")]
+    p = opts.pauses_after(pauses, voices)
     clips = len(piece_lengths) + sum(1 for x in p if x > 0) + (1 if h > 0 else 0)
     return h + sum(max(int(L), 2 * n) for L in piece_lengths) + sum(p) - n * (clips - 1)
 
@@ -204,8 +223,9 @@ def load_piece(piece: Piece, sample_rate: int) -> np.ndarray:
 
 
 def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: Sequence[str],
-                    opts: AssembleOptions = AssembleOptions()) -> ChapterAudio:
-    """assemble_chapter on in-memory segment audio (each (samples,) float32 at opts.sample_rate)."""
+                    opts: AssembleOptions = AssembleOptions(), voices: Sequence[str] | None = None) -> ChapterAudio:
+    """assemble_chapter on in-memory segment audio (each (samples,) float32 at opts.sample_rate); `voices`:
+    each piece's voice id (None: one voice)."""
     if not (len(arrays) == len(pauses) == len(texts)):
         raise ValueError("arrays, pauses and texts must have the same length")
     for k in pauses:
@@ -242,9 +262,10 @@ def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: 
     h = opts.lead_in_samples()
     if h > 0:
         place(h, -1)
+    after = opts.pauses_after(pauses, voices)
     for i, a in enumerate(pieces):
         place(len(a), i)
-        p = opts.pause_samples(pauses[i] if i < len(pieces) - 1 else "chapter")
+        p = after[i]
         if p > 0:
             place(p, -1)
     total = pos
@@ -279,4 +300,5 @@ def assemble_chapter(pieces: Sequence[Piece], opts: AssembleOptions = AssembleOp
     Pure and deterministic bit for bit: the result depends only on the pieces' audio and `opts`.
     """
     arrays = [load_piece(p, opts.sample_rate) for p in pieces]
-    return assemble_arrays(arrays, [p.pause_after for p in pieces], [p.source_text for p in pieces], opts)
+    return assemble_arrays(arrays, [p.pause_after for p in pieces], [p.source_text for p in pieces], opts,
+                           [p.voice for p in pieces])

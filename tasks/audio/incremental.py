@@ -156,7 +156,7 @@ def _chapter_loader(rows: list[dict], opts: RenderOptions, book_dir: Path) -> Ca
         a_opts = opts.assemble
         if all(r["status"] == STATUS_DONE for r in rows):
             ch = assemble_chapter([Piece(Path(book_dir) / r["audio_path"], r["pause_after"],
-                                         r["source_text"]) for r in rows], a_opts)
+                                         r["source_text"], r["voice_id"]) for r in rows], a_opts)
         else:     # trim the real pieces here and assemble untrimmed, so that the silence survives
             arrays = []
             for r in rows:
@@ -170,7 +170,7 @@ def _chapter_loader(rows: list[dict], opts: RenderOptions, book_dir: Path) -> Ca
                     arrays.append(np.zeros(int(round(gap_seconds(r["text"]) * a_opts.sample_rate)),
                                            dtype=np.float32))
             ch = assemble_arrays(arrays, [r["pause_after"] for r in rows], [r["source_text"] for r in rows],
-                                 replace(a_opts, trim=False))
+                                 replace(a_opts, trim=False), [r["voice_id"] for r in rows])
         crashpoint("assemble")
         return ch
     return assemble

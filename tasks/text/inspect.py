@@ -6,19 +6,25 @@ prints it for a terminal.  The CLI wiring (and `--json`) lives in flows/.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Mapping, Sequence
 
 from engine.units import estimate_seconds
-from tasks.book import Book
+from tasks.book import Book, Run
 from tasks.report import hms
 from tasks.text.coverage import audit_chapter
 from tasks.text.segment import SegmentOptions, iter_segments
 
 MAX_LISTED_REMOVALS = 20     # removals shown by format_inspect (the JSON keeps each chapter's list)
+MAX_LISTED_SPEAKERS = 30     # speaker names shown by format_inspect with a cast (the JSON has them all)
 TITLE_WIDTH = 28             # characters of a chapter title shown in the table
 
 
-def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions()) -> dict:
-    """Title, author, encoding, per-chapter characters/segments/estimated seconds, and the coverage reports."""
+def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
+                 runs: Mapping[int, Mapping[int, Sequence[Run]]] | None = None) -> dict:
+    """Title, author, encoding, per-chapter characters/segments/estimated seconds, and the coverage reports.
+    With a cast's `runs` (chapter -> paragraph -> runs, tasks/text/quotes.book_runs): quotes are segmented
+    apart, and "parts" tallies segments and source characters per (role, speaker)."""
+    parts: Counter = Counter()
     chapters = []
     reports = []
     removed: Counter = Counter()
@@ -26,8 +32,11 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions()) -> dict:
     total_chars = total_segs = 0
     total_secs = 0.0
     for ch in book.chapters:
-        segs = list(iter_segments(ch, opts=opts))
+        segs = list(iter_segments(ch, opts=opts, runs=(runs or {}).get(ch.index)))
         rep = audit_chapter(ch, segs, opts=opts)
+        for s in segs:
+            parts[(s.role, s.speaker, "segments")] += 1
+            parts[(s.role, s.speaker, "characters")] += len(s.source_text)
         chars = len(ch.title) + sum(len(p) for p in ch.paragraphs)
         secs = sum(estimate_seconds(s.text) for s in segs)
         chapters.append({"index": ch.index, "title": ch.title, "paragraphs": len(ch.paragraphs),
@@ -54,6 +63,8 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions()) -> dict:
                      "removed_by_reason": dict(sorted(removed.items())),
                      "removed_count": sum(removed.values())},
         "coverage_reports": reports,
+        **({"parts": [{"role": r, "speaker": sp, "segments": n, "characters": parts[(r, sp, "characters")]}
+                      for (r, sp, what), n in parts.items() if what == "segments"]} if runs is not None else {}),
     }
 
 
@@ -117,4 +128,23 @@ def format_inspect(d: dict) -> str:
                 shown += 1
         if sum(len(rep["removed"]) for rep in d["coverage_reports"]) > shown:
             lines.append("    ... (all of them in --json)")
+    if "cast" in d:
+        lines += _format_cast(d["cast"])
     return "\n".join(lines)
+
+
+def _format_cast(c: dict) -> list[str]:
+    """The cast section (tasks/cast.cast_report): parts with voice, segments, characters, share; speakers."""
+    lines = ["", f"Cast:      {c['file']}",
+             f"    {'part':<14}  {'voice':<24}  {'segs':>6}  {'chars':>9}  {'share':>6}"]
+    for r in c["parts"]:
+        lines.append(f"    {_pad(_clip(r['part'], 14), 14)}  {_pad(_clip(r['voice'], 24), 24)}  {r['segments']:>6}  "
+                     f"{r['characters']:>9,}  {r['share']:>6.1%}")
+    found = c["speakers"]
+    lines.append(f"Speakers:  the text names {len(found)} speakers in {sum(s['quotes'] for s in found)} of "
+                 f"{len(c['quotes'])} quotes (the others speak in the dialogue voice)")
+    for s in found[:MAX_LISTED_SPEAKERS]:
+        lines.append(f"    {_pad(_clip(s['name'], 14), 14)}  {s['quotes']:>6} quotes  -> {s['part']}")
+    if len(found) > MAX_LISTED_SPEAKERS:
+        lines.append("    ... (all of them, and every quote, in --json)")
+    return lines
