@@ -7,6 +7,7 @@ segment set is the one of the latest plan.  A torn or unreadable part (a crash m
 one.  Queries are plain functions over the `pyarrow.Table` that `load()` returns.
 """
 from manifests.store import (  # noqa: F401
+    COLUMN_DEFAULTS,
     SCHEMA,
     STATUS_DONE,
     STATUS_FAILED,

@@ -4,8 +4,8 @@
     dialogue = "seed:4099"          # optional: quoted speech whose speaker has no voice here (default: the
                                     # narrator's voice)
     [characters]                    # optional: the names as the book writes them, Traditional or Simplified
-    寶玉 = "seed:1234"               # (宝玉 matches 寶玉); any spec engine/voice.parse_voice_spec takes
-    黛玉 = "voices/daiyu.txt"
+    "寶玉" = "seed:1234"             # (宝玉 matches 寶玉), quoted (TOML keys outside A-Z 0-9 _ - are);
+    "黛玉" = "voices/daiyu.txt"      # any voice spec engine/voice.parse_voice_spec takes
 
 With a cast, quoted speech becomes its own segments with role "dialogue" and the speaker the text names
 (tasks/text/quotes.py); each segment is rendered in its role's or character's voice.  The voices are checked
@@ -71,7 +71,7 @@ def load_cast(path: str | Path) -> Cast:
     except (OSError, UnicodeDecodeError) as e:
         raise BookError(str(p), f"cannot read the cast file ({type(e).__name__})") from None
     except tomllib.TOMLDecodeError as e:
-        raise BookError(str(p), f"not a TOML cast file ({e})") from None
+        raise BookError(str(p), f"not a TOML cast file ({e}; a name is quoted: \"寶玉\" = \"seed:1\")") from None
     unknown = sorted(set(data) - set(CAST_KEYS))
     if unknown:
         raise BookError(str(p), f"unknown key {unknown[0]!r} (a cast has {', '.join(CAST_KEYS)})")

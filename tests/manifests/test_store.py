@@ -89,3 +89,18 @@ def test_lock_refuses_a_second_holder_and_is_taken_over_after_a_kill(tmp_path):
     with BookLock(tmp_path):                                     # the dead holder's lock is taken over
         with pytest.raises(BookLocked):
             BookLock(tmp_path).acquire()
+
+
+def test_a_part_written_before_the_cast_columns_loads_with_their_defaults(tmp_path):
+    """Parts written before `role` and `speaker` existed (main before the cast feature) read as the narrator."""
+    import pyarrow as pa
+
+    old = pa.schema([f for f in manifests.SCHEMA if f.name not in manifests.COLUMN_DEFAULTS])
+    rows = [row(0, 0, "done"), row(0, 1)]
+    mdir = tmp_path / "manifest"
+    mdir.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=old), mdir / "part-00000001.parquet")
+    manifests.commit(tmp_path, [row(0, 1, "done", role="dialogue", speaker="寶玉")])
+    t = manifests.load(tmp_path).to_pylist()
+    assert [(r["role"], r["speaker"], r["status"]) for r in t] == [("narrator", "", "done"),
+                                                                   ("dialogue", "寶玉", "done")]

@@ -262,3 +262,36 @@ def test_length_formula_property(lengths, kinds, crossfade_ms, lead_ms, pause_ms
     ends = [0] + [c.end_sample for c in ch.cues]
     assert all(c.start_sample >= e for c, e in zip(ch.cues, ends))
     assert ch.cues[-1].end_sample <= len(ch.audio)
+
+
+def test_a_change_of_voice_is_a_pause_never_a_cross_fade():
+    """A cast: where the next piece is in another voice the pause is at least voice_change_pause_s, also when
+    the boundary's own pause is zero (which cross-fades pieces of one voice)."""
+    opts = AssembleOptions(trim=False, lead_in_s=0.0,
+                           pauses_s={"clause": 0.0, "sentence": 0.0, "paragraph": 0.0, "chapter": 0.0})
+    arrays = [tone(0.5, 300), tone(0.7, 300), tone(0.3, 300)]
+    kinds, voices = ["clause", "clause", "chapter"], ["narrator", "narrator", "baoyu"]
+    ch = assemble_arrays(arrays, kinds, ["a", "b", "c"], opts, voices)
+    n, v = opts.crossfade_samples(), int(round(opts.voice_change_pause_s * SR))
+    assert len(ch.audio) == expected_length([12_000, 16_800, 7_200], kinds, opts, voices)
+    assert len(ch.audio) == 12_000 + 16_800 + v + 7_200 - 3 * n        # a silence clip between b and c
+    b, c = ch.cues[1], ch.cues[2]
+    assert c.start_sample - b.end_sample == v - 2 * n                 # apart: no sample of both voices
+    assert ch.cues[0].end_sample == b.start_sample                    # one voice: cross-faded
+    assert not ch.audio[b.end_sample:c.start_sample].any()
+    # a default pause longer than the voice change stays as it is; one voice everywhere changes nothing
+    d = AssembleOptions(trim=False)
+    assert expected_length([100_000] * 3, ["paragraph", "clause", "chapter"], d, voices) == \
+        expected_length([100_000] * 3, ["paragraph", "clause", "chapter"], d) + \
+        int(round(d.voice_change_pause_s * SR)) - d.pause_samples("clause")
+    assert expected_length([100_000] * 3, kinds, d, ["x"] * 3) == expected_length([100_000] * 3, kinds, d)
+    with pytest.raises(ValueError, match="never cross-faded"):
+        AssembleOptions(voice_change_pause_s=0.0)
+
+
+def test_assemble_chapter_reads_the_pieces_voices(tmp_path):
+    arrays = [tone(0.5, 300), tone(0.7, 300)]
+    pieces = [replace(p, voice=v) for p, v in zip(write_pieces(tmp_path, arrays, ["clause", "chapter"]), "ab")]
+    opts = AssembleOptions(trim=False, pauses_s={"clause": 0.0, "sentence": 0.0, "paragraph": 0.0, "chapter": 0.0})
+    assert len(assemble_chapter(pieces, opts).audio) == expected_length([12_000, 16_800], ["clause", "chapter"],
+                                                                         opts, ["a", "b"])

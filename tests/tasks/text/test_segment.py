@@ -147,3 +147,36 @@ def test_paragraph_end_closes_with_full_stop():
     segs = segment_chapter(_chapter("價格是三十六元（一八五四年）", "他說：", title=""))
     assert segs[-1].text.endswith("。") and segs[0].text.endswith("。")
     assert "，。" not in "".join(s.text for s in segs)
+
+
+def _cast_segments(*paras: str):
+    from tasks.book import Book, BookMeta
+    from tasks.text.quotes import attribute_book, book_runs
+
+    ch = _chapter(*paras)
+    book = Book(BookMeta("t"), (ch,))
+    return ch, segment_chapter(ch, runs=book_runs(book, attribute_book(book))[ch.index])
+
+
+def test_a_cast_segments_each_quote_apart_with_its_speaker():
+    """With a cast's runs, a quote is its own segment(s) (role dialogue, the speaker the text names), never
+    merged with narration even when short; the segments still cover the chapter exactly."""
+    para = "王夫人道：“有沒有，什么要緊。”因又說道：“該隨手拿出兩個來給你這妹妹去裁衣裳的。”熙鳳道：“好。”王夫人一笑。"
+    ch, segs = _cast_segments(SENT * 2, para)
+    got = [(s.role, s.speaker, s.source_text) for s in segs[2:]]
+    assert got == [("dialogue", "王夫人", "“有沒有，什么要緊。”"),
+                   ("narrator", "", "因又說道："), ("dialogue", "", "“該隨手拿出兩個來給你這妹妹去裁衣裳的。”"),
+                   ("narrator", "", "熙鳳道："), ("dialogue", "熙鳳", "“好。”"), ("narrator", "", "王夫人一笑。")]
+    assert [s.pause_after for s in segs[1:]] == ["clause", "sentence", "clause", "sentence", "clause", "sentence",
+                                                "chapter"]
+    assert audit_chapter(ch, segs).ok
+    # the short narration before the first quote joins the narration of the paragraph before (one voice)
+    assert segs[1].source_text == SENT * 2 + "\n王夫人道：" and segs[1].role == "narrator"
+
+
+def test_without_runs_nothing_changes():
+    para = "王夫人道：“有沒有，什么要緊。”熙鳳道：“好。”"
+    ch = _chapter(SENT, para)
+    plain = segment_chapter(ch)
+    assert segment_chapter(ch, runs={}) == segment_chapter(ch, runs=None) == plain
+    assert {s.role for s in plain} == {"narrator"} and plain[-1].source_text == para    # quotes not apart
