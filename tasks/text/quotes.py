@@ -68,7 +68,7 @@ DETERMINERS = "那这此些每各某众诸有几"                  # 那人, 眾
 COUNTED = re.compile(r"[一二两三四五六七八九十几]+[个位只群些名条人]")   # 一個丫鬟, 三四人
 NEGATIONS = ("不", "没", "未", "莫", "别", "休")          # 掌櫃也不再問: nothing is said
 NOT_FIRST = DETERMINERS + PREPOSITIONS + "一两把将被从在的之"  # no name starts with these here
-LOCATIVE_ENDS = "里内中"                                 # 心里, 口內: a place, not a person
+LOCATIVE_ENDS = "里内中上下"                             # 心里, 口內, 心下: a place, not a person
 # jieba part-of-speech classes that a name never ends with (verbs, adverbs, numerals, time, places, …) and
 # never starts with (function words): what a misread clause leaves ("寶玉听說", "心下", "掌櫃也不").
 # Compared by the class's first letter; "z" (state words: 含含糊糊) only exactly, as "zg" ends names (雨村, 閏土).
@@ -364,8 +364,13 @@ def _word_classes_fit(c: str) -> bool:
 
     jieba.setLogLevel(60)
     words = jieba.posseg.lcut(c, HMM=False)
-    return not (_is_class(words[-1].flag, NOT_NAME_END) or _is_class(words[0].flag, NOT_NAME_START)
-                or any(_is_class(w.flag, NOT_NAME_INSIDE) for w in words[1:]))
+    if any(_is_class(w.flag, NOT_NAME_INSIDE) for w in words[1:-1]):
+        return False
+    if all(len(w.word) == 1 for w in words):     # not a word jieba knows: its characters' classes are weak
+        return not (_is_class(words[0].flag, NOT_NAME_END) and _is_class(words[-1].flag, NOT_NAME_END))
+    first = words[0]
+    return not (_is_class(words[-1].flag, NOT_NAME_INSIDE) or _is_class(first.flag, NOT_NAME_START)
+                or (len(first.word) > 1 and first.flag.startswith("v")))      # 看見棣華
 
 
 def _is_class(flag: str, classes: frozenset[str]) -> bool:
