@@ -32,7 +32,7 @@ class RenderOptions:
     guard: GuardOptions = field(default_factory=GuardOptions)   # duration check and re-rolls per segment
     allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
-    cast: Cast | None = None        # voices per role and character (tasks/cast.py); None: one narrator
+    cast: Cast | None = None          # voices per role and character (tasks/cast.py); None: one narrator
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""

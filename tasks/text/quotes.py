@@ -20,8 +20,11 @@ ends the search with no speaker.  The name is never guessed: a speaker is always
 source writes it.  An after-attribution ending in a colon belongs to the next quote; one ending in a comma
 right before the next quote belongs to both only when the first quote ends with a comma ("“…，”他說，“…”").
 
-Matching runs on a per-character Simplified folding of the text (fold), so Traditional and Simplified books
-behave the same.  Measured on hand-labelled quotes: tests/tasks/text/test_quotes.py.
+A learned name must look like one: 2-4 letters, no pronoun, not a collective or a place (心里), and not read by
+jieba's dictionary as ending in a verb, adverb or particle (寶玉听說, 掌櫃也不) — for a word jieba does not know
+(戟臨, 襲人), only both ends being such classes refuses it.  Matching runs on a per-character Simplified folding
+of the text (fold), so Traditional and Simplified books behave the same.  Measured on hand-labelled quotes
+(tests/tasks/text/test_quotes.py): precision 100 %, recall 92 % (紅樓夢 chapter 3), 87 % (吶喊).
 """
 from __future__ import annotations
 
@@ -56,8 +59,7 @@ MANNER = ("连忙", "急忙", "赶忙", "忽然", "突然", "终于", "一面", 
           "正", "仍", "即", "忽", "复", "着", "了")
 PREPOSITIONS = "对向和跟同给与"                        # 對我說, 向黛玉道: the addressee before the verb
 LEADS = ("且说", "却说", "话说", "于是", "当下", "只见", "又见", "忽见", "但见", "只听", "又听", "忽听", "这时",
-         "一面", "一边",
-         "那时", "此时", "一时", "且兼", "不免", "原来", "然而", "而且", "但是", "可是", "幸而", "因此", "所以",
+         "一面", "一边", "那时", "此时", "一时", "且兼", "不免", "原来", "然而", "而且", "但是", "可是", "幸而", "因此", "所以",
          "后来", "接着", "随后", "然后", "忽然", "这", "那", "时", "但", "便", "又", "因", "乃", "遂", "再", "也",
          "却", "早", "且")
 PERSONAL = ("我", "你", "他", "她", "它", "伊")        # 伊: "she" in 吶喊's time
@@ -177,10 +179,10 @@ def attribute_book(book: Book) -> dict[int, list[Quote]]:
     for ch in book.chapters:
         paras = [(p, fold(p), find_quotes(p)) for p in ch.paragraphs]
         chapters.append((ch.index, paras))
-    names: set[str] = set()
+    clean: set[str] = set()
     for _, paras in chapters:
-        names.update(fold(who) for _, _, _, who in _attribute(paras, frozenset()) if who)
-    names = _learned(names)
+        clean.update(fold(who) for _, _, _, who in _attribute(paras, frozenset()) if who)
+    names = _learned(clean)
     out: dict[int, list[Quote]] = {}
     for index, paras in chapters:
         out[index] = [Quote(index, pi, s, e, paras[pi][0][s:e], who) for pi, s, e, who in _attribute(paras, names)]
