@@ -46,7 +46,9 @@ class ReadAlong:
     cues: tuple[TimedText, ...]
 
     def blocks(self) -> list[Block]:
-        return blocks(self.units, self.spans, has_title=bool(self.title.strip()))
+        """The chapter's blocks; the first is the title when the first unit is the title (always, but in a
+        chapter rebuilt from segments that do not speak it)."""
+        return blocks(self.units, self.spans, has_title=bool(self.title.strip()) and self.units[:1] == (self.title,))
 
 
 def align(units: Sequence[str], texts: Sequence[str]) -> list[tuple[int, int]]:

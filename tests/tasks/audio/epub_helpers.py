@@ -97,16 +97,17 @@ def assert_read_along(epub_path: Path, book_dir: Path, units: dict[int, list[str
     assert (result.fatals, result.errors, result.warnings) == (0, 0, 0), result.output
     epub = Epub(epub_path)
     chapters = epub.chapters()
-    assert sorted(chapter_index(c) for c in chapters) == sorted(units)
+    assert sorted(chapter_index(c) for c in chapters) == sorted(units), [c.href for c in chapters]
     for ch in chapters:
         i = chapter_index(ch)
         (srt,) = Path(book_dir).glob(f"{i + 1:03d} - *.srt")
         cues = parse_srt(srt.read_text(encoding="utf-8"))
-        assert len(ch.clips) == len(cues)
+        assert len(ch.clips) == len(cues), (ch.overlay, len(ch.clips), srt.name, len(cues))
         for (begin, end, frag, _), (start, stop, text) in zip(ch.clips, cues):
             assert abs(begin - start) <= 1 and abs(end - stop) <= 1, (srt.name, frag)
-            assert squash(ch.spans[frag]) == squash(text)
-        assert squash(ch.text) == squash("".join(units[i]))
-        assert ch.duration_ms == sum(e - b for b, e, _, _ in ch.clips)
-    assert clock_ms(epub.meta("media:duration")[0]) == sum(c.duration_ms for c in chapters)
+            assert squash(ch.spans[frag]) == squash(text), (ch.href, frag, ch.spans[frag], text)
+        assert squash(ch.text) == squash("".join(units[i])), (ch.href, ch.text[:200], units[i][:3])
+        assert ch.duration_ms == sum(e - b for b, e, _, _ in ch.clips), (ch.overlay, ch.duration_ms)
+    total = clock_ms(epub.meta("media:duration")[0])
+    assert total == sum(c.duration_ms for c in chapters), total
     return epub

@@ -109,3 +109,29 @@ def test_clock_and_language():
     assert clock(0) == "0:00:00.000" and clock(3_723_004) == "1:02:03.004"
     assert language_tag("zh_CN") == "zh-CN" and language_tag("und") == "und" and language_tag("") == "und"
     assert language_tag("中文") == "und"
+
+
+def test_package_follows_the_text_record(tmp_path):
+    """A book planned without text.json gets its text from the manifest; a text.json that adds a silent
+    paragraph rebuilds the EPUB (the chapters' text is part of the book's signature); then nothing changes."""
+    from tasks import stages
+    from tasks.options import RenderOptions
+    from tasks.plan import TEXT_JSON
+    from tasks.synthesize import synthesize_book
+    from tests.tasks.test_guard import TEXTS, StubEngine, make_book
+
+    book_dir, _ = make_book(tmp_path)
+    synthesize_book(book_dir, StubEngine(lambda req: 1.0))
+    opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path, package=PackageOptions(formats=("epub",)))
+    stages.package(book_dir, opts)
+    epub_path = book_dir / "测试.epub"
+    assert "＊＊＊" not in Epub(epub_path).chapters()[0].text
+    chapters = [{"index": 0, "title": "第一章", "paragraphs": [TEXTS[0], "＊＊＊", TEXTS[1]]},
+                {"index": 1, "title": "第二章", "paragraphs": [TEXTS[2]]}]
+    (book_dir / TEXT_JSON).write_text(json.dumps({"chapters": chapters}, ensure_ascii=False), encoding="utf-8")
+    stages.package(book_dir, opts)
+    epub = assert_read_along(epub_path, book_dir, {c["index"]: [c["title"], *c["paragraphs"]] for c in chapters})
+    assert "＊＊＊" in epub.chapters()[0].text
+    before = epub_path.stat()
+    stages.package(book_dir, opts)
+    assert (epub_path.stat().st_ino, epub_path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
