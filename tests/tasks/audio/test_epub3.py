@@ -132,6 +132,8 @@ def test_package_follows_the_text_record(tmp_path):
     stages.package(book_dir, opts)
     epub = assert_read_along(epub_path, book_dir, {c["index"]: [c["title"], *c["paragraphs"]] for c in chapters})
     assert "＊＊＊" in epub.chapters()[0].text
+    report = json.loads((book_dir / "report.json").read_text(encoding="utf-8"))
+    assert [r["chapter"] for r in report["files"] if r["format"] == "epub"] == [0, 1]   # fresh, none carried over
     before = epub_path.stat()
     stages.package(book_dir, opts)
     assert (epub_path.stat().st_ino, epub_path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
