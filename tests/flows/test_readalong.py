@@ -17,7 +17,7 @@ from tasks.plan import TEXT_JSON
 from tasks.text.segment import chapter_units
 from tests.conftest import ROOT, corpus_path
 from tests.flows.helpers import SAMPLE, write_txt_book
-from tests.tasks.audio.epub_helpers import Epub, assert_read_along
+from tests.tasks.audio.epub_helpers import assert_read_along
 
 ENGINE_MODULES = ("engine.engine", "engine.loader", "ChatTTS", "torch")
 
