@@ -29,6 +29,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from engine.api import EngineOptions
     from flows.commands import cmd_inspect, cmd_package, cmd_render, cmd_status
+    from tasks.audio.names import BOOK_FORMATS
     from tasks.audio.package import FORMATS
 
     d = EngineOptions()
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--cast", default=None, help="a cast file (TOML): voices for the narrator, quoted speech "
                                                    "and named characters")
 
-    formats = f"comma-separated output formats: {','.join(FORMATS + ('m4b',))} (default flac)"
+    formats = f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default flac)"
     render = command("render", cmd_render, "Render a book into an audiobook (resumes a killed render).")
     out(render)
     render.add_argument("--model", default=d.model,

@@ -87,8 +87,10 @@ def catalogue_books(catalogue: str | Path) -> list[Path]:
 
 
 def scan_catalogue(catalogue: str | Path, out: str | Path) -> list[BookState]:
-    """Each book's state.  Two books that would share an output folder (same slug) are a BookError."""
-    states = [book_state(p, out) for p in catalogue_books(catalogue)]
+    """Each book's state.  Two books that would share an output folder (same slug) are a BookError.  Files
+    under `out` are outputs (a read-along EPUB), never books, when the output folder is inside the catalogue."""
+    out_dir = Path(out).resolve()
+    states = [book_state(p, out) for p in catalogue_books(catalogue) if not p.resolve().is_relative_to(out_dir)]
     seen: dict[str, str] = {}
     for s in states:
         if s.book_dir in seen:

@@ -84,6 +84,7 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
 
 BOOK_JSON = "book.json"
 COVERAGE_JSON = "coverage.json"
+TEXT_JSON = "text.json"        # every chapter's original title and paragraphs (read-along outputs)
 
 
 def prepare_book(opts, get_engine) -> Path:
@@ -122,6 +123,7 @@ def prepare_book(opts, get_engine) -> Path:
         write_bytes(book_dir / info["cover_file"], book.meta.cover, keep_same=True)   # unchanged: untouched
     write_bytes(book_dir / COVERAGE_JSON, _json_bytes([r.to_dict() for r in reports]), keep_same=True)
     write_bytes(book_dir / BOOK_JSON, _json_bytes(info), keep_same=True)
+    write_bytes(book_dir / TEXT_JSON, _json_bytes(text_info(book)), keep_same=True)
     return book_dir
 
 
@@ -187,6 +189,27 @@ def book_info(book: Book) -> dict:
     return {"title": m.title, "author": m.author, "language": m.language, "source_path": m.source_path,
             "source_format": m.source_format, "encoding": m.encoding, "cover_mime": m.cover_mime,
             "chapters": [{"index": c.index, "title": c.title} for c in book.chapters]}
+
+
+def text_info(book: Book) -> dict:
+    return {"chapters": [{"index": c.index, "title": c.title, "paragraphs": list(c.paragraphs)}
+                         for c in book.chapters]}
+
+
+def load_text(book_dir: Path) -> dict[int, list[str]] | None:
+    """Each chapter's units (title, paragraphs: tasks.text.segment.chapter_units) from text.json, for
+    packaging without the book; None for a book planned before text.json was written."""
+    import json
+
+    from tasks.book import Chapter
+    from tasks.text.segment import chapter_units
+
+    try:
+        info = json.loads((book_dir / TEXT_JSON).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return {c["index"]: chapter_units(Chapter(c["index"], c["title"], tuple(c["paragraphs"])))
+            for c in info["chapters"]}
 
 
 def _json_bytes(data) -> bytes:

@@ -21,10 +21,11 @@ from tasks.audio.assemble import (ChapterAudio, Piece, assemble_arrays, assemble
                                   trim_bounds)
 from tasks.audio.names import chapter_file_names
 from tasks.audio.package import REPORT_NAME, package_book, write_output
+from tasks.audio.readalong import units_from_segments
 from tasks.errors import GapsError
 from tasks.guard import gap_seconds
 from tasks.options import RenderOptions
-from tasks.plan import load_meta
+from tasks.plan import load_meta, load_text
 
 CHAPTERS_JSON = ".chapters.json"      # per-chapter input signatures and output hashes of the last packaging
 SIGNATURE_VERSION = 1                 # bump when the signature's inputs change
@@ -46,20 +47,21 @@ def package_changed(book_dir: Path, opts: RenderOptions) -> Path:
     by_chapter = chapter_rows(book_dir, rows, opts.allow_gaps)
     n_total = max([i + 1 for i in by_chapter] + [len(by_chapter)])
     sigs = {i: chapter_signature(rs, titles.get(i, ""), n_total, meta, opts) for i, rs in by_chapter.items()}
+    texts = _epub_texts(book_dir, by_chapter) if "epub" in opts.package.formats else None
     state = _read_state(book_dir)
     report = book_dir / REPORT_NAME
     previous = _read_json(report) if state and state.get("report") == _sha_file(report) else None
     same = {i for i in sigs if previous is not None and _chapter_unchanged(book_dir, state, i, sigs[i])}
     book_files = (state or {}).get("book_files", {})
-    if (same == set(sigs) and state.get("book") == _book_signature(sigs, opts)
+    if (same == set(sigs) and state.get("book") == _book_signature(sigs, opts, texts)
             and all(_sha_file(book_dir / n) == h for n, h in book_files.items())):
         return book_dir                                    # nothing changed: the outputs are current
     gaps = [_gap_entry(r) for rs in by_chapter.values() for r in rs if r["status"] != STATUS_DONE]
     chapters = [(i, titles.get(i, ""), _chapter_loader(by_chapter[i], opts, book_dir))
                 for i in sorted(by_chapter)]
     rep = package_book(book_dir, chapters, meta, opts.package, skip=same, previous=previous,
-                       extra={"gaps": gaps} if gaps else None)
-    _write_state(book_dir, sigs, n_total, opts, rep.files, titles)
+                       extra={"gaps": gaps} if gaps else None, texts=texts)
+    _write_state(book_dir, sigs, n_total, opts, rep.files, titles, texts)
     return book_dir
 
 
@@ -76,6 +78,16 @@ def chapter_rows(book_dir: Path, rows: list[dict], allow_gaps: bool = False) -> 
     for r in rows:
         out.setdefault(r["chapter"], []).append(r)
     return out
+
+
+def _epub_texts(book_dir: Path, by_chapter: dict[int, list[dict]]) -> dict[int, list[str]]:
+    """Each chapter's original text (units) for the EPUB: text.json, or for a book planned before it was
+    written, the units rebuilt from the manifest's source texts and pauses."""
+    texts = load_text(book_dir)
+    if texts is None:
+        texts = {i: units_from_segments([r["source_text"] for r in rs], [r["pause_after"] for r in rs])
+                 for i, rs in by_chapter.items()}
+    return texts
 
 
 def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, opts: RenderOptions) -> str:
@@ -95,8 +107,10 @@ def _options_json(opts: RenderOptions):
     return [asdict(opts.assemble), asdict(opts.package)]
 
 
-def _book_signature(sigs: dict[int, str], opts: RenderOptions) -> str:
-    blob = json.dumps([sorted(sigs.items()), _options_json(opts)], sort_keys=True, default=str)
+def _book_signature(sigs: dict[int, str], opts: RenderOptions, texts: dict | None = None) -> str:
+    """Hash of the chapter signatures, the options and (for an EPUB) the chapters' original text."""
+    extra = [sorted(texts.items())] if texts is not None else []
+    blob = json.dumps([sorted(sigs.items()), _options_json(opts), *extra], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -128,7 +142,7 @@ def _read_state(book_dir: Path) -> dict:
 
 
 def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: RenderOptions,
-                 files: list[Path], titles: dict[int, str]) -> None:
+                 files: list[Path], titles: dict[int, str], texts: dict | None = None) -> None:
     """.chapters.json, written last (atomically): a crash before it only means the next run repackages."""
     written = {Path(p).name for p in files}
     chapters, chapter_names = {}, set()
@@ -138,7 +152,7 @@ def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: Rende
         chapter_names.update(names)
         chapters[str(i)] = {"signature": sig, "files": {n: _sha_file(Path(book_dir) / n) for n in names}}
     book_files = {n: _sha_file(Path(book_dir) / n) for n in sorted(written - chapter_names)}
-    data = {"version": SIGNATURE_VERSION, "book": _book_signature(sigs, opts), "chapters": chapters,
+    data = {"version": SIGNATURE_VERSION, "book": _book_signature(sigs, opts, texts), "chapters": chapters,
             "book_files": book_files, "report": book_files.get(REPORT_NAME)}
     write_output(Path(book_dir) / CHAPTERS_JSON,
                  (json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8"))

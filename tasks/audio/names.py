@@ -10,6 +10,7 @@ from typing import Iterable
 from tasks.errors import OutputError
 
 MAX_NAME_BYTES = 200          # UTF-8 bytes per file name, prefix and extension included
+BOOK_FORMATS = ("m4b", "epub")   # one file for the whole book (named by book_stem), not one per chapter
 WINDOWS_RESERVED = frozenset(
     ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"]
     + [f"COM{i}" for i in range(1, 10)] + [f"LPT{i}" for i in range(1, 10)]
@@ -61,15 +62,15 @@ def chapter_stem(chapter_index: int, n_chapters: int, title: str, ext: str = "fl
 
 def chapter_file_names(chapter_index: int, n_chapters: int, title: str, formats: Iterable[str],
                        subtitles: Iterable[str]) -> list[str]:
-    """The names of one chapter's files: one per chapter format (the book-wide m4b is not one), then one per
-    subtitle format (their stem is the srt one, so every subtitle of a chapter shares it)."""
-    names = [f"{chapter_stem(chapter_index, n_chapters, title, f)}.{f}" for f in formats if f != "m4b"]
+    """The names of one chapter's files: one per chapter format (the book-wide m4b and epub are not), then
+    one per subtitle format (their stem is the srt one, so every subtitle of a chapter shares it)."""
+    names = [f"{chapter_stem(chapter_index, n_chapters, title, f)}.{f}" for f in formats if f not in BOOK_FORMATS]
     return names + [f"{chapter_stem(chapter_index, n_chapters, title, 'srt')}.{f}" for f in subtitles]
 
 
-def book_stem(title: str) -> str:
-    """The M4B's (and the book-wide subtitles') stem: the safe book title, or `book`."""
-    return safe_name(title, MAX_NAME_BYTES - len(".m4b")) or "book"
+def book_stem(title: str, ext: str = "m4b") -> str:
+    """The M4B's (and the book-wide subtitles') or the EPUB's stem: the safe book title, or `book`."""
+    return safe_name(title, MAX_NAME_BYTES - len(ext) - 1) or "book"
 
 
 def inside(book_dir: Path, name: str) -> Path:

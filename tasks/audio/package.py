@@ -1,8 +1,9 @@
-"""Packaging: chapter audio -> chapter files (flac/wav/mp3/opus/m4a), one M4B, subtitles and report.json.
+"""Packaging: chapter audio -> chapter files (flac/wav/mp3/opus/m4a), one M4B, one read-along EPUB
+(tasks.audio.epub3), subtitles and report.json.
 
 The orchestration: each chapter is resampled and loudness-normalized once (prepare_chapter), then written in
 every chapter format (tasks.audio.verify encodes and measures, tasks.audio.encode writes, tasks.audio.names
-names) and its subtitles; the M4B is built from every chapter's audio in reading order.  Every output is
+names) and its subtitles; the M4B and the EPUB are built from every chapter's audio in reading order.  Every output is
 written atomically (engine.atomic) and its bytes depend only on the inputs (ffmpeg runs bit-exact with no
 varying metadata), so a killed-and-resumed render packages byte-identical files.
 """
@@ -24,19 +25,19 @@ from tasks.audio.assemble import ChapterAudio
 from tasks.audio.encode import (BITRATES_KBPS, LOSSLESS, MP3_RATES, OPUS_FALLBACK_RATE, OPUS_RATES, chapter_tags,
                                 resample)
 from tasks.audio.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
-from tasks.audio.names import book_stem, chapter_file_names, chapter_stem, inside
+from tasks.audio.names import BOOK_FORMATS, book_stem, chapter_file_names, chapter_stem, inside
 from tasks.audio.subtitles import SUBTITLE_FORMATS
 from tasks.audio.verify import PRE_LIMIT_MARGIN_DB, FileReport, encode_verified
 from tasks.book import BookMeta
 from tasks.errors import OutputError
 
-FORMATS = ("flac", "wav", "mp3", "opus", "m4a")   # chapter-file formats; "m4b" is the whole book
+FORMATS = ("flac", "wav", "mp3", "opus", "m4a")   # chapter-file formats; BOOK_FORMATS (m4b, epub): the whole book
 REPORT_NAME = "report.json"
 
 
 @dataclass(frozen=True)
 class PackageOptions:
-    formats: tuple[str, ...] = ("flac",)   # chapter formats and/or "m4b"
+    formats: tuple[str, ...] = ("flac",)   # chapter formats and/or book formats ("m4b", "epub")
     sample_rate: int = SAMPLE_RATE         # output rate; resampled with torchaudio when not 24 kHz
     normalize: bool = True                 # loudness-normalize each chapter and limit its true peak
     target_lufs: float = TARGET_LUFS       # LUFS, integrated loudness of every final file
@@ -49,9 +50,9 @@ class PackageOptions:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
         if not self.formats:
             raise ValueError("at least one output format is needed")
-        bad = [f for f in self.formats if f not in FORMATS + ("m4b",)]
+        bad = [f for f in self.formats if f not in FORMATS + BOOK_FORMATS]
         if bad:
-            raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS + ('m4b',))}")
+            raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS + BOOK_FORMATS)}")
         if len(set(self.formats)) != len(self.formats):
             raise ValueError(f"format listed twice in {list(self.formats)}")
         bad = [f for f in self.subtitles if f not in SUBTITLE_FORMATS]
@@ -148,7 +149,7 @@ def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title:
     paths: list[Path] = []
     reports: list[FileReport] = []
     for fmt in opts.formats:
-        if fmt == "m4b":
+        if fmt in BOOK_FORMATS:
             continue
         path = inside(book_dir, f"{chapter_stem(chapter_index, n_chapters, title, fmt)}.{fmt}")
         audio, sr = prepared.audio, prepared.sample_rate
@@ -180,9 +181,10 @@ class Report:
 
 def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput]], meta: BookMeta,
                  opts: PackageOptions = PackageOptions(), *, skip: Collection[int] = (),
-                 previous: Mapping | None = None, extra: Mapping | None = None) -> Report:
-    """Chapter files, `<book>.m4b` (chapters at the exact chapter starts, title/author/cover), subtitles and
-    report.json in book_dir, all written atomically and deterministically.
+                 previous: Mapping | None = None, extra: Mapping | None = None,
+                 texts: Mapping[int, Sequence[str]] | None = None) -> Report:
+    """Chapter files, `<book>.m4b` (chapters at the exact chapter starts, title/author/cover), `<book>.epub`
+    (read-along), subtitles and report.json in book_dir, all written atomically and deterministically.
 
     `chapters` is (chapter index, title, ChapterAudio or a zero-argument function returning it), in reading
     order; with functions only one chapter is in memory at a time (the M4B's audio goes through a temp file).
@@ -191,8 +193,12 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
 
     Incremental (tasks.audio.incremental decides): chapters in `skip` already have current output files; their
     report rows come from `previous` (the last report.json) and their files are not written again.  Their
-    audio is still loaded when an M4B is wanted.  `extra` adds top-level keys to report.json.
+    audio is still loaded when an M4B or an EPUB is wanted.  `extra` adds top-level keys to report.json.
+    `texts` (chapter index -> its units: title, paragraphs) is the EPUB's original text; a chapter without
+    one gets its text from its segments' source texts (tasks.audio.readalong).
     """
+    from tasks.audio.epub3 import encode_chapter, write_epub
+    from tasks.audio.readalong import read_along
     from tasks.audio.subtitles import timed
 
     check_tools(opts)
@@ -203,21 +209,28 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
         raise ValueError("chapter indices must be unique")
     n_total = max([i + 1 for i, _, _ in chapters] + [n])
     want_m4b = "m4b" in opts.formats
+    want_epub = "epub" in opts.formats
+    book_wide = want_m4b or want_epub                     # built from every chapter's audio
+    stem = book_stem(meta.title)
+    epub_name = f"{book_stem(meta.title, 'epub')}.epub"
+    epub_chapters = []
     files: list[Path] = []
     reports: list[FileReport] = []
     chapter_rows: list[dict] = []
     marks: list[tuple[int, int, str]] = []               # (start, end, title) at opts.sample_rate
     book_items = []
     pos = 0
-    with scratch(book_dir, ".f32") if want_m4b else nullcontext() as raw_path:   # the M4B's audio, <f4
+    with (scratch(book_dir, ".f32") if want_m4b else nullcontext() as raw_path,   # the M4B's audio, <f4
+          scratch(book_dir, directory=True) if want_epub else nullcontext() as epub_work):   # the EPUB's audio
         with open(raw_path, "wb") if want_m4b else nullcontext() as raw:
             for index, title, item in chapters:
                 if index in skip:                         # outputs current: carry the report rows over
                     chapter_rows += [r for r in previous["chapters"] if r["index"] == index]
-                    reports += [FileReport(**r) for r in previous["files"] if r["chapter"] == index]
+                    reports += [FileReport(**r) for r in previous["files"]
+                                if r["chapter"] == index and r["format"] != "epub"]
                     files += [p for p in (inside(book_dir, name) for name in chapter_file_names(
                         index, n_total, title, opts.formats, opts.subtitles)) if p.exists()]
-                    if not want_m4b:
+                    if not book_wide:
                         continue
                 ch = item() if callable(item) else item
                 prepared = prepare_chapter(ch, opts)
@@ -235,8 +248,16 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                     book_items += timed(prepared.cues, prepared.source_rate,
                                         Fraction(pos, prepared.sample_rate))
                     pos += len(prepared.audio)
+                if want_epub:
+                    text = read_along(title, (texts or {}).get(index), timed(prepared.cues, prepared.source_rate))
+                    ech, rep = encode_chapter(epub_work, epub_name, index, n_total, title, prepared, text, meta, opts)
+                    epub_chapters.append(ech)
+                    reports.append(rep)
+        if epub_chapters:
+            epub = inside(book_dir, epub_name)
+            write_epub(epub, meta, epub_chapters, before_replace=_at_package_file)
+            files.append(epub)
         if want_m4b and pos > 0:
-            stem = book_stem(meta.title)
             m4b = inside(book_dir, f"{stem}.m4b")
             audio = np.memmap(raw_path, dtype="<f4", mode="r")                     # (pos,)
             reports.append(encode_verified(m4b, "m4b", audio, opts.sample_rate, chapter_tags(0, 1, meta.title, meta),

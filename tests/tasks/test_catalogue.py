@@ -48,3 +48,12 @@ def test_catalogue_books_and_conflicts(tmp_path):
     write_txt_book(cat / "sub" / "a.txt", 1, 3)            # same output folder as cat/a.txt
     with pytest.raises(BookError, match="same folder"):
         scan_catalogue(cat, tmp_path / "out")
+
+
+def test_outputs_inside_the_catalogue_are_not_books(tmp_path):
+    """An output folder inside the catalogue holds read-along EPUBs (--format epub): they are not scanned."""
+    cat = tmp_path / "cat"
+    (cat / "output" / "a").mkdir(parents=True)
+    book = write_txt_book(cat / "a.txt", 1, 2)
+    (cat / "output" / "a" / "a.epub").write_bytes(b"PK")
+    assert [s.book for s in scan_catalogue(cat, cat / "output")] == [str(book.resolve())]
