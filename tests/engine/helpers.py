@@ -22,3 +22,19 @@ def write_clip(path, seconds: float = 5.0, rate: int = 24_000, amp: float = 0.3,
     if text is not None:
         path.with_name(path.name + ".txt").write_text(text + "\n", encoding="utf-8")
     return path
+
+
+def bad_clips(folder, garbage_suffix: str = ".wav", short_s: float = 2.5, long_s: float = 31.0) -> dict:
+    """The five kinds of bad clip the issue names, written into `folder`: {recording: what the one-line error
+    says}: unreadable (bytes no decoder takes, with the `garbage_suffix` that picks pydub's WAV reader or
+    ffmpeg), silent, shorter than 3 s, longer than 30 s, no transcript."""
+    garbage = folder / f"garbage{garbage_suffix}"
+    garbage.write_bytes(b"RIFF\x00\x00\x00\x00WAVE" + b"no audio frames in here" * 20)
+    garbage.with_name(garbage.name + ".txt").write_text(TRANSCRIPT, encoding="utf-8")
+    return {
+        garbage: "cannot decode the recording",
+        write_clip(folder / "silent.wav", amp=0.0): "silent",
+        write_clip(folder / "short.wav", seconds=short_s): f"lasts {short_s:.1f} s",
+        write_clip(folder / "long.wav", seconds=long_s): "lasts over 30 s",
+        write_clip(folder / "untold.wav", text=None): "no transcript",
+    }

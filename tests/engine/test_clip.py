@@ -15,7 +15,7 @@ pytest.importorskip("ChatTTS")
 
 from engine.api import EngineOptions, Request  # noqa: E402
 from engine.voice import VoiceError, decode_prompt, decode_voice, parse_voice_spec, resolve_voice  # noqa: E402
-from tests.engine.helpers import TRANSCRIPT, tone, write_clip  # noqa: E402
+from tests.engine.helpers import TRANSCRIPT, bad_clips, tone, write_clip  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -29,17 +29,7 @@ def engine():
 
 def test_bad_clips_are_one_line_voice_errors(tmp_path):
     """The five kinds the issue names: unreadable, silent, too short, too long, no transcript."""
-    garbage = tmp_path / "garbage.wav"
-    garbage.write_bytes(b"RIFF\x00\x00\x00\x00WAVEnot really a wav file at all" * 10)
-    garbage.with_name("garbage.wav.txt").write_text(TRANSCRIPT, encoding="utf-8")
-    cases = {
-        garbage: "cannot decode the recording",
-        write_clip(tmp_path / "silent.wav", amp=0.0): "silent",
-        write_clip(tmp_path / "short.wav", seconds=2.5): "lasts 2.5 s",
-        write_clip(tmp_path / "long.wav", seconds=31.0): "lasts over 30 s",
-        write_clip(tmp_path / "untold.wav", text=None): "no transcript",
-        tmp_path / "missing.wav": "no such recording",
-    }
+    cases = {**bad_clips(tmp_path), tmp_path / "missing.wav": "no such recording"}
     for path, msg in cases.items():
         with pytest.raises(VoiceError, match=msg) as e:
             parse_voice_spec(f"clip:{path}")

@@ -9,23 +9,14 @@ import pytest
 
 import manifests
 from flows.cli import EXIT_USAGE, build_parser, main
-from tests.engine.helpers import write_clip
+from tests.engine.helpers import bad_clips, write_clip
 from tests.flows.helpers import SAMPLE
 from tests.flows.test_reliability_kill import TINY_BOOK, assert_no_temps, assert_not_rerendered, committed, outputs
 
 
 def test_bad_clips_exit_2_with_one_line_and_create_nothing(tmp_path, capsys):
     """Unreadable, silent, shorter than 3 s, longer than 30 s, no transcript — and a transcript without a clip."""
-    garbage = tmp_path / "garbage.mp3"
-    garbage.write_bytes(b"\xff\xfb\x90\x00" + b"no mpeg frames here" * 50)
-    garbage.with_name("garbage.mp3.txt").write_text("你好。", encoding="utf-8")
-    cases = {
-        garbage: "cannot decode the recording",
-        write_clip(tmp_path / "silent.wav", amp=0.0): "silent",
-        write_clip(tmp_path / "short.wav", seconds=1.0): "lasts 1.0 s",
-        write_clip(tmp_path / "long.wav", seconds=40.0): "lasts over 30 s",
-        write_clip(tmp_path / "untold.wav", text=None): "no transcript",
-    }
+    cases = bad_clips(tmp_path, garbage_suffix=".mp3", short_s=1.0, long_s=40.0)     # mp3: through ffmpeg
     out = tmp_path / "out"
     for clip, problem in cases.items():
         assert main([str(SAMPLE), "--model", "random-tiny", "--voice", f"clip:{clip}", "--out", str(out)]) == EXIT_USAGE
