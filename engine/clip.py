@@ -38,19 +38,18 @@ def read_clip(path: Path):
     AudioSegment.converter = os.environ.get("FFMPEG") or shutil.which("ffmpeg") or "ffmpeg"
     try:
         seg = AudioSegment.from_file(str(path), duration=MAX_SECONDS + 1)
+        pcm = np.asarray(seg.get_array_of_samples(), dtype=np.float64).reshape(-1, seg.channels)   # (n, ch)
     except FileNotFoundError as e:                # the file went away, or ffmpeg is not installed
         gone = not Path(path).exists()
         raise VoiceError(f"{path}: {'no such recording' if gone else f'cannot decode it: {e.filename} not found'}"
                          ) from None
-    except Exception as e:                        # pydub's CouldntDecodeError, wave/struct errors on bad WAVs
+    except Exception as e:                        # CouldntDecodeError, errors on bad WAVs, 64-bit samples
         first = (str(e).strip().splitlines() or [""])[0][:120]
         raise VoiceError(f"{path}: cannot decode the recording ({type(e).__name__}{': ' + first if first else ''})"
                          ) from None
-    if seg.frame_count() == 0 or seg.channels < 1:
+    if pcm.size == 0:
         raise VoiceError(f"{path}: the recording holds no audio")
-    full_scale = float(1 << (8 * seg.sample_width - 1))
-    pcm = np.asarray(seg.get_array_of_samples(), dtype=np.float64).reshape(-1, seg.channels)   # (n, channels)
-    samples = (pcm.mean(axis=1) / full_scale).astype(np.float32)                                 # (n,)
+    samples = (pcm.mean(axis=1) / float(1 << (8 * seg.sample_width - 1))).astype(np.float32)     # (n,)
     seconds = samples.size / seg.frame_rate
     if seconds < MIN_SECONDS:
         raise VoiceError(f"{path}: the recording lasts {seconds:.1f} s; a voice clip must last "
