@@ -121,17 +121,20 @@ def audition(opts, aud: AuditionOptions, get_engine) -> dict:
     cands, notes = candidates(aud, rows[0]["spk_emb"] if rows else None)
     engine = get_engine()
     picked: dict[str, tuple[Candidate, str]] = {}        # voice string -> (candidate, content key)
+    todo: dict[str, tuple[str, str, int]] = {}           # content key -> (text, voice, seed): not in the cache
     for c in cands:
         try:
             voice = resolve_voice(c.spec, engine.loaded)
         except VoiceError as e:
             notes.append(f"{c.name} skipped: {e}")
             continue
-        if voice not in picked:
-            seed = derive_seed(text, voice_id(voice))
-            picked[voice] = (c, content_key(text, voice_id(voice), seed, engine.version))
-    todo = {key: (text, voice, derive_seed(text, voice_id(voice))) for voice, (_c, key) in picked.items()
-            if not (book_dir / audio_relpath(key)).is_file()}
+        if voice in picked:
+            continue
+        seed = derive_seed(text, voice_id(voice))
+        key = content_key(text, voice_id(voice), seed, engine.version)
+        picked[voice] = (c, key)
+        if not (book_dir / audio_relpath(key)).is_file():
+            todo[key] = (text, voice, seed)
     guard_failed: dict[str, tuple[object, str]] = {}
     for key, audio, reason, _attempt in render_guarded(engine, todo, opts.guard):
         if reason:                                       # heard on the page, never cached as a segment
