@@ -1,6 +1,6 @@
 """What `--voice-anchor` costs: prompt tokens per segment and throughput, anchored vs plain, in one run.
 
-    python -m benchmarks.voice_anchor                          # random-full, 8 segments of 吶喊, 2 threads, CPU
+    python -m benchmarks.voice_anchor                          # random-full, 6 segments of 吶喊, 1 thread, CPU
     python -m benchmarks.voice_anchor --n 4 --json out.json
     python -m benchmarks.voice_anchor --device cuda --n 64
 
@@ -8,8 +8,8 @@ One engine, one workload (the first N segments of the book as our front-end cuts
 token count, as benchmarks/engine_vs_upstream.py builds it), one voice (seed 1234), rendered twice with the
 same seeds: plain, then anchored (tasks.voices.anchored: the voice's own rendering of the anchor passage,
 DVAE-encoded, before every segment).  Reported: the one-time anchor cost (its render and encoding, after a
-warm-up call), prompt
-tokens per segment on each side, and audio seconds per wall second (and per CPU second) on each side.
+warm-up call), prompt tokens per segment on each side, and audio seconds per wall second (and per CPU
+second) on each side.  On a shared machine compare the per-CPU-second ratio, not absolute numbers.
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def prompt_tokens(engine, texts: list[str], voice: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="random-full")
-    ap.add_argument("--n", type=int, default=8, help="segments (default 8)")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--n", type=int, default=6, help="segments (default 6)")
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--batch", type=int, default=None, help="max_batch (default: the engine's)")
