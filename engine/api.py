@@ -51,7 +51,7 @@ class EngineOptions:
 class Request:
     key: str                       # the segment's content key; returned with the result
     text: str                      # normalized text to speak
-    spk_emb: str                   # the book's voice (ChatTTS speaker embedding string)
+    spk_emb: str                   # the voice string (engine.voice): a spk_emb string, or a prompt voice
     seed: int                      # per-segment seed (its RNG is this row's alone)
     forced_tokens: int | None = None   # exact GPT token count (random-* models set it from the text)
 

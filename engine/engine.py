@@ -6,7 +6,9 @@
         res.audio   # float32 numpy, (2T-1)*256 samples at 24 kHz
 
 Text arrives normalized (ChatTTS's Normalizer is never run: it deletes digits); the prompt is upstream's
-`[Stts][spk_emb][speed_5]{text}[Ptts]`, refine-text is skipped, nothing is inserted.  Random models get a forced token
+`[Stts][spk_emb][speed_5]{text}[Ptts]`, refine-text is skipped, nothing is inserted.  A voice with a sample (a
+clip or an anchored voice, engine.voice.Voice) gets upstream's `[Stts][spk_emb]{txt_smp}[speed_5]{text}[Ptts]`
+(`[empty_spk]` without a speaker embedding) followed by the sample's audio codes.  Random models get a forced token
 count from the text (engine.units.expected_tokens) unless the request sets one.  See engine/generate.py for why
 a result does not depend on the requests it was batched with.
 """
@@ -22,6 +24,8 @@ from engine.units import expected_tokens
 ENGINE_VERSION = "2"               # bump whenever generated audio would change
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
 PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
+# With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
+SAMPLE_PROMPT = "[Stts]{speaker}{txt_smp}[speed_%d]{text}[Ptts]" % SPEED
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
 GPU_DECODE_GROUP = 16              # CUDA: finished rows collected before a Decoder+Vocos call
 
@@ -44,6 +48,7 @@ class Engine:
         self.version = f"ours{ENGINE_VERSION}-{loaded.fingerprint}-{dtype}-{opts.device}{extras}"
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
         self._spk_cache: dict[str, object] = {}
+        self._voices: dict[str, tuple] = {}           # voice string -> (spk [C] | None, codes [P, Q] | None, txt)
         self.last_batch_sizes: list[int] = []         # the scheduler's batch sizes of the last synthesize call
 
     @classmethod
@@ -89,12 +94,45 @@ class Engine:
             self._spk_cache[spk_emb] = torch.from_numpy(speaker_vector(spk_emb, self.loaded).astype("float32"))
         return self._spk_cache[spk_emb]
 
+    def _voice(self, voice: str) -> tuple:
+        """(speaker vector [C] or None, sample codes [P, Q] long or None, sample transcript) of a voice string,
+        checked against the model (VoiceError) once per string."""
+        import torch
+
+        from engine.voice import check_voice, decode_prompt, decode_voice
+
+        if voice not in self._voices:
+            v = decode_voice(voice)
+            check_voice(v, self.loaded)
+            codes = None
+            if v.spk_smp is not None:                                   # [Q, P] uint16 -> [P, Q] long
+                codes = torch.from_numpy(decode_prompt(v.spk_smp).astype("int64")).t().contiguous()
+            spk = self._speaker_vector(v.spk_emb) if v.spk_emb is not None else None
+            self._voices[voice] = (spk, codes, v.txt_smp)
+        return self._voices[voice]
+
+    def anchor_voice(self, voice: str, rendering, text: str) -> str:
+        """`voice` (a spk_emb string) conditioned on its own `rendering` of `text` (a Result's audio): the
+        DVAE-encoded rendering becomes the sample of every segment, as upstream's split-text infer anchors a
+        long text on its first part."""
+        from engine.clip import sample_prompt
+        from engine.voice import Voice
+
+        return Voice(spk_emb=voice, spk_smp=sample_prompt(self.loaded, rendering), txt_smp=text,
+                     origin="anchor").to_string()
+
     # --------------------------------------------------------------------------------------------- rows
-    def prompt_ids(self, text: str) -> list[int]:
-        """Token ids of upstream's TTS prompt for `text` (unknown characters become [UNK], never an error)."""
+    def prompt_ids(self, text: str, txt_smp: str | None = None, speaker: bool = True) -> list[int]:
+        """Token ids of upstream's TTS prompt for `text` (unknown characters become [UNK], never an error);
+        with a sample's transcript `txt_smp`, upstream's sample prompt ([empty_spk] when not `speaker`)."""
         for s in STRIPPED:
             text = text.replace(s, "")
-        return self._tok(PROMPT.format(text=text.strip()), add_special_tokens=False)["input_ids"]
+        if txt_smp is None:
+            prompt = PROMPT.format(text=text.strip())
+        else:
+            prompt = SAMPLE_PROMPT.format(speaker="[spk_emb]" if speaker else "[empty_spk]", txt_smp=txt_smp,
+                                          text=text.strip())
+        return self._tok(prompt, add_special_tokens=False)["input_ids"]
 
     def steps_for(self, req: Request) -> tuple[int, bool]:
         """(end_at, forced): the exact count for forced rows, else the runaway cap."""
@@ -114,14 +152,17 @@ class Engine:
 
         from engine.generate import Row, row_key
 
-        ids = torch.tensor(self.prompt_ids(req.text), dtype=torch.long)
+        spk, codes, txt_smp = self._voice(req.spk_emb)
+        ids = torch.tensor(self.prompt_ids(req.text, txt_smp if codes is not None else None, spk is not None),
+                           dtype=torch.long)
         end_at, forced = self.steps_for(req)
         max_pos = self.model.llama.s.max_pos
-        if len(ids) + end_at > max_pos:
-            raise ValueError(f"request {req.key}: text too long ({len(ids)} prompt tokens + {end_at} steps "
+        prompt = len(ids) + (0 if codes is None else len(codes))
+        if prompt + end_at > max_pos:
+            raise ValueError(f"request {req.key}: text too long ({prompt} prompt tokens + {end_at} steps "
                              f"> {max_pos} positions)")
-        return Row(key=req.key, ids=ids, spk=self._speaker_vector(req.spk_emb), rng=row_key(req.seed),
-                   end_at=end_at, forced=forced, order=order)
+        return Row(key=req.key, ids=ids, spk=spk, rng=row_key(req.seed), end_at=end_at, forced=forced,
+                   order=order, codes=codes)
 
     # ------------------------------------------------------------------------------------------ synthesize
     def synthesize(self, requests: Iterable[Request],

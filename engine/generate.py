@@ -4,7 +4,8 @@ A *row* is one request being decoded.  Rows live in cache *slots*; a slot is ref
 (continuous batching).  Step i of a row computes hidden_i (the GPT's last hidden state, which the Decoder turns
 into 2 mel frames) and samples the 4 codes of token i from it:
 
-    step 0  = prefill of the prompt `[Stts][spk_emb]text[Ptts]`, run for this row alone (no padding)
+    step 0  = prefill of the prompt `[Stts][spk_emb]text[Ptts]` (+ a sample's codes, engine.voice.Voice), run
+              for this row alone (no padding)
     step i  = feed token i-1 (sum of the 4 code embeddings) at position L+i-1
 
 A row ends with T tokens when step T samples EOS (625) in any codebook (hidden_T is dropped), or when it has
@@ -160,19 +161,28 @@ class CodeModel:
             head = torch.stack([h.weight.detach().float() for h in embed.head_code]).to(device)  # g·v/|v|
         return cls(llama, embed.emb_text.weight.detach().float().to(device), emb_code, head, spk_emb_id)
 
-    def prompt_embedding(self, ids: torch.Tensor, spk: torch.Tensor | None) -> torch.Tensor:
-        """ids [L] text token ids; spk [C] speaker embedding (unnormalized) -> [1, L, C] in the Llama dtype.
-        As upstream Speaker.apply: [spk_emb] positions get the L2-normalized speaker vector."""
+    def prompt_embedding(self, ids: torch.Tensor, spk: torch.Tensor | None,
+                         codes: torch.Tensor | None = None) -> torch.Tensor:
+        """ids [L] text token ids; spk [C] speaker embedding (unnormalized); codes [P, Q] a sample's audio codes
+        (a clip or anchor voice), placed after the text -> [1, L + P, C] in the Llama dtype.
+        As upstream Speaker.apply: [spk_emb] positions get the L2-normalized speaker vector; as upstream
+        Tokenizer.encode + Embed: code positions get the sum of their Q code embeddings."""
         emb = self.emb_text[ids.to(self.device)]                                    # [L, C]
         if spk is not None:
             n = F.normalize(spk.float().to(self.device), p=2.0, dim=0, eps=1e-12)
             emb = torch.where((ids.to(self.device) == self.spk_emb_id)[:, None], n[None, :], emb)
+        if codes is not None:
+            emb = torch.cat([emb, self._code_sum(codes.to(self.device))])            # [L + P, C]
         return emb[None].to(self.dtype)
 
-    def code_embedding(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [B, Q] -> [B, 1, C]: the sum of the Q code embeddings (upstream: stack then sum)."""
+    def _code_sum(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, Q] -> [B, C] fp32: the sum of the Q code embeddings (upstream: stack then sum)."""
         parts = [self.emb_code[q][tokens[:, q]] for q in range(self.Q)]             # Q x [B, C]
-        return torch.stack(parts, 2).sum(2)[:, None].to(self.dtype)
+        return torch.stack(parts, 2).sum(2)
+
+    def code_embedding(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, Q] -> [B, 1, C] in the Llama dtype: the token fed back at a decode step."""
+        return self._code_sum(tokens)[:, None].to(self.dtype)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [B, C] -> logits [B, Q, V] fp32."""
@@ -217,6 +227,7 @@ class Row:
     end_at: int                    # steps to run at most (forced count, or the cap)
     forced: bool                   # end_at is exact: EOS masked before it
     order: int = 0                 # arrival index (ties in scheduling)
+    codes: torch.Tensor | None = None   # [P, Q] a sample's audio codes after the text ids (clip/anchor voices)
     slot: int = -1
     steps: int = 0                 # steps done
     tokens: int | None = None      # T once finished
@@ -224,7 +235,8 @@ class Row:
 
     @property
     def prompt_len(self) -> int:
-        return self.ids.shape[0]
+        """L + P: text ids and sample codes."""
+        return self.ids.shape[0] + (0 if self.codes is None else self.codes.shape[0])
 
 
 def eos_allowed(r: "Row") -> bool:
@@ -263,7 +275,7 @@ class DecodeBatch:
         dev, L = self.model.device, row.prompt_len
         row.slot, row.steps = slot, 0
         self.hist[slot].fill_(self.model.V)
-        prompt = self.model.prompt_embedding(row.ids, row.spk)                  # [1, L, C]
+        prompt = self.model.prompt_embedding(row.ids, row.spk, row.codes)        # [1, L, C]
         pos = torch.arange(L, device=dev)[None]                                   # [1, L]
         sl = torch.tensor([slot], device=dev)
         if self.exact:

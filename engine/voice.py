@@ -1,16 +1,29 @@
-"""Voices: ChatTTS speaker-embedding strings ("spk_emb"), sampled deterministically or given by the user.
+"""Voices: what conditions ChatTTS's GPT, as one *voice string* that a book stores and a Request carries.
 
-A spk_emb string is ChatTTS's own format: base16384 text of the raw-LZMA2-compressed float16 speaker vector
-(GPT hidden size values).  The string, not the seed, is what a book stores: it sounds the same everywhere.
+A voice string is either
+- a spk_emb string: ChatTTS's own format, base16384 text of the raw-LZMA2-compressed float16 speaker vector
+  (GPT hidden size values) — every voice before clips and anchors, unchanged; or
+- a *prompt voice* (`Voice.to_string`): compact JSON `{"origin", "spk_emb", "spk_smp", "txt_smp"}` — a sample's
+  audio codes (`spk_smp`, upstream's `Speaker.encode_prompt` string of DVAE codes) and its transcript
+  (`txt_smp`), placed as upstream places them, with or without a speaker embedding: a recording (`clip:PATH`,
+  no spk_emb) or an anchored voice (a spk_emb and its own rendering of a reference passage).
+The string, not the seed or the recording, is what a book stores: it sounds the same everywhere and a later
+run needs neither.
 
 A user's voice goes through two steps, the one parser of the project:
 
     spec = parse_voice_spec("seed:1234")        # at the edge (CLI, flow parameters): form only, no model
-    spk_emb = resolve_voice(spec, model)        # once the model is loaded: sample, or check the size
+    voice = resolve_voice(spec, model)          # once the model is loaded: sample, encode, or check the size
+
+Specs: `seed:N`; `clip:PATH` (a 3-30 s recording and its transcript, engine/clip.py); a saved voice's NAME
+(`~/.config/chattts-render/voices/NAME.voice`, or $CHATTTS_RENDER_VOICES); a file holding a voice string; a
+voice string itself.
 """
 from __future__ import annotations
 
+import json
 import lzma
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +36,13 @@ LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
 # A spec that names a file: it holds a path separator, starts with "~" or ends in a file suffix.  A spk_emb
 # string is base16384 text (CJK-range characters), so it never looks like this.
 _PATH_LIKE = re.compile(r"[/\\]|^~|\.[A-Za-z0-9]{1,8}$")
+CLIP_PREFIX = "clip:"                     # case-insensitive: "clip:reading.m4a"
+# A saved voice's name: ASCII, no dot or separator, so it is never a path, a seed or a spk_emb string.
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+VOICES_ENV = "CHATTTS_RENDER_VOICES"
+VOICES_DIR = Path("~/.config/chattts-render/voices")   # saved voices: NAME.voice (+ a clip and its transcript)
+VOICE_SUFFIX = ".voice"
+PROMPT_KEYS = ("origin", "spk_emb", "spk_smp", "txt_smp")
 
 
 class VoiceError(ValueError):
@@ -31,25 +51,74 @@ class VoiceError(ValueError):
 
 @dataclass(frozen=True)
 class VoiceSpec:
-    """A user's voice, checked for form: a seed to sample a voice with, or a spk_emb string (typed, or read from
-    a file).  `source` is what the user wrote, for messages."""
+    """A user's voice, checked for form: a seed to sample a voice with, a voice string (typed, or read from a
+    file), or a recording with its transcript.  `source` is what the user wrote, for messages; `name` the saved
+    voice it came from."""
     source: str
     seed: int | None = None
-    spk_emb: str | None = None
+    spk_emb: str | None = None        # a voice string: a spk_emb string or a prompt voice (Voice.to_string)
+    clip: str | None = None           # a recording (any format ffmpeg decodes), checked (engine/clip.py)
+    clip_text: str | None = None      # the recording's transcript
+    name: str | None = None
 
 
-def parse_voice_spec(spec: str) -> VoiceSpec:
+@dataclass(frozen=True)
+class Voice:
+    """A voice string decoded: what conditions the GPT (the prompt: engine/engine.py PROMPT)."""
+    spk_emb: str | None = None        # speaker embedding string for [spk_emb]; None: upstream's [empty_spk]
+    spk_smp: str | None = None        # a sample's DVAE codes (upstream's Speaker.encode_prompt string)
+    txt_smp: str = ""                 # the sample's transcript (placed before the text)
+    origin: str = ""                  # where the sample came from: "clip:<sha256 of the recording>" or "anchor"
+
+    def to_string(self) -> str:
+        """The voice string: the spk_emb string itself when there is no sample (every voice before clips and
+        anchors), else the prompt voice's compact JSON (keys sorted: one string per voice)."""
+        if self.spk_smp is None:
+            return self.spk_emb or ""
+        return json.dumps({k: getattr(self, k) for k in PROMPT_KEYS}, ensure_ascii=False, sort_keys=True,
+                          separators=(",", ":"))
+
+
+def voices_dir() -> Path:
+    """Where saved voices live: $CHATTTS_RENDER_VOICES, else ~/.config/chattts-render/voices."""
+    return Path(os.environ.get(VOICES_ENV) or VOICES_DIR).expanduser()
+
+
+def parse_voice_spec(spec: str, clip_text: str | None = None) -> VoiceSpec:
     """The one parser of voice specs (no model needed):
 
     - "seed:1234"           a voice sampled with sample_voice(model, 1234); the seed is in 0..2**63-1
-    - "path/to/voice.txt"   a UTF-8 text file holding one spk_emb string (surrounding whitespace ignored);
+    - "clip:PATH"           a 3-30 s recording in any format ffmpeg decodes; its transcript is `clip_text` or
+                            the file PATH.txt; decoded and checked here (engine/clip.py), encoded by resolve_voice
+    - "NAME"                a saved voice (voices_dir()/NAME.voice; ASCII letters, digits, "-", "_")
+    - "{...}"               a prompt voice string (as a book's manifest stores a clip or anchored voice)
+    - "path/to/voice.txt"   a UTF-8 text file holding one voice string (surrounding whitespace ignored);
                             any spec with a path separator, a leading "~" or a file suffix is a path
     - anything else         a spk_emb string itself
 
     A spk_emb string must decode to finite float16 values.  Raises VoiceError with one line otherwise."""
+    out = _parse(spec, clip_text, saved=None)
+    if clip_text is not None and out.clip is None:
+        raise VoiceError(f"voice {out.source[:40]!r}: a transcript is for a clip voice (clip:PATH) only")
+    return out
+
+
+def _parse(spec: str, clip_text: str | None, saved: Path | None) -> VoiceSpec:
+    """parse_voice_spec; `saved`: the folder of the saved voice whose file holds `spec` (relative clip paths
+    are in it, and a saved voice cannot name another)."""
     s = (spec or "").strip()
     if not s:
-        raise VoiceError("empty voice: use seed:<n>, a spk_emb string, or a file holding one")
+        raise VoiceError("empty voice: use seed:<n>, clip:<recording>, a saved voice's name, a spk_emb string, "
+                         "or a file holding one")
+    if s.lower().startswith(CLIP_PREFIX):
+        return _parse_clip(s, clip_text, saved)
+    if s.startswith("{"):
+        decode_voice(s, where=f"voice {s[:40]!r}")
+        return VoiceSpec(s, spk_emb=s)
+    if NAME_RE.match(s):
+        if saved is not None:
+            raise VoiceError(f"{saved}: a saved voice must hold a voice, not the name {s!r}")
+        return _parse_saved(s, clip_text)
     if s.lower().startswith(SEED_PREFIX):
         num = s[len(SEED_PREFIX):].strip()
         try:
@@ -69,19 +138,119 @@ def parse_voice_spec(spec: str) -> VoiceSpec:
             raise VoiceError(f"{p}: cannot read voice file ({type(e).__name__})") from None
         if not text:
             raise VoiceError(f"{p}: voice file is empty")
-        decode_spk_emb(text, where=str(p))
+        decode_voice(text, where=str(p))
         return VoiceSpec(s, spk_emb=text)
     decode_spk_emb(s)
     return VoiceSpec(s, spk_emb=s)
 
 
+def _parse_clip(s: str, clip_text: str | None, saved: Path | None) -> VoiceSpec:
+    from engine.clip import read_clip
+
+    raw = s[len(CLIP_PREFIX):].strip()
+    if not raw:
+        raise VoiceError(f"voice {s!r}: clip: needs a recording's path")
+    path = (saved or Path()) / Path(raw).expanduser()
+    if not path.is_file():
+        raise VoiceError(f"{path}: no such recording" if not path.exists() else f"{path}: not a file")
+    text = clip_text
+    if text is None:
+        side = path.with_name(path.name + ".txt")
+        try:
+            text = side.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise VoiceError(f"{path}: no transcript (put it in {side.name} beside the recording, "
+                             "or pass --clip-text)") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise VoiceError(f"{side}: cannot read the transcript ({type(e).__name__})") from None
+    text = " ".join(text.split())
+    if not text:
+        raise VoiceError(f"{path}: the transcript is empty")
+    read_clip(path)                                      # VoiceError: unreadable, silent, too short or long
+    return VoiceSpec(s, clip=str(path), clip_text=text)
+
+
+def saved_voice_file(name: str) -> Path:
+    return voices_dir() / f"{name}{VOICE_SUFFIX}"
+
+
+def _parse_saved(name: str, clip_text: str | None) -> VoiceSpec:
+    from dataclasses import replace
+
+    f = saved_voice_file(name)
+    try:
+        text = f.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise VoiceError(f"no saved voice named {name!r} in {voices_dir()} (`chattts-render voices list` "
+                         "shows them)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise VoiceError(f"{f}: cannot read the saved voice ({type(e).__name__})") from None
+    return replace(_parse(text, clip_text, saved=f.parent), source=name, name=name)
+
+
+def decode_voice(text: str, where: str = "voice") -> Voice:
+    """The Voice of a voice string (form only: no model); VoiceError naming `where` when it is not one."""
+    if not text.startswith("{"):
+        decode_spk_emb(text, where=where)
+        return Voice(spk_emb=text)
+    try:
+        d = json.loads(text)
+    except ValueError:
+        raise VoiceError(f"{where}: not a voice string (broken JSON)") from None
+    if not isinstance(d, dict) or set(d) != set(PROMPT_KEYS) or not isinstance(d["spk_smp"], str) \
+            or not isinstance(d["txt_smp"], str) or not d["txt_smp"].strip() or not isinstance(d["origin"], str):
+        raise VoiceError(f"{where}: not a voice string (a prompt voice has {', '.join(PROMPT_KEYS)})")
+    if d["spk_emb"] is not None:
+        decode_spk_emb(d["spk_emb"], where=where)
+    decode_prompt(d["spk_smp"], where=where)
+    return Voice(**d)
+
+
+def decode_prompt(text: str, where: str = "voice"):
+    """The codes [Q, P] (numpy uint16) of a spk_smp string, as upstream Speaker.decode_prompt reads it: base16384
+    of a little-endian uint16 shape (Q, P), then the raw-LZMA2 uint16 codes."""
+    import numpy as np
+    import pybase16384 as b14
+
+    try:
+        raw = b14.decode_from_string(text)
+        shape = tuple(int(x) for x in np.frombuffer(raw[:4], dtype="<u2"))
+        codes = np.frombuffer(lzma.decompress(raw[4:], format=lzma.FORMAT_RAW, filters=LZMA_FILTERS), dtype="<u2")
+        codes = codes.reshape(shape)
+    except Exception as e:                     # lzma, base16384, a size that is not Q x P
+        raise VoiceError(f"{where}: not a sample prompt (spk_smp) string ({type(e).__name__})") from None
+    if 0 in shape:
+        raise VoiceError(f"{where}: the sample prompt holds no codes")
+    return codes
+
+
 def resolve_voice(spec: VoiceSpec, model: Any) -> str:
-    """The spk_emb string of a parsed spec for this model: sampled from the seed, or the given string once its
-    size matches the model's hidden size (VoiceError otherwise).  `model`: a LoadedModel or a loaded Chat."""
+    """The voice string of a parsed spec for this model: sampled from the seed, a recording encoded with the
+    model's DVAE (engine/clip.py), or the given string once its sizes fit the model (VoiceError otherwise).
+    `model`: a LoadedModel or a loaded Chat."""
     if spec.seed is not None:
         return sample_voice(model, spec.seed)
-    speaker_vector(spec.spk_emb or "", model, where=spec.source[:40])
-    return spec.spk_emb or ""
+    if spec.clip is not None:
+        from engine.clip import clip_voice
+
+        return clip_voice(model, Path(spec.clip), spec.clip_text or "")
+    text = spec.spk_emb or ""
+    check_voice(decode_voice(text, where=spec.source[:40]), model, where=spec.source[:40])
+    return text
+
+
+def check_voice(voice: Voice, model: Any, where: str = "voice") -> None:
+    """VoiceError when a decoded voice does not fit the model: the speaker vector's size, the sample's
+    codebooks and code range."""
+    if voice.spk_emb is not None:
+        speaker_vector(voice.spk_emb, model, where=where)
+    if voice.spk_smp is not None:
+        codes = decode_prompt(voice.spk_smp, where=where)
+        gpt = model.config.gpt
+        if codes.shape[0] != gpt.num_vq or int(codes.max()) >= gpt.num_audio_tokens - 1:
+            raise VoiceError(f"{where}: the sample prompt's codes ({codes.shape[0]} codebooks, max "
+                             f"{int(codes.max())}) do not fit this model ({gpt.num_vq} codebooks of "
+                             f"{gpt.num_audio_tokens - 1} codes)")
 
 
 def speaker_vector(spk_emb: str, model: Any, where: str = "voice"):

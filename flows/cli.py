@@ -2,6 +2,7 @@
 
     chattts-render [render] BOOK [options]    render (the default command)
     chattts-render status|inspect|package BOOK [options]
+    chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
 
 Exit codes (EXIT_CODES): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
 usage, or the book is being rendered by another process; 3 the machine: a missing tool (ffmpeg) or an unusable
@@ -19,6 +20,7 @@ from flows.commands import UsageError
 PROG = "chattts-render"
 EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 1, 2, 3
 DEFAULT_COMMAND = "render"
+VOICE_ACTIONS = ("audition", "save", "list")     # `voices BOOK` is `voices audition BOOK`
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,9 +30,11 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from engine.api import EngineOptions
-    from flows.commands import cmd_inspect, cmd_package, cmd_render, cmd_status
+    from flows.commands import (cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices, cmd_voices_list,
+                                cmd_voices_save)
     from tasks.audio.names import BOOK_FORMATS
     from tasks.audio.package import FORMATS
+    from tasks.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
     d = EngineOptions()
     top = _Parser(prog=PROG, description="Render books (EPUB, TXT) into audiobooks with ChatTTS. "
@@ -51,27 +55,38 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                             "and the book's <stem>.lexicon.tsv)")
         p.add_argument("--no-t2s", action="store_true", help="keep Traditional characters")
+
+    def cast(p: argparse.ArgumentParser) -> None:
         p.add_argument("--cast", default=None, help="a cast file (TOML): voices for the narrator, quoted speech "
                                                    "and named characters")
+
+    def engine(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", default=d.model,
+                       help="hf (Hugging Face cache/hub, default), a local ChatTTS asset dir, "
+                            "or random-tiny / random-full (random weights, for tests and benchmarks)")
+        p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
+        p.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default=d.dtype)
+        p.add_argument("--int8", action="store_true", help="CPU: INT8 dynamic quantization of the GPT")
+        p.add_argument("--compile", action="store_true", help="CUDA: compiled decode step")
+        p.add_argument("--max-batch", type=int, default=d.max_batch,
+                       help="rows decoded together at most (default: 32 on CPU, 128 on CUDA; fewer when memory is short)")
+        p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+    def voice(p: argparse.ArgumentParser, **kw) -> None:
+        p.add_argument("--voice", **kw, help="seed:N, clip:RECORDING (3-30 s, transcript in RECORDING.txt or "
+                       "--clip-text), a saved voice's NAME, a file holding a voice string, or the string itself")
+        p.add_argument("--clip-text", default=None, help="the transcript of a clip:RECORDING voice")
 
     formats = f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default flac)"
     render = command("render", cmd_render, "Render a book into an audiobook (resumes a killed render).")
     out(render)
-    render.add_argument("--model", default=d.model,
-                        help="hf (Hugging Face cache/hub, default), a local ChatTTS asset dir, "
-                             "or random-tiny / random-full (random weights, for tests and benchmarks)")
-    render.add_argument("--voice", default=None,
-                        help="seed:N, a file holding a speaker-embedding string, or the string itself "
-                             "(default: the book's stored voice, else seed:2222)")
-    render.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
-    render.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default=d.dtype)
-    render.add_argument("--int8", action="store_true", help="CPU: INT8 dynamic quantization of the GPT")
-    render.add_argument("--compile", action="store_true", help="CUDA: compiled decode step")
-    render.add_argument("--max-batch", type=int, default=d.max_batch,
-                        help="rows decoded together at most (default: 32 on CPU, 128 on CUDA; fewer when memory is short)")
-    render.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    engine(render)
+    voice(render, default=None)                      # None: the book's stored voice, else seed:2222
+    render.add_argument("--voice-anchor", action="store_true",
+                        help="condition every segment on the voice's own reading of a reference passage")
     render.add_argument("--format", default="flac", help=formats)
     text(render)
+    cast(render)
     render.add_argument("--chapters", default=None, help="render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
     render.add_argument("--allow-gaps", action="store_true",
                         help="assemble chapters even if some segments failed (silence in their place)")
@@ -85,10 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
                       "without loading the model.")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     text(inspect)
+    cast(inspect)
     package = command("package", cmd_package, "Rebuild the outputs from the stored segment audio "
                       "(no re-rendering, the model is not loaded).")
     out(package)
     package.add_argument("--format", default="flac", help=formats)
+    voices = sub.add_parser("voices", help="Hear candidate voices for a book; save and list named voices.")
+    actions = voices.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
+    aud = actions.add_parser("audition", help="candidate voices read the book's first ~15 s into OUT/<book>/voices/")
+    aud.add_argument("book", type=Path, help="the book: an .epub or a .txt file")
+    out(aud)
+    engine(aud)
+    text(aud)
+    aud.add_argument("--count", type=int, default=DEFAULT_COUNT, help="seed candidates (default %(default)s)")
+    aud.add_argument("--from-seed", type=int, default=DEFAULT_FROM_SEED, help="the first seed (default %(default)s)")
+    aud.add_argument("--text", default=None, help="the passage to read (default: the first chapter's first ~15 s)")
+    save = actions.add_parser("save", help="keep a voice under a name (~/.config/chattts-render/voices/)")
+    save.add_argument("name", help="ASCII letters, digits, - and _")
+    voice(save, required=True)
+    save.add_argument("--force", action="store_true", help="replace a saved voice of that name")
+    aud.set_defaults(func=cmd_voices)
+    save.set_defaults(func=cmd_voices_save)
+    actions.add_parser("list", help="the saved voices").set_defaults(func=cmd_voices_list)
     top.commands = tuple(sub.choices)                # for main(): is argv[0] a command or a book?
     return top
 
@@ -108,8 +141,9 @@ def exit_codes() -> dict[type, int]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if argv and argv[0] not in parser.commands and argv[0] not in ("-h", "--help"):
-        argv.insert(0, DEFAULT_COMMAND)                # `chattts-render BOOK` renders
+    argv = _default_word(argv, 0, parser.commands, DEFAULT_COMMAND)        # `chattts-render BOOK` renders
+    if argv[:1] == ["voices"]:
+        argv = _default_word(argv, 1, VOICE_ACTIONS, VOICE_ACTIONS[0])     # `voices BOOK` auditions
     try:
         a = parser.parse_args(argv)
         return a.func(a)
@@ -131,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
             _err(f"{PROG}: render failed: {type(e).__name__}: {e}; rerun to resume "
                  f"(CHATTTS_RENDER_DEBUG=1 shows the traceback)")
         return EXIT_FAILED
+
+
+def _default_word(argv: list[str], at: int, words, default: str) -> list[str]:
+    """argv with `default` inserted at `at` when the argument there is not one of `words` (nor a help flag)."""
+    if len(argv) > at and argv[at] not in (*words, "-h", "--help"):
+        return argv[:at] + [default] + argv[at:]
+    return argv
 
 
 def _err(msg: str) -> None:

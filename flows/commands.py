@@ -16,11 +16,16 @@ class UsageError(Exception):
 
 def render_params(a: argparse.Namespace) -> dict:
     """The plain parameters of a render (the flow's and the deployment's parameters too)."""
-    return {"book": str(a.book), "out": str(a.out) if a.out else None, "model": a.model, "voice": a.voice,
-            "formats": a.format.split(","), "device": a.device, "dtype": a.dtype, "int8": a.int8,
-            "compile": a.compile, "max_batch": a.max_batch, "threads": a.threads, "allow_gaps": a.allow_gaps,
+    return {"book": str(a.book), "out": str(a.out) if a.out else None, "voice": a.voice,
+            "formats": a.format.split(","), **engine_params(a), "allow_gaps": a.allow_gaps,
             "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
-            "guard_attempts": a.guard_attempts, "cast": a.cast}
+            "guard_attempts": a.guard_attempts, "clip_text": a.clip_text, "voice_anchor": a.voice_anchor,
+            "cast": a.cast}
+
+
+def engine_params(a: argparse.Namespace) -> dict:
+    return {"model": a.model, "device": a.device, "dtype": a.dtype, "int8": a.int8, "compile": a.compile,
+            "max_batch": a.max_batch, "threads": a.threads}
 
 
 def options(book: Path, need_book: bool = True, **params):
@@ -119,6 +124,40 @@ def cmd_package(a) -> int:
     with BookLock(opts.book_dir):
         stages.package(opts.book_dir, opts)
     print(f"{opts.book_dir}: packaged as {', '.join(opts.package.formats)}")
+    return EXIT_OK
+
+
+def cmd_voices(a) -> int:
+    """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
+    from flows.pipeline import audition
+    from tasks.audition import AuditionOptions
+
+    opts = options(a.book, out=a.out and str(a.out), lexicon=a.lexicon, t2s=not a.no_t2s, **engine_params(a))
+    try:
+        aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    r = audition(opts, aud)
+    for note in r["notes"]:
+        print(note)
+    print(f"{r['dir']}: {r['candidates']} voices ({r['rendered']} rendered, {r['cached']} from the cache); "
+          f"open {r['dir'] / 'index.html'}")
+    return EXIT_OK
+
+
+def cmd_voices_save(a) -> int:
+    from engine.voice import parse_voice_spec
+    from tasks.voices import save_voice
+
+    path = save_voice(a.name, parse_voice_spec(a.voice, clip_text=a.clip_text), force=a.force)
+    print(f"saved voice {a.name} ({path}); render with --voice {a.name}")
+    return EXIT_OK
+
+
+def cmd_voices_list(a) -> int:
+    from tasks.voices import format_saved, saved_voices
+
+    print(format_saved(saved_voices()))
     return EXIT_OK
 
 

@@ -2,6 +2,7 @@
 No Prefect import here: the CLI without a server never pays for it."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,6 +20,25 @@ def render(opts: RenderOptions, *, call: Call = direct,
            on_done: Callable[[int, int], None] | None = None) -> dict:
     """Render one book; returns {book_dir, rendered, adopted, already_done, failed, total}.  Resumable: rerun
     after any crash."""
+    with locked(opts):
+        book_dir = Path(call(stages.prepare, opts))
+        counts = call(stages.synthesize, book_dir, opts, on_done)
+        call(stages.package, book_dir, opts)
+    return {"book_dir": book_dir, **counts}
+
+
+def audition(opts: RenderOptions, aud) -> dict:
+    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/audition.py), under the book's lock."""
+    from tasks.audition import audition as run
+
+    with locked(opts):
+        return run(opts, aud, lambda: stages.get_engine(opts))
+
+
+@contextmanager
+def locked(opts: RenderOptions):
+    """Hold the book's lock (a killed run's temp files removed first).  On a failure, the folders this run
+    created are taken back while still empty, and a full disk is named as one."""
     from manifests.lock import BookLock
     from tasks.errors import disk_full_error
 
@@ -26,16 +46,13 @@ def render(opts: RenderOptions, *, call: Call = direct,
     try:
         with BookLock(opts.book_dir):
             stages.clean_temp_files(opts.book_dir)       # a killed run's leftovers; no other writer is alive
-            book_dir = Path(call(stages.prepare, opts))
-            counts = call(stages.synthesize, book_dir, opts, on_done)
-            call(stages.package, book_dir, opts)
+            yield
     except Exception as e:
         _remove_created(created)          # a failure before anything was written leaves no empty folder behind
         full = disk_full_error(e, opts.book_dir)
         if full is None or full is e:
             raise
         raise full from e
-    return {"book_dir": book_dir, **counts}
 
 
 def _remove_created(created: list[Path]) -> None:

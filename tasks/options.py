@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.api import EngineOptions
-from engine.voice import VoiceSpec, parse_voice_spec
+from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.guard import GuardOptions
 from tasks.audio.package import PackageOptions
@@ -25,6 +25,7 @@ class RenderOptions:
     book: Path
     out: Path = DEFAULT_OUT
     voice: VoiceSpec | None = None    # None: the voice stored in the manifest, else DEFAULT_VOICE
+    voice_anchor: bool = False        # condition every segment on the voice's own reference rendering
     engine: EngineOptions = field(default_factory=EngineOptions)
     segment: SegmentOptions = field(default_factory=SegmentOptions)
     assemble: AssembleOptions = field(default_factory=AssembleOptions)
@@ -58,6 +59,7 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         max_batch: int | None = None, threads: int | None = None,
                         allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
                         t2s: bool = True, guard: bool = True, guard_attempts: int | None = None,
+                        clip_text: str | None = None, voice_anchor: bool = False,
                         cast: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
     device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu.
@@ -77,10 +79,14 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
         f.strip().lower() for f in formats if f.strip()))
     seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
     grd = replace(GuardOptions(), enabled=guard, **({} if guard_attempts is None else {"max_attempts": guard_attempts}))
+    if clip_text is not None and voice is None:
+        raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
+    from tasks.voices import parse_voice
+
     return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT,
-                         voice=parse_voice_spec(voice) if voice is not None else None, engine=eng,
+                         voice=parse_voice(voice, clip_text, seg) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
-                         chapters=parse_chapters(chapters) if chapters else (),
+                         chapters=parse_chapters(chapters) if chapters else (), voice_anchor=voice_anchor,
                          cast=load_cast(cast) if cast else None)
 
 

@@ -95,6 +95,7 @@ def prepare_book(opts, get_engine) -> Path:
     from engine.atomic import write_bytes
     from manifests import commit, load
     from tasks.ingest import load_book
+    from tasks.voices import book_voice
 
     book = load_book(opts.book)                     # BookError on bad input: nothing written yet
     runs = cast_runs(book) if opts.cast else None   # the whole book's names, also for a preview
@@ -105,7 +106,9 @@ def prepare_book(opts, get_engine) -> Path:
     book_dir = opts.book_dir
     old = load(book_dir).to_pylist() if book_dir.exists() else []
     engine = get_engine()                            # only a good book loads the model
-    spk_emb = _resolve_voice(opts.voice or (opts.cast and opts.cast.narrator), old, engine)
+    stored = next((r for r in old if r["role"] == ROLE_NARRATOR), old[0])["spk_emb"] if old else None
+    spk_emb = book_voice(opts.voice or (opts.cast and opts.cast.narrator), stored, engine, opts.voice_anchor,
+                         opts.guard)                # the narrator's (a cast's dialogue has its own voices)
     voice_of = None
     if opts.cast:
         from tasks.cast import resolve_cast
@@ -172,16 +175,6 @@ def select_chapters(book: Book, numbers: Sequence[int]) -> Book:
 def _plan_signature(rows: list[dict]) -> list[tuple]:
     return [(r["chapter"], r["segment"], r["content_key"], r["pause_after"], r["source_text"],
              r["chapter_title"], r["role"], r["speaker"]) for r in rows]
-
-
-def _resolve_voice(spec, old_rows: list[dict], engine) -> str:
-    """The voice: an explicit one wins; else the one stored in the manifest; else the default seed."""
-    from engine.voice import parse_voice_spec, resolve_voice
-    from tasks.options import DEFAULT_VOICE
-
-    if spec is None and old_rows:                   # the narrator's (a cast's dialogue has its own voices)
-        return next((r for r in old_rows if r["role"] == ROLE_NARRATOR), old_rows[0])["spk_emb"]
-    return resolve_voice(spec or parse_voice_spec(DEFAULT_VOICE), engine.loaded)
 
 
 def book_info(book: Book) -> dict:

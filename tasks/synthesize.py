@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -44,16 +44,39 @@ def _audio_frames(path: Path) -> int | None:
         return None
 
 
+def render_guarded(engine, items: dict[str, tuple[str, str, int]], guard) -> Iterator[tuple]:
+    """Render each item, key -> (text, voice string, seed), through the quality guard (tasks.guard): an
+    outlier is re-rendered with reroll_seed(seed, attempt) up to guard.max_attempts.  Yields (key, audio,
+    reason, attempt) as items finish: reason is None for accepted audio, else why the last attempt failed."""
+    from engine.api import Request
+    from engine.units import SAMPLE_RATE
+    from tasks.guard import check, reroll_seed
+
+    keys = list(items)
+    for attempt in range(1, guard.max_attempts + 1):
+        if not keys:
+            break
+        requests = [Request(key=k, text=items[k][0], spk_emb=items[k][1], seed=reroll_seed(items[k][2], attempt))
+                    for k in keys]
+        retry = []
+        for result in engine.synthesize(requests):
+            reason = check(items[result.key][0], result.audio, SAMPLE_RATE, guard)
+            if reason and attempt < guard.max_attempts:
+                retry.append(result.key)
+                continue
+            yield result.key, result.audio, reason, attempt
+        keys = retry
+
+
 def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], None] | None = None,
                     guard=None) -> dict:
     """Render every pending row of the book's manifest (and failed rows that may succeed on another try).
     Returns counts {rendered, adopted, already_done, failed, total}.  `on_done(done, total)` is called as
     rows finish.  Each result passes the quality guard (tasks.guard) or is re-rolled with a derived seed; a
     segment that fails every attempt is committed as failed with the reason and its attempt count."""
-    from engine.api import Request
     from engine.units import SAMPLE_RATE
     from manifests import STATUS_DONE, STATUS_FAILED, commit, load
-    from tasks.guard import GuardOptions, check, is_final_failure, reroll_seed
+    from tasks.guard import GuardOptions, is_final_failure
 
     guard = guard or GuardOptions()
     rows = load(book_dir).to_pylist()
@@ -100,34 +123,21 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
         if on_done:
             on_done(done_count, total)
 
-    keys = list(by_key)
+    items = {k: (rs[0]["text"], rs[0]["spk_emb"], rs[0]["seed"]) for k, rs in by_key.items()}
     try:
-        for attempt in range(1, guard.max_attempts + 1):
-            if not keys:
-                break
-            requests: Iterable[Request] = [
-                Request(key=k, text=by_key[k][0]["text"], spk_emb=by_key[k][0]["spk_emb"],
-                        seed=reroll_seed(by_key[k][0]["seed"], attempt))
-                for k in keys]
-            retry = []
-            for result in engine.synthesize(requests):
-                rs = by_key[result.key]
-                reason = check(rs[0]["text"], result.audio, SAMPLE_RATE, guard)
-                if reason and attempt < guard.max_attempts:
-                    retry.append(result.key)
-                    continue
-                n = int(len(result.audio))
-                if reason:
-                    finish([{**r, "status": STATUS_FAILED, "samples": 0, "duration_s": 0.0,
-                             "error": f"{reason} after {attempt} attempts", "attempts": attempt} for r in rs])
-                    counts["failed"] += len(rs)
-                    continue
-                write_segment_audio(book_dir / rs[0]["audio_path"], result.audio, SAMPLE_RATE)
-                crashpoint("segment-written")
-                finish([{**r, "status": STATUS_DONE, "samples": n, "duration_s": n / SAMPLE_RATE,
-                         "error": "", "attempts": attempt} for r in rs])
-                counts["rendered"] += len(rs)
-            keys = retry
+        for key, audio, reason, attempt in render_guarded(engine, items, guard):
+            rs = by_key[key]
+            n = int(len(audio))
+            if reason:
+                finish([{**r, "status": STATUS_FAILED, "samples": 0, "duration_s": 0.0,
+                         "error": f"{reason} after {attempt} attempts", "attempts": attempt} for r in rs])
+                counts["failed"] += len(rs)
+                continue
+            write_segment_audio(book_dir / rs[0]["audio_path"], audio, SAMPLE_RATE)
+            crashpoint("segment-written")
+            finish([{**r, "status": STATUS_DONE, "samples": n, "duration_s": n / SAMPLE_RATE,
+                     "error": "", "attempts": attempt} for r in rs])
+            counts["rendered"] += len(rs)
     finally:
         commit(book_dir, batch)   # whatever finished is kept, also when the engine fails
     return counts
