@@ -241,7 +241,9 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                     reports += reps
                     chapter_rows.append({"index": index, "title": title,
                                          "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
-                                         "gain_db": round(prepared.gain_db, 3)})
+                                         "gain_db": round(prepared.gain_db, 3),
+                                         "cues_ms": [[t.start_ms, t.end_ms] for t in
+                                                     timed(prepared.cues, prepared.source_rate)]})
                 if want_m4b:
                     raw.write(np.ascontiguousarray(prepared.audio, dtype="<f4").tobytes())
                     marks.append((pos, pos + len(prepared.audio), title))
