@@ -1,4 +1,5 @@
-"""The render-book Prefect flow (under prefect_test_harness) writes the same files as the CLI."""
+"""The render-book Prefect flow (under prefect_test_harness) writes the same files as the CLI, and with
+catalogue=True (the nightly's runs) the output root's catalogue page and feed."""
 from __future__ import annotations
 
 import pytest
@@ -20,7 +21,7 @@ def test_flow_output_equals_cli_output(tmp_path, harness):
 
     from flows.render_book import render_book_flow
 
-    book_dir = render_book_flow(book=str(SAMPLE), out=str(tmp_path / "flow"), model="random-tiny")
+    book_dir = render_book_flow(book=str(SAMPLE), out=str(tmp_path / "flow"), model="random-tiny", catalogue=True)
     assert main([str(SAMPLE), "--model", "random-tiny", "--out", str(tmp_path / "cli")]) == 0
     flow_files = tree_digest(tmp_path / "flow" / "daodejing")
     cli_files = tree_digest(tmp_path / "cli" / "daodejing")
@@ -28,6 +29,10 @@ def test_flow_output_equals_cli_output(tmp_path, harness):
     assert len(chapter_files(tmp_path / "flow" / "daodejing")) == 4
     assert produced == {k: v for k, v in cli_files.items() if not k.startswith("manifest/")}
     assert str(tmp_path / "flow" / "daodejing") == book_dir
+    page = (tmp_path / "flow" / "index.html").read_text(encoding="utf-8")     # the catalogue, after the book
+    assert 'data-folder="daodejing" data-status="done"' in page
+    assert (tmp_path / "flow" / "feed.xml").read_text(encoding="utf-8").count("<item>") == 1
+    assert not (tmp_path / "cli" / "index.html").exists()                      # a CLI render writes none
     art = Artifact.get("render-progress")
     assert art is not None and float(art.data) == 100.0
 
@@ -38,10 +43,10 @@ def test_cli_flow_and_options_take_the_same_parameters(tmp_path):
 
     from flows.cli import build_parser
     from flows.commands import render_params
-    from flows.render_book import render_book_flow
+    from flows.render_book import CATALOGUE_PARAMS, render_book_flow
     from tasks.options import options_from_params
 
     cli = set(render_params(build_parser().parse_args(["render", str(tmp_path / "b.txt")])))
     flow = set(inspect.signature(render_book_flow.fn).parameters)
     lib = set(inspect.signature(options_from_params).parameters)
-    assert cli == flow == lib
+    assert cli == flow - set(CATALOGUE_PARAMS) == lib and set(CATALOGUE_PARAMS) <= flow
