@@ -13,6 +13,7 @@ from urllib.parse import unquote
 import pytest
 
 from flows.cli import main
+import manifests
 from manifests import commit
 from manifests.lock import BookLock
 from tasks.site.catalogue import SiteOptions, write_catalogue
@@ -34,7 +35,10 @@ def out(rendered_book, tmp_path_factory):
     txt = write_txt_book(root / "flaconly.txt", chapters=2, sentences=4)
     assert main([str(txt), "--model", "random-tiny", "--out", str(out), "--format", "flac"]) == 0   # done, FLAC
     fake_render(write_txt_book(root / "halfway.txt"), out, statuses=("done", "pending", "pending"), report=False)
-    fake_render(write_txt_book(root / "locked.txt"), out, statuses=("done", "done"))
+    shutil.copytree(out / "flaconly", out / "locked")                  # finished, being rendered again now
+    edited = shutil.copytree(out / "flaconly", out / "edited")         # finished, then edited: a segment pending
+    row = manifests.load(edited).to_pylist()[-1]
+    commit(edited, [{**row, "status": "pending", "samples": 0, "duration_s": 0.0}])
     failed = fake_render(write_txt_book(root / "failed.txt"), out, statuses=("done", "done"), report=False)
     commit(failed, [{"plan_id": "p", "chapter": 0, "chapter_title": "一", "segment": 1, "text": "天地玄黄。",
                      "status": "failed", "error": "duration 0.3 s does not fit 5 characters", "attempts": 3}])
@@ -55,8 +59,10 @@ def test_each_book_has_its_status(out, locked):
     entries = {e.folder: e for e in scan_output(out)}
     assert {f: (e.status, e.rendering) for f, e in entries.items()} == {
         "daodejing": ("done", False), "flaconly": ("done", False), "gaps": ("done", False),
-        "halfway": ("partial", False), "locked": ("partial", True), "failed": ("failed", False)}
+        "halfway": ("partial", False), "locked": ("partial", True), "failed": ("failed", False),
+        "edited": ("partial", False)}
     assert entries["halfway"].percent == pytest.approx(100 / 3, abs=0.1)
+    assert entries["edited"].percent == pytest.approx(500 / 6, abs=0.1)
     assert entries["failed"].reason == ("1 segments failed (first: chapter 1, segment 2: duration 0.3 s does not "
                                         "fit 5 characters)")
     assert entries["gaps"].reason == "1 segments are silence (--allow-gaps)"
@@ -73,7 +79,10 @@ def test_feed_lists_exactly_the_finished_books(out, locked):
     feed = feedparser.parse((out / "feed.xml").read_bytes())
     assert not feed.bozo, feed.bozo_exception
     assert feed.version == "rss20" and feed.namespaces.get("itunes") == ITUNES
-    finished = ("daodejing", "flaconly")     # (gaps is done, but its fake render has no audio file to enclose)
+    # gaps is done, but its fake render has no audio file to enclose; locked and edited are partial, with the
+    # files of their last render still there (and flaconly's title)
+    assert all(list((out / f).glob("001 - *.flac")) for f in ("locked", "edited"))
+    finished = ("daodejing", "flaconly")
     titles = [json.loads((out / f / "book.json").read_text(encoding="utf-8"))["title"] for f in finished]
     assert sorted(item.title for item in feed.entries) == sorted(titles)
     for item in feed.entries:
@@ -120,7 +129,7 @@ def test_catalogue_page_in_a_real_browser(browser, out, locked):
     rows = {r.get_attribute("data-folder"): r for r in browser.find_elements(By.CSS_SELECTOR, "tr.book")}
     assert {f: r.get_attribute("data-status") for f, r in rows.items()} == {
         "daodejing": "done", "flaconly": "done", "gaps": "done", "halfway": "partial", "locked": "partial",
-        "failed": "failed"}
+        "failed": "failed", "edited": "partial"}
     status = {f: r.find_element(By.CSS_SELECTOR, "td.status").text for f, r in rows.items()}
     assert status["halfway"] == "partial 33.3 %" and status["locked"] == "partial 100 % (rendering now)"
     assert status["failed"].startswith("failed: 1 segments failed (first: chapter 1, segment 2: duration 0.3 s")
