@@ -49,22 +49,22 @@ def book_info(book_dir: Path) -> dict:
     """book.json (title, author, language, cover_file …); {} when missing or unreadable."""
     from tasks.plan import BOOK_JSON
 
-    try:
-        info = json.loads((Path(book_dir) / BOOK_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return info if isinstance(info, dict) else {}
+    return _json_object(Path(book_dir) / BOOK_JSON)
 
 
 def read_report(book_dir: Path) -> dict:
     """report.json; {} when the book was never packaged."""
     from tasks.audio.package import REPORT_NAME
 
+    return _json_object(Path(book_dir) / REPORT_NAME)
+
+
+def _json_object(path: Path) -> dict:
     try:
-        report = json.loads((Path(book_dir) / REPORT_NAME).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return report if isinstance(report, dict) else {}
+    return data if isinstance(data, dict) else {}
 
 
 def player_chapters(book_dir: Path, report: dict) -> list[PlayerChapter]:

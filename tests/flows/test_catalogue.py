@@ -3,13 +3,9 @@ OUT/feed.xml; bad input is one line and exit 2 with nothing created, an unwritab
 being rendered (the render-book flow rewrites the catalogue once its book is planned) is listed as partial."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 
-import pytest
-
-from tests.flows.helpers import cli, fake_render, write_txt_book
+from tests.flows.helpers import cli, fake_render, mount_tmpfs, write_txt_book
 
 
 def test_catalogue_writes_the_page_and_the_feed(tmp_path):
@@ -38,13 +34,7 @@ def test_bad_input_exits_2_and_creates_nothing(tmp_path):
 
 def test_a_read_only_output_root_exits_3(tmp_path):
     """A read-only filesystem (a tmpfs mounted ro; root ignores folder modes): exit 3, one line."""
-    out = tmp_path / "ro"
-    out.mkdir()
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a tmpfs needs root")
-    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(out)], capture_output=True)
-    if m.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {m.stderr.decode().strip()}")
+    out = mount_tmpfs(tmp_path / "ro", "ro,size=64k")
     try:
         r = cli("catalogue", str(out))
     finally:
