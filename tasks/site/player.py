@@ -108,7 +108,7 @@ def book_page(book_dir: Path) -> str:
     total = sum(c.seconds for c in chapters)
     book_files = {f["format"]: f["file"] for f in report.get("files", []) if f.get("chapter") is None}
     cover = info.get("cover_file")
-    head = (f'<header class="book">\n'
+    head = ('<header class="book">\n'
             + (f'<img class="cover" src="{esc(href(cover))}" alt="">\n' if cover and (book_dir / cover).is_file()
                else "")
             + f'<div><h1>{esc(title)}</h1>\n<p class="author">{esc(author)}</p>\n'
