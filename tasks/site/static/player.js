@@ -43,17 +43,18 @@
     buttons[i].setAttribute("aria-current", "true");
     highlight(null);
   }
-  // Chapter i at `time` seconds into it; play when asked.
+  // Chapter i at `time` seconds into it; play when asked.  Before a file's metadata is in, the latest request
+  // waits for it.
   function go(i, time, play) {
     const s = source(i);
     show(i);
     if (s.src === null) return;
-    if (audio.getAttribute("src") !== s.src) {
-      pending = { time: s.offset + time, play };
-      audio.src = s.src;
-    } else {
+    if (audio.getAttribute("src") !== s.src) audio.src = s.src;       // (readyState drops to HAVE_NOTHING)
+    if (pending === null && audio.readyState >= 1) {
       audio.currentTime = s.offset + time;
       if (play) start();
+    } else {
+      pending = { time: s.offset + time, play };
     }
   }
   audio.addEventListener("loadedmetadata", () => {
@@ -64,12 +65,14 @@
     if (p.play) start();
   });
 
-  // The sentence being spoken: the last one started (it stays lit through the pause after it).
+  // The sentence being spoken: the last one started (it stays lit through the pause after it).  Cue times are
+  // whole milliseconds; half of one absorbs the float error of (M4B offset + start) - offset.
+  const EPSILON_S = 0.0005;
   function sentenceAt(starts, t) {
     let lo = 0, hi = starts.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (starts[mid] <= t) lo = mid + 1; else hi = mid;
+      if (starts[mid] <= t + EPSILON_S) lo = mid + 1; else hi = mid;
     }
     return lo - 1;
   }

@@ -103,19 +103,29 @@ def _wait(driver, condition: str):
     WebDriverWait(driver, WAIT_S).until(lambda d: _audio(d, f"return Boolean({condition});"))
 
 
+ACTIVE_JS = ("Array.from(document.querySelectorAll('article:not([hidden]) .s'))"
+             ".flatMap((s, i) => s.classList.contains('active') ? [i] : [])")
+
+
 def _active(driver) -> list[int]:
-    return driver.execute_script(
-        "return Array.from(document.querySelectorAll('article:not([hidden]) .s'))"
-        ".flatMap((s, i) => s.classList.contains('active') ? [i] : []);")
+    """The highlighted sentences of the chapter shown, by position."""
+    return driver.execute_script(f"return {ACTIVE_JS};")
 
 
-def _seek_by(driver, action) -> float:
-    """Do `action` and return the player's time when the seek it starts has landed (the 'seeked' event)."""
-    _audio(driver, "window.seekedAt = null; a.addEventListener('seeked', () => { window.seekedAt = a.currentTime; },"
-                   " {once: true});")
+def _seek_by(driver, action) -> tuple[float, list[int]]:
+    """Do `action`; when the seek it starts has landed (the 'seeked' event), the player's time and the sentences
+    the page has highlighted by then (its own listener runs first).  Every seek a test starts goes through
+    here, and earlier ones have landed and their events are dispatched first (no seek in progress, then a
+    frame and a task later), so the event is this action's."""
+    _wait(driver, "a.readyState >= 1 && !a.seeking")
+    driver.execute_async_script("const done = arguments[0]; requestAnimationFrame(() => setTimeout(done, 0));")
+    _wait(driver, "!a.seeking")
+    _audio(driver, "window.landed = null; a.addEventListener('seeked', () => { window.landed = [a.currentTime, "
+                   f"{ACTIVE_JS}]; }}, {{once: true}});")
     action()
-    _wait(driver, "window.seekedAt !== null")
-    return driver.execute_script("return window.seekedAt;")
+    _wait(driver, "window.landed !== null")
+    time, active = driver.execute_script("return window.landed;")
+    return time, active
 
 
 def test_player_in_a_real_browser(browser, book, tmp_path):
@@ -132,19 +142,17 @@ def test_player_in_a_real_browser(browser, book, tmp_path):
     assert console_errors(browser) == []
     assert browser.find_element(By.CSS_SELECTOR, "h1").text == "道德经（前三章）"
 
-    browser.find_elements(By.CSS_SELECTOR, "nav.chapters button")[1].click()
-    _wait(browser, "a.getAttribute('src').startsWith('002') && a.readyState >= 1")
+    assert _seek_by(browser, browser.find_elements(By.CSS_SELECTOR, "nav.chapters button")[1].click) == (0, [])
+    assert _audio(browser, "return a.getAttribute('src');").startswith("002")
     third = want[2]
-    _audio(browser, f"a.pause(); a.currentTime = {(third.start_ms + third.end_ms) / 2000};")
-    _wait(browser, "document.querySelector('article:not([hidden]) .s.active')")
-    assert _active(browser) == [2]
+    _, lit = _seek_by(browser, lambda: _audio(browser, f"a.currentTime = {(third.start_ms + third.end_ms) / 2000};"))
+    assert lit == [2]
 
     spans = browser.find_elements(By.CSS_SELECTOR, "article:not([hidden]) .s")
     assert len(spans) == len(want) == 6
-    landed = _seek_by(browser, spans[4].click)
-    assert abs(landed - want[4].start_ms / 1000) <= SEEK_TOLERANCE_S
+    landed, lit = _seek_by(browser, spans[4].click)
+    assert abs(landed - want[4].start_ms / 1000) <= SEEK_TOLERANCE_S and lit == [4]
     _wait(browser, "!a.paused")                                    # a click plays
-    assert _active(browser) == [4]
 
     keys = ActionChains(browser)
     keys.send_keys(" ").perform()                                  # space: pause
@@ -153,10 +161,10 @@ def test_player_in_a_real_browser(browser, book, tmp_path):
     _wait(browser, "!a.paused")
     keys.send_keys(" ").perform()
     _wait(browser, "a.paused")
-    right = _seek_by(browser, lambda: keys.send_keys(Keys.ARROW_RIGHT).perform())     # →: the next sentence
-    assert abs(right - want[5].start_ms / 1000) <= SEEK_TOLERANCE_S and _active(browser) == [5]
-    left = _seek_by(browser, lambda: keys.send_keys(Keys.ARROW_LEFT).perform())       # ←: the previous one
-    assert abs(left - want[4].start_ms / 1000) <= SEEK_TOLERANCE_S and _active(browser) == [4]
+    right, lit = _seek_by(browser, lambda: keys.send_keys(Keys.ARROW_RIGHT).perform())    # →: the next sentence
+    assert abs(right - want[5].start_ms / 1000) <= SEEK_TOLERANCE_S and lit == [5]
+    left, lit = _seek_by(browser, lambda: keys.send_keys(Keys.ARROW_LEFT).perform())      # ←: the previous one
+    assert abs(left - want[4].start_ms / 1000) <= SEEK_TOLERANCE_S and lit == [4]
 
     stored = json.loads(browser.execute_script(
         "return localStorage.getItem('chattts-render:daodejing:道德经（前三章）');"))
@@ -168,7 +176,8 @@ def test_player_in_a_real_browser(browser, book, tmp_path):
         shutil.copyfile(shot, os.environ[SCREENSHOT_ENV])
 
     browser.refresh()                                              # the position is remembered
-    _wait(browser, f"a.readyState >= 1 && !a.seeking && Math.abs(a.currentTime - {stored['time']}) < 0.001")
+    _wait(browser, f"Math.abs(a.currentTime - {stored['time']}) < 0.001 && !a.seeking "
+                   "&& document.querySelector('article:not([hidden]) .s.active')")
     assert browser.find_elements(By.CSS_SELECTOR, "nav.chapters button")[1].get_attribute("aria-current") == "true"
     assert _active(browser) == [4]
     assert console_errors(browser) == []
@@ -184,10 +193,11 @@ def test_m4b_only_book_plays_its_chapters_at_their_offsets(browser, book):
     browser.get((book / "index.html").as_uri())
     _wait(browser, "a.readyState >= 1")
     assert _audio(browser, "return a.getAttribute('src');").endswith(".m4b")
-    browser.find_elements(By.CSS_SELECTOR, "nav.chapters button")[1].click()
+    offset = json.loads((book / "report.json").read_text(encoding="utf-8"))["chapters"][0]["seconds"]
+    chapter, _ = _seek_by(browser, browser.find_elements(By.CSS_SELECTOR, "nav.chapters button")[1].click)
+    assert abs(chapter - offset) <= 0.001                         # the 2nd chapter starts where the 1st ends
     spans = browser.find_elements(By.CSS_SELECTOR, "article:not([hidden]) .s")
     first_of_chapter = next(i for i, t in enumerate(book_wide) if t.text.strip() == "第一章")
-    landed = _seek_by(browser, spans[4].click)
-    assert abs(landed - book_wide[first_of_chapter + 4].start_ms / 1000) <= SEEK_TOLERANCE_S
-    assert _active(browser) == [4]
+    landed, lit = _seek_by(browser, spans[4].click)
+    assert abs(landed - book_wide[first_of_chapter + 4].start_ms / 1000) <= SEEK_TOLERANCE_S and lit == [4]
     assert console_errors(browser) == []
