@@ -118,6 +118,7 @@ def _seek_by(driver, action) -> tuple[float, list[int]]:
     here, and earlier ones have landed and their events are dispatched first (no seek in progress, then a
     frame and a task later), so the event is this action's."""
     _wait(driver, "a.readyState >= 1 && !a.seeking")
+    _audio(driver, "a.playbackRate = 0;")          # time stands still while 'playing': it lands where it seeked
     driver.execute_async_script("const done = arguments[0]; requestAnimationFrame(() => setTimeout(done, 0));")
     _wait(driver, "!a.seeking")
     _audio(driver, "window.landed = null; a.addEventListener('seeked', () => { window.landed = [a.currentTime, "
