@@ -89,10 +89,13 @@ def book_entry(book_dir: Path) -> BookEntry | None:
 
 
 def _enclosure(book_dir: Path, report: dict) -> str | None:
-    """The book's M4B when packaged as one, else the first chapter file listed; None when it is not there."""
+    """The book's M4B when packaged as one, else the first chapter audio file listed (not the EPUB's); None
+    when it is not there."""
+    from tasks.audio.package import FORMATS
+
     files = report.get("files", [])
     first = next((f["file"] for f in files if f.get("format") == "m4b"), None) or next(
-        (f["file"] for f in files if f.get("chapter") is not None), None)
+        (f["file"] for f in files if f.get("format") in FORMATS), None)
     return first if first and (Path(book_dir) / first).is_file() else None
 
 

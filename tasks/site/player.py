@@ -9,8 +9,8 @@ Where its numbers come from — nothing is measured again:
 - the cue of every segment: report.json's `cues_ms` per chapter, the milliseconds the subtitles print
   (tasks.audio.subtitles.timed), split into sentences by tasks.audio.subtitles.by_sentence as the
   sentence subtitles are;
-- the text: each segment's original text (`source_text`) from the manifest, a paragraph ending at a segment
-  whose pause is a paragraph's or the chapter's;
+- the text: the chapter's original text (text.json) laid out by tasks.audio.readalong — paragraphs of runs,
+  each spoken by one segment (its `source_text` in the manifest) or by none — as the read-along EPUB shows it;
 - the audio: each chapter's file in the first of the book's formats the browser can play, else the M4B at the
   chapter's offset (the sum of the chapter durations before it).
 """
@@ -25,15 +25,20 @@ from tasks.site.html import document, esc, href, json_script
 
 PAGE_NAME = "index.html"
 STORAGE_PREFIX = "chattts-render:"       # localStorage key of a book's position: prefix + folder + title
-PARAGRAPH_ENDS = ("paragraph", "chapter")   # a segment with this pause after it ends its paragraph
 
 
 @dataclass(frozen=True)
 class Sentence:
-    start_ms: int
-    end_ms: int
-    text: str
+    text: str                            # original text; "\n" where a segment runs across a paragraph break
+    start_ms: int | None = None          # its cue on the chapter's timeline; None: text no segment speaks
+    end_ms: int | None = None
     gap: bool = False                    # the segment was not rendered (--allow-gaps): silence in its place
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    title: bool                          # the chapter title (readalong.Block.title)
+    sentences: tuple[Sentence, ...]
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,8 @@ class PlayerChapter:
     title: str
     seconds: float
     offset_s: float                      # where it starts in the M4B
-    files: dict                          # format -> file name of this chapter
-    paragraphs: list                     # [[Sentence]]
+    files: dict                          # format -> file name of this chapter (audio formats only)
+    paragraphs: tuple[Paragraph, ...]
 
 
 def book_info(book_dir: Path) -> dict:
@@ -69,31 +74,42 @@ def _json_object(path: Path) -> dict:
 
 def player_chapters(book_dir: Path, report: dict) -> list[PlayerChapter]:
     """The packaged chapters in reading order, with their files, M4B offsets and timed sentences."""
-    from manifests import STATUS_DONE, load
-    from tasks.audio.subtitles import by_sentence
+    from manifests import load
+    from tasks.audio.encode import MEDIA_TYPES
+    from tasks.audio.readalong import read_along
+    from tasks.plan import load_text
 
     rows: dict[int, list[dict]] = {}
     for r in load(book_dir).to_pylist():                  # sorted by (chapter, segment)
         rows.setdefault(r["chapter"], []).append(r)
     files: dict[int, dict] = {}
     for f in report.get("files", []):
-        if f.get("chapter") is not None:
+        if f.get("chapter") is not None and f["format"] in MEDIA_TYPES:     # (not the EPUB's audio)
             files.setdefault(f["chapter"], {})[f["format"]] = f["file"]
+    texts = load_text(Path(book_dir)) or {}
     out, offset = [], 0.0
     for ch in report.get("chapters", []):
-        paragraphs, para = [], []
-        for r, (start, end) in zip(rows.get(ch["index"], []), ch["cues_ms"], strict=True):
-            gap = r["status"] != STATUS_DONE
-            para += [Sentence(t.start_ms, t.end_ms, t.text, gap)
-                     for t in by_sentence([TimedText(start, end, r["source_text"])])]
-            if r["pause_after"] in PARAGRAPH_ENDS:
-                paragraphs.append(para)
-                para = []
-        paragraphs += [para] if para else []
+        rs = rows.get(ch["index"], [])
+        cues = [TimedText(start, end, r["source_text"]) for r, (start, end) in zip(rs, ch["cues_ms"], strict=True)]
+        paragraphs = tuple(Paragraph(b.title, tuple(s for run in b.runs for s in _sentences(run, cues, rs)))
+                           for b in read_along(ch["title"], texts.get(ch["index"]), cues).blocks())
         out.append(PlayerChapter(ch["title"], ch["seconds"], round(offset, 3), files.get(ch["index"], {}),
                                  paragraphs))
         offset += ch["seconds"]
     return out
+
+
+def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
+    """A readalong run as sentences: unspoken text whole; a segment's text cut by split_sentences, each piece
+    timed by by_sentence (the sentence subtitles' split of the segment's cue)."""
+    from manifests import STATUS_DONE
+    from tasks.audio.subtitles import by_sentence, split_sentences
+
+    if run.segment is None:
+        return [Sentence(run.text)]
+    cue, gap = cues[run.segment], rows[run.segment]["status"] != STATUS_DONE
+    timed = by_sentence([TimedText(cue.start_ms, cue.end_ms, run.text)])
+    return [Sentence(text, t.start_ms, t.end_ms, gap) for text, t in zip(split_sentences(run.text), timed, strict=True)]
 
 
 def book_page(book_dir: Path) -> str:
@@ -107,6 +123,9 @@ def book_page(book_dir: Path) -> str:
     title, author = info.get("title") or book_dir.name, info.get("author", "")
     total = sum(c.seconds for c in chapters)
     book_files = {f["format"]: f["file"] for f in report.get("files", []) if f.get("chapter") is None}
+    silent = "" if any(c.files for c in chapters) or "m4b" in book_files else (
+        '<p class="keys" id="no-audio">No audio to play here: the book was packaged as '
+        f'{esc(", ".join(report.get("formats", [])))} only; package it with --format flac or m4b too.</p>\n')
     cover = info.get("cover_file")
     head = ('<header class="book">\n'
             + (f'<img class="cover" src="{esc(href(cover))}" alt="">\n' if cover and (book_dir / cover).is_file()
@@ -122,7 +141,7 @@ def book_page(book_dir: Path) -> str:
             "chapters": [{"files": {k: href(v) for k, v in c.files.items()}, "offset": c.offset_s,
                           "seconds": c.seconds} for c in chapters]}
     body = (f'{head}\n<main class="player">\n<nav class="chapters" aria-label="chapters"><ol>\n{nav}</ol></nav>\n'
-            '<section class="reader">\n<audio id="audio" controls preload="metadata"></audio>\n'
+            f'<section class="reader">\n<audio id="audio" controls preload="metadata"></audio>\n{silent}'
             '<p class="keys">space: play / pause · ← →: previous / next sentence · click a sentence to play '
             f'from it</p>\n<div id="text">\n{texts}</div>\n</section>\n</main>\n'
             f"{_summary(book_table(book_dir))}\n{json_script('player-data', data)}")
@@ -131,12 +150,17 @@ def book_page(book_dir: Path) -> str:
 
 
 def _chapter_text(position: int, chapter: PlayerChapter) -> str:
-    paragraphs = []
-    for para in chapter.paragraphs:
-        spans = "".join(f'<span class="s{" gap" if s.gap else ""}" data-start="{s.start_ms / 1000:.3f}" '
-                        f'data-end="{s.end_ms / 1000:.3f}">{esc(s.text)}</span>' for s in para)
-        paragraphs.append(f"<p>{spans}</p>\n")
-    return f'<article class="chapter" data-chapter="{position}" hidden>\n{"".join(paragraphs)}</article>\n'
+    """The chapter's article: a paragraph per block, a span with its cue times per spoken sentence."""
+    def html(s: Sentence) -> str:
+        text = esc(s.text).replace("\n", "<br>")
+        if s.start_ms is None:
+            return text
+        return (f'<span class="s{" gap" if s.gap else ""}" data-start="{s.start_ms / 1000:.3f}" '
+                f'data-end="{s.end_ms / 1000:.3f}">{text}</span>')
+
+    paragraphs = "".join(("<p class=\"title\">" if p.title else "<p>") + "".join(html(s) for s in p.sentences)
+                         + "</p>\n" for p in chapter.paragraphs)
+    return f'<article class="chapter" data-chapter="{position}" hidden>\n{paragraphs}</article>\n'
 
 
 def _summary(rows: list[dict]) -> str:

@@ -36,14 +36,18 @@ def chapter_srts(book_dir: Path) -> list[Path]:
     return sorted(book_dir.glob("[0-9][0-9][0-9] - *.srt"))
 
 
-def page_sentences(page: Path) -> list[list[tuple[int, int, str]]]:
-    """Per chapter of the page: (start ms, end ms, text) of every sentence span."""
+def page_chapters(page: Path):
+    """The page's chapter articles (lxml elements)."""
     from lxml import html
 
-    doc = html.fromstring(page.read_bytes())
+    return html.fromstring(page.read_bytes()).xpath("//article[@data-chapter]")
+
+
+def page_sentences(page: Path) -> list[list[tuple[int, int, str]]]:
+    """Per chapter of the page: (start ms, end ms, text) of every sentence span."""
     return [[(round(float(s.get("data-start")) * 1000), round(float(s.get("data-end")) * 1000), s.text_content())
              for s in a.xpath(".//span[contains(concat(' ', @class, ' '), ' s ')]")]
-            for a in doc.xpath("//article[@data-chapter]")]
+            for a in page_chapters(page)]
 
 
 def squash(text: str) -> str:
@@ -70,10 +74,23 @@ def test_render_and_package_write_the_page(book):
     assert 'src="cover.png"' in text and "https://" not in text and "http://" not in text   # nothing remote
 
 
+def test_an_epub_only_book_gets_its_text_and_says_why_nothing_plays(book):
+    """The EPUB's audio is inside the EPUB: a book packaged as epub alone has its text, no source to play,
+    and a line saying so."""
+    assert main(["package", str(SAMPLE), "--out", str(book.parent), "--format", "epub"]) == 0
+    text = (book / "index.html").read_text(encoding="utf-8")
+    assert 'id="no-audio"' in text and "packaged as epub only" in text
+    assert '"files":{}' in text and '"book":{}' in text                      # (the page's player data)
+    assert [len(c) for c in page_sentences(book / "index.html")] == [len(by_sentence(srt_items(p)))
+                                                                     for p in chapter_srts(book)]
+
+
 def test_sentences_are_the_subtitle_cues_and_the_original_text(book):
     """Each chapter's spans: the SRT cues split by sentence (the same milliseconds), the manifest's original
-    text in reading order, and the chapter summary of report.json."""
+    text in reading order; each chapter's page text the chapter's original text (text.json: title and
+    paragraphs, a paragraph per <p>); and the chapter summary of report.json."""
     import manifests
+    from tasks.plan import load_text
 
     got = page_sentences(book / "index.html")
     srts = chapter_srts(book)
@@ -86,6 +103,9 @@ def test_sentences_are_the_subtitle_cues_and_the_original_text(book):
     for c, spans in enumerate(got):
         source = "".join(r["source_text"] for r in rows if r["chapter"] == c)
         assert squash("".join(t for _, _, t in spans)) == squash(source)
+    units = load_text(book)
+    for c, article in enumerate(page_chapters(book / "index.html")):
+        assert [squash(p.text_content()) for p in article.xpath("./p")] == [squash(u) for u in units[c]]
     report = json.loads((book / "report.json").read_text(encoding="utf-8"))
     text = (book / "index.html").read_text(encoding="utf-8")
     for f in (f for f in report["files"] if f["chapter"] is not None):
