@@ -3,6 +3,7 @@
     chattts-render [render] BOOK [options]    render (the default command)
     chattts-render status|inspect|package BOOK [options]
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
+    chattts-render catalogue OUT [--base-url URL]
 
 Exit codes (EXIT_CODES): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
 usage, or the book is being rendered by another process; 3 the machine: a missing tool (ffmpeg) or an unusable
@@ -30,8 +31,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from engine.api import EngineOptions
-    from flows.commands import (cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices, cmd_voices_list,
-                                cmd_voices_save)
+    from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
+                                cmd_voices_list, cmd_voices_save)
     from tasks.audio.names import BOOK_FORMATS
     from tasks.audio.package import FORMATS
     from tasks.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
@@ -122,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     aud.set_defaults(func=cmd_voices)
     save.set_defaults(func=cmd_voices_save)
     actions.add_parser("list", help="the saved voices").set_defaults(func=cmd_voices_list)
+    catalogue = sub.add_parser("catalogue", help="Write OUT/index.html and OUT/feed.xml (a podcast feed) for "
+                               "every book in an output root.", description="Write OUT/index.html (every book, "
+                               "its status and player) and OUT/feed.xml (RSS 2.0 podcast feed of the finished books).")
+    catalogue.add_argument("out", type=Path, help="the output root (the --out of the renders)")
+    catalogue.add_argument("--base-url", default=None,
+                           help="the URL the output root is served at, e.g. http://nas.local:8000/ (absolute links "
+                                "in the feed, as podcast apps need; default: relative links)")
+    catalogue.set_defaults(func=cmd_catalogue)
     top.commands = tuple(sub.choices)                # for main(): is argv[0] a command or a book?
     return top
 

@@ -170,3 +170,17 @@ def _rendered(opts):
     if table.num_rows == 0:
         raise BookError(str(opts.book), f"no render found in {opts.book_dir}")
     return table
+
+
+def cmd_catalogue(a) -> int:
+    from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue
+
+    try:
+        site = SiteOptions(base_url=a.base_url)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    entries = write_catalogue(a.out, site)
+    counts = {s: sum(e.status == s for e in entries) for s in ("done", "partial", "failed")}
+    print(f"{a.out / PAGE_NAME}, {a.out / FEED_NAME}: {len(entries)} books "
+          f"({', '.join(f'{n} {s}' for s, n in counts.items())})")
+    return EXIT_OK

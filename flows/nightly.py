@@ -4,7 +4,10 @@ that needs rendering — new, changed (by the source file's sha256) or incomplet
 
 Each book becomes its own flow run (run_deployment), so it lands on whichever worker of the pool is free; the
 schedule, the pool and the workers are Prefect's.  A book whose render is in flight is skipped: its book-dir
-flock is held (tried non-blockingly) or a run for it is still waiting for a worker (asked of the server here)."""
+flock is held (tried non-blockingly) or a run for it is still waiting for a worker (asked of the server here).
+
+The output root's catalogue page and feed (tasks/site/catalogue.py) are written after the scan, and again by
+each render-book run it starts: when its book is planned (listed as partial, rendering) and when it ends."""
 from __future__ import annotations
 
 import hashlib
@@ -16,6 +19,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.progress import table_artifact
+from flows.render_book import catalogue_task
 from tasks.catalogue import BookState, scan_catalogue
 
 RENDER_DEPLOYMENT = "render-book/adhoc"
@@ -47,14 +51,18 @@ def _waiting_books(deployment: str) -> set[str]:
 def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", model: str | None = None,
                            voice: str | None = None, formats: list[str] | None = None,
                            device: str | None = None, deployment: str = RENDER_DEPLOYMENT,
-                           wait: bool = False) -> list[dict]:
+                           wait: bool = False, base_url: str | None = None) -> list[dict]:
     """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete.
     Relative paths are taken from the working directory (the repo root for the deployments).  With wait,
-    block until those runs finish and fail when one did not complete."""
+    block until those runs finish and fail when one did not complete.  base_url: where OUT is served (the
+    feed's links; None: relative)."""
     from prefect.context import get_run_context
     from prefect.deployments import run_deployment
 
+    from tasks.site.catalogue import SiteOptions
+
     log = get_run_logger()
+    site = SiteOptions(base_url=base_url)
     catalogue_dir, out_dir = Path(catalogue).resolve(), Path(out).resolve()
     states = scan_task(str(catalogue_dir), str(out_dir))
     waiting = _waiting_books(deployment)
@@ -67,7 +75,7 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
             log.info("%s: a run is already waiting for a worker; not starting another", s.book)
         elif s.needs_render:
             params = {"book": s.book, "out": str(out_dir), "model": model, "voice": voice, "formats": formats,
-                      "device": device}
+                      "device": device, "catalogue": True, "base_url": base_url}
             key = hashlib.sha256(f"{run_id}\x1f{s.book}\x1f{s.sha256}".encode()).hexdigest()[:32]
             fr = run_deployment(deployment, parameters={k: v for k, v in params.items() if v is not None},
                                 timeout=0, idempotency_key=key, tags=["nightly"])
@@ -79,6 +87,8 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
         rows.append(row)
     table_artifact("nightly", str(catalogue_dir), rows,
                    f"nightly catalogue {catalogue_dir}: {len(started)} renders started")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    catalogue_task(str(out_dir), site)                 # every book in OUT as it stands now
     if wait and started:
         _wait_for(started)
     return [asdict(s) for s in states]

@@ -16,12 +16,14 @@ def direct(fn, *args, **kwargs):
     return fn(*args, **kwargs)
 
 
-def render(opts: RenderOptions, *, call: Call = direct,
-           on_done: Callable[[int, int], None] | None = None) -> dict:
+def render(opts: RenderOptions, *, call: Call = direct, on_done: Callable[[int, int], None] | None = None,
+           on_prepared: Callable[[Path], None] | None = None) -> dict:
     """Render one book; returns {book_dir, rendered, adopted, already_done, failed, total}.  Resumable: rerun
-    after any crash."""
+    after any crash.  on_prepared(book_dir) runs once the manifest is planned, under the book's lock."""
     with locked(opts):
         book_dir = Path(call(stages.prepare, opts))
+        if on_prepared is not None:
+            on_prepared(book_dir)
         counts = call(stages.synthesize, book_dir, opts, on_done)
         call(stages.package, book_dir, opts)
     return {"book_dir": book_dir, **counts}

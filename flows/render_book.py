@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from flows import pipeline
 from flows.progress import ArtifactProgress, table_artifact
 from tasks import stages
+from tasks.site.catalogue import SiteOptions, write_catalogue
 
 # Thin task wrappers.  The manifest, not Prefect's cache, decides what is done.
 TASKS = {
@@ -23,6 +24,15 @@ TASKS = {
                             retry_delay_seconds=5),
     stages.package: task(stages.package, name="package", cache_policy=NO_CACHE, retries=1),
 }
+
+
+CATALOGUE_PARAMS = ("catalogue", "base_url")      # the flow's own parameters: not render options
+
+
+@task(name="write-catalogue", cache_policy=NO_CACHE)
+def catalogue_task(out: str, site: SiteOptions) -> int:
+    """OUT/index.html and OUT/feed.xml; the number of books listed."""
+    return len(write_catalogue(out, site))
 
 
 def _task_call(fn, *args, **kwargs):
@@ -36,11 +46,12 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
                      threads: int | None = None, allow_gaps: bool = False, chapters: str | None = None,
                      lexicon: str | None = None, t2s: bool = True, guard: bool = True,
                      guard_attempts: int | None = None, clip_text: str | None = None, voice_anchor: bool = False,
-                     cast: str | None = None):
+                     cast: str | None = None, catalogue: bool = False, base_url: str | None = None):
     """Render one book (parameters as the CLI's options; None keeps the default; device "auto" picks cuda
     when the worker sees a GPU).  Returns the book dir.  In a deployment run, a book already being rendered
     by another process is skipped (a Completed state saying so), not failed; a direct call raises
-    BookLocked.  At the end: the source's sha256 (for the nightly scan) and a table artifact per book."""
+    BookLocked.  At the end: the source's sha256 (for the nightly scan) and a table artifact per book; with
+    catalogue (the nightly's runs), OUT/index.html and OUT/feed.xml rewritten, finished or failed."""
     from prefect.states import Completed
 
     from manifests.lock import BookLocked
@@ -49,6 +60,7 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
     from tasks.report import book_table
 
     log = get_run_logger()
+    site = SiteOptions(base_url=base_url) if catalogue else None
     opts = options_from_params(book, out=out, model=model, voice=voice, formats=formats, device=device,
                                dtype=dtype, int8=int8, compile=compile, max_batch=max_batch, threads=threads,
                                allow_gaps=allow_gaps, chapters=chapters, lexicon=lexicon, t2s=t2s, guard=guard,
@@ -60,7 +72,8 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
     sha = source_sha256(opts.book) if opts.book.is_file() else None
     progress = ArtifactProgress()
     try:
-        result = pipeline.render(opts, call=_task_call, on_done=progress)
+        result = pipeline.render(opts, call=_task_call, on_done=progress, on_prepared=site and (
+            lambda _: _rewrite_catalogue(str(opts.out), site, log)))           # listed as partial, rendering
     except BookLocked as e:
         if not _from_deployment():
             raise                            # a direct call (the CLI with a server): the caller decides
@@ -68,6 +81,8 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
         return Completed(message=f"skipped, already running: {e}", data=None)
     finally:
         progress.tqdm.close()
+        if site is not None:
+            _rewrite_catalogue(str(opts.out), site, log)
     if progress.artifact_id is None:
         progress(1, 1)                       # nothing to render: still show 100 %
     book_dir = Path(result["book_dir"])
@@ -81,6 +96,15 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
              len(rows), result.get("rendered", 0), result.get("adopted", 0) + result.get("already_done", 0),
              sum(r["failed"] for r in rows), sum(r["seconds"] or 0 for r in rows) / 60)
     return str(book_dir)
+
+
+def _rewrite_catalogue(out: str, site: SiteOptions, log) -> None:
+    """After the book, finished or failed: a catalogue that cannot be written is logged, never the book's
+    outcome (nor does it hide the render's own error)."""
+    try:
+        catalogue_task(out, site)
+    except Exception as e:  # noqa: BLE001
+        log.warning("%s: the catalogue was not rewritten: %s", out, e)
 
 
 def _from_deployment() -> bool:

@@ -33,11 +33,12 @@ class BookLock:
         self.path = Path(book_dir)
         self._fd: int | None = None
 
-    def acquire(self) -> "BookLock":
+    def acquire(self, wait: bool = False) -> "BookLock":
+        """Take the lock; BookLocked when another process holds it, or with wait, block until it is free."""
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             pid = _holder_pid(os.fstat(fd))
             os.close(fd)

@@ -6,13 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: ffmpeg (encodes); with `setup.sh test` also chromium + chromium-driver (web pages are
-# tested in a real headless browser) and epubcheck (every EPUB we write is validated).
+# tested in a real headless browser), a Chinese font for its screenshots, and epubcheck (every EPUB we write
+# is validated).
 need=()
 command -v ffmpeg >/dev/null && command -v ffprobe >/dev/null || need+=(ffmpeg)
 if [ "${1:-}" = test ]; then
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)
   [ -f /usr/share/java/epubcheck.jar ] || need+=(epubcheck)
+  fc-list :lang=zh 2>/dev/null | grep -q . || need+=(fonts-wqy-microhei)   # Chinese in the pages' screenshots
 fi
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

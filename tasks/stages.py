@@ -38,12 +38,15 @@ def synthesize(book_dir: Path, opts: RenderOptions,
 
 def package(book_dir: Path, opts: RenderOptions) -> Path:
     """Remove a killed run's temp files, then write the outputs of the chapters whose inputs changed
-    (tasks.audio.incremental).  Needs no engine: `chattts-render package` calls this alone.  Callers hold
-    the book's lock (render, `chattts-render package`)."""
+    (tasks.audio.incremental) and the book's web player (index.html).  Needs no engine: `chattts-render
+    package` calls this alone.  Callers hold the book's lock (render, `chattts-render package`)."""
     from tasks.audio.incremental import package_changed
+    from tasks.site.player import write_book_page
 
     clean_temp_files(book_dir)
-    return package_changed(Path(book_dir), opts)
+    book_dir = package_changed(Path(book_dir), opts)
+    write_book_page(book_dir)
+    return book_dir
 
 
 def clean_temp_files(book_dir: Path) -> int:

@@ -19,6 +19,8 @@ MP3_RATES = frozenset([16_000, 22_050, 24_000, 32_000, 44_100, 48_000])   # Hz t
 OPUS_RATES = frozenset([8_000, 12_000, 16_000, 24_000, 48_000])          # Hz libopus accepts; else 48 kHz
 OPUS_FALLBACK_RATE = 48_000   # Hz, the rate opus audio is resampled to when its own is not in OPUS_RATES
 CONTAINERS = {"mp3": "mp3", "opus": "ogg", "m4a": "mp4", "m4b": "mp4"}  # ffmpeg's -f per format
+MEDIA_TYPES = {"flac": "audio/flac", "wav": "audio/wav", "mp3": "audio/mpeg", "opus": "audio/ogg",
+               "m4a": "audio/mp4", "m4b": "audio/mp4"}   # each format's file as HTTP and RSS name it
 ISO639_2 = {"zh": "chi", "en": "eng", "ja": "jpn", "ko": "kor", "fr": "fre", "de": "ger", "es": "spa",
             "ru": "rus", "it": "ita", "pt": "por"}
 

@@ -28,7 +28,7 @@ from tasks.options import RenderOptions
 from tasks.plan import load_meta, load_text
 
 CHAPTERS_JSON = ".chapters.json"      # per-chapter input signatures and output hashes of the last packaging
-SIGNATURE_VERSION = 1                 # bump when the signature's inputs change
+SIGNATURE_VERSION = 2                 # bump when the signature's inputs or report.json's rows change
 
 
 def package_changed(book_dir: Path, opts: RenderOptions) -> Path:

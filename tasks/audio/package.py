@@ -235,13 +235,15 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                 ch = item() if callable(item) else item
                 prepared = prepare_chapter(ch, opts)
                 del ch
+                cues = timed(prepared.cues, prepared.source_rate)    # the subtitles' milliseconds
                 if index not in skip:
                     paths, reps = _chapter_outputs(book_dir, index, n_total, title, prepared, meta, opts)
                     files += paths
                     reports += reps
                     chapter_rows.append({"index": index, "title": title,
                                          "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
-                                         "gain_db": round(prepared.gain_db, 3)})
+                                         "gain_db": round(prepared.gain_db, 3),
+                                         "cues_ms": [[t.start_ms, t.end_ms] for t in cues]})
                 if want_m4b:
                     raw.write(np.ascontiguousarray(prepared.audio, dtype="<f4").tobytes())
                     marks.append((pos, pos + len(prepared.audio), title))
@@ -249,7 +251,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                                         Fraction(pos, prepared.sample_rate))
                     pos += len(prepared.audio)
                 if want_epub:
-                    text = read_along(title, (texts or {}).get(index), timed(prepared.cues, prepared.source_rate))
+                    text = read_along(title, (texts or {}).get(index), cues)
                     ech, rep = encode_chapter(epub_work, epub_name, index, n_total, title, prepared, text, meta, opts)
                     epub_chapters.append(ech)
                     reports.append(rep)

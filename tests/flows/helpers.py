@@ -107,3 +107,19 @@ def fake_render(book: Path, out: Path, statuses=("done", "done"), report: bool =
     if record:
         record_source_hash(book_dir, book, source_sha256(book))
     return book_dir
+
+
+def mount_tmpfs(mnt: Path, options: str) -> Path:
+    """A tmpfs mounted at mnt (created) with these mount options; the test is skipped where that needs a root
+    it does not have.  The caller unmounts it (`umount -l`)."""
+    import shutil
+
+    import pytest
+
+    mnt.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tmpfs needs root")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    return mnt

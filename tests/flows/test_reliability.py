@@ -19,7 +19,7 @@ import manifests
 from engine.atomic import find_temps
 from engine.units import estimate_seconds
 from flows.cli import main
-from tests.flows.helpers import chapter_files, cli, pause_at, tree_digest, wait_paused, write_txt_book
+from tests.flows.helpers import chapter_files, cli, mount_tmpfs, pause_at, tree_digest, wait_paused, write_txt_book
 
 BOOK_V1 = ("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n　　春眠不觉晓，处处闻啼鸟。\n\n"
            "第二章　草木\n　　草木有本心，何求美人折。\n　　白日依山尽，黄河入海流。\n\n"
@@ -117,13 +117,7 @@ def test_status_counts_partial_render(fork_server, tiny, tmp_path, capsys):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a tmpfs needs root")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    mnt = mount_tmpfs(tmp_path / "disk", "size=64k")
 
     def resize(size: str) -> None:
         subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)

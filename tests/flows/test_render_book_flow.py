@@ -1,4 +1,5 @@
-"""The render-book Prefect flow (under prefect_test_harness) writes the same files as the CLI."""
+"""The render-book Prefect flow (under prefect_test_harness) writes the same files as the CLI, and with
+catalogue=True (the nightly's runs) the output root's catalogue page and feed."""
 from __future__ import annotations
 
 import pytest
@@ -20,7 +21,9 @@ def test_flow_output_equals_cli_output(tmp_path, harness):
 
     from flows.render_book import render_book_flow
 
-    book_dir = render_book_flow(book=str(SAMPLE), out=str(tmp_path / "flow"), model="random-tiny")
+    state = render_book_flow(book=str(SAMPLE), out=str(tmp_path / "flow"), model="random-tiny", catalogue=True,
+                             return_state=True)
+    book_dir = state.result()
     assert main([str(SAMPLE), "--model", "random-tiny", "--out", str(tmp_path / "cli")]) == 0
     flow_files = tree_digest(tmp_path / "flow" / "daodejing")
     cli_files = tree_digest(tmp_path / "cli" / "daodejing")
@@ -28,8 +31,24 @@ def test_flow_output_equals_cli_output(tmp_path, harness):
     assert len(chapter_files(tmp_path / "flow" / "daodejing")) == 4
     assert produced == {k: v for k, v in cli_files.items() if not k.startswith("manifest/")}
     assert str(tmp_path / "flow" / "daodejing") == book_dir
+    page = (tmp_path / "flow" / "index.html").read_text(encoding="utf-8")     # the catalogue, after the book
+    assert 'data-folder="daodejing" data-status="done"' in page
+    assert (tmp_path / "flow" / "feed.xml").read_text(encoding="utf-8").count("<item>") == 1
+    assert not (tmp_path / "cli" / "index.html").exists()                      # a CLI render writes none
+    assert sorted(task_run_names(state.state_details.flow_run_id)) == [     # the catalogue: planned, then done
+        "package", "prepare", "synthesize", "write-catalogue", "write-catalogue"]
     art = Artifact.get("render-progress")
     assert art is not None and float(art.data) == 100.0
+
+
+def task_run_names(flow_run_id) -> list[str]:
+    """The task names of a flow run's task runs (a run's name is its task's name and a suffix)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    return [r.name.rsplit("-", 1)[0] for r in runs]
 
 
 def test_cli_flow_and_options_take_the_same_parameters(tmp_path):
@@ -38,10 +57,10 @@ def test_cli_flow_and_options_take_the_same_parameters(tmp_path):
 
     from flows.cli import build_parser
     from flows.commands import render_params
-    from flows.render_book import render_book_flow
+    from flows.render_book import CATALOGUE_PARAMS, render_book_flow
     from tasks.options import options_from_params
 
     cli = set(render_params(build_parser().parse_args(["render", str(tmp_path / "b.txt")])))
     flow = set(inspect.signature(render_book_flow.fn).parameters)
     lib = set(inspect.signature(options_from_params).parameters)
-    assert cli == flow == lib
+    assert cli == flow - set(CATALOGUE_PARAMS) == lib and set(CATALOGUE_PARAMS) <= flow

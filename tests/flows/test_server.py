@@ -208,6 +208,9 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
     worker is killed (SIGKILL, with its flow-run process) mid-book; the next nightly starts only that book
     (the three done ones are left alone), the other worker finishes it, and no committed segment is
     rendered again (attempts stay 1, audio bytes unchanged)."""
+    from urllib.parse import unquote
+
+    import feedparser
     from prefect.deployments import run_deployment
 
     cat, out = tmp_path / "catalogue", tmp_path / "out"
@@ -231,6 +234,9 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
     for b in books:
         rows = manifest_rows(out / b.stem)
         assert rows and all(r["status"] == "done" for r in rows)
+    feed = feedparser.parse((out / "feed.xml").read_bytes())       # rewritten by each run after its book
+    assert sorted(unquote(e.link) for e in feed.entries) == sorted(f"{b.stem}/index.html" for b in books)
+    assert (out / "index.html").read_text(encoding="utf-8").count('data-status="done"') == 3
 
     long = write_txt_book(cat / "long.txt", chapters=2, sentences=12)       # 13 segments
     book_dir, crash = out / "long", tmp_path / "crash"

@@ -1,0 +1,108 @@
+"""The books of an output root as the catalogue page and the feed show them: one BookEntry per `OUT/<book>/`
+that holds a manifest — its status, duration, formats, player page, the file a podcast app downloads and when
+it finished.  Read-only: the manifest, book.json and report.json, and whether the book's lock is held.
+
+Status (the first that applies):
+    partial   a render holds the book's lock now, or segments are pending (percent: segments done of the
+              latest plan)
+    failed    segments failed and no packaging put silence in their place (reason: how many, the first one)
+    partial   every segment is done but the book was never packaged (report.json is missing)
+    done      every segment is done (or, with --allow-gaps, silence) and report.json was written
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tasks.site.player import PAGE_NAME, book_info, read_report
+
+DONE, PARTIAL, FAILED = "done", "partial", "failed"
+
+
+@dataclass(frozen=True)
+class BookEntry:
+    folder: str                      # OUT/<folder>/
+    title: str
+    author: str
+    language: str
+    status: str                      # done | partial | failed
+    percent: float                   # segments done of the latest plan, 0..100
+    rendering: bool                  # a live process renders it now (its lock is held)
+    reason: str                      # failed: why; done with gaps: how many are silence
+    seconds: float                   # done: the packaged duration; otherwise the audio rendered so far
+    chapters: int
+    formats: tuple[str, ...]         # as packaged (report.json)
+    player: str | None               # the player page's file name, when written
+    cover: str | None                # the cover's file name
+    enclosure: str | None            # the M4B, else the first chapter file of the first format
+    enclosure_format: str | None
+    enclosure_bytes: int
+    finished: datetime | None        # UTC: when report.json was written (its last packaging ended)
+    report_sha256: str               # changes when the packaged outputs change (the feed's guid)
+
+
+def book_entry(book_dir: Path) -> BookEntry | None:
+    """The entry of one book folder; None when it holds no manifest rows (not a book)."""
+    from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING, load
+    from tasks.audio.package import REPORT_NAME
+    from tasks.catalogue import render_in_flight
+
+    book_dir = Path(book_dir)
+    rows = load(book_dir).to_pylist()
+    if not rows:
+        return None
+    count = {s: sum(r["status"] == s for r in rows) for s in (STATUS_DONE, STATUS_PENDING, STATUS_FAILED)}
+    failed = [r for r in rows if r["status"] == STATUS_FAILED]
+    info, report = book_info(book_dir), read_report(book_dir)
+    rendering = render_in_flight(book_dir)
+    if rendering or count[STATUS_PENDING]:
+        status, reason = PARTIAL, ""
+    elif failed and not report.get("gaps"):
+        r = failed[0]
+        status, reason = FAILED, (f"{len(failed)} segments failed (first: chapter {r['chapter'] + 1}, segment "
+                                  f"{r['segment'] + 1}: {r['error'] or 'no error recorded'})")
+    elif not report:                                   # rendered, not packaged yet (stopped while packaging)
+        status, reason = PARTIAL, ""
+    else:
+        status, reason = DONE, f"{len(failed)} segments are silence (--allow-gaps)" if failed else ""
+    if status == DONE:
+        seconds = sum(c["seconds"] for c in report.get("chapters", []))
+    else:
+        seconds = sum(r["duration_s"] or 0.0 for r in rows if r["status"] == STATUS_DONE)
+    enclosure = _enclosure(book_dir, report)
+    report_path = book_dir / REPORT_NAME
+    cover = info.get("cover_file")
+    return BookEntry(
+        folder=book_dir.name, title=info.get("title") or book_dir.name, author=info.get("author", ""),
+        language=info.get("language", ""), status=status, percent=round(100.0 * count[STATUS_DONE] / len(rows), 1),
+        rendering=rendering, reason=reason, seconds=round(seconds, 3), chapters=len({r["chapter"] for r in rows}),
+        formats=tuple(report.get("formats", [])) if report else (),
+        player=PAGE_NAME if (book_dir / PAGE_NAME).is_file() else None,
+        cover=cover if cover and (book_dir / cover).is_file() else None,
+        enclosure=enclosure, enclosure_format=Path(enclosure).suffix[1:] if enclosure else None,
+        enclosure_bytes=(book_dir / enclosure).stat().st_size if enclosure else 0,
+        finished=(datetime.fromtimestamp(report_path.stat().st_mtime, timezone.utc).replace(microsecond=0)
+                  if report else None),
+        report_sha256=hashlib.sha256(report_path.read_bytes()).hexdigest() if report else "")
+
+
+def _enclosure(book_dir: Path, report: dict) -> str | None:
+    """The book's M4B when packaged as one, else the first chapter audio file listed (not the EPUB's); None
+    when it is not there."""
+    from tasks.audio.package import FORMATS
+
+    files = report.get("files", [])
+    first = next((f["file"] for f in files if f.get("format") == "m4b"), None) or next(
+        (f["file"] for f in files if f.get("format") in FORMATS), None)
+    return first if first and (Path(book_dir) / first).is_file() else None
+
+
+def scan_output(out: Path) -> list[BookEntry]:
+    """Every book folder of the output root, by folder name (hidden folders and temp folders skipped)."""
+    from manifests import manifest_dir
+
+    folders = sorted(p for p in Path(out).iterdir()
+                     if p.is_dir() and not p.name.startswith(".") and manifest_dir(p).is_dir())
+    return [e for e in (book_entry(p) for p in folders) if e is not None]

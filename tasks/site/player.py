@@ -1,0 +1,188 @@
+"""A book's web player: `OUT/<book>/index.html`, written after every packaging (render and `package`).
+
+One static page that works offline from file:// (no server, no network): cover, title, author, total duration,
+the chapter list with durations, one audio player, the chapter's original text with the sentence being spoken
+highlighted and scrolled into view (click one to play from it; space, ←/→), the position remembered per book
+(localStorage), and the per-chapter duration and loudness summary of report.json (tasks.report.book_table).
+
+Where its numbers come from — nothing is measured again:
+- the cue of every segment: report.json's `cues_ms` per chapter, the milliseconds the subtitles print
+  (tasks.audio.subtitles.timed), split into sentences by tasks.audio.subtitles.by_sentence as the
+  sentence subtitles are;
+- the text: the chapter's original text (text.json) laid out by tasks.audio.readalong — paragraphs of runs,
+  each spoken by one segment (its `source_text` in the manifest) or by none — as the read-along EPUB shows it;
+- the audio: each chapter's file in the first of the book's formats the browser can play, else the M4B at the
+  chapter's offset (the sum of the chapter durations before it).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.audio.subtitles import TimedText
+from tasks.site.html import document, esc, href, json_script
+
+PAGE_NAME = "index.html"
+STORAGE_PREFIX = "chattts-render:"       # localStorage key of a book's position: prefix + folder + title
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str                            # original text; "\n" where a segment runs across a paragraph break
+    start_ms: int | None = None          # its cue on the chapter's timeline; None: text no segment speaks
+    end_ms: int | None = None
+    gap: bool = False                    # the segment was not rendered (--allow-gaps): silence in its place
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    title: bool                          # the chapter title (readalong.Block.title)
+    sentences: tuple[Sentence, ...]
+
+
+@dataclass(frozen=True)
+class PlayerChapter:
+    title: str
+    seconds: float
+    offset_s: float                      # where it starts in the M4B
+    files: dict                          # format -> file name of this chapter (audio formats only)
+    paragraphs: tuple[Paragraph, ...]
+
+
+def book_info(book_dir: Path) -> dict:
+    """book.json (title, author, language, cover_file …); {} when missing or unreadable."""
+    from tasks.plan import BOOK_JSON
+
+    return _json_object(Path(book_dir) / BOOK_JSON)
+
+
+def read_report(book_dir: Path) -> dict:
+    """report.json; {} when the book was never packaged."""
+    from tasks.audio.package import REPORT_NAME
+
+    return _json_object(Path(book_dir) / REPORT_NAME)
+
+
+def _json_object(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def player_chapters(book_dir: Path, report: dict) -> list[PlayerChapter]:
+    """The packaged chapters in reading order, with their files, M4B offsets and timed sentences."""
+    from manifests import load
+    from tasks.audio.encode import MEDIA_TYPES
+    from tasks.audio.readalong import read_along
+    from tasks.plan import load_text
+
+    rows: dict[int, list[dict]] = {}
+    for r in load(book_dir).to_pylist():                  # sorted by (chapter, segment)
+        rows.setdefault(r["chapter"], []).append(r)
+    files: dict[int, dict] = {}
+    for f in report.get("files", []):
+        if f.get("chapter") is not None and f["format"] in MEDIA_TYPES:     # (not the EPUB's audio)
+            files.setdefault(f["chapter"], {})[f["format"]] = f["file"]
+    texts = load_text(Path(book_dir)) or {}
+    out, offset = [], 0.0
+    for ch in report.get("chapters", []):
+        rs = rows.get(ch["index"], [])
+        cues = [TimedText(start, end, r["source_text"]) for r, (start, end) in zip(rs, ch["cues_ms"], strict=True)]
+        paragraphs = tuple(Paragraph(b.title, tuple(s for run in b.runs for s in _sentences(run, cues, rs)))
+                           for b in read_along(ch["title"], texts.get(ch["index"]), cues).blocks())
+        out.append(PlayerChapter(ch["title"], ch["seconds"], round(offset, 3), files.get(ch["index"], {}),
+                                 paragraphs))
+        offset += ch["seconds"]
+    return out
+
+
+def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
+    """A readalong run as sentences: unspoken text whole; a segment's text cut by split_sentences, each piece
+    timed by by_sentence (the sentence subtitles' split of the segment's cue)."""
+    from manifests import STATUS_DONE
+    from tasks.audio.subtitles import by_sentence, split_sentences
+
+    if run.segment is None:
+        return [Sentence(run.text)]
+    cue, gap = cues[run.segment], rows[run.segment]["status"] != STATUS_DONE
+    timed = by_sentence([TimedText(cue.start_ms, cue.end_ms, run.text)])
+    return [Sentence(text, t.start_ms, t.end_ms, gap) for text, t in zip(split_sentences(run.text), timed, strict=True)]
+
+
+def book_page(book_dir: Path) -> str:
+    """The player page of a packaged book (see the module docstring)."""
+    from tasks.audio.encode import MEDIA_TYPES
+    from tasks.report import book_table, hms
+
+    book_dir = Path(book_dir)
+    info, report = book_info(book_dir), read_report(book_dir)
+    chapters = player_chapters(book_dir, report)
+    title, author = info.get("title") or book_dir.name, info.get("author", "")
+    total = sum(c.seconds for c in chapters)
+    book_files = {f["format"]: f["file"] for f in report.get("files", []) if f.get("chapter") is None}
+    silent = "" if any(c.files for c in chapters) or "m4b" in book_files else (
+        '<p class="keys" id="no-audio">No audio to play here: the book was packaged as '
+        f'{esc(", ".join(report.get("formats", [])))} only; package it with --format flac or m4b too.</p>\n')
+    cover = info.get("cover_file")
+    head = ('<header class="book">\n'
+            + (f'<img class="cover" src="{esc(href(cover))}" alt="">\n' if cover and (book_dir / cover).is_file()
+               else "")
+            + f'<div><h1>{esc(title)}</h1>\n<p class="author">{esc(author)}</p>\n'
+            f'<p class="total">{len(chapters)} chapters · <span id="total">{hms(total)}</span></p></div>\n'
+            "</header>")
+    nav = "".join(f'<li><button type="button" data-chapter="{i}"><span class="title">{esc(c.title)}</span> '
+                  f'<span class="duration">{hms(c.seconds)}</span></button></li>\n' for i, c in enumerate(chapters))
+    texts = "".join(_chapter_text(i, c) for i, c in enumerate(chapters))
+    data = {"key": f"{STORAGE_PREFIX}{book_dir.name}:{title}", "formats": report.get("formats", []),
+            "types": MEDIA_TYPES, "book": {k: href(v) for k, v in book_files.items()},
+            "chapters": [{"files": {k: href(v) for k, v in c.files.items()}, "offset": c.offset_s,
+                          "seconds": c.seconds} for c in chapters]}
+    body = (f'{head}\n<main class="player">\n<nav class="chapters" aria-label="chapters"><ol>\n{nav}</ol></nav>\n'
+            f'<section class="reader">\n<audio id="audio" controls preload="metadata"></audio>\n{silent}'
+            '<p class="keys">space: play / pause · ← →: previous / next sentence · click a sentence to play '
+            f'from it</p>\n<div id="text">\n{texts}</div>\n</section>\n</main>\n'
+            f"{_summary(book_table(book_dir))}\n{json_script('player-data', data)}")
+    return document(f"{title} — {author}" if author else title, body, lang=info.get("language", "zh"),
+                    scripts=("player.js",))
+
+
+def _chapter_text(position: int, chapter: PlayerChapter) -> str:
+    """The chapter's article: a paragraph per block, a span with its cue times per spoken sentence."""
+    def html(s: Sentence) -> str:
+        text = esc(s.text).replace("\n", "<br>")
+        if s.start_ms is None:
+            return text
+        return (f'<span class="s{" gap" if s.gap else ""}" data-start="{s.start_ms / 1000:.3f}" '
+                f'data-end="{s.end_ms / 1000:.3f}">{text}</span>')
+
+    paragraphs = "".join(("<p class=\"title\">" if p.title else "<p>") + "".join(html(s) for s in p.sentences)
+                         + "</p>\n" for p in chapter.paragraphs)
+    return f'<article class="chapter" data-chapter="{position}" hidden>\n{paragraphs}</article>\n'
+
+
+def _summary(rows: list[dict]) -> str:
+    """The per-chapter duration and loudness table (rows: tasks.report.book_table)."""
+    from tasks.report import hms
+
+    def num(v, unit: str) -> str:
+        return "" if v is None else f"{v:.1f} {unit}"
+
+    body = "".join(f"<tr><td>{r['chapter']}</td><td>{esc(r['title'])}</td><td>{hms(r['seconds'] or 0)}</td>"
+                   f"<td>{num(r['lufs'], 'LUFS')}</td><td>{num(r['true_peak_dbtp'], 'dBTP')}</td>"
+                   f"<td>{r['failed'] or ''}</td></tr>\n" for r in rows)
+    return ('<details class="summary"><summary>Duration and loudness per chapter (report.json)</summary>\n'
+            "<table><thead><tr><th>#</th><th>chapter</th><th>duration</th><th>loudness</th><th>true peak</th>"
+            f"<th>gaps</th></tr></thead>\n<tbody>\n{body}</tbody></table></details>")
+
+
+def write_book_page(book_dir: Path) -> Path:
+    """Write OUT/<book>/index.html atomically (left alone when unchanged); its path."""
+    from engine.atomic import write_bytes
+    from tasks.audio.names import inside
+
+    path = inside(Path(book_dir), PAGE_NAME)
+    write_bytes(path, book_page(book_dir).encode("utf-8"), keep_same=True)
+    return path
