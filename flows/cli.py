@@ -44,12 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
-        p.add_argument("book", type=Path, help="the book: an .epub or a .txt file")
+        p.add_argument("book", help="the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)")
         p.set_defaults(func=func)
         return p
 
     def out(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--out", type=Path, default=None, help="output root (default: ./output)")
+        p.add_argument("--out", default=None, help="output root: a folder (default: ./output) or a store URL "
+                                                    "(s3://bucket/prefix …, see --scratch)")
+        p.add_argument("--scratch", default=None, help="with --out URL: the local work folder (default: "
+                                                        "~/.cache/chattts-render/scratch; deletable any time)")
 
     def text(p: argparse.ArgumentParser) -> None:
         p.add_argument("--lexicon", default=None,
@@ -140,10 +143,10 @@ def exit_codes() -> dict[type, int]:
     from engine.api import ModelUnavailable
     from engine.voice import VoiceError
     from manifests.lock import BookLocked
-    from tasks.errors import BookError, OutputError, RenderFailed, ToolMissing
+    from tasks.errors import BookError, OutputError, RenderFailed, StoreError, ToolMissing
 
     return {UsageError: EXIT_USAGE, BookError: EXIT_USAGE, VoiceError: EXIT_USAGE, ModelUnavailable: EXIT_USAGE,
-            BookLocked: EXIT_USAGE, ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,
+            BookLocked: EXIT_USAGE, StoreError: EXIT_USAGE, ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,
             RenderFailed: EXIT_FAILED}
 
 

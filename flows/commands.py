@@ -20,7 +20,7 @@ def render_params(a: argparse.Namespace) -> dict:
             "formats": a.format.split(","), **engine_params(a), "allow_gaps": a.allow_gaps,
             "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
             "guard_attempts": a.guard_attempts, "clip_text": a.clip_text, "voice_anchor": a.voice_anchor,
-            "cast": a.cast}
+            "cast": a.cast, "scratch": a.scratch}
 
 
 def engine_params(a: argparse.Namespace) -> dict:
@@ -89,7 +89,7 @@ def cmd_status(a) -> int:
     from manifests import summary
     from tasks.report import format_status
 
-    opts = options(a.book, need_book=False, out=a.out and str(a.out))
+    opts = options(a.book, need_book=False, out=a.out, scratch=a.scratch)
     print(format_status(summary(_rendered(opts))))
     return EXIT_OK
 
@@ -118,10 +118,11 @@ def cmd_inspect(a) -> int:
 def cmd_package(a) -> int:
     from manifests.lock import BookLock
     from tasks import stages
+    from tasks.storage import attached
 
-    opts = options(a.book, need_book=False, out=a.out and str(a.out), formats=a.format.split(","))
+    opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch)
     _rendered(opts)
-    with BookLock(opts.book_dir):
+    with BookLock(opts.book_dir), attached(opts):
         stages.package(opts.book_dir, opts)
     print(f"{opts.book_dir}: packaged as {', '.join(opts.package.formats)}")
     return EXIT_OK
@@ -133,6 +134,8 @@ def cmd_voices(a) -> int:
     from tasks.audition import AuditionOptions
 
     opts = options(a.book, out=a.out and str(a.out), lexicon=a.lexicon, t2s=not a.no_t2s, **engine_params(a))
+    if opts.store is not None:
+        raise UsageError("voices: --out must be a folder (auditions are not published to a store)")
     try:
         aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)
     except ValueError as e:
@@ -166,9 +169,14 @@ def _rendered(opts):
     from manifests import load
     from tasks.errors import BookError
 
-    table = load(opts.book_dir)
+    if opts.store is not None:
+        from tasks.storage import load_manifest
+
+        table = load_manifest(opts)
+    else:
+        table = load(opts.book_dir)
     if table.num_rows == 0:
-        raise BookError(str(opts.book), f"no render found in {opts.book_dir}")
+        raise BookError(str(opts.book), f"no render found in {opts.store or opts.book_dir}")
     return table
 
 

@@ -20,7 +20,9 @@ def render(opts: RenderOptions, *, call: Call = direct, on_done: Callable[[int, 
            on_prepared: Callable[[Path], None] | None = None) -> dict:
     """Render one book; returns {book_dir, rendered, adopted, already_done, failed, total}.  Resumable: rerun
     after any crash.  on_prepared(book_dir) runs once the manifest is planned, under the book's lock."""
-    with locked(opts):
+    from tasks.storage import attached
+
+    with locked(opts), attached(opts):       # a store (--out URL): pulled first, published as it commits
         book_dir = Path(call(stages.prepare, opts))
         if on_prepared is not None:
             on_prepared(book_dir)

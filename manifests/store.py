@@ -1,10 +1,12 @@
 """Manifest storage: Arrow schema, atomic part-file commits, latest-state reads, compaction."""
 from __future__ import annotations
 
+import os
 import re
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -79,7 +81,25 @@ def commit(book_dir: str | Path, rows: Iterable[Mapping]) -> Path | None:
     # that PART_RE ignores and the next render removes
     with atomic_path(dest, durable=True, before_replace=lambda: crashpoint("commit")) as tmp:
         pq.write_table(table.cast(SCHEMA), str(tmp), compression="zstd")
+    listener = _listeners.get(os.path.abspath(book_dir))
+    if listener is not None:
+        listener(dest)
     return dest
+
+
+_listeners: dict[str, Callable[[Path], None]] = {}     # abspath(book_dir) -> called with each new part
+
+
+@contextmanager
+def on_commit(book_dir: str | Path, listener: Callable[[Path], None]):
+    """Call listener(part) after each part committed into book_dir, while the block runs (the store's
+    publisher, tasks/storage.py: a part is published as soon as it is in place)."""
+    key = os.path.abspath(book_dir)
+    _listeners[key] = listener
+    try:
+        yield
+    finally:
+        _listeners.pop(key, None)
 
 
 def _read_parts(mdir: Path) -> list[tuple[int, pa.Table]]:

@@ -5,6 +5,7 @@ and names the file or folder concerned; the CLI maps the class to its exit code 
     ToolMissing    a program an output needs is not installed (ffmpeg, ffprobe)          -> exit 3
     OutputError    the output folder cannot be used (not a folder, not writable, a name
                    that would leave it)                                                   -> exit 3
+    StoreError     the store (--out URL) cannot be used: a bad URL, no credentials, unreachable -> exit 2
     RenderFailed   the render stopped part-way (a stored segment file is gone, segments
                    failed); the manifest is intact and a rerun resumes                     -> exit 1
 
@@ -34,6 +35,11 @@ class ToolMissing(_Located):
 
 class OutputError(_Located):
     """The output folder cannot be used: not a folder, not writable, or an output name would leave it."""
+
+
+class StoreError(_Located):
+    """The output store (an fsspec URL) cannot be used: a bad URL, no back-end, no credentials, unreachable.
+    Raised before anything is written to it."""
 
 
 class RenderFailed(_Located):

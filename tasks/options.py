@@ -34,6 +34,7 @@ class RenderOptions:
     allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
     cast: Cast | None = None          # voices per role and character (tasks/cast.py); None: one narrator
+    store: str | None = None          # an output root URL (tasks/storage.py); `out` is then its scratch folder
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -60,11 +61,18 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
                         t2s: bool = True, guard: bool = True, guard_attempts: int | None = None,
                         clip_text: str | None = None, voice_anchor: bool = False,
-                        cast: str | None = None) -> RenderOptions:
+                        cast: str | None = None, scratch: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
     device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu.
-    `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used)."""
+    `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used).  `out` or `book` as a store
+    URL (tasks/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
     from dataclasses import replace
+
+    from tasks import storage
+
+    store = out if storage.is_url(out) else None
+    out = storage.scratch_root(scratch, store) if store else out and storage.local_path(str(out))
+    book = str(storage.fetch_book(book, scratch)) if storage.is_url(book) else storage.local_path(str(book))
 
     if device == "auto":
         import torch
@@ -87,7 +95,7 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                          voice=parse_voice(voice, clip_text, seg) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
                          chapters=parse_chapters(chapters) if chapters else (), voice_anchor=voice_anchor,
-                         cast=load_cast(cast) if cast else None)
+                         cast=load_cast(cast) if cast else None, store=store)
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

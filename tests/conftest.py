@@ -57,3 +57,17 @@ def browser(tmp_path_factory):
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory):
+    """moto's standalone S3 server on loopback (tests/s3server.py); skipped when moto is not installed."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from tests.s3server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,252 @@
+"""Storage anywhere: the output root (and the book) as an fsspec URL (`s3://bucket/prefix`, `gs://…`, any
+protocol fsspec knows; plain paths and `file://` stay local folders and never come here).
+
+The render itself is today's local render, unchanged, in a scratch folder (`--scratch DIR`, default
+SCRATCH_DEFAULT; deletable at any time): atomic renames, the flock, the crash points.  The store is a layer
+around it (`attached(opts)`):
+
+    pull      before the run: the store's manifest parts replace the scratch's (the store is the truth), and
+              the audio of every done row that the scratch lacks is downloaded (atomic, fsynced)
+    publish   after every manifest commit (manifests.store.on_commit): first the audio of the part's done rows
+              that the store does not hold yet, then the part itself; so a part in the store never names
+              audio that is not there.  After the run: the outputs (chapter files, report.json, pages …),
+              and the store's manifest parts that compaction folded away are deleted (the compacted part was
+              uploaded first)
+    lease     one render per book across machines (tasks/lease.py)
+
+Nothing in the store is ever half-written: every object is one PUT of a complete local file (S3, GCS and
+Azure make an object visible only when its upload — single or multipart — completes), so a reader sees the
+old object, the new one, or none; a temp key and a copy would double the traffic for nothing.  An upload that
+fails stops the render (RenderFailed, exit 1): what the store holds is a consistent earlier state and a rerun
+on any machine resumes from it (a part committed locally but never published is adopted there from its
+audio, as after any crash).  Credentials and endpoints are the back-end's own (for S3: AWS_ACCESS_KEY_ID …,
+AWS_ENDPOINT_URL, ~/.aws/config); back-ends are extras (`pip install chattts-render[s3]`)."""
+from __future__ import annotations
+
+import hashlib
+import os
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+from tasks.errors import BookError, RenderFailed, StoreError
+
+SCRATCH_ENV = "CHATTTS_RENDER_SCRATCH"          # overrides the default scratch folder
+SCRATCH_DEFAULT = Path("~/.cache/chattts-render/scratch")
+LOCAL_PROTOCOLS = ("file", "local")
+STORE_ID_CHARS = 16                             # hex chars of the store URL's hash naming its scratch folder
+NOT_PUBLISHED = ("manifest", "segments", "voices")   # published per commit (the first two) or not at all
+# Why a store cannot be used, by the exception's class name (back-ends raise their own classes).
+NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError", "DefaultCredentialsError")
+UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ConnectionError",
+               "ServerDisconnectedError", "ReadTimeoutError", "TimeoutError")
+
+
+def is_url(text: str | os.PathLike | None) -> bool:
+    """True for a URL that names a remote store (`s3://…`); plain paths and file:// URLs are local."""
+    text = str(text or "")
+    proto, sep, _ = text.partition("://")
+    return bool(sep) and proto.isidentifier() and proto.lower() not in LOCAL_PROTOCOLS
+
+
+def local_path(text: str) -> str:
+    """A file:// URL as the plain path it names; anything else as it is."""
+    proto, sep, rest = text.partition("://")
+    return rest if sep and proto.lower() in LOCAL_PROTOCOLS else text
+
+
+def scratch_root(scratch: str | None, store_url: str) -> Path:
+    """The scratch folder of one store: <scratch>/<hash of the store URL>/ (two stores never share books)."""
+    base = Path(scratch or os.environ.get(SCRATCH_ENV) or SCRATCH_DEFAULT).expanduser()
+    return base / hashlib.sha256(store_url.rstrip("/").encode()).hexdigest()[:STORE_ID_CHARS]
+
+
+def describe(e: BaseException) -> str:
+    """An exception as the short reason a user can act on (no credentials, unreachable, …)."""
+    names = {c.__name__ for c in type(e).__mro__}
+    if names & set(NO_CREDENTIALS):
+        return "no credentials for this store (for S3: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws)"
+    if names & set(UNREACHABLE):
+        return "the store is unreachable (check the endpoint, e.g. AWS_ENDPOINT_URL, and the network)"
+    if isinstance(e, PermissionError):
+        return "access denied"
+    if isinstance(e, FileNotFoundError):
+        return "no such bucket or location"
+    return " ".join(f"{type(e).__name__}: {e}".split())
+
+
+class Store:
+    """An fsspec filesystem and the root path in it that a URL names."""
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        try:
+            from fsspec.core import url_to_fs
+
+            self.fs, self.root = url_to_fs(self.url)
+        except ImportError as e:
+            raise StoreError(url, f"no storage back-end for this URL ({e}); install its extra, "
+                                  "e.g. pip install chattts-render[s3]") from None
+        except (ValueError, TypeError) as e:
+            raise StoreError(url, f"not a storage URL: {e}") from None
+        self.root = self.root.rstrip("/")
+
+    def key(self, *parts: str) -> str:
+        return "/".join((self.root, *parts))
+
+    def check(self) -> None:
+        """Reach the store once before anything is written (StoreError: bad location, no credentials,
+        unreachable); its bucket (or top folder) must exist."""
+        bucket = self.root.split("/", 1)[0]
+        try:
+            if not self.fs.exists(bucket):
+                raise FileNotFoundError(bucket)
+            self.fs.ls(self.root, refresh=True) if self.fs.exists(self.root) else None
+        except Exception as e:  # noqa: BLE001 — every back-end's errors become one line
+            raise StoreError(self.url, describe(e)) from None
+
+    def put(self, local: Path, key: str) -> None:
+        self.fs.put_file(str(local), key)
+
+    def get(self, key: str, local: Path) -> None:
+        """Download key to local atomically and fsynced (engine.atomic: a resume trusts what it finds)."""
+        from engine.atomic import atomic_path
+
+        local.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(local, durable=True) as tmp:
+            self.fs.get_file(key, str(tmp))
+
+    def names(self, prefix: str) -> list[str]:
+        """The file names directly under prefix (none when it does not exist)."""
+        try:
+            return sorted(p.rsplit("/", 1)[-1] for p in self.fs.ls(prefix, detail=False, refresh=True))
+        except FileNotFoundError:
+            return []
+
+
+def fetch_book(url: str, scratch: str | None) -> Path:
+    """A book given as a URL, downloaded into the scratch folder (BookError when it cannot be read)."""
+    store = Store(url.rsplit("/", 1)[0])
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    local = scratch_root(scratch, url) / "book" / name
+    try:
+        if not store.fs.isfile(url_key := store.key(name)):
+            raise BookError(url, "no such file in the store")
+        store.get(url_key, local)
+    except (BookError, StoreError):
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise BookError(url, describe(e)) from None
+    return local
+
+
+class Publisher:
+    """One book's place in the store: OUT_URL/<slug>/, mirrored from the scratch book dir."""
+
+    def __init__(self, store: Store, book_dir: Path):
+        self.store, self.book_dir = store, Path(book_dir)
+        self.prefix = store.key(self.book_dir.name)
+        self.published: set[str] = set()        # relative paths of segment audio the store holds
+        self.seconds = 0.0                      # time spent uploading (the closing note's overhead)
+
+    def _key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}"
+
+    def _put(self, rel: str) -> None:
+        import time
+
+        t0 = time.monotonic()
+        try:
+            self.store.put(self.book_dir / rel, self._key(rel))
+        except Exception as e:  # noqa: BLE001 — the store was lost mid-render: exit 1, rerun resumes
+            raise RenderFailed(self.store.url, f"publishing {rel} failed: {describe(e)}; the manifest is "
+                                               "intact in the store and here, rerun to resume") from e
+        self.seconds += time.monotonic() - t0
+
+    def pull_manifest(self) -> None:
+        """Make the scratch's manifest parts the store's (the store is the truth: a part only the scratch
+        holds was never published, and its rows' audio is adopted from the scratch if it is there)."""
+        from manifests import manifest_dir
+        from manifests.store import PART_RE
+
+        mdir = manifest_dir(self.book_dir)
+        remote = [n for n in self.store.names(self._key("manifest")) if PART_RE.match(n)]
+        for p in (mdir.iterdir() if mdir.is_dir() else ()):
+            if PART_RE.match(p.name) and p.name not in remote:
+                p.unlink()
+        for name in remote:
+            self.store.get(self._key(f"manifest/{name}"), mdir / name)
+
+    def pull(self) -> None:
+        """The store's manifest, and the audio of its done rows that the scratch lacks."""
+        from manifests import STATUS_DONE, load
+
+        self.pull_manifest()
+        for r in load(self.book_dir).to_pylist():
+            if r["status"] == STATUS_DONE and r["audio_path"]:
+                self.published.add(r["audio_path"])
+                if not (self.book_dir / r["audio_path"]).is_file():
+                    self.store.get(self._key(r["audio_path"]), self.book_dir / r["audio_path"])
+
+    def on_commit(self, part: Path) -> None:
+        """A manifest part was committed: publish its done rows' audio, then the part."""
+        import pyarrow.parquet as pq
+
+        from manifests import STATUS_DONE
+
+        rows = pq.read_table(part, columns=["status", "audio_path"]).to_pylist()
+        for r in rows:
+            if r["status"] == STATUS_DONE and r["audio_path"] and r["audio_path"] not in self.published:
+                self._put(r["audio_path"])
+                self.published.add(r["audio_path"])
+        self._put(f"manifest/{part.name}")
+
+    def finish(self) -> None:
+        """After the run: delete the store's parts that compaction folded away, publish the outputs."""
+        from engine.atomic import TEMP_PREFIX
+        from manifests import manifest_dir
+        from manifests.store import PART_RE
+
+        local = {p.name for p in manifest_dir(self.book_dir).iterdir()}
+        for name in self.store.names(self._key("manifest")):
+            if PART_RE.match(name) and name not in local:
+                self.store.fs.rm_file(self._key(f"manifest/{name}"))
+        for p in sorted(self.book_dir.rglob("*")):
+            rel = p.relative_to(self.book_dir).as_posix()
+            if p.is_file() and rel.split("/")[0] not in NOT_PUBLISHED and not p.name.startswith(TEMP_PREFIX):
+                self._put(rel)
+
+
+@contextmanager
+def attached(opts):
+    """Around a render (or `package`) of opts.book_dir, under its local lock: with a store (opts.store),
+    check it, take the book's lease, pull, publish every commit, and publish the outputs at the end.
+    Without one, nothing happens (the local render is exactly what it was)."""
+    if opts.store is None:
+        with nullcontext() as nothing:
+            yield nothing
+        return
+    from manifests.store import on_commit
+    from tasks.lease import Lease
+
+    store = Store(opts.store)
+    store.check()
+    pub = Publisher(store, opts.book_dir)
+    with Lease(store, pub.prefix):
+        pub.pull()
+        with on_commit(opts.book_dir, pub.on_commit):
+            yield pub
+        pub.finish()
+
+
+def load_manifest(opts):
+    """The book's manifest table as the store holds it (`status BOOK --out URL`), read through a temp folder."""
+    from engine.atomic import scratch
+    from manifests import load
+
+    store = Store(opts.store)
+    store.check()
+    opts.out.mkdir(parents=True, exist_ok=True)
+    with scratch(opts.out, directory=True) as tmp:
+        pub = Publisher(store, tmp / opts.book_dir.name)
+        pub.pull_manifest()
+        return load(pub.book_dir)
