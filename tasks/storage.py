@@ -82,7 +82,7 @@ class Store:
         try:
             from fsspec.core import url_to_fs
 
-            self.fs, self.root = url_to_fs(self.url)
+            self.fs, self.root = url_to_fs(self.url, skip_instance_cache=True)   # the environment as it is now
         except ImportError as e:
             raise StoreError(url, f"no storage back-end for this URL ({e}); install its extra, "
                                   "e.g. pip install chattts-render[s3]") from None

@@ -9,6 +9,7 @@ store: one line, exit 2, nothing created; the store lost mid-render: exit 1, the
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -60,11 +61,13 @@ def book(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def local_reference(book, tmp_path_factory):
-    """An uninterrupted local render of the book: its files."""
+    """An uninterrupted local render of the book: its files, and its book.json without the source path."""
     out = tmp_path_factory.mktemp("local")
     r = render(str(book), "--model", "random-tiny", "--out", str(out), env={})
     assert r.returncode == 0, r.stderr
-    return tree_digest(out / "novel")
+    book_json = json.loads((out / "novel" / "book.json").read_text(encoding="utf-8"))
+    book_json.pop("source_path")
+    return tree_digest(out / "novel"), book_json
 
 
 def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_reference, tmp_path):
@@ -82,13 +85,18 @@ def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_r
 
     scratch_b = tmp_path / "B"
     assert not scratch_b.exists()
-    done = render(*args, "--scratch", str(scratch_b), env=s3_server.env())
+    fs.put_file(str(book), f"{bucket}/books/novel.txt")                 # machine B reads the book from the store
+    done = render(f"s3://{bucket}/books/novel.txt", *args[1:], "--scratch", str(scratch_b), env=s3_server.env())
     assert done.returncode == 0, done.stderr
     rendered, reused = map(int, COUNTS_RE.search(done.stdout).groups())
     assert (rendered, reused) == (len(before) - len(done_before), len(done_before)), done.stdout
     after = store_manifest(fs, prefix, tmp_path / "after")
     assert {r["status"] for r in after} == {"done"} and {r["attempts"] for r in after} == {1}
-    assert without_manifest(store_files(fs, prefix)) == without_manifest(local_reference)
+    stored = without_manifest(store_files(fs, prefix))
+    assert {k: v for k, v in stored.items() if k != "book.json"} == {
+        k: v for k, v in without_manifest(local_reference[0]).items() if k != "book.json"}
+    book_json = json.loads(fs.cat_file(f"{prefix}/book.json"))            # source_path: where B read the book
+    assert book_json.pop("source_path").endswith("/book/novel.txt") and book_json == local_reference[1]
     assert not fs.exists(f"{prefix}/.lease.json"), "the lease outlived its render"
 
     status = render("status", str(book), "--out", url, "--scratch", str(tmp_path / "C"), env=s3_server.env())
@@ -100,7 +108,7 @@ def no_credentials_env() -> dict[str, str]:
             "AWS_EC2_METADATA_DISABLED": "true"}
 
 
-@pytest.mark.parametrize("case", ["bad-url", "no-bucket", "no-credentials", "unreachable"])
+@pytest.mark.parametrize("case", ["bad-url", "no-bucket", "no-credentials", "unreachable", "no-book"])
 def test_an_unusable_store_is_one_line_exit_2_and_creates_nothing(case, s3_server, book, tmp_path):
     bucket = s3_server.bucket("refused")
     url, env = f"s3://{bucket}/out", s3_server.env()
@@ -108,6 +116,8 @@ def test_an_unusable_store_is_one_line_exit_2_and_creates_nothing(case, s3_serve
         url = "nosuchproto://bucket/out"
     elif case == "no-bucket":
         url = "s3://no-such-bucket/out"
+    elif case == "no-book":
+        book = url = f"s3://{bucket}/books/missing.txt"
     elif case == "no-credentials":
         env = {"AWS_ENDPOINT_URL": s3_server.endpoint, **no_credentials_env()}
     else:

@@ -1,0 +1,101 @@
+"""tasks/storage.py against moto's S3 server on loopback with the real s3fs client: what is published when,
+what a pull brings back, and what the end of a run leaves in the store."""
+from __future__ import annotations
+
+import pytest
+
+import manifests
+from manifests.store import on_commit
+from tasks import storage
+from tests.s3server import environ_with
+
+AUDIO = "segments/ab/abc.flac"
+
+
+def row(segment: int, status: str = "done", audio: str = AUDIO) -> dict:
+    return {"plan_id": "p", "chapter": 0, "chapter_title": "一", "segment": segment, "text": "天地玄黄。",
+            "status": status, "audio_path": audio, "attempts": 1}
+
+
+@pytest.fixture
+def store(s3_server, request):
+    """A Store on a fresh bucket, and the environment its client reads (endpoint, credentials)."""
+    bucket = s3_server.bucket(request.node.name.replace("_", "-")[:40].strip("-").lower())
+    with environ_with(s3_server.env()):
+        yield storage.Store(f"s3://{bucket}/out")
+
+
+class Recording(storage.Store):
+    """A Store that remembers the keys it uploads, in order."""
+
+    def __init__(self, url):
+        super().__init__(url)
+        self.puts: list[str] = []
+
+    def put(self, local, key):
+        super().put(local, key)
+        self.puts.append(key[len(self.root) + 1:])
+
+
+def test_urls_and_plain_paths():
+    assert storage.is_url("s3://bucket/prefix") and storage.is_url("gs://b")
+    assert not any(storage.is_url(p) for p in ("output", "/tmp/out", "file:///tmp/out", "", None, "a:b"))
+    assert storage.local_path("file:///tmp/out") == "/tmp/out" and storage.local_path("out") == "out"
+
+
+def test_a_part_is_published_after_the_audio_it_names_and_audio_once(store, tmp_path):
+    rec = Recording(store.url)
+    book_dir = tmp_path / "novel"
+    (book_dir / AUDIO).parent.mkdir(parents=True)
+    (book_dir / AUDIO).write_bytes(b"fLaC audio")
+    pub = storage.Publisher(rec, book_dir)
+    with on_commit(book_dir, pub.on_commit):
+        manifests.commit(book_dir, [row(0, "pending")])
+        manifests.commit(book_dir, [row(0)])
+        manifests.commit(book_dir, [row(1)])          # the same audio (a repeated sentence): not uploaded again
+    manifests.commit(book_dir, [row(2)])              # outside the block: not published
+    assert rec.puts == ["novel/manifest/part-00000001.parquet", f"novel/{AUDIO}",
+                        "novel/manifest/part-00000002.parquet", "novel/manifest/part-00000003.parquet"]
+
+
+def test_pull_makes_the_scratch_manifest_the_stores_and_fetches_done_audio(store, tmp_path):
+    a = tmp_path / "A" / "novel"
+    (a / AUDIO).parent.mkdir(parents=True)
+    (a / AUDIO).write_bytes(b"fLaC audio")
+    pub = storage.Publisher(store, a)
+    with on_commit(a, pub.on_commit):
+        manifests.commit(a, [row(0), row(1, "pending", "segments/cd/cde.flac")])
+    b = tmp_path / "B" / "novel"
+    manifests.commit(b, [row(0, "pending"), row(1, "pending")])
+    manifests.commit(b, [row(1, "done", "segments/cd/cde.flac")])     # only here: never published
+    storage.Publisher(store, b).pull()
+    assert sorted(p.name for p in (b / "manifest").iterdir()) == ["part-00000001.parquet"]
+    assert (b / "manifest" / "part-00000001.parquet").read_bytes() == (a / "manifest" / "part-00000001.parquet").read_bytes()
+    assert (b / AUDIO).read_bytes() == b"fLaC audio"
+    assert [r["status"] for r in manifests.load(b).to_pylist()] == ["done", "pending"]
+
+
+def test_finish_drops_the_parts_compaction_folded_and_publishes_the_outputs(store, tmp_path):
+    book_dir = tmp_path / "novel"
+    (book_dir / AUDIO).parent.mkdir(parents=True)
+    (book_dir / AUDIO).write_bytes(b"fLaC audio")
+    pub = storage.Publisher(store, book_dir)
+    with on_commit(book_dir, pub.on_commit):
+        manifests.commit(book_dir, [row(0, "pending")])
+        manifests.commit(book_dir, [row(0)])
+        manifests.compact(book_dir)
+    (book_dir / "001 - 一.flac").write_bytes(b"chapter")
+    (book_dir / ".tmp-0123.flac").write_bytes(b"half")
+    pub.finish()
+    fs = store.fs
+    fs.invalidate_cache()
+    assert sorted(k[len(store.root) + 1:] for k in fs.find(store.root)) == [
+        "novel/001 - 一.flac", "novel/manifest/part-00000003.parquet", f"novel/{AUDIO}"]
+
+
+def test_an_unusable_store_is_a_store_error_naming_it(s3_server):
+    with environ_with(s3_server.env()):
+        with pytest.raises(storage.StoreError, match="s3://no-such-bucket/out: no such bucket"):
+            storage.Store("s3://no-such-bucket/out").check()
+    with pytest.raises(storage.StoreError, match="nosuchproto://b: not a storage URL"):
+        storage.Store("nosuchproto://b")
