@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows import pipeline
+from flows.concurrency import one_run_per_book
 from flows.progress import ArtifactProgress, table_artifact
 from tasks import stages
 from tasks.site.catalogue import SiteOptions, write_catalogue
@@ -73,8 +74,9 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
     sha = source_sha256(opts.book) if opts.book.is_file() else None
     progress = ArtifactProgress()
     try:
-        result = pipeline.render(opts, call=_task_call, on_done=progress, on_prepared=site and (
-            lambda _: _rewrite_catalogue(str(opts.out), site, log)))           # listed as partial, rendering
+        with one_run_per_book(opts):          # across machines: Prefect's concurrency limit, keyed by the book
+            result = pipeline.render(opts, call=_task_call, on_done=progress, on_prepared=site and (
+                lambda _: _rewrite_catalogue(str(opts.out), site, log)))       # listed as partial, rendering
     except BookLocked as e:
         if not _from_deployment():
             raise                            # a direct call (the CLI with a server): the caller decides

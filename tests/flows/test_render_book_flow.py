@@ -64,3 +64,27 @@ def test_cli_flow_and_options_take_the_same_parameters(tmp_path):
     flow = set(inspect.signature(render_book_flow.fn).parameters)
     lib = set(inspect.signature(options_from_params).parameters)
     assert cli == flow - set(CATALOGUE_PARAMS) == lib and set(CATALOGUE_PARAMS) <= flow
+
+
+def test_a_second_run_of_a_book_is_refused_by_prefects_concurrency_limit(tmp_path, harness, s3_server):
+    """A render into a store, where no flock can see another machine: the test process holds only the book's
+    Prefect slot (as a run on another machine would), so the refusal is Prefect's; once it is free the same
+    run renders."""
+    from flows.concurrency import limit_name, one_run_per_book
+    from flows.render_book import render_book_flow
+    from manifests.lock import BookLocked
+    from tasks.options import options_from_params
+    from tests.flows.helpers import write_txt_book
+    from tests.s3server import environ_with
+
+    book = write_txt_book(tmp_path / "short.txt", chapters=1, sentences=3)
+    run = dict(book=str(book), out=f"s3://{s3_server.bucket('slots')}/out", model="random-tiny",
+               scratch=str(tmp_path / "scratch"))
+    with environ_with(s3_server.env()):
+        opts = options_from_params(run["book"], out=run["out"], scratch=run["scratch"])
+        with one_run_per_book(opts):
+            with pytest.raises(BookLocked, match=f"flow run \\(Prefect concurrency limit {limit_name(opts)}\\)"):
+                render_book_flow(**run)
+            assert s3_server.filesystem().find("slots") == []
+        assert render_book_flow(**run) == str(opts.book_dir)
+    assert [k for k in s3_server.filesystem().find("slots") if k.startswith("slots/out/short/manifest/part-")]
