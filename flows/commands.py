@@ -82,6 +82,9 @@ def cmd_render(a) -> int:
         progress.close()
     book_dir = result["book_dir"]
     print(summary_line(book_dir, summary(load(book_dir)), result, time.monotonic() - t0))
+    if "store" in result:
+        print(f"{result['store']}: published as it rendered ({result['published']} files, {result['publish_s']:.1f} s "
+              f"uploading; {result['pull_s']:.1f} s pulling before the run)")
     return EXIT_OK
 
 

@@ -22,13 +22,13 @@ def render(opts: RenderOptions, *, call: Call = direct, on_done: Callable[[int, 
     after any crash.  on_prepared(book_dir) runs once the manifest is planned, under the book's lock."""
     from tasks.storage import attached
 
-    with locked(opts), attached(opts):       # a store (--out URL): pulled first, published as it commits
+    with locked(opts), attached(opts) as store:  # a store (--out URL): pulled first, published as it commits
         book_dir = Path(call(stages.prepare, opts))
         if on_prepared is not None:
             on_prepared(book_dir)
         counts = call(stages.synthesize, book_dir, opts, on_done)
         call(stages.package, book_dir, opts)
-    return {"book_dir": book_dir, **counts}
+    return {"book_dir": book_dir, **counts, **(store.timings() if store else {})}
 
 
 def audition(opts: RenderOptions, aud) -> dict:

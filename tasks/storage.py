@@ -146,7 +146,8 @@ class Publisher:
         self.store, self.book_dir = store, Path(book_dir)
         self.prefix = store.key(self.book_dir.name)
         self.published: set[str] = set()        # relative paths of segment audio the store holds
-        self.seconds = 0.0                      # time spent uploading (the closing note's overhead)
+        self.put_s = self.pull_s = 0.0          # s spent uploading / pulling (what the store costs a render)
+        self.puts = 0
 
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}"
@@ -160,7 +161,12 @@ class Publisher:
         except Exception as e:  # noqa: BLE001 — the store was lost mid-render: exit 1, rerun resumes
             raise RenderFailed(self.store.url, f"publishing {rel} failed: {describe(e)}; the manifest is "
                                                "intact in the store and here, rerun to resume") from e
-        self.seconds += time.monotonic() - t0
+        self.put_s += time.monotonic() - t0
+        self.puts += 1
+
+    def timings(self) -> dict:
+        return {"store": f"{self.store.url}/{self.book_dir.name}", "published": self.puts,
+                "publish_s": self.put_s, "pull_s": self.pull_s}
 
     def pull_manifest(self) -> None:
         """Make the scratch's manifest parts the store's (the store is the truth: a part only the scratch
@@ -178,14 +184,18 @@ class Publisher:
 
     def pull(self) -> None:
         """The store's manifest, and the audio of its done rows that the scratch lacks."""
+        import time
+
         from manifests import STATUS_DONE, load
 
+        t0 = time.monotonic()
         self.pull_manifest()
         for r in load(self.book_dir).to_pylist():
             if r["status"] == STATUS_DONE and r["audio_path"]:
                 self.published.add(r["audio_path"])
                 if not (self.book_dir / r["audio_path"]).is_file():
                     self.store.get(self._key(r["audio_path"]), self.book_dir / r["audio_path"])
+        self.pull_s += time.monotonic() - t0
 
     def on_commit(self, part: Path) -> None:
         """A manifest part was committed: publish its done rows' audio, then the part."""
