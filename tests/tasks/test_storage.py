@@ -25,6 +25,13 @@ def store(s3_server, request):
         yield storage.Store(f"s3://{bucket}/out")
 
 
+def book_with_audio(book_dir):
+    """A scratch book dir holding one segment's audio file (AUDIO)."""
+    (book_dir / AUDIO).parent.mkdir(parents=True)
+    (book_dir / AUDIO).write_bytes(b"fLaC audio")
+    return book_dir
+
+
 class Recording(storage.Store):
     """A Store that remembers the keys it uploads, in order."""
 
@@ -45,9 +52,7 @@ def test_urls_and_plain_paths():
 
 def test_a_part_is_published_after_the_audio_it_names_and_audio_once(store, tmp_path):
     rec = Recording(store.url)
-    book_dir = tmp_path / "novel"
-    (book_dir / AUDIO).parent.mkdir(parents=True)
-    (book_dir / AUDIO).write_bytes(b"fLaC audio")
+    book_dir = book_with_audio(tmp_path / "novel")
     pub = storage.Publisher(rec, book_dir)
     with on_commit(book_dir, pub.on_commit):
         manifests.commit(book_dir, [row(0, "pending")])
@@ -59,9 +64,7 @@ def test_a_part_is_published_after_the_audio_it_names_and_audio_once(store, tmp_
 
 
 def test_pull_makes_the_scratch_manifest_the_stores_and_fetches_done_audio(store, tmp_path):
-    a = tmp_path / "A" / "novel"
-    (a / AUDIO).parent.mkdir(parents=True)
-    (a / AUDIO).write_bytes(b"fLaC audio")
+    a = book_with_audio(tmp_path / "A" / "novel")
     pub = storage.Publisher(store, a)
     with on_commit(a, pub.on_commit):
         manifests.commit(a, [row(0), row(1, "pending", "segments/cd/cde.flac")])
@@ -76,9 +79,7 @@ def test_pull_makes_the_scratch_manifest_the_stores_and_fetches_done_audio(store
 
 
 def test_finish_drops_the_parts_compaction_folded_and_publishes_the_outputs(store, tmp_path):
-    book_dir = tmp_path / "novel"
-    (book_dir / AUDIO).parent.mkdir(parents=True)
-    (book_dir / AUDIO).write_bytes(b"fLaC audio")
+    book_dir = book_with_audio(tmp_path / "novel")
     pub = storage.Publisher(store, book_dir)
     with on_commit(book_dir, pub.on_commit):
         manifests.commit(book_dir, [row(0, "pending")])
