@@ -7,7 +7,8 @@ would be.  Limits (documented in docs/service.md): a lease whose holder died on 
 only once it has expired (up to LEASE_TTL_S after the death); the takeover of an expired lease is a read-check-overwrite, not atomic,
 so two machines taking over the same expired lease at the same instant can both go on (the one whose write
 was overwritten stops renewing when it sees the other holder, but does not stop rendering); expiry is judged by the clocks of
-the machines (keep them in NTP sync); a back-end without conditional create falls back to check-then-write.
+the machines (keep them in NTP sync); conditional create is tested with s3fs (S3 and S3-compatible stores)
+only.
 A holder that cannot renew (the store lost) keeps rendering into its scratch folder and fails when it next
 publishes.  Under a Prefect server, Prefect's concurrency control does this job for flow runs."""
 from __future__ import annotations

@@ -96,11 +96,8 @@ class Store:
     def check(self) -> None:
         """Reach the store once before anything is written (StoreError: bad location, no credentials,
         unreachable); its bucket (or top folder) must exist."""
-        bucket = self.root.split("/", 1)[0]
-        try:
-            if not self.fs.exists(bucket):
-                raise FileNotFoundError(bucket)
-            self.fs.ls(self.root, refresh=True) if self.fs.exists(self.root) else None
+        try:                                    # a listing raises the back-end's own error (exists() hides it)
+            self.fs.ls(self.root.split("/", 1)[0], detail=False, refresh=True)
         except Exception as e:  # noqa: BLE001 — every back-end's errors become one line
             raise StoreError(self.url, describe(e)) from None
 

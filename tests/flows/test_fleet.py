@@ -25,6 +25,8 @@ from tests.flows.helpers import cli_env, pause_at, tree_digest, wait_paused, wri
 from tests.s3server import S3Server, free_port
 
 BOOK_CHAPTERS, BOOK_SENTENCES = 3, 12        # about 15 segments: several manifest commits
+REASONS = {"bad-url": "not a storage URL", "no-bucket": "no such bucket", "no-credentials": "no credentials",
+           "unreachable": "unreachable", "no-book": "no such file in the store"}
 COUNTS_RE = re.compile(r"\((\d+) rendered, (\d+) reused\)")
 
 
@@ -128,7 +130,7 @@ def test_an_unusable_store_is_one_line_exit_2_and_creates_nothing(case, s3_serve
                        text=True, timeout=300)
     assert r.returncode == 2, (r.returncode, r.stderr)
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and url in lines[0], r.stderr
+    assert len(lines) == 1 and url in lines[0] and REASONS[case] in lines[0], r.stderr
     assert s3_server.filesystem().find(bucket) == []
     assert not list((tmp_path / "scratch").rglob("novel")), "a refused render left a book folder"
 

@@ -19,6 +19,7 @@ from tests.flows.prefect_service import POOL, PrefectService, doc_commands
 pytestmark = pytest.mark.server
 
 RUN_TIMEOUT_S = 300        # one flow run, start to end, on a loaded 2-core machine
+CRASH_MARK_TIMEOUT_S = 240  # s: heartbeat every 30 s, crashed after 90 s without one, plus the trigger's sweep
 TINY = ["model=random-tiny"]
 
 
@@ -41,6 +42,8 @@ def service(tmp_path_factory):
         svc.start("server", doc("prefect server start"))
         svc.wait_healthy()
         svc.run(doc("config set PREFECT_API_URL"))
+        svc.run(doc("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"))
+        svc.run(doc("automation create"))
         svc.run(doc("work-pool create"))
         svc.start("worker0", doc("CUDA_VISIBLE_DEVICES=0 prefect worker start"), extra=["--name", "worker-gpu0"])
         svc.start("worker1", doc("CUDA_VISIBLE_DEVICES=1 prefect worker start"), extra=["--name", "worker-gpu1"])
@@ -258,13 +261,16 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
     new = [r for r in runs if r.id != killed.id and r.parameters["book"] == str(long.resolve())]
     assert len(runs) == 5 and len(new) == 1, [(r.name, r.parameters["book"]) for r in runs]
     final = wait_run(service, new[0].id)
-    assert final.state.is_completed(), final.state   # (the killed run stays Running: its process is gone)
+    assert final.state.is_completed(), final.state
     after = {r["content_key"]: r for r in manifest_rows(book_dir)}
     assert all(r["status"] == "done" for r in after.values())
     for key, r in before.items():
         assert after[key]["attempts"] == 1
         assert (book_dir / r["audio_path"]).read_bytes() == audio_before[key]
     assert len(chapter_files(book_dir)) == 2
+    # The killed run sends no more heartbeats: the repository's automation marks it Crashed.
+    crashed = wait_run(service, killed.id, timeout=CRASH_MARK_TIMEOUT_S)
+    assert crashed.state.is_crashed() and "No heartbeat" in (crashed.state.message or ""), crashed.state
 
 
 def test_every_doc_command_is_run_here():
