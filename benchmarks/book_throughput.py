@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"render: {alone['segments']} segments, {alone['audio_s']:.1f} s of audio in {wall:.1f} s wall "
           f"({result['render_audio_s_per_wall_s']:.3f} audio-s/wall-s); outputs {', '.join(outputs)}")
     print("  split: " + ", ".join(f"{k} {v:.1f} s ({v / wall:.1%})" for k, v in split.items()))
-    print(f"engine alone, same segments: {alone['wall_s']:.1f} s wall ({alone['audio_s_per_wall_s']:.3f} audio-s/wall-s)")
+    print(f"engine alone, same segments: {alone['wall_s']:.1f} s wall "
+          f"({alone['audio_s_per_wall_s']:.3f} audio-s/wall-s)")
     print(f"pipeline_overhead {overhead:.4f} (1 - engine alone / render wall)")
     print("peak GEMM: " + ", ".join(f"{d} {v:.0f} GFLOP/s" for d, v in peaks.items()) + "; GFLOP per audio s: "
           + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))

@@ -17,7 +17,7 @@ def test_one_run_measures_both_baselines_and_every_dtype(tmp_path, capsys):
     book = corpus_path("txt", "gutenberg-zh", "27166-0.txt")
     out = tmp_path / "bench.json"
     rc = bench.main(["--model", "random-tiny", "--n", "3", "--threads", "1", "--batch", "2", "--with-int8",
-                     "--with-bf16", "--corpus", str(book), "--json", str(out)])
+                     "--with-bf16", "--doc-order", "--corpus", str(book), "--json", str(out)])
     assert rc == 0
     r = json.loads(out.read_text(encoding="utf-8"))
     assert r["n"] == 3 and len(r["forced_tokens"]) == 3 and r["batch"] == 2
