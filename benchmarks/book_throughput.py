@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.engine_vs_upstream import CORPUS_FILE, _write_json, workload  # noqa: E402
+from benchmarks.engine_vs_upstream import CORPUS_FILE, finish, workload  # noqa: E402
 
 BATCHES = 3                        # default segments: this many batches' worth (refill in steady state)
 FORMATS = ("flac", "m4b")
@@ -177,12 +177,7 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
     print(f"ceiling {ceiling:.2f} audio-s/wall-s ({engine.dtype}{'+int8' if engine.opts.int8 else ''}); "
           f"limit_fraction {result['limit_fraction']:.4f}")
-    result["benchmark_wall_s"] = round(time.perf_counter() - start, 1)
-    print(f"benchmark wall time: {result['benchmark_wall_s']:.1f} s ({result['benchmark_wall_s'] / 60:.1f} min)")
-    if args.json:
-        _write_json(args.json, result)
-        print(f"wrote {args.json}")
-    return 0
+    return finish(result, start, args.json, print)
 
 
 if __name__ == "__main__":

@@ -402,11 +402,16 @@ def main(argv: list[str] | None = None) -> int:
             result[key] = d = drift(loaded, texts, voice, args, int8=int8, dtype="fp32" if int8 else dtype)
             log(f"{key}: logits cosine mean {d['cosine_mean']}, min {d['cosine_min']} ({d['positions']} positions); "
                 f"Decoder+Vocos SNR vs fp32 {d['decoder_vocos_snr_db']} dB")
+    return finish(result, start, args.json, log)
+
+
+def finish(result: dict, start: float, path: Path | None, log) -> int:
+    """Print (and store in `result`) the benchmark's own wall time since `start`; write the JSON if asked."""
     result["benchmark_wall_s"] = round(time.perf_counter() - start, 1)
     log(f"benchmark wall time: {result['benchmark_wall_s']:.1f} s ({result['benchmark_wall_s'] / 60:.1f} min)")
-    if args.json:
-        _write_json(args.json, result)
-        log(f"wrote {args.json}")
+    if path:
+        _write_json(path, result)
+        log(f"wrote {path}")
     return 0
 
 
