@@ -1,24 +1,27 @@
-"""Our engine vs upstream ChatTTS 0.2.5 on the same workload, weights, process and thread count.
+"""Our engine vs upstream ChatTTS 0.2.5 on the same workload, weights, process, thread count and batch size.
 
-    python benchmarks/engine_vs_upstream.py                    # random-full, 32 segments, 2 threads, CPU
-    python benchmarks/engine_vs_upstream.py --n 8 --json out.json
-    python benchmarks/engine_vs_upstream.py --only upstream --n 16
-    python benchmarks/engine_vs_upstream.py --with-int8       # ours fp32 and ours INT8 vs one upstream run
+    python -m benchmarks.engine_vs_upstream --model random-full --json F   # the default run: 12 segments, batch 4
+    python -m benchmarks.engine_vs_upstream --doc-order --with-int8 --with-bf16 --repeat 3
+    python -m benchmarks.engine_vs_upstream --batch 0                      # probe upstream's best batch (4..32)
 
 Workload: the first N segments of ../shared/corpus/txt/gutenberg-zh/27166-0.txt as our front-end cuts them
 (tasks.ingest.load_book + tasks.text.segment.segment_chapter), each with a forced token count
 T = engine.units.expected_tokens(text).  Both sides speak with one voice (engine.voice.sample_voice(seed 1234)).
 
-Upstream: `Chat` loaded from the same asset directory (engine.loader), `Chat.infer` on the segments in document
-order, batch size the best of 4/8/16 on a short probe (or --batch), text normalization and refine-text off,
-each batch with min_new_token = max_new_token = the batch's longest T (random weights would stop rows at a random
-EOS; upstream runs every row to the batch's longest anyway), decoded by upstream.
-Ours: `Engine.load(EngineOptions(...)).synthesize(requests)` with each request's exact T.
+Upstream (the primary baseline): `Chat` loaded from the same asset directory (engine.loader), `Chat.infer` on the
+segments **sorted by length** (what a careful user does), in batches of the same size as ours; document order is
+the second baseline (--doc-order).  Text normalization and refine-text off; each batch with min_new_token =
+max_new_token = the batch's longest T (random weights would stop rows at a random EOS; upstream runs every row
+to the batch's longest anyway), decoded by upstream.  Ours: `Engine.synthesize(requests)` with each request's exact T.
+Sides run alternately (upstream sorted, upstream document order, ours, ours INT8, ours bf16, then again) --repeat
+times; each side reports its median run.
 
-Audio seconds are the workload's: sum over segments of (2T-1)*256 / 24000, identical for both sides (upstream
+Audio seconds are the workload's: sum over segments of (2T-1)*256 / 24000, identical for every side (upstream
 returns more: every row padded to its batch's longest; that is reported as returned_audio_s).  Wall seconds
 exclude model loading and a short warm-up; peak RSS is sampled every 10 ms during the side's run.
-ratio = ours / upstream throughput (audio seconds per wall second).
+ratio = ours / sorted upstream throughput (audio seconds per wall second); ratio_doc_order against document order.
+Distance to the limit (benchmarks/limits.py): peak GEMM per dtype, FLOPs per audio second, the compute-bound
+ceiling and limit_fraction = ours / ceiling; a per-step profile of each of our sides.
 """
 from __future__ import annotations
 
@@ -41,7 +44,9 @@ from engine.units import SAMPLE_RATE, expected_tokens, samples_for_tokens  # noq
 
 CORPUS_FILE = ROOT.parent / "shared" / "corpus" / "txt" / "gutenberg-zh" / "27166-0.txt"
 VOICE_SEED = 1234
-PROBE_BATCHES = (4, 8, 16)
+PROBE_BATCHES = (4, 8, 16, 32)     # --batch 0: upstream's best of these is used by both sides
+DEFAULT_N = 12                     # segments: 3 batches' worth at DEFAULT_BATCH (refill is exercised)
+DEFAULT_BATCH = 4                  # both sides; with the probe's sizes the default run fits 15 minutes here
 PROBE_STEPS = 12                   # GPT steps per probe batch
 WARMUP_STEPS = 4
 RSS_PERIOD = 0.01                  # s
@@ -140,44 +145,40 @@ def probe_upstream_batch(chat, texts: list[str], voice: str, log) -> tuple[int, 
     return best, {str(k): round(v, 2) for k, v in rates.items()}
 
 
-def run_upstream(loaded, texts: list[str], forced: list[int], voice: str, batch: int | None, log) -> dict:
+def run_upstream(loaded, texts: list[str], forced: list[int], voice: str, batch: int, sort: bool, log) -> dict:
+    """Upstream over the workload in batches of `batch`: sorted by length (longest first) or in document order."""
     chat = loaded.chat
-    probe: dict = {}
-    if batch is None:
-        batch, probe = probe_upstream_batch(chat, texts, voice, log)
-    else:
-        _upstream_batch(chat, texts[:1], voice, WARMUP_STEPS)
+    order = sorted(range(len(texts)), key=lambda i: -forced[i]) if sort else list(range(len(texts)))
+    _upstream_batch(chat, texts[:1], voice, WARMUP_STEPS)
     gc.collect()
     returned = 0
     steps_total = 0
+    name = "upstream " + ("sorted" if sort else "document order")
     with PeakRSS() as rss:
         t0 = time.perf_counter()
-        for i in range(0, len(texts), batch):
-            chunk, counts = texts[i:i + batch], forced[i:i + batch]
-            steps = max(counts)
+        for i in range(0, len(order), batch):
+            idx = order[i:i + batch]
+            chunk, steps = [texts[j] for j in idx], max(forced[j] for j in idx)
             wavs = _upstream_batch(chat, chunk, voice, steps)
             if len(wavs) != len(chunk):
                 raise RuntimeError(f"upstream returned {len(wavs)} waveforms for {len(chunk)} texts")
             returned += sum(int(w.size) for w in wavs)
             steps_total += steps * len(chunk)
-            log(f"  upstream batch {i // batch + 1}: {len(chunk)} rows x {steps} steps, "
+            log(f"  {name} batch {i // batch + 1}: {len(chunk)} rows x {steps} steps, "
                 f"{time.perf_counter() - t0:.1f} s so far")
         wall = time.perf_counter() - t0
-    return _side(workload_audio_s(forced), returned / SAMPLE_RATE, wall, rss, batch=batch, probe=probe,
-                 row_steps=steps_total)
+    return _side(workload_audio_s(forced), returned / SAMPLE_RATE, wall, rss, batch=batch, row_steps=steps_total)
 
 
 # ------------------------------------------------------------------------------------------------ ours
 
-def load_ours(args, int8: bool):
+def load_ours(args, int8: bool, dtype: str = "auto"):
     """Our Engine with the benchmark's settings (the process-wide model cache loads it once)."""
     from engine.api import EngineOptions
     from engine.engine import Engine
 
-    kw = dict(model=args.model, device=args.device, int8=int8, compile=args.compile, threads=args.threads)
-    if args.batch:
-        kw["max_batch"] = args.batch
-    return Engine.load(EngineOptions(**kw))
+    return Engine.load(EngineOptions(model=args.model, device=args.device, dtype=dtype, int8=int8,
+                                     compile=args.compile, threads=args.threads, max_batch=args.batch))
 
 
 def run_ours(engine, texts: list[str], forced: list[int], voice: str, log, name: str = "ours") -> dict:
@@ -204,7 +205,7 @@ def run_ours(engine, texts: list[str], forced: list[int], voice: str, log, name:
     return _side(workload_audio_s(forced), returned / SAMPLE_RATE, wall, rss, **extra)
 
 
-# ------------------------------------------------------------------------------------------ INT8 drift
+# ---------------------------------------------------------------------------------- drift (INT8, bf16)
 
 def _inputs(loaded, texts: list[str], voice: str, steps: int):
     """[(ids [L], codes [steps, 4])] for the drift measurement; deterministic."""
@@ -237,11 +238,12 @@ def _cos(a, b) -> "object":
     return F.cosine_similarity(a.float(), b.float(), dim=-1).flatten()
 
 
-def int8_drift(loaded, texts: list[str], voice: str, args, steps: int = 32) -> dict:
-    """Cosine similarity of the code logits, fp32 vs INT8, on the same inputs: 4 segment prompts each followed
-    by `steps` random code embeddings; mean and min over positions and codebooks.  Our engine's INT8 model
-    (Engine.load(int8=True)) against our fp32 one, itself checked against the HF Llama (RuntimeError if it
-    disagrees)."""
+def drift(loaded, texts: list[str], voice: str, args, int8: bool = False, dtype: str = "fp32",
+          steps: int = 64) -> dict:
+    """fp32 vs INT8 or bf16 on the same inputs (4 segment prompts each followed by `steps` random code steps):
+    cosine similarity of the code logits (mean and min over positions and codebooks), and the SNR (dB) of the
+    Decoder + Vocos output of the code steps' hidden states against fp32's.  Our fp32 model is itself checked
+    against the HF Llama (RuntimeError if it disagrees)."""
     import torch
     import torch.nn.functional as F
     from ChatTTS.model.speaker import Speaker
@@ -249,59 +251,80 @@ def int8_drift(loaded, texts: list[str], voice: str, args, steps: int = 32) -> d
     from engine.api import EngineOptions
     from engine.engine import Engine
     from engine.llama import KVCache
+    from engine.vocoder import decode
 
     base = dict(model=args.model, device="cpu", threads=args.threads)
     m32 = Engine.load(EngineOptions(**base)).model
-    m8 = Engine.load(EngineOptions(**base, int8=True)).model
+    mx = Engine.load(EngineOptions(**base, int8=int8, dtype=dtype)).model
     spk = torch.from_numpy(Speaker._decode(voice)).float()
 
-    def logits(m, ids, codes):
+    def forward(m, ids, codes):
         x = torch.cat([m.prompt_embedding(ids, spk)[0], m.code_embedding(codes)[:, 0]])[None]   # (1, L, C)
         L = x.shape[1]
         cache = KVCache(m.llama.s, 1, L, x.device, m.dtype)
         mask = torch.ones(L, L, dtype=torch.bool).tril()[None, None]                          # (1,1,L,L)
         h = m.llama(x, torch.arange(L)[None], cache, torch.tensor([0]), mask=mask)[0]         # (L, C)
-        return m.logits(h)                                                                    # (L, 4, 626)
+        return m.logits(h), h[-steps:].float()                                                # (L, 4, 626)
 
-    sims, checks = [], []
+    sims, checks, sig, err = [], [], 0.0, 0.0
     with torch.inference_mode():
         for ids, codes in _inputs(loaded, texts, voice, steps):
-            l32 = logits(m32, ids, codes)
+            l32, h32 = forward(m32, ids, codes)
             checks.append(_cos(l32, _hf_logits(loaded, loaded.gpt, ids, codes, F.normalize(spk, dim=0))))
-            sims.append(_cos(l32, logits(m8, ids, codes)))
+            lx, hx = forward(mx, ids, codes)
+            sims.append(_cos(l32, lx))
+            a, b = decode(loaded, [h32, hx])
+            a, b = a.astype("float64"), b.astype("float64")
+            sig, err = sig + float((a ** 2).sum()), err + float(((a - b) ** 2).sum())
     s, c = torch.cat(sims), torch.cat(checks)
     if float(c.min()) < 0.999:
         raise RuntimeError(f"engine fp32 forward disagrees with the HF Llama (cosine min {float(c.min()):.4f})")
+    import math
+    snr = round(10 * math.log10(sig / err), 2) if err > 0 else None                          # None: identical
     return {"cosine_mean": round(float(s.mean()), 5), "cosine_min": round(float(s.min()), 5),
-            "positions": int(s.numel() // 4), "fp32_vs_hf_cosine_min": round(float(c.min()), 6)}
+            "positions": int(s.numel() // 4), "decoder_vocos_snr_db": snr,
+            "fp32_vs_hf_cosine_min": round(float(c.min()), 6)}
 
 
 # ------------------------------------------------------------------------------------------------ main
+
+def _median(runs: list[dict]) -> dict:
+    """The run with the median throughput (the lower middle one for an even count), with every run's wall time."""
+    mid = sorted(runs, key=lambda r: r["audio_s_per_wall_s"])[(len(runs) - 1) // 2]
+    return {**mid, "runs_wall_s": [r["wall_s"] for r in runs]}
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="random-full", help="random-full | random-tiny | hf | asset dir")
-    ap.add_argument("--n", type=int, default=32, help="segments (default 32)")
-    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads for both sides (default 2)")
+    ap.add_argument("--n", type=int, default=DEFAULT_N, help="segments (default %(default)s)")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads for every side (default 2)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"], help="ours (default auto)")
     ap.add_argument("--int8", action="store_true", help="ours with INT8 GPT linears (CPU); reports logit drift")
-    ap.add_argument("--with-int8", action="store_true",
-                    help="ours twice, fp32 then INT8, against the same upstream measurement (CPU); reports drift")
+    ap.add_argument("--with-int8", action="store_true", help="also ours with INT8 GPT linears (CPU): ratio_int8")
+    ap.add_argument("--with-bf16", action="store_true", help="also ours in bf16: ratio_bf16")
     ap.add_argument("--compile", action="store_true", help="ours with the compiled decode step (CUDA)")
-    ap.add_argument("--batch", type=int, default=None,
-                    help="upstream batch size (skips the 4/8/16 probe) and ours max_batch")
+    ap.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+                    help="batch size of both sides (default %(default)s; 0: upstream's best of a 4..32 probe)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of every side, alternating; medians reported")
+    ap.add_argument("--doc-order", action="store_true",
+                    help="also upstream in document order: ratio_doc_order (the default run leaves it out to fit "
+                         "15 minutes on a 2-core CPU)")
+    ap.add_argument("--no-limits", action="store_true", help="skip peak GEMM, FLOPs, ceiling and the profile")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--only", choices=["ours", "upstream"], default=None)
     ap.add_argument("--corpus", type=Path, default=CORPUS_FILE, help="the book (default: %(default)s)")
     args = ap.parse_args(argv)
-    if args.n < 1:
-        ap.error("--n must be at least 1")
-    if args.batch is not None and args.batch < 1:
-        ap.error("--batch must be at least 1")
+    if args.n < 1 or args.repeat < 1:
+        ap.error("--n and --repeat must be at least 1")
+    if args.batch < 0:
+        ap.error("--batch must be 0 (probe) or more")
     if not args.corpus.is_file():
         print(f"{args.corpus}: corpus file not found (pass --corpus)", file=sys.stderr)
         return 2
+    start = time.perf_counter()
 
     def log(msg: str) -> None:
         print(msg, flush=True)
@@ -316,8 +339,6 @@ def main(argv: list[str] | None = None) -> int:
 
     texts = workload(args.corpus, args.n)
     forced = [expected_tokens(t) for t in texts]
-    log(f"workload: {len(texts)} segments from {args.corpus.name}; forced tokens "
-        f"{min(forced)}..{max(forced)}, {sum(forced)} in all = {workload_audio_s(forced):.1f} s of audio")
     t0 = time.perf_counter()
     try:
         loaded = load_chattts(args.model, args.device)
@@ -327,40 +348,98 @@ def main(argv: list[str] | None = None) -> int:
     log(f"model: {args.model} ({loaded.root}, fingerprint {loaded.fingerprint}) loaded in "
         f"{time.perf_counter() - t0:.1f} s; torch threads {torch.get_num_threads()}; device {args.device}")
     voice = sample_voice(loaded, VOICE_SEED)
+    probe: dict = {}
+    if args.batch == 0:
+        args.batch, probe = probe_upstream_batch(loaded.chat, texts, voice, log)
+    log(f"workload: {len(texts)} segments from {args.corpus.name} (batch {args.batch} on every side: "
+        f"{len(texts) / args.batch:.1f} batches' worth); forced tokens {min(forced)}..{max(forced)}, "
+        f"{sum(forced)} in all = {workload_audio_s(forced):.1f} s of audio; {args.repeat} run(s) per side")
 
     result: dict = {"model": args.model, "fingerprint": loaded.fingerprint, "device": args.device,
-                    "threads": args.threads, "n": len(texts), "forced_tokens": forced,
-                    "int8": args.int8, "compile": args.compile, "torch": torch.__version__}
+                    "threads": args.threads, "n": len(texts), "batch": args.batch, "probe": probe,
+                    "repeat": args.repeat, "forced_tokens": forced, "int8": args.int8, "compile": args.compile,
+                    "torch": torch.__version__}
+    sides: list[tuple[str, object]] = []          # (name, run()) in the order they alternate
     if args.only != "ours":
-        log("upstream (ChatTTS 0.2.5 Chat.infer):")
-        result["upstream"] = run_upstream(loaded, texts, forced, voice, args.batch, log)
-        log(_line("upstream", result["upstream"]))
-        gc.collect()
-    sides = [] if args.only == "upstream" else [("ours", args.int8)]
-    if sides and args.with_int8 and not args.int8:
-        sides.append(("ours_int8", True))
-    for name, int8 in sides:
-        engine = load_ours(args, int8)
-        log(f"{name} (engine {engine.version}):")
-        result[name] = run_ours(engine, texts, forced, voice, log, name)
-        log(_line(name, result[name]))
-        gc.collect()
-        if "upstream" in result:
-            o, u = result[name], result["upstream"]
-            suffix = name[len("ours"):]
-            result["ratio" + suffix] = round(o["audio_s_per_wall_s"] / u["audio_s_per_wall_s"], 3)
-            result["ratio_cpu" + suffix] = round(o["audio_s_per_cpu_s"] / u["audio_s_per_cpu_s"], 3)
-            log(f"ratio{suffix} ({name} / upstream throughput): {result['ratio' + suffix]:.2f}x wall, "
-                f"{result['ratio_cpu' + suffix]:.2f}x per CPU second")
-    if args.int8 or args.with_int8:
-        result["int8_drift"] = int8_drift(loaded, texts, voice, args)
-        d = result["int8_drift"]
-        log(f"INT8 drift: logits cosine mean {d['cosine_mean']}, min {d['cosine_min']} (INT8 vs fp32, "
-            f"{d['positions']} positions)")
-    if args.json:
-        _write_json(args.json, result)
-        log(f"wrote {args.json}")
+        sides.append(("upstream", lambda: run_upstream(loaded, texts, forced, voice, args.batch, True, log)))
+        if args.doc_order:
+            sides.append(("upstream_doc_order",
+                          lambda: run_upstream(loaded, texts, forced, voice, args.batch, False, log)))
+    ours = [] if args.only == "upstream" else [("ours", args.int8, args.dtype)]
+    if ours and args.with_int8 and not args.int8:
+        ours.append(("ours_int8", True, "fp32"))
+    if ours and args.with_bf16 and args.dtype != "bf16":
+        ours.append(("ours_bf16", False, "bf16"))
+    engines = {name: load_ours(args, int8, dtype) for name, int8, dtype in ours}
+    for name, engine in engines.items():
+        sides.append((name, lambda e=engine, n=name: run_ours(e, texts, forced, voice, log, n)))
+    runs: dict[str, list[dict]] = {name: [] for name, _ in sides}
+    for k in range(args.repeat):
+        for name, run in sides:
+            label = f" (engine {engines[name].version})" if name in engines else ""
+            log(f"{name}{label}, run {k + 1}/{args.repeat}:")
+            runs[name].append(run())
+            log(_line(name, runs[name][-1]))
+            gc.collect()
+    for name in runs:
+        result[name] = _median(runs[name])
+    for name in engines:
+        suffix = name[len("ours"):]
+        for base, key in (("upstream", "ratio"), ("upstream_doc_order", "ratio_doc_order")):
+            if base not in result:
+                continue
+            o, u = result[name], result[base]
+            result[key + suffix] = round(o["audio_s_per_wall_s"] / u["audio_s_per_wall_s"], 3)
+            result[key.replace("ratio", "ratio_cpu") + suffix] = round(
+                o["audio_s_per_cpu_s"] / u["audio_s_per_cpu_s"], 3)
+            log(f"{key}{suffix} ({name} / {base} throughput, medians): {result[key + suffix]:.2f}x wall, "
+                f"{result[key.replace('ratio', 'ratio_cpu') + suffix]:.2f}x per CPU second")
+    if engines and not args.no_limits:
+        result.update(limits(args, engines, texts, forced, voice, result, log))
+    for name, int8, dtype in ours:
+        if int8 or dtype == "bf16":
+            key = "int8_drift" if int8 else "bf16_drift"
+            result[key] = d = drift(loaded, texts, voice, args, int8=int8, dtype="fp32" if int8 else dtype)
+            log(f"{key}: logits cosine mean {d['cosine_mean']}, min {d['cosine_min']} ({d['positions']} positions); "
+                f"Decoder+Vocos SNR vs fp32 {d['decoder_vocos_snr_db']} dB")
+    return finish(result, start, args.json, log)
+
+
+def finish(result: dict, start: float, path: Path | None, log) -> int:
+    """Print (and store in `result`) the benchmark's own wall time since `start`; write the JSON if asked."""
+    result["benchmark_wall_s"] = round(time.perf_counter() - start, 1)
+    log(f"benchmark wall time: {result['benchmark_wall_s']:.1f} s ({result['benchmark_wall_s'] / 60:.1f} min)")
+    if path:
+        _write_json(path, result)
+        log(f"wrote {path}")
     return 0
+
+
+def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str, result: dict, log) -> dict:
+    """Peak GEMM per CPU dtype, FLOPs per audio second, the ceiling and limit_fraction of each of our sides,
+    and the per-step profile of each (benchmarks/limits.py)."""
+    from benchmarks.limits import (PEAK_DTYPES, PEAK_N, PEAK_REPS, ceiling_audio_s, flops_per_audio_s,
+                                   format_profile, peak_gemm, step_profile)
+
+    peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in PEAK_DTYPES if args.device == "cpu"}
+    first = next(iter(engines.values()))
+    cost = flops_per_audio_s(first, [len(first.prompt_ids(t)) for t in texts], forced)
+    out: dict = {"peak_gemm_gflops": peaks, "gflop_per_audio_s": cost, "limits": {}}
+    log(f"peak GEMM (square, up to {PEAK_N}, best of {PEAK_REPS}): "
+        + ", ".join(f"{d} {v:.0f} GFLOP/s" for d, v in peaks.items()))
+    log("GFLOP per audio second: " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
+    for name, e in engines.items():
+        entry: dict = {"profile": step_profile(e, texts, forced, voice, args.batch)}
+        log(f"{name}: " + format_profile(entry["profile"]))
+        if peaks:
+            ceil = ceiling_audio_s(cost, peaks, e.dtype, e.opts.int8)
+            entry.update(ceiling_audio_s=round(ceil, 3),
+                         limit_fraction=round(result[name]["audio_s_per_wall_s"] / ceil, 4))
+            log(f"{name}: ceiling {ceil:.2f} audio-s/wall-s (compute-bound at peak GEMM), ours "
+                f"{result[name]['audio_s_per_wall_s']:.3f} = limit_fraction {entry['limit_fraction']:.3f} "
+                f"(batch {args.batch}; the book benchmark measures it at the default batch)")
+        out["limits"][name] = entry
+    return out
 
 
 def _line(name: str, r: dict) -> str:

@@ -4,7 +4,8 @@
 #   env.txt           GPU, torch, transformers, whether ChatTTS imports
 #   pytest-gpu.txt    `pytest -m gpu tests/engine` (our Llama in bf16/fp16, CUDA-graph step, Engine on CUDA)
 #   steps.jsonl       decode-step time, random-full bf16, batch 1/64/128/256, eager and CUDA-graphed (--compile)
-#   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --compile --batch B (B = 64, 128, 256)
+#   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --compile --batch B (B = 64, 128, 256, 512):
+#                     ours (bf16, the CUDA default) against sorted upstream at the same batch, peak GPU memory
 #
 # ChatTTS and its pure-Python dependencies are not in the H200 image.  Carry them (see
 # /work/.library/device/README.md): wheels in .whl/ are installed into /tmp/site, and a folder .site/ is put on
@@ -53,9 +54,9 @@ if [ "$HAVE_CHATTTS" = "1" ]; then
   if [ -z "${SKIP_BENCH:-}" ] && [ -f benchmarks/engine_vs_upstream.py ]; then
     CORPUS=${CORPUS:-../shared/corpus/txt/gutenberg-zh/27166-0.txt}
     [ -f "$CORPUS" ] || CORPUS=$(ls shared/corpus/txt/gutenberg-zh/27166-0.txt 2>/dev/null || echo "$CORPUS")
-    for B in 64 128 256; do
+    for B in 64 128 256 512; do
       timeout "$LIMIT" $PY benchmarks/engine_vs_upstream.py --model random-full --device cuda --compile \
-          --batch "$B" --n "$B" --corpus "$CORPUS" --json "$OUT/bench-$B.json" 2>&1 | tail -25
+          --batch "$B" --n "$B" --no-limits --corpus "$CORPUS" --json "$OUT/bench-$B.json" 2>&1 | tail -25
     done
   fi
 else

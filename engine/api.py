@@ -24,7 +24,7 @@ DEFAULT_MAX_BATCH = {"cpu": 32, "cuda": 128}
 class EngineOptions:
     model: ModelSpec = "hf"
     device: Literal["cpu", "cuda"] = "cpu"
-    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"   # auto: fp32 on CPU, bf16 on CUDA
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"   # auto: fp32 on CPU, bf16 on CUDA; bf16 on CPU too
     int8: bool = False             # CPU only: dynamic INT8 quantization of the GPT linears
     compile: bool = False          # CUDA only: compiled / graphed decode step
     max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
@@ -36,8 +36,10 @@ class EngineOptions:
             raise ValueError('int8=True needs device="cpu"; on CUDA use dtype="bf16" or "fp16"')
         if self.compile and self.device != "cuda":
             raise ValueError('compile=True needs device="cuda"')
-        if self.device == "cpu" and self.dtype in ("bf16", "fp16"):
-            raise ValueError(f'dtype="{self.dtype}" needs device="cuda"; the CPU runs fp32')
+        if self.device == "cpu" and self.dtype == "fp16":
+            raise ValueError('dtype="fp16" needs device="cuda"; the CPU runs fp32 or bf16')
+        if self.int8 and self.dtype not in ("auto", "fp32"):
+            raise ValueError(f'int8=True quantizes fp32 linears; drop dtype="{self.dtype}"')
         if self.max_batch is not None and self.max_batch < 1:
             raise ValueError("max_batch must be at least 1")
 

@@ -140,7 +140,7 @@ class CodeModel:
         """One (fn, in_features) per distinct linear shape the decode step runs: the block projections, the heads."""
         b = self.llama.layers[0]
         out = [(getattr(b, n), getattr(b, n).in_features) for n in ("wqkv", "wo", "w13", "w2")]
-        return out + [(lambda x: F.linear(x, self.head), self.head.shape[1])]
+        return out + [(lambda x: F.linear(x.float(), self.head), self.head.shape[1])]   # heads run fp32
 
     def row_granule(self, max_rows: int) -> int | None:
         """`invariant_rows` for this thread count, measured once."""
@@ -324,8 +324,10 @@ class DecodeBatch:
         steps = torch.tensor([r.steps for r in rows] + [0] * pad, device=dev)
         keys = torch.tensor([r.rng for r in rows] + [0] * pad, device=dev)
         eos_ok = torch.tensor([eos_allowed(r) for r in rows] + [False] * pad, device=dev)
-        cx, ci = candidates(self.model.logits(h), self.hist[slots], eos_ok, self.params)     # [n, Q, K]
-        tok = sample_candidates(cx, ci, keys, steps, self.model.cells, self.model.V)             # [n, Q]
+        logits = self.model.logits(h)                                                            # [n, Q, V]
+        with torch.profiler.record_function("sampling"):    # a range for benchmarks/limits.step_profile
+            cx, ci = candidates(logits, self.hist[slots], eos_ok, self.params)                   # [n, Q, K]
+            tok = sample_candidates(cx, ci, keys, steps, self.model.cells, self.model.V)          # [n, Q]
         return self._record(rows, h[:len(rows)], tok[:len(rows)])
 
     def _record(self, rows: list[Row], h: torch.Tensor, tok: torch.Tensor) -> list[Row]:
@@ -379,8 +381,10 @@ class GraphStep:
         x = m.code_embedding(b.last[:self.B])                                          # [B, 1, C]
         mask = (torch.arange(S, device=m.device)[None, :] <= self.pos)[:, None, None, :]   # [B, 1, 1, S]
         h = m.llama(x, self.pos, b.cache, None, mask=mask)[:, 0]                        # [B, C]
-        cx, ci = candidates(m.logits(h), b.hist[:self.B], self.eos_ok, b.params)
-        self.tok.copy_(sample_candidates(cx, ci, self.keys, self.steps, m.cells, m.V))
+        logits = m.logits(h)
+        with torch.profiler.record_function("sampling"):
+            cx, ci = candidates(logits, b.hist[:self.B], self.eos_ok, b.params)
+            self.tok.copy_(sample_candidates(cx, ci, self.keys, self.steps, m.cells, m.V))
         self.h.copy_(h.float())
 
     def _graph(self, S: int):

@@ -108,6 +108,17 @@ class Block(nn.Module):
         rix = torch.arange(B, device=x.device) if slots is None else slots   # [B] cache rows
         k_cache[rix[:, None], :, cache_idx] = k.transpose(1, 2)             # [B, L, Hkv, D]
         v_cache[rix[:, None], :, cache_idx] = v.transpose(1, 2)
+        with torch.profiler.record_function("attention"):      # a range for benchmarks/limits.step_profile
+            o = self._attend(q, k_cache, v_cache, slots, mask, lengths)  # [B, H, L, D]
+        x = x + self.wo(o.transpose(1, 2).reshape(B, L, s.heads * s.head_dim))
+        h = _rms_norm(x, self.ffn_norm.weight, s.eps)
+        gate, up = self.w13(h).chunk(2, -1)                                  # [B, L, F] each
+        return x + self.w2(F.silu(gate) * up)
+
+    def _attend(self, q, k_cache, v_cache, slots, mask, lengths):
+        """q [B, H, L, D] over the cache (written already) -> [B, H, L, D]; see Llama.forward for mask/lengths."""
+        s = self.s
+        B, _, L, _ = q.shape
         rep = s.heads // s.kv_heads
         if lengths is None:                                                  # batched: mask [B, 1, L, S]
             S = mask.shape[-1]
@@ -132,13 +143,10 @@ class Block(nn.Module):
                 # queries are the last L positions of the row's prefix: causal within them
                 causal = None
                 if L > 1:
-                    causal = torch.ones(L, n, dtype=torch.bool, device=x.device).tril(n - L)
+                    causal = torch.ones(L, n, dtype=torch.bool, device=q.device).tril(n - L)
                 rows.append(F.scaled_dot_product_attention(q[b:b + 1], kk, vv, attn_mask=causal))
             o = torch.cat(rows)                                              # [B, H, L, D]
-        x = x + self.wo(o.transpose(1, 2).reshape(B, L, s.heads * s.head_dim))
-        h = _rms_norm(x, self.ffn_norm.weight, s.eps)
-        gate, up = self.w13(h).chunk(2, -1)                                  # [B, L, F] each
-        return x + self.w2(F.silu(gate) * up)
+        return o
 
 class Llama(nn.Module):
     def __init__(self, s: LlamaShape):

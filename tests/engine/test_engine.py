@@ -100,10 +100,11 @@ def test_prompt_is_upstream_and_version_names_settings(engine):
     assert engine.loaded.fingerprint in engine.version and "fp32" in engine.version and "cpu" in engine.version
 
 
-def test_int8_engine_is_batch_invariant(requests):
+@pytest.mark.parametrize("kw, tag", [(dict(int8=True), "fp32-cpu+int8"), (dict(dtype="bf16"), "bf16-cpu")])
+def test_int8_and_bf16_cpu_engines_are_batch_invariant(requests, kw, tag):
     from engine.engine import Engine
-    e8 = Engine.load(EngineOptions(model="random-tiny", max_batch=2, int8=True))
-    assert "int8" in e8.version
+    e8 = Engine.load(EngineOptions(model="random-tiny", max_batch=2, **kw))
+    assert e8.version.endswith(tag)
     reqs = requests[:4]
     out = {r.key: r for r in e8.synthesize(reqs)}
     for req in reqs[:2]:

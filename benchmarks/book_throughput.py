@@ -1,0 +1,184 @@
+"""The whole render against the engine alone: how much of a book's wall time is spent outside the engine.
+
+    python -m benchmarks.book_throughput --json F                 # random-full, 3 batches of the default batch
+    python -m benchmarks.book_throughput --batch 8 --segments 24 --json F
+
+One process, one model load (before any timing).  The book is the first `--segments` segments of 吶喊 (the same
+front-end cut as benchmarks/engine_vs_upstream.py), written as a one-chapter TXT book into a temp dir, so the
+render goes through every stage for real: `flows.pipeline.render` (ingest → plan → synthesize with the quality
+guard, FLAC per segment, manifest commits → assemble → package flac + m4b → the book page).  Then the engine alone
+renders the same manifest rows (same text, voice, seed: the render's first attempt) with `Engine.synthesize`.
+
+    pipeline_overhead = 1 - engine_alone_wall / render_wall         (the share of the render spent outside it)
+
+split by stage: prepare (ingest, normalize, segment, plan), synthesize outside the engine (segment encode + write,
+manifest commits, guard), the engine inside the render (time spent in Engine.synthesize's iterator), package.
+limit_fraction = the engine's audio seconds per wall second ÷ the compute-bound ceiling (benchmarks/limits.py).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.engine_vs_upstream import CORPUS_FILE, finish, workload  # noqa: E402
+
+BATCHES = 3                        # default segments: this many batches' worth (refill in steady state)
+FORMATS = ("flac", "m4b")
+
+
+class EngineClock:
+    """Wall time spent inside Engine.synthesize's iterator (the engine's own work), however the caller paces it."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __enter__(self):
+        """Engine.synthesize (the class's: every stage loads its own Engine object) timed while inside."""
+        from engine.engine import Engine
+
+        self._inner = inner = Engine.synthesize
+        clock = self
+
+        def synthesize(engine, requests, progress=None):
+            it = inner(engine, requests, progress)
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    res = next(it)
+                except StopIteration:
+                    clock.seconds += time.perf_counter() - t0
+                    return
+                clock.seconds += time.perf_counter() - t0
+                yield res
+
+        Engine.synthesize = synthesize
+        return self
+
+    def __exit__(self, *exc):
+        from engine.engine import Engine
+
+        Engine.synthesize = self._inner
+
+
+def timed_stages(opts) -> dict:
+    """flows.pipeline.render with each stage timed (the stages are passed through pipeline's `call`)."""
+    from flows.pipeline import render
+
+    times: dict[str, float] = {}
+
+    def call(fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            times[fn.__name__] = times.get(fn.__name__, 0.0) + time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    counts = render(opts, call=call)
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "stages": times, "counts": counts}
+
+
+def engine_alone(engine, book_dir: Path) -> dict:
+    """The render's manifest rows (first attempt's seed), rendered by the engine alone."""
+    from engine.api import Request
+    from engine.units import SAMPLE_RATE
+    from manifests import load
+    from tasks.guard import reroll_seed
+
+    rows = {r["content_key"]: r for r in load(book_dir).to_pylist()}
+    reqs = [Request(key=k, text=r["text"], spk_emb=r["spk_emb"], seed=reroll_seed(r["seed"], 1))
+            for k, r in rows.items()]
+    t0 = time.perf_counter()
+    audio = sum(len(res.audio) for res in engine.synthesize(reqs)) / SAMPLE_RATE
+    wall = time.perf_counter() - t0
+    return {"segments": len(reqs), "audio_s": round(audio, 2), "wall_s": round(wall, 2),
+            "audio_s_per_wall_s": round(audio / wall, 4)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="random-full")
+    ap.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16"],
+                    help="the engine's dtype (default fp32: the fastest measured on this CPU)")
+    ap.add_argument("--int8", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=None, help="max_batch (default: the engine's default)")
+    ap.add_argument("--segments", type=int, default=None, help=f"default: {BATCHES} x the batch")
+    ap.add_argument("--corpus", type=Path, default=CORPUS_FILE)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if not args.corpus.is_file():
+        print(f"{args.corpus}: corpus file not found (pass --corpus)", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+
+    import torch
+
+    from benchmarks.limits import PEAK_DTYPES, ceiling_audio_s, flops_per_audio_s, peak_gemm
+    from engine.api import EngineOptions
+    from engine.units import expected_tokens
+    from tasks import stages
+    from tasks.options import options_from_params
+
+    torch.set_num_threads(args.threads)
+    eopts = EngineOptions(model=args.model, dtype=args.dtype, int8=args.int8, threads=args.threads,
+                          max_batch=args.batch)
+    n = args.segments or BATCHES * eopts.batch
+    texts = workload(args.corpus, n)
+    with tempfile.TemporaryDirectory(prefix="book-throughput-") as tmp:
+        book = Path(tmp) / "nahan.txt"
+        book.write_text("第一章\n\n" + "\n\n".join(texts) + "\n", encoding="utf-8")
+        opts = options_from_params(str(book), out=str(Path(tmp) / "out"), model=args.model, formats=list(FORMATS),
+                                   dtype=args.dtype, int8=args.int8, max_batch=args.batch, threads=args.threads)
+        t0 = time.perf_counter()
+        engine = stages.get_engine(opts)                                   # the model, loaded once, untimed
+        print(f"engine {engine.version} loaded in {time.perf_counter() - t0:.1f} s; batch {eopts.batch}, "
+              f"{args.threads} threads; book: the first {len(texts)} segments of {args.corpus.name}", flush=True)
+        with EngineClock() as clock:
+            render = timed_stages(opts)
+        alone = engine_alone(engine, opts.book_dir)
+        outputs = sorted(p.name for p in opts.book_dir.iterdir() if p.suffix in (".flac", ".m4b"))
+    wall = render["wall_s"]
+    st = render["stages"]
+    split = {"prepare_s": st.get("prepare", 0.0), "engine_in_render_s": clock.seconds,
+             "synthesize_outside_engine_s": st.get("synthesize", 0.0) - clock.seconds,
+             "package_s": st.get("package", 0.0)}
+    split["other_s"] = wall - sum(split.values())                       # the lock, temp-file scan
+    overhead = 1 - alone["wall_s"] / wall
+    peaks = {d: peak_gemm(d, args.threads) / 1e9 for d in PEAK_DTYPES}
+    cost = flops_per_audio_s(engine, [len(engine.prompt_ids(t)) for t in texts], [expected_tokens(t) for t in texts])
+    ceiling = ceiling_audio_s(cost, peaks, engine.dtype, engine.opts.int8)
+    result = {
+        "model": args.model, "engine": engine.version, "threads": args.threads, "batch": eopts.batch,
+        "segments": alone["segments"], "audio_s": alone["audio_s"], "outputs": outputs,
+        "render_wall_s": round(wall, 2), "render_audio_s_per_wall_s": round(alone["audio_s"] / wall, 4),
+        "split": {k: round(v, 2) for k, v in split.items()},
+        "split_share": {k: round(v / wall, 4) for k, v in split.items()},
+        "engine_alone": alone, "pipeline_overhead": round(overhead, 4),
+        "peak_gemm_gflops": {k: round(v, 1) for k, v in peaks.items()}, "gflop_per_audio_s": cost,
+        "ceiling_audio_s": round(ceiling, 3), "limit_fraction": round(alone["audio_s_per_wall_s"] / ceiling, 4),
+        "render_counts": {k: v for k, v in render["counts"].items() if k != "book_dir"},
+    }
+    print(f"render: {alone['segments']} segments, {alone['audio_s']:.1f} s of audio in {wall:.1f} s wall "
+          f"({result['render_audio_s_per_wall_s']:.3f} audio-s/wall-s); outputs {', '.join(outputs)}")
+    print("  split: " + ", ".join(f"{k} {v:.1f} s ({v / wall:.1%})" for k, v in split.items()))
+    print(f"engine alone, same segments: {alone['wall_s']:.1f} s wall "
+          f"({alone['audio_s_per_wall_s']:.3f} audio-s/wall-s)")
+    print(f"pipeline_overhead {overhead:.4f} (1 - engine alone / render wall)")
+    print("peak GEMM: " + ", ".join(f"{d} {v:.0f} GFLOP/s" for d, v in peaks.items()) + "; GFLOP per audio s: "
+          + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
+    print(f"ceiling {ceiling:.2f} audio-s/wall-s ({engine.dtype}{'+int8' if engine.opts.int8 else ''}); "
+          f"limit_fraction {result['limit_fraction']:.4f}")
+    return finish(result, start, args.json, print)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

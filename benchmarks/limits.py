@@ -1,0 +1,160 @@
+"""How far the engine is from what the machine can do, and where a decode step's time goes.
+
+    peak = peak_gemm("fp32", threads=2)                 # FLOP/s of a large square GEMM: the best this CPU does
+    cost = flops_per_audio_s(engine, prompt_lens, forced)   # GPT linears / attention / heads, Decoder + Vocos
+    ceiling_audio_s(cost, peaks, "bf16")                # compute-bound audio seconds per wall second
+    step_profile(engine, texts, forced, voice, batch)   # ms per decode step: GEMM, attention, sampling, other
+
+FLOPs come from the shapes: a GPT token costs 2 FLOPs per weight of the block projections (and of the 4 code
+heads) plus 4·layers·H·D·p for attention at position p (scores and values); the Decoder + Vocos cost is counted by
+torch's FlopCounterMode on one decode of PROBE_TOKENS tokens (convolutions and linears; Vocos' ISTFT, an FFT, is not
+counted: it is a few percent).  The ceiling is the audio rate at which those FLOPs take exactly the whole wall
+time at the peak GEMM rate of the dtype each part runs in (GPT linears in the engine's dtype; INT8: the int8 peak;
+attention in the Llama dtype; heads, Decoder, Vocos fp32).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+from engine.units import TOKENS_PER_SECOND
+
+PEAK_N = 2048                      # square GEMM side for the peak (a size every BLAS runs at its best)
+PEAK_MIN_N = 256                   # the first side tried
+PEAK_DTYPES = ("fp32", "bf16", "int8")   # every CPU dtype the engine can run its GPT linears in
+PEAK_CALL_S = 0.5                  # s: a slower call stops the doubling
+PEAK_REPS = 5                      # best of this many timed calls
+PROBE_TOKENS = 256                 # tokens decoded by Decoder + Vocos to count their FLOPs
+PROFILE_STEPS = 128                # decode steps per row in the per-step profile
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::_int_mm", "aten::bmm")   # profiler ops counted as GEMM
+RANGES = ("attention", "sampling")   # record_function ranges the engine marks (engine/llama.py, generate.py)
+
+
+def peak_gemm(dtype: str, threads: int) -> float:
+    """Best FLOP/s (int8: OP/s) of a square GEMM in `dtype` (fp32 | bf16 | int8) on `threads` CPU threads: the
+    side doubles from PEAK_MIN_N while one call takes under PEAK_CALL_S, up to PEAK_N (a dtype the CPU has no
+    fast kernel for stops early instead of taking minutes); best of PEAK_REPS calls at the last size."""
+    import torch
+
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+
+    def call(n: int):
+        if dtype == "int8":
+            a = torch.randint(-127, 128, (n, n), generator=g, dtype=torch.int8)
+            w = torch.randint(-127, 128, (n, n), generator=g, dtype=torch.int8)
+            return lambda: torch._int_mm(a, w.t())                        # as Int8Linear calls it: weight [N, K]
+        t = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+        a, b = torch.randn(n, n, generator=g).to(t), torch.randn(n, n, generator=g).to(t)
+        return lambda: a @ b
+
+    n = PEAK_MIN_N
+    while True:
+        fn = call(n)
+        t0 = time.perf_counter()
+        fn()                                                              # also the warm-up
+        if n >= PEAK_N or time.perf_counter() - t0 > PEAK_CALL_S:
+            break
+        n *= 2
+    best = float("inf")
+    for _ in range(PEAK_REPS):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def gpt_flops(shape, prompt_lens: list[int], tokens: list[int], head_cells: int) -> dict:
+    """FLOPs of the GPT for rows with these prompt lengths and generated token counts: projections, attention
+    (every step attends over its row's prefix) and the code heads (head_cells = Q·V outputs), summed."""
+    s = shape
+    per_layer = s.hidden * (s.heads + 2 * s.kv_heads) * s.head_dim + s.heads * s.head_dim * s.hidden \
+        + 2 * s.hidden * s.ffn + s.ffn * s.hidden                     # weights of wqkv, wo, w13, w2
+    lin = att = head = 0
+    for L, T in zip(prompt_lens, tokens):
+        positions = L + T - 1                                          # prefill L, then T-1 decode steps
+        lin += 2 * per_layer * s.layers * positions
+        # step at position p attends over p+1 keys: q·k and p·v, 2 FLOPs each per (head, dim)
+        att += 4 * s.layers * s.heads * s.head_dim * sum(range(1, positions + 1))
+        head += 2 * head_cells * s.hidden * T
+    return {"linear": lin, "attention": att, "heads": head}
+
+
+def vocoder_flops_per_audio_s(loaded, hidden: int) -> float:
+    """Decoder + Vocos FLOPs per audio second, counted on one decode of PROBE_TOKENS hidden states [T, hidden]."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from engine.units import SAMPLE_RATE, samples_for_tokens
+    from engine.vocoder import decode
+
+    with FlopCounterMode(display=False) as fc:
+        decode(loaded, [torch.zeros(PROBE_TOKENS, hidden)])
+    return fc.get_total_flops() / (samples_for_tokens(PROBE_TOKENS) / SAMPLE_RATE)
+
+
+def flops_per_audio_s(engine, prompt_lens: list[int], tokens: list[int]) -> dict:
+    """Per audio second of the workload: GPT linears, attention, heads, Decoder + Vocos, and the total."""
+    m = engine.model
+    g = gpt_flops(m.llama.s, prompt_lens, tokens, m.Q * m.V)
+    audio_s = sum(tokens) / TOKENS_PER_SECOND
+    out = {k: v / audio_s for k, v in g.items()}
+    out["decoder_vocos"] = vocoder_flops_per_audio_s(engine.loaded, m.llama.s.hidden)
+    out["total"] = sum(out.values())
+    return {k: round(v / 1e9, 3) for k, v in out.items()}             # GFLOP per audio second
+
+
+def ceiling_audio_s(cost: dict, peaks: dict, dtype: str, int8: bool = False) -> float:
+    """Compute-bound audio seconds per wall second: cost (GFLOP per audio second, flops_per_audio_s) at the peak
+    GEMM rates (GFLOP/s per dtype) of the dtype each part runs in."""
+    lin_peak = peaks["int8"] if int8 else peaks[dtype]
+    seconds = cost["linear"] / lin_peak + cost["attention"] / peaks[dtype] \
+        + (cost["heads"] + cost["decoder_vocos"]) / peaks["fp32"]
+    return 1.0 / seconds
+
+
+def step_profile(engine, texts: list[str], forced: list[int], voice: str, batch: int) -> dict:
+    """ms per decode step of `batch` rows (the workload's first, each cut to PROFILE_STEPS tokens), split by the
+    torch profiler into GEMM (block projections and heads), attention, sampling (logits processing + draw) and
+    other (norms, RoPE, embeddings, Python and scheduling); plus Decoder + Vocos per audio second, timed."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from engine.api import Request
+    from engine.scheduler import Scheduler
+    from engine.vocoder import decode
+
+    n = min(batch, len(texts))
+    reqs = [Request(key=f"p{i}", text=texts[i], spk_emb=voice, seed=i, forced_tokens=min(forced[i], PROFILE_STEPS))
+            for i in range(n)]
+    rows = [engine._row(r, i) for i, r in enumerate(reqs)]
+    sched = Scheduler(engine.model, n, exact=engine.opts.device == "cpu")
+    steps = []
+    sched.step_hook = lambda b: steps.append(1)
+    with warnings.catch_warnings(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        warnings.simplefilter("ignore")                                  # "clears events at the end of each cycle"
+        t0 = time.perf_counter()
+        done = list(sched.run(rows))
+        wall = time.perf_counter() - t0
+    ev = {e.key: e for e in prof.key_averages()}
+    us = lambda k, attr="self_cpu_time_total": getattr(ev[k], attr) if k in ev else 0.0   # noqa: E731
+    parts = {r: us(r, "cpu_time_total") for r in RANGES}
+    parts["gemm"] = sum(us(k) for k in GEMM_OPS)
+    parts["other"] = max(0.0, wall * 1e6 - sum(parts.values()))
+    t0 = time.perf_counter()
+    decode(engine.loaded, [r.hiddens for r in done])
+    dec = time.perf_counter() - t0
+    audio = sum(r.tokens for r in done) / TOKENS_PER_SECOND
+    k = len(steps)
+    out = {f"{p}_ms": round(v / 1e3 / k, 2) for p, v in parts.items()}
+    out.update(rows=n, steps=k, step_ms=round(wall * 1e3 / k, 2), profiled_wall_s=round(wall, 2),
+               decoder_vocos_s_per_audio_s=round(dec / audio, 4))
+    return out
+
+
+def format_profile(p: dict) -> str:
+    total = p["step_ms"]
+    parts = ", ".join(f"{name} {p[name + '_ms']:.1f} ms ({p[name + '_ms'] / total:.0%})"
+                      for name in ("gemm", "attention", "sampling", "other"))
+    return (f"per-step profile ({p['rows']} rows, {p['steps']} steps, {total:.1f} ms/step): {parts}; "
+            f"Decoder+Vocos {p['decoder_vocos_s_per_audio_s']:.3f} s per audio s")

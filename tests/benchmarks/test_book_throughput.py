@@ -1,0 +1,31 @@
+"""The book benchmark on random-tiny: a real render (flac + m4b) against the engine alone, one JSON."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import corpus_path
+
+pytest.importorskip("ChatTTS")
+
+
+def test_render_against_engine_alone_with_split_and_limit(tmp_path, capsys):
+    from benchmarks import book_throughput as bench
+
+    book = corpus_path("txt", "gutenberg-zh", "27166-0.txt")
+    out = tmp_path / "book.json"
+    rc = bench.main(["--model", "random-tiny", "--threads", "1", "--batch", "2", "--corpus", str(book),
+                     "--json", str(out)])
+    assert rc == 0
+    r = json.loads(out.read_text(encoding="utf-8"))
+    assert r["batch"] == 2 and r["segments"] == bench.BATCHES * 2 == r["render_counts"]["rendered"]
+    assert r["outputs"] == ["001 - 第一章.flac", "nahan.m4b"]
+    assert sum(r["split"].values()) == pytest.approx(r["render_wall_s"], abs=0.05)
+    assert 0 < r["split"]["engine_in_render_s"] < r["render_wall_s"]
+    assert r["pipeline_overhead"] == pytest.approx(1 - r["engine_alone"]["wall_s"] / r["render_wall_s"], abs=1e-3)
+    assert r["limit_fraction"] == pytest.approx(r["engine_alone"]["audio_s_per_wall_s"] / r["ceiling_audio_s"],
+                                                rel=1e-2)
+    assert r["engine_alone"]["audio_s"] == pytest.approx(r["audio_s"]) and r["audio_s"] > 0
+    printed = capsys.readouterr().out
+    assert "pipeline_overhead" in printed and "limit_fraction" in printed and "split:" in printed

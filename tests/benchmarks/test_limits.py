@@ -1,0 +1,32 @@
+"""benchmarks/limits.py: FLOPs from the shapes, the compute-bound ceiling, a measured peak."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.limits import ceiling_audio_s, gpt_flops
+
+
+def test_gpt_flops_count_weights_attention_and_heads():
+    from engine.llama import LlamaShape
+
+    s = LlamaShape(hidden=8, layers=2, heads=2, kv_heads=2, ffn=16, rope_theta=1e4, eps=1e-6, max_pos=64)
+    f = gpt_flops(s, prompt_lens=[3], tokens=[2], head_cells=10)
+    weights = 8 * 24 + 8 * 8 + 8 * 32 + 16 * 8                       # wqkv, wo, w13, w2 of one layer
+    assert f["linear"] == 2 * weights * 2 * 4                          # 2 layers, 4 positions (3 prompt + 1 step)
+    assert f["attention"] == 4 * 2 * 2 * 4 * (1 + 2 + 3 + 4)           # layers, heads, head_dim, keys per position
+    assert f["heads"] == 2 * 10 * 8 * 2                                 # 2 tokens sampled
+
+
+def test_ceiling_spends_each_part_at_its_dtype_peak():
+    cost = {"linear": 10.0, "attention": 2.0, "heads": 1.0, "decoder_vocos": 1.0}
+    peaks = {"fp32": 100.0, "bf16": 200.0, "int8": 400.0}
+    assert ceiling_audio_s(cost, peaks, "fp32") == pytest.approx(1 / 0.14)
+    assert ceiling_audio_s(cost, peaks, "bf16") == pytest.approx(1 / (0.05 + 0.01 + 0.02))
+    assert ceiling_audio_s(cost, peaks, "fp32", int8=True) == pytest.approx(1 / (0.025 + 0.02 + 0.02))
+
+
+def test_peak_gemm_measures_a_positive_rate():
+    pytest.importorskip("torch")
+    from benchmarks.limits import peak_gemm
+
+    assert peak_gemm("fp32", 1) > 1e8
