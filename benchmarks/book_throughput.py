@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from benchmarks.limits import PEAK_DTYPES, ceiling_audio_s, flops_per_audio_s, peak_gemm
+    from benchmarks.limits import PEAK_DTYPES, ceiling_audio_s, flops_per_audio_s, format_peaks, peak_gemm
     from engine.api import EngineOptions
     from engine.units import expected_tokens
     from tasks import stages
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"engine alone, same segments: {alone['wall_s']:.1f} s wall "
           f"({alone['audio_s_per_wall_s']:.3f} audio-s/wall-s)")
     print(f"pipeline_overhead {overhead:.4f} (1 - engine alone / render wall)")
-    print("peak GEMM: " + ", ".join(f"{d} {v:.0f} GFLOP/s" for d, v in peaks.items()) + "; GFLOP per audio s: "
+    print("peak GEMM: " + format_peaks(peaks) + "; GFLOP per audio s: "
           + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
     print(f"ceiling {ceiling:.2f} audio-s/wall-s ({engine.dtype}{'+int8' if engine.opts.int8 else ''}); "
           f"limit_fraction {result['limit_fraction']:.4f}")

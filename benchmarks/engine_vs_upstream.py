@@ -29,9 +29,7 @@ import argparse
 import gc
 import json
 import logging
-import os
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -419,14 +417,14 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
     """Peak GEMM per CPU dtype, FLOPs per audio second, the ceiling and limit_fraction of each of our sides,
     and the per-step profile of each (benchmarks/limits.py)."""
     from benchmarks.limits import (PEAK_DTYPES, PEAK_N, PEAK_REPS, ceiling_audio_s, flops_per_audio_s,
-                                   format_profile, peak_gemm, step_profile)
+                                   format_peaks, format_profile, peak_gemm, step_profile)
 
     peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in PEAK_DTYPES if args.device == "cpu"}
     first = next(iter(engines.values()))
     cost = flops_per_audio_s(first, [len(first.prompt_ids(t)) for t in texts], forced)
     out: dict = {"peak_gemm_gflops": peaks, "gflop_per_audio_s": cost, "limits": {}}
     log(f"peak GEMM (square, up to {PEAK_N}, best of {PEAK_REPS}): "
-        + ", ".join(f"{d} {v:.0f} GFLOP/s" for d, v in peaks.items()))
+        + format_peaks(peaks))
     log("GFLOP per audio second: " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
     for name, e in engines.items():
         entry: dict = {"profile": step_profile(e, texts, forced, voice, args.batch)}
@@ -449,12 +447,10 @@ def _line(name: str, r: dict) -> str:
 
 
 def _write_json(path: Path, obj: dict) -> None:
+    from engine.atomic import write_bytes
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_bytes(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode())
 
 
 if __name__ == "__main__":

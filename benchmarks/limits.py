@@ -117,7 +117,6 @@ def step_profile(engine, texts: list[str], forced: list[int], voice: str, batch:
     """ms per decode step of `batch` rows (the workload's first, each cut to PROFILE_STEPS tokens), split by the
     torch profiler into GEMM (block projections and heads), attention, sampling (logits processing + draw) and
     other (norms, RoPE, embeddings, Python and scheduling); plus Decoder + Vocos per audio second, timed."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     from engine.api import Request
@@ -158,3 +157,8 @@ def format_profile(p: dict) -> str:
                       for name in ("gemm", "attention", "sampling", "other"))
     return (f"per-step profile ({p['rows']} rows, {p['steps']} steps, {total:.1f} ms/step): {parts}; "
             f"Decoder+Vocos {p['decoder_vocos_s_per_audio_s']:.3f} s per audio s")
+
+
+def format_peaks(peaks: dict) -> str:
+    """Peak GEMM rates (giga-operations per second by dtype) as one phrase: int8 counts integer ops."""
+    return ", ".join(f"{d} {v:.1f} {'GOP/s' if d == 'int8' else 'GFLOP/s'}" for d, v in peaks.items())
