@@ -136,7 +136,7 @@ def cmd_voices(a) -> int:
     from flows.pipeline import audition
     from tasks.audition import AuditionOptions
 
-    opts = options(a.book, out=a.out and str(a.out), lexicon=a.lexicon, t2s=not a.no_t2s, **engine_params(a))
+    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, **engine_params(a))
     if opts.store is not None:
         raise UsageError("voices: --out must be a folder (auditions are not published to a store)")
     try:

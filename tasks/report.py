@@ -3,7 +3,6 @@ listing and the one line a render ends with.  Plain functions over a book dir; t
 turns the table into a Prefect artifact."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 
@@ -11,12 +10,9 @@ def book_table(book_dir: Path) -> list[dict]:
     """One row per chapter: segments done/failed, rendered seconds, and the final file's duration and loudness
     (from manifests.summary and report.json)."""
     from manifests import load, summary
-    from tasks.audio.package import REPORT_NAME
+    from tasks.site.player import read_report
 
-    try:
-        report = json.loads((Path(book_dir) / REPORT_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        report = {}
+    report = read_report(book_dir)
     files: dict[int, dict] = {}
     for f in report.get("files", []):
         if f.get("chapter") is not None:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from contextlib import contextmanager, nullcontext
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from tasks.errors import BookError, RenderFailed, StoreError
@@ -150,8 +151,6 @@ class Publisher:
         return f"{self.prefix}/{rel}"
 
     def _put(self, rel: str) -> None:
-        import time
-
         t0 = time.monotonic()
         try:
             self.store.put(self.book_dir / rel, self._key(rel))
@@ -181,8 +180,6 @@ class Publisher:
 
     def pull(self) -> None:
         """The store's manifest, and the audio of its done rows that the scratch lacks."""
-        import time
-
         from manifests import STATUS_DONE, load
 
         t0 = time.monotonic()
@@ -229,8 +226,7 @@ def attached(opts):
     check it, take the book's lease, pull, publish every commit, and publish the outputs at the end.
     Without one, nothing happens (the local render is exactly what it was)."""
     if opts.store is None:
-        with nullcontext() as nothing:
-            yield nothing
+        yield None
         return
     from manifests.store import on_commit
     from tasks.lease import Lease
