@@ -5,6 +5,7 @@
     with atomic_dir(final) as tmp: build(tmp)       # a whole folder (the random-asset cache)
     with scratch(folder, ".f32") as tmp: ...        # a work file that never becomes an output
     for p in find_temps(book_dir): remove_temp(p)   # what a killed run left behind
+    read_json(path)                                 # what a write left: a JSON object, or {} (never raises)
 
 Temp names: every temp is `.tmp-<random><suffix>` in its destination's folder (same filesystem, so the rename
 is atomic; the destination's suffix is kept because encoders pick their format from it).  Readers ignore them
@@ -26,6 +27,7 @@ through manifests.crashpoints; engine/ does not import manifests, so callers pas
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import secrets
@@ -165,3 +167,14 @@ def find_temps(root: Path) -> list[Path]:
         found += [Path(folder) / d for d in temp_dirs]
         found += [Path(folder) / f for f in files if f.startswith(TEMP_PREFIX) or LEGACY_TEMP_RE.match(f)]
     return sorted(found)
+
+
+def read_json(path: Path) -> dict:
+    """The JSON object in `path`; {} when it is missing, unreadable, not JSON or not an object.  For the
+    files the package rebuilds when they are bad (book.json, report.json, .chapters.json): a reader that wants
+    to fail on a bad file reads it itself."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -204,6 +204,7 @@ PAGE_SCRIPT = """document.querySelectorAll("button.copy").forEach(function (b) {
     } else {
       try { document.execCommand("copy"); } catch (e) {}
     }
+    document.querySelectorAll("button.copy").forEach(function (o) { o.textContent = "copy"; });
     b.textContent = "copied";
   });
 });"""

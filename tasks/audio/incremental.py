@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from engine.atomic import read_json
 from manifests import STATUS_DONE, load
 from manifests.crashpoints import crashpoint
 from tasks.audio.assemble import (ChapterAudio, Piece, assemble_arrays, assemble_chapter, load_piece,
@@ -50,7 +51,7 @@ def package_changed(book_dir: Path, opts: RenderOptions) -> Path:
     texts = _epub_texts(book_dir, by_chapter) if "epub" in opts.package.formats else None
     state = _read_state(book_dir)
     report = book_dir / REPORT_NAME
-    previous = _read_json(report) if state and state.get("report") == _sha_file(report) else None
+    previous = (read_json(report) or None) if state and state.get("report") == _sha_file(report) else None
     same = {i for i in sigs if previous is not None and _chapter_unchanged(book_dir, state, i, sigs[i])}
     book_files = (state or {}).get("book_files", {})
     if (same == set(sigs) and state.get("book") == _book_signature(sigs, opts, texts)
@@ -129,16 +130,9 @@ def _sha_file(path: Path) -> str | None:
         return None
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _read_state(book_dir: Path) -> dict:
-    data = _read_json(Path(book_dir) / CHAPTERS_JSON)
-    return data if isinstance(data, dict) and data.get("version") == SIGNATURE_VERSION else {}
+    data = read_json(Path(book_dir) / CHAPTERS_JSON)
+    return data if data.get("version") == SIGNATURE_VERSION else {}
 
 
 def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: RenderOptions,

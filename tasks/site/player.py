@@ -16,10 +16,10 @@ Where its numbers come from — nothing is measured again:
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.atomic import read_json
 from tasks.audio.subtitles import TimedText
 from tasks.site.html import document, esc, href, json_script
 
@@ -54,22 +54,14 @@ def book_info(book_dir: Path) -> dict:
     """book.json (title, author, language, cover_file …); {} when missing or unreadable."""
     from tasks.plan import BOOK_JSON
 
-    return _json_object(Path(book_dir) / BOOK_JSON)
+    return read_json(Path(book_dir) / BOOK_JSON)
 
 
 def read_report(book_dir: Path) -> dict:
     """report.json; {} when the book was never packaged."""
     from tasks.audio.package import REPORT_NAME
 
-    return _json_object(Path(book_dir) / REPORT_NAME)
-
-
-def _json_object(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json(Path(book_dir) / REPORT_NAME)
 
 
 def player_chapters(book_dir: Path, report: dict) -> list[PlayerChapter]:

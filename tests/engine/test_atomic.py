@@ -141,3 +141,15 @@ def test_find_temps_lists_a_temp_folder_once_and_old_style_temps(tmp_path):
     (tmp_path / "segments" / "ab" / "k.flac").write_bytes(b"")
     (tmp_path / "report.tmp").write_bytes(b"")                   # not a temp of ours
     assert find_temps(tmp_path) == sorted([side, old])
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, {}), (b"", {}), (b"{not json", {}), (b"\xff\xfe", {}), (b"[1, 2]", {}), (b'"text"', {}),
+    ('{"title": "吶喊", "n": 2}'.encode(), {"title": "吶喊", "n": 2}),
+])
+def test_read_json_is_the_object_or_empty(tmp_path, content, expected):
+    """Missing, torn, undecodable or non-object files read as {} (the caller rebuilds them); objects as written."""
+    path = tmp_path / "book.json"
+    if content is not None:
+        path.write_bytes(content)
+    assert atomic.read_json(path) == expected

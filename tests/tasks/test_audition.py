@@ -90,6 +90,7 @@ def test_audition_page_in_a_real_browser(auditioned, browser, tmp_path):
     for i in (3, 0):
         buttons[i].click()
         assert browser.find_element("id", "clipboard").get_attribute("value") == info["candidates"][i]["option"]
+        assert [b.text for b in buttons] == ["copied" if j == i else "copy" for j in range(COUNT)]   # only the last
     assert console_errors(browser) == []
     shot = Path(os.environ.get("CHATTTS_RENDER_SCREENSHOTS", tmp_path)) / "audition-page.png"
     shot.parent.mkdir(parents=True, exist_ok=True)
