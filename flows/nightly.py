@@ -52,8 +52,9 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
                            voice: str | None = None, formats: list[str] | None = None,
                            device: str | None = None, deployment: str = RENDER_DEPLOYMENT,
                            wait: bool = False, base_url: str | None = None) -> list[dict]:
-    """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete.
-    Relative paths are taken from the working directory (the repo root for the deployments).  With wait,
+    """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete in `out` (a
+    folder or a store URL).  Relative paths are taken from the working directory (the repo root for the
+    deployments).  With wait,
     block until those runs finish and fail when one did not complete.  base_url: where OUT is served (the
     feed's links; None: relative)."""
     from prefect.context import get_run_context
@@ -61,10 +62,13 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
 
     from tasks.site.catalogue import SiteOptions
 
+    from tasks.storage import is_url
+
     log = get_run_logger()
     site = SiteOptions(base_url=base_url)
-    catalogue_dir, out_dir = Path(catalogue).resolve(), Path(out).resolve()
-    states = scan_task(str(catalogue_dir), str(out_dir))
+    in_store = is_url(out)             # a store: its books' state is read there; no catalogue page (a folder's)
+    catalogue_dir, out_root = Path(catalogue).resolve(), out if in_store else str(Path(out).resolve())
+    states = scan_task(str(catalogue_dir), out_root)
     waiting = _waiting_books(deployment)
     run_id = get_run_context().flow_run.id
     rows, started = [], []
@@ -74,8 +78,8 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
             row["state"] = "waiting"
             log.info("%s: a run is already waiting for a worker; not starting another", s.book)
         elif s.needs_render:
-            params = {"book": s.book, "out": str(out_dir), "model": model, "voice": voice, "formats": formats,
-                      "device": device, "catalogue": True, "base_url": base_url}
+            params = {"book": s.book, "out": out_root, "model": model, "voice": voice, "formats": formats,
+                      "device": device, "catalogue": not in_store, "base_url": base_url}
             key = hashlib.sha256(f"{run_id}\x1f{s.book}\x1f{s.sha256}".encode()).hexdigest()[:32]
             fr = run_deployment(deployment, parameters={k: v for k, v in params.items() if v is not None},
                                 timeout=0, idempotency_key=key, tags=["nightly"])
@@ -87,8 +91,9 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
         rows.append(row)
     table_artifact("nightly", str(catalogue_dir), rows,
                    f"nightly catalogue {catalogue_dir}: {len(started)} renders started")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    catalogue_task(str(out_dir), site)                 # every book in OUT as it stands now
+    if not in_store:
+        Path(out_root).mkdir(parents=True, exist_ok=True)
+        catalogue_task(out_root, site)                 # every book in OUT as it stands now
     if wait and started:
         _wait_for(started)
     return [asdict(s) for s in states]

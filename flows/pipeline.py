@@ -19,15 +19,20 @@ def direct(fn, *args, **kwargs):
 def render(opts: RenderOptions, *, call: Call = direct, on_done: Callable[[int, int], None] | None = None,
            on_prepared: Callable[[Path], None] | None = None) -> dict:
     """Render one book; returns {book_dir, rendered, adopted, already_done, failed, total}.  Resumable: rerun
-    after any crash.  on_prepared(book_dir) runs once the manifest is planned, under the book's lock."""
+    after any crash.  on_prepared(book_dir) runs once the manifest is planned, under the book's lock.  At the
+    end, the source file's sha256 is recorded (manifest/source.json, published with the outputs: the nightly
+    scan compares it with the file's)."""
+    from manifests.source import record_source_hash, source_sha256
     from tasks.storage import attached
 
     with locked(opts), attached(opts) as store:  # a store (--out URL): pulled first, published as it commits
         book_dir = Path(call(stages.prepare, opts))
+        sha = source_sha256(opts.book)               # the file prepare read (it refuses a missing one)
         if on_prepared is not None:
             on_prepared(book_dir)
         counts = call(stages.synthesize, book_dir, opts, on_done)
         call(stages.package, book_dir, opts)
+        record_source_hash(book_dir, opts.book, sha)
     return {"book_dir": book_dir, **counts, **(store.timings() if store else {})}
 
 

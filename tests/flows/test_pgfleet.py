@@ -17,7 +17,7 @@ from manifests.crashpoints import HOLD
 from tests.flows.helpers import pause_at, tree_digest, wait_held, write_txt_book
 from tests.flows.prefect_service import FLEET_SECTION, PrefectService, doc_commands, doc_lines
 from tests.flows.test_fleet import render, store_files, store_manifest, without_manifest
-from tests.flows.test_server import artifacts, params, run_logs, wait_run
+from tests.flows.test_server import artifacts, params, run_logs, wait_final, wait_run
 
 pytestmark = pytest.mark.server
 
@@ -129,6 +129,31 @@ def test_two_runs_of_one_book_one_renders_one_is_skipped(fleet, s3_server, tmp_p
     want = without_manifest(tree_digest(local / "novel"))
     assert stored.pop("book.json") and want.pop("book.json")           # its source_path: where the book was read
     assert stored == want
+
+
+def test_nightly_scan_against_the_store(fleet, s3_server, tmp_path):
+    """The recipe's nightly scan with out=s3://…: the first starts one render per book, each completes into the
+    store and publishes its source record; the second finds every book complete there and starts none."""
+    cat = tmp_path / "catalogue"
+    cat.mkdir()
+    books = [write_txt_book(cat / "甲书.txt", 1, 3), write_txt_book(cat / "b-book.txt", 1, 4)]
+    fs, bucket = s3_server.filesystem(), s3_server.bucket("fleet-nightly")
+    out = f"s3://{bucket}/out"
+    nightly = dict(replace={"/srv/books": str(cat), DOC_STORE["out"]: out},
+                   extra=params("model=random-tiny") + ["--watch"], timeout=RUN_TIMEOUT_S)
+    first = fleet.run(doc("'nightly-catalogue/nightly'"), **nightly)
+    assert "Completed" in first.stdout, first.stdout[-2000:]
+    runs = wait_final(fleet, "render-book/adhoc", len(books), out=out)
+    assert sorted(r.parameters["book"] for r in runs) == sorted(str(b.resolve()) for b in books)
+    assert all(r.state.is_completed() and "skipped" not in (r.state.message or "") for r in runs), runs
+    fs.invalidate_cache()
+    for b in books:
+        assert fs.isfile(f"{bucket}/out/{b.stem}/report.json"), b
+        assert fs.isfile(f"{bucket}/out/{b.stem}/manifest/source.json"), b
+
+    again = fleet.run(doc("'nightly-catalogue/nightly'"), **nightly)
+    assert "Completed" in again.stdout, again.stdout[-2000:]
+    assert len(flow_runs_of(fleet, out)) == len(books), "the second scan started renders of complete books"
 
 
 def flow_runs_of(svc: PrefectService, out: str) -> list:
