@@ -11,7 +11,6 @@ each render-book run it starts: when its book is planned (listed as partial, ren
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.progress import table_artifact
 from flows.render_book import catalogue_task
+from flows.shards import wait_for
 from tasks.catalogue import BookState, scan_catalogue
 
 RENDER_DEPLOYMENT = "render-book/adhoc"
@@ -90,26 +90,5 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
     out_dir.mkdir(parents=True, exist_ok=True)
     catalogue_task(str(out_dir), site)                 # every book in OUT as it stands now
     if wait and started:
-        _wait_for(started)
+        wait_for(started)
     return [asdict(s) for s in states]
-
-
-def _wait_for(runs) -> None:
-    import time
-
-    from prefect.client.orchestration import get_client
-
-    pending = {r.id for r in runs}
-    failed = []
-    with get_client(sync_client=True) as client:
-        while pending:
-            for rid in list(pending):
-                fr = client.read_flow_run(rid)
-                if fr.state is not None and fr.state.is_final():
-                    pending.discard(rid)
-                    if not fr.state.is_completed():
-                        failed.append(f"{fr.name}: {fr.state.type.value}")
-            if pending:
-                time.sleep(float(os.environ.get("CHATTTS_NIGHTLY_POLL_S", "5")))
-    if failed:
-        raise RuntimeError(f"{len(failed)} book renders did not complete: {', '.join(failed)}")

@@ -37,8 +37,15 @@ class Shard:
 
     @property
     def writer(self) -> str:
-        """Its manifest parts' writer tag (manifests.commit)."""
-        return f"{self.token}s{self.index}"
+        return writer_tag(self.token, self.index)
+
+
+def writer_tag(token: str, index: int) -> str:
+    """Shard `index`'s manifest writer tag (manifests.commit) and scratch folder name; ValueError for a token
+    that is not one tasks.shards.start makes."""
+    if not (len(token) == 2 * TOKEN_BYTES and all(c in "0123456789abcdef" for c in token)):
+        raise ValueError(f"shard token {token!r}: not a token of a sharded render")
+    return f"{token}s{index}"
 
 
 @dataclass(frozen=True)
@@ -113,8 +120,8 @@ def shard(book_dir: Path, index: int, token: str) -> Shard:
 
 def gather(book_dir: Path, plan: ShardPlan, guard) -> dict:
     """After every shard ended: counts for the whole book (RenderFailed when rows are still to render, e.g.
-    a shard was refused); the shard file is removed."""
-    from manifests import STATUS_DONE, STATUS_FAILED, load
+    a shard was refused); the shard file is removed and the manifest compacted."""
+    from manifests import STATUS_DONE, STATUS_FAILED, compact, load
 
     rows = load(book_dir).to_pylist()
     left = to_render(rows, guard)
@@ -122,6 +129,7 @@ def gather(book_dir: Path, plan: ShardPlan, guard) -> dict:
         raise RenderFailed(str(book_dir), f"{len(left)} segments were not rendered by the shards; rerun to "
                                           "render only those")
     (Path(book_dir) / SHARD_FILE).unlink(missing_ok=True)
+    compact(book_dir)
     done = sum(r["status"] == STATUS_DONE for r in rows)
     return {"rendered": done - plan.done, "adopted": 0, "already_done": plan.done,
             "failed": sum(r["status"] == STATUS_FAILED for r in rows), "total": len(rows)}
