@@ -20,7 +20,8 @@ from prefect.cache_policies import NO_CACHE
 from flows.progress import table_artifact
 from flows.render_book import catalogue_task
 from flows.shards import wait_for
-from tasks.catalogue import BookState, scan_catalogue
+from tasks.catalogue import INCOMPLETE, BookState, scan_catalogue
+from tasks.shards import segments_left, shard_count
 
 RENDER_DEPLOYMENT = "render-book/adhoc"
 WAITING_STATES = ("SCHEDULED", "PENDING")   # a run not started yet holds no lock: ask the server
@@ -51,11 +52,13 @@ def _waiting_books(deployment: str) -> set[str]:
 def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", model: str | None = None,
                            voice: str | None = None, formats: list[str] | None = None,
                            device: str | None = None, deployment: str = RENDER_DEPLOYMENT,
-                           wait: bool = False, base_url: str | None = None) -> list[dict]:
+                           wait: bool = False, base_url: str | None = None,
+                           segments_per_shard: int | None = None, max_shards: int = 8) -> list[dict]:
     """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete.
     Relative paths are taken from the working directory (the repo root for the deployments).  With wait,
     block until those runs finish and fail when one did not complete.  base_url: where OUT is served (the
-    feed's links; None: relative)."""
+    feed's links; None: relative).  segments_per_shard: a book with more segments left than this renders
+    over several workers (render-book's shards: one per segments_per_shard, at most max_shards)."""
     from prefect.context import get_run_context
     from prefect.deployments import run_deployment
 
@@ -76,12 +79,15 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
         elif s.needs_render:
             params = {"book": s.book, "out": str(out_dir), "model": model, "voice": voice, "formats": formats,
                       "device": device, "catalogue": True, "base_url": base_url}
+            if segments_per_shard is not None:
+                left = segments_left(Path(s.book), Path(s.book_dir), planned=s.state == INCOMPLETE)
+                params["shards"] = shard_count(left, segments_per_shard, max_shards)
             key = hashlib.sha256(f"{run_id}\x1f{s.book}\x1f{s.sha256}".encode()).hexdigest()[:32]
             fr = run_deployment(deployment, parameters={k: v for k, v in params.items() if v is not None},
                                 timeout=0, idempotency_key=key, tags=["nightly"])
             row["flow_run"] = fr.name
             started.append(fr)
-            log.info("%s (%s): started %s", s.book, s.state, fr.name)
+            log.info("%s (%s): started %s (%d shards)", s.book, s.state, fr.name, params.get("shards", 1))
         else:
             log.info("%s: %s, nothing to do", s.book, s.state)
         rows.append(row)

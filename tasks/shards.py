@@ -65,6 +65,30 @@ def check_count(shards: int) -> int:
     return shards
 
 
+def shard_count(segments: int, segments_per_shard: int | None, max_shards: int = MAX_SHARDS) -> int:
+    """Shards for a book with `segments` left to render: one per segments_per_shard (None: 1), at most
+    max_shards (the nightly's deployment parameters)."""
+    if segments_per_shard is None:
+        return 1
+    if segments_per_shard < 1:
+        raise ValueError(f"segments_per_shard must be at least 1, not {segments_per_shard}")
+    return max(1, min(check_count(max_shards), -(-segments // segments_per_shard)))
+
+
+def segments_left(book: Path, book_dir: Path, planned: bool) -> int:
+    """The segments a render of book into book_dir has left: with planned (its manifest plans this very
+    source), its rows still to render; else the book's segments (read and segmented with default options)."""
+    if planned and (Path(book_dir) / "manifest").is_dir():
+        from manifests import load
+        from tasks.guard import GuardOptions
+
+        return len(to_render(load(book_dir).to_pylist(), GuardOptions()))
+    from tasks.ingest import load_book
+    from tasks.plan import segment_book
+
+    return len(segment_book(load_book(book))[0])
+
+
 def to_render(rows: list[dict], guard) -> list[dict]:
     """The rows a render still renders: not done, and not failed for good (tasks.guard.is_final_failure)."""
     from manifests import STATUS_DONE

@@ -64,10 +64,21 @@ def shard_runs(svc, out: Path) -> list:
     return flow_runs(svc, "render-book/adhoc", out=str(out), shard=1)
 
 
-def test_two_shards_on_two_workers_equal_a_one_shard_render(service, book, reference, tmp_path):  # noqa: F811
+def test_the_nightly_shards_a_big_book_over_two_workers_equal_to_one_shard(service, book, reference,  # noqa: F811
+                                                                          tmp_path):
+    """The nightly scan picks shards=2 for the book (27 segments, segments_per_shard=14); the parent and its
+    shard run on the two workers, each renders segments, and the book equals a one-shard render."""
+    from prefect.deployments import run_deployment
+
     out = tmp_path / "out"
     t0 = time.monotonic()
-    parent = wait_run(service, start(service, book, out).id)
+    with service.client_settings():
+        nightly = run_deployment("nightly-catalogue/nightly", timeout=0, parameters={
+            "catalogue": str(book.parent), "out": str(out), "model": "random-tiny", "segments_per_shard": 14})
+    assert wait_run(service, nightly.id).state.is_completed()
+    [parent] = flow_runs(service, "render-book/adhoc", out=str(out), shard=None)
+    assert parent.parameters["shards"] == 2, parent.parameters
+    parent = wait_run(service, parent.id)
     print(f"\nshards=2 render of {BOOK_CHAPTERS}x{BOOK_SENTENCES} sentences: {time.monotonic() - t0:.1f} s")
     assert parent.state.is_completed(), parent.state
     [child] = shard_runs(service, out)

@@ -101,3 +101,24 @@ def test_a_stale_token_is_refused_and_rows_left_fail_the_gather(tmp_path):
     assert (book_dir / shards.SHARD_FILE).exists()
     again = shards.start(book_dir, 2, GuardOptions())              # the rerun splits only what is left
     assert sorted(k for s in again.shards for k in s) == sorted(plan.shards[1]) and again.done == len(plan.shards[0])
+
+
+def test_shard_count_from_the_size_and_the_deployment_parameters():
+    assert shards.shard_count(500, None) == 1                       # no segments_per_shard: one shard
+    assert [shards.shard_count(n, 100) for n in (0, 1, 100, 101, 250)] == [1, 1, 1, 2, 3]
+    assert shards.shard_count(10_000, 100, max_shards=4) == 4
+    with pytest.raises(ValueError, match="segments_per_shard"):
+        shards.shard_count(10, 0)
+
+
+def test_segments_left_reads_the_manifest_or_segments_the_book(tmp_path):
+    from tasks.ingest import load_book
+    from tasks.plan import segment_book
+    from tests.flows.helpers import write_txt_book
+
+    book = write_txt_book(tmp_path / "novel.txt", chapters=3, sentences=20)
+    assert shards.segments_left(book, tmp_path / "out" / "novel", planned=False) == len(
+        segment_book(load_book(book))[0])
+    book_dir, rows = make_book(tmp_path)                              # 3 rows planned, one of them done
+    manifests.commit(book_dir, [{**rows[0], "status": "done", "attempts": 1}])
+    assert shards.segments_left(book, book_dir, planned=True) == 2
