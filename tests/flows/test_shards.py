@@ -139,3 +139,29 @@ def test_a_killed_shard_fails_the_parent_and_a_rerun_renders_only_the_rest(servi
     assert {r["attempts"] for r in after.values()} == {1}
     assert all((book_dir / after[k]["audio_path"]).read_bytes() == audio_before[k] for k in before)
     assert outputs(book_dir) == reference[0] and rows_without_plan(book_dir) == reference[1]
+
+
+def test_two_shards_into_a_store(service, s3_server, book, reference, tmp_path):  # noqa: F811
+    """shards=2 with out=s3://… (moto, the real s3fs): the store ends up holding a one-shard render's files;
+    the shard worked in a scratch folder of its own, gone at its end."""
+    from prefect.deployments import run_deployment
+
+    from tests.flows.test_fleet import store_files, store_manifest, without_manifest
+
+    url = f"s3://{s3_server.bucket('shards')}/out"
+    prefix, scratch = f"shards/out/{book.stem}", tmp_path / "scratch"
+    with service.client_settings():                 # the store's endpoint and keys: forwarded to the shard
+        run = run_deployment("render-book/adhoc", job_variables={"env": s3_server.env()}, timeout=0, parameters={
+            "book": str(book), "out": url, "model": "random-tiny", "shards": 2, "scratch": str(scratch)})
+    parent = wait_run(service, run.id)
+    assert parent.state.is_completed(), parent.state
+    [child] = flow_runs(service, "render-book/adhoc", out=url, shard=1)
+    assert child.state.is_completed(), child.state
+    assert int(SHARD_RE.search(run_logs(service, child.id)).group(2)) > 0
+    fs = s3_server.filesystem()
+    stored = store_files(fs, prefix)
+    assert without_manifest(stored) == reference[0]                  # no .shards.json, no .lease.json left
+    assert len([k for k in stored if k.startswith("manifest/part-")]) == 1
+    assert [{k: v for k, v in r.items() if k != "plan_id"} for r in
+            store_manifest(fs, prefix, tmp_path / "manifest")] == reference[1]
+    assert not [p for p in scratch.rglob("*") if ".shards" in p.parts and p.name != ".shards"]
