@@ -31,11 +31,11 @@ def fan_out(shards: int, call, on_done):
         plan = sharding.start(book_dir, shards, opts.guard)
         if store is not None:
             store.publish(sharding.SHARD_FILE)           # the shards on other machines read it from the store
-        runs = [start_shard(parent, i, plan.token) for i in range(1, shards)]
+        runs = [start_shard(parent, i, plan.token) for i in range(1, shards) if plan.shards[i]]   # not idle ones
         try:
             own = call(stages.synthesize, book_dir, opts, on_done, plan.shard(0))
-            get_run_logger().info("%s: shard 0 rendered %d segments; waiting for shards 1-%d (%s)", book_dir,
-                                  own["rendered"], shards - 1, ", ".join(r.name for r in runs))
+            get_run_logger().info("%s: shard 0 rendered %d segments; waiting for %d more shards (%s)", book_dir,
+                                  own["rendered"], len(runs), ", ".join(r.name for r in runs))
         finally:
             wait_for(runs)                               # every shard ends before the parent goes on or fails
         if store is not None:
