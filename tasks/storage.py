@@ -160,6 +160,17 @@ class Publisher:
         self.put_s += time.monotonic() - t0
         self.puts += 1
 
+    def publish(self, rel: str) -> None:
+        """Upload one file of the book dir now (a sharded render's shard file, tasks/shards.py)."""
+        self._put(rel)
+
+    def remove(self, rel: str) -> None:
+        """Delete one object of the book from the store, if it is there."""
+        try:
+            self.store.fs.rm_file(self._key(rel))
+        except FileNotFoundError:
+            pass
+
     def timings(self) -> dict:
         return {"store": f"{self.store.url}/{self.book_dir.name}", "published": self.puts,
                 "publish_s": self.put_s, "pull_s": self.pull_s}
@@ -272,6 +283,33 @@ def attached(opts):
         with on_commit(opts.book_dir, pub.on_commit):
             yield pub
         pub.finish()
+
+
+@contextmanager
+def attached_shard(opts, writer: str):
+    """Around one shard of a sharded render (flows/shards.py), whose parent holds the book (flock, lease,
+    slot).  Yields the book dir the shard renders in: without a store the parent's own; with one, a scratch
+    folder of its own (`<scratch>/.shards/<writer>/<book>`: other shards may run on this machine) holding the
+    store's manifest and shard file, every commit published as a render's is; the folder goes at the end."""
+    if opts.store is None:
+        yield opts.book_dir
+        return
+    import shutil
+
+    from manifests.store import on_commit
+    from tasks.shards import SHARD_FILE
+
+    store = Store(opts.store)
+    store.check()
+    root = opts.out / ".shards" / writer
+    pub = Publisher(store, root / opts.book_dir.name)
+    try:
+        pub.pull_manifest()
+        pub.pull_files(SHARD_FILE)                      # absent: the shard is refused (tasks.shards.shard)
+        with on_commit(pub.book_dir, pub.on_commit):
+            yield pub.book_dir
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def load_manifest(opts):
