@@ -64,7 +64,6 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
     from prefect.deployments import run_deployment
 
     from tasks.site.catalogue import SiteOptions
-
     from tasks.storage import is_url
 
     log = get_run_logger()

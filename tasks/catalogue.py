@@ -3,8 +3,8 @@
 A book needs rendering when it is new, changed (its source file's sha256 differs from the one recorded after
 its last render) or incomplete (its manifest has segments not done, or it was never packaged).  A book whose
 render is in flight (its book-dir lock is held; in a store, its lease) is left alone.  The output root may be
-a store URL: the state is then read from the store (tasks/storage.py).  Plain functions: flows/nightly.py starts one
-render per book that needs it; the tests call these without a server."""
+a store URL: the state is then read from the store (tasks/storage.py).  Plain functions: flows/nightly.py
+starts one render per book that needs it; the tests call these without a server."""
 from __future__ import annotations
 
 from dataclasses import dataclass
