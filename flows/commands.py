@@ -61,7 +61,6 @@ def prefect_server_configured() -> bool:
 def cmd_render(a) -> int:
     from flows.progress import TqdmProgress
     from manifests import load, summary
-    from manifests.source import record_source_hash, source_sha256
     from tasks.report import summary_line
 
     params = render_params(a)
@@ -77,7 +76,6 @@ def cmd_render(a) -> int:
             from flows.pipeline import render
 
             result = render(opts, on_done=progress)
-            record_source_hash(opts.book_dir, opts.book, source_sha256(opts.book))   # for the nightly scan
     finally:
         progress.close()
     book_dir = result["book_dir"]

@@ -11,7 +11,6 @@ each render-book run it starts: when its book is planned (listed as partial, ren
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -20,7 +19,9 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.progress import table_artifact
 from flows.render_book import catalogue_task
-from tasks.catalogue import BookState, scan_catalogue
+from flows.shards import wait_for
+from tasks.catalogue import INCOMPLETE, BookState, scan_catalogue
+from tasks.shards import segments_left, shard_count
 
 RENDER_DEPLOYMENT = "render-book/adhoc"
 WAITING_STATES = ("SCHEDULED", "PENDING")   # a run not started yet holds no lock: ask the server
@@ -51,20 +52,25 @@ def _waiting_books(deployment: str) -> set[str]:
 def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", model: str | None = None,
                            voice: str | None = None, formats: list[str] | None = None,
                            device: str | None = None, deployment: str = RENDER_DEPLOYMENT,
-                           wait: bool = False, base_url: str | None = None) -> list[dict]:
-    """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete.
-    Relative paths are taken from the working directory (the repo root for the deployments).  With wait,
+                           wait: bool = False, base_url: str | None = None,
+                           segments_per_shard: int | None = None, max_shards: int = 8) -> list[dict]:
+    """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete in `out` (a
+    folder or a store URL).  Relative paths are taken from the working directory (the repo root for the
+    deployments).  With wait,
     block until those runs finish and fail when one did not complete.  base_url: where OUT is served (the
-    feed's links; None: relative)."""
+    feed's links; None: relative).  segments_per_shard: a book with more segments left than this renders
+    over several workers (render-book's shards: one per segments_per_shard, at most max_shards)."""
     from prefect.context import get_run_context
     from prefect.deployments import run_deployment
 
     from tasks.site.catalogue import SiteOptions
+    from tasks.storage import is_url
 
     log = get_run_logger()
     site = SiteOptions(base_url=base_url)
-    catalogue_dir, out_dir = Path(catalogue).resolve(), Path(out).resolve()
-    states = scan_task(str(catalogue_dir), str(out_dir))
+    in_store = is_url(out)             # a store: its books' state is read there; no catalogue page (a folder's)
+    catalogue_dir, out_root = Path(catalogue).resolve(), out if in_store else str(Path(out).resolve())
+    states = scan_task(str(catalogue_dir), out_root)
     waiting = _waiting_books(deployment)
     run_id = get_run_context().flow_run.id
     rows, started = [], []
@@ -74,42 +80,25 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
             row["state"] = "waiting"
             log.info("%s: a run is already waiting for a worker; not starting another", s.book)
         elif s.needs_render:
-            params = {"book": s.book, "out": str(out_dir), "model": model, "voice": voice, "formats": formats,
-                      "device": device, "catalogue": True, "base_url": base_url}
+            params = {"book": s.book, "out": out_root, "model": model, "voice": voice, "formats": formats,
+                      "device": device, "catalogue": not in_store, "base_url": base_url}
+            if segments_per_shard is not None:
+                left = segments_left(Path(s.book), Path(s.book_dir), planned=s.state == INCOMPLETE)
+                params["shards"] = shard_count(left, segments_per_shard, max_shards)
             key = hashlib.sha256(f"{run_id}\x1f{s.book}\x1f{s.sha256}".encode()).hexdigest()[:32]
             fr = run_deployment(deployment, parameters={k: v for k, v in params.items() if v is not None},
                                 timeout=0, idempotency_key=key, tags=["nightly"])
             row["flow_run"] = fr.name
             started.append(fr)
-            log.info("%s (%s): started %s", s.book, s.state, fr.name)
+            log.info("%s (%s): started %s (%d shards)", s.book, s.state, fr.name, params.get("shards", 1))
         else:
             log.info("%s: %s, nothing to do", s.book, s.state)
         rows.append(row)
     table_artifact("nightly", str(catalogue_dir), rows,
                    f"nightly catalogue {catalogue_dir}: {len(started)} renders started")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    catalogue_task(str(out_dir), site)                 # every book in OUT as it stands now
+    if not in_store:
+        Path(out_root).mkdir(parents=True, exist_ok=True)
+        catalogue_task(out_root, site)                 # every book in OUT as it stands now
     if wait and started:
-        _wait_for(started)
+        wait_for(started)
     return [asdict(s) for s in states]
-
-
-def _wait_for(runs) -> None:
-    import time
-
-    from prefect.client.orchestration import get_client
-
-    pending = {r.id for r in runs}
-    failed = []
-    with get_client(sync_client=True) as client:
-        while pending:
-            for rid in list(pending):
-                fr = client.read_flow_run(rid)
-                if fr.state is not None and fr.state.is_final():
-                    pending.discard(rid)
-                    if not fr.state.is_completed():
-                        failed.append(f"{fr.name}: {fr.state.type.value}")
-            if pending:
-                time.sleep(float(os.environ.get("CHATTTS_NIGHTLY_POLL_S", "5")))
-    if failed:
-        raise RuntimeError(f"{len(failed)} book renders did not complete: {', '.join(failed)}")

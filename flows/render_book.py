@@ -13,9 +13,11 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows import pipeline
+from flows import shards as shards_flow
 from flows.concurrency import one_run_per_book
 from flows.progress import ArtifactProgress, table_artifact
 from tasks import stages
+from tasks.shards import check_count
 from tasks.site.catalogue import SiteOptions, write_catalogue
 
 # Thin task wrappers.  The manifest, not Prefect's cache, decides what is done.
@@ -48,16 +50,18 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
                      lexicon: str | None = None, t2s: bool = True, guard: bool = True,
                      guard_attempts: int | None = None, clip_text: str | None = None, voice_anchor: bool = False,
                      cast: str | None = None, catalogue: bool = False, base_url: str | None = None,
-                     scratch: str | None = None):
+                     scratch: str | None = None, shards: int = 1, shard: int | None = None,
+                     shard_token: str | None = None):
     """Render one book (parameters as the CLI's options; None keeps the default; device "auto" picks cuda
     when the worker sees a GPU).  Returns the book dir.  In a deployment run, a book already being rendered
     by another process is skipped (a Completed state saying so), not failed; a direct call raises
-    BookLocked.  At the end: the source's sha256 (for the nightly scan) and a table artifact per book; with
-    catalogue (the nightly's runs), OUT/index.html and OUT/feed.xml rewritten, finished or failed."""
+    BookLocked.  At the end: a table artifact per book (pipeline.render records the source's sha256 for the
+    nightly scan); with catalogue (the nightly's runs), OUT/index.html and OUT/feed.xml rewritten.
+    shards > 1 (a deployment run): the book's segments over that many runs of this deployment, packaged
+    once (flows/shards.py); shard and shard_token are set by such a run for the runs it starts."""
     from prefect.states import Completed
 
     from manifests.lock import BookLocked
-    from manifests.source import record_source_hash, source_sha256
     from tasks.options import options_from_params
     from tasks.report import book_table
 
@@ -71,12 +75,23 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
     log.info("rendering %s into %s (model %s, device %s, CUDA_VISIBLE_DEVICES=%s, host %s, pid %d)",
              opts.book, opts.book_dir, opts.engine.model, opts.engine.device,
              os.environ.get("CUDA_VISIBLE_DEVICES", "unset"), socket.gethostname(), os.getpid())
-    sha = source_sha256(opts.book) if opts.book.is_file() else None
     progress = ArtifactProgress()
+    if shard is not None:                    # one shard of a parent run that holds the book
+        try:
+            counts = pipeline.render_shard(opts, shard, shard_token or "", call=_task_call, on_done=progress)
+        finally:
+            progress.tqdm.close()
+        log.info("%s: shard %d rendered %d segments (%d reused)", opts.book_dir, shard, counts["rendered"],
+                 counts["adopted"] + counts["already_done"])
+        return counts
+    if check_count(shards) > 1 and not _from_deployment():
+        raise ValueError("shards > 1: the other shards run as runs of this run's deployment; start the render "
+                         "from one (prefect deployment run 'render-book/adhoc' --param shards=N …)")
+    fan_out = shards_flow.fan_out(shards, _task_call, progress) if shards > 1 else None
     try:
         with one_run_per_book(opts):          # across machines: Prefect's concurrency limit, keyed by the book
-            result = pipeline.render(opts, call=_task_call, on_done=progress, on_prepared=site and (
-                lambda _: _rewrite_catalogue(str(opts.out), site, log)))       # listed as partial, rendering
+            result = pipeline.render(opts, call=_task_call, on_done=progress, fan_out=fan_out, on_prepared=site
+                                     and (lambda _: _rewrite_catalogue(str(opts.out), site, log)))
     except BookLocked as e:
         if not _from_deployment():
             raise                            # a direct call (the CLI with a server): the caller decides
@@ -89,8 +104,6 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
     if progress.artifact_id is None:
         progress(1, 1)                       # nothing to render: still show 100 %
     book_dir = Path(result["book_dir"])
-    if sha is not None:
-        record_source_hash(book_dir, opts.book, sha)
     rows = book_table(book_dir)
     total = sum(r["seconds"] or 0 for r in rows)
     table_artifact("book", str(book_dir), rows, f"{book_dir.name}: {len(rows)} chapters, {total / 60:.1f} min, "

@@ -4,7 +4,9 @@ named point, so the crash-and-resume tests reach every dangerous moment determin
 `CHATTTS_RENDER_CRASH_AT=<point>:<n>:pause` stops the process there instead: it creates the empty marker
 file `$CHATTTS_RENDER_CRASH_DIR/<point>.<pid>`, then SIGSTOPs itself (every thread, holding its locks), so a
 test waits for the marker, looks at the frozen state and SIGKILLs the pid — also when the process is a
-grandchild, such as a Prefect worker's flow-run process.
+grandchild, such as a Prefect worker's flow-run process.  `:hold` creates the marker and waits (the calling
+thread only) until the test deletes it, then goes on: the process's other threads keep running, so what it
+holds on a server (a Prefect concurrency slot's lease, heartbeats) stays alive while a test acts meanwhile.
 
 Points: `ingest` (book read and the book's lock held, nothing written yet), `segment-written` (a segment's
 audio is on disk, its row not yet committed), `commit` (a manifest part is written and fsynced but not yet
@@ -16,19 +18,22 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 ENV = "CHATTTS_RENDER_CRASH_AT"
 DIR_ENV = "CHATTTS_RENDER_CRASH_DIR"
 POINTS = ("ingest", "segment-written", "commit", "assemble", "package-file")
 PAUSE = "pause"
+HOLD = "hold"
+HOLD_POLL_S = 0.05           # s between looks for the removal of a held point's marker
 
 _hits: dict[str, int] = {}
 
 
 def crashpoint(name: str) -> None:
-    """SIGKILL (or, with `:pause`, mark and SIGSTOP) this process if CHATTTS_RENDER_CRASH_AT names this point
-    and this is its n-th hit."""
+    """SIGKILL (or, with `:pause`, mark and SIGSTOP; with `:hold`, mark and wait) this process if
+    CHATTTS_RENDER_CRASH_AT names this point and this is its n-th hit."""
     spec = os.environ.get(ENV)
     if not spec:
         return
@@ -36,14 +41,18 @@ def crashpoint(name: str) -> None:
     if point != name:
         return
     n, _, mode = rest.partition(":")
-    if mode not in ("", PAUSE):
-        raise ValueError(f"{ENV}={spec}: the mode after <point>:<n> must be '{PAUSE}' or nothing")
+    if mode not in ("", PAUSE, HOLD):
+        raise ValueError(f"{ENV}={spec}: the mode after <point>:<n> must be '{PAUSE}', '{HOLD}' or nothing")
     _hits[name] = _hits.get(name, 0) + 1
     if _hits[name] != int(n or 1):
         return
-    if mode == PAUSE:
+    if mode in (PAUSE, HOLD):
         marker = Path(os.environ[DIR_ENV]) / f"{name}.{os.getpid()}"
         marker.touch(exist_ok=False)                 # created whole: its name is all it says
-        os.kill(os.getpid(), signal.SIGSTOP)
+        if mode == PAUSE:
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return
+        while marker.exists():                       # held until the test removes the marker
+            time.sleep(HOLD_POLL_S)
     else:
         os.kill(os.getpid(), signal.SIGKILL)

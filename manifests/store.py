@@ -15,7 +15,11 @@ from engine.atomic import atomic_path
 from manifests.crashpoints import crashpoint
 
 MANIFEST_DIRNAME = "manifest"
-PART_RE = re.compile(r"^part-(\d{8})\.parquet$")
+# part-<seq>.parquet, or part-<seq>-<writer>.parquet for one of several concurrent writers (shards): seq is one
+# more than the highest part the writer sees, so two writers may pick the same seq; the writer tag keeps their
+# names apart (locally and in a store) and orders them after the untagged part of that seq.
+PART_RE = re.compile(r"^part-(\d{8})(?:-([0-9a-z]+))?\.parquet$")
+WRITER_RE = re.compile(r"^[0-9a-z]+$")
 
 STATUS_PENDING = "pending"
 STATUS_DONE = "done"
@@ -52,11 +56,16 @@ def manifest_dir(book_dir: str | Path) -> Path:
     return Path(book_dir) / MANIFEST_DIRNAME
 
 
-def _parts(mdir: Path) -> list[tuple[int, Path]]:
+def part_order(name: str) -> tuple[int, str] | None:
+    """A part file name's place in the manifest's order, (seq, writer); None for anything else."""
+    m = PART_RE.match(name)
+    return (int(m.group(1)), m.group(2) or "") if m else None
+
+
+def _parts(mdir: Path) -> list[tuple[tuple[int, str], Path]]:
     if not mdir.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in mdir.iterdir() if (m := PART_RE.match(p.name))]
-    return sorted(found)
+    return sorted((order, p) for p in mdir.iterdir() if (order := part_order(p.name)) is not None)
 
 
 def _as_table(rows: Iterable[Mapping]) -> pa.Table:
@@ -67,16 +76,20 @@ def _as_table(rows: Iterable[Mapping]) -> pa.Table:
     return pa.table(cols, schema=SCHEMA)
 
 
-def commit(book_dir: str | Path, rows: Iterable[Mapping]) -> Path | None:
-    """Append the new state of some rows as one new part file. Returns its path (None when rows is empty)."""
+def commit(book_dir: str | Path, rows: Iterable[Mapping], writer: str = "") -> Path | None:
+    """Append the new state of some rows as one new part file. Returns its path (None when rows is empty).
+    writer: "" for the book's one writer, else a tag ([0-9a-z]+) unique to one of several writers that commit
+    disjoint rows at the same time (shards, tasks/shards.py)."""
+    if writer and not WRITER_RE.match(writer):
+        raise ValueError(f"manifest writer tag {writer!r}: use lowercase letters and digits")
     table = rows if isinstance(rows, pa.Table) else _as_table(rows)
     if table.num_rows == 0:
         return None
     mdir = manifest_dir(book_dir)
     mdir.mkdir(parents=True, exist_ok=True)
     parts = _parts(mdir)
-    seq = parts[-1][0] + 1 if parts else 1
-    dest = mdir / f"part-{seq:08d}.parquet"
+    seq = parts[-1][0][0] + 1 if parts else 1
+    dest = mdir / (f"part-{seq:08d}-{writer}.parquet" if writer else f"part-{seq:08d}.parquet")
     # fsynced (a committed row is never rendered again); killed between write and rename: a `.tmp-` file
     # that PART_RE ignores and the next render removes
     with atomic_path(dest, durable=True, before_replace=lambda: crashpoint("commit")) as tmp:
@@ -102,7 +115,7 @@ def on_commit(book_dir: str | Path, listener: Callable[[Path], None]):
         _listeners.pop(key, None)
 
 
-def _read_parts(mdir: Path) -> list[tuple[int, pa.Table]]:
+def _read_parts(mdir: Path) -> list[tuple[tuple[int, str], pa.Table]]:
     out = []
     for seq, path in _parts(mdir):
         try:
@@ -126,12 +139,15 @@ def _with_defaults(table: pa.Table) -> pa.Table:
 def load(book_dir: str | Path) -> pa.Table:
     """One row per segment of the latest plan, each in its latest state, sorted by (chapter, segment).
 
-    The latest plan is the plan_id of the newest readable part; rows of older plans are history."""
+    The latest plan is the plan_id of the newest readable part of the book's one writer (untagged: plans
+    and compactions; a shard's tagged parts only update rows, so a shard left over from an older plan cannot
+    bring that plan back); rows of older plans are history."""
     parts = _read_parts(manifest_dir(book_dir))
-    parts = [(seq, t) for seq, t in parts if t.num_rows]
+    parts = [(order, t) for order, t in parts if t.num_rows]
     if not parts:
         return SCHEMA.empty_table()
-    plan_id = parts[-1][1].column("plan_id")[0].as_py()
+    newest = next((t for (_, writer), t in reversed(parts) if not writer), parts[-1][1])
+    plan_id = newest.column("plan_id")[0].as_py()
     latest: dict[tuple[int, int], dict] = {}
     for _, table in parts:
         for r in table.to_pylist():
@@ -141,7 +157,8 @@ def load(book_dir: str | Path) -> pa.Table:
 
 
 def compact(book_dir: str | Path) -> Path | None:
-    """Fold every part into one new part holding the latest state, then drop the old parts."""
+    """Fold every part into one new part holding the latest state, then drop the old parts.  Only while no
+    other writer commits (the book's one render, or a sharded render's parent once its shards ended)."""
     mdir = manifest_dir(book_dir)
     old = _parts(mdir)
     if len(old) <= 1:

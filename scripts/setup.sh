@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: ffmpeg (encodes); with `setup.sh test` also chromium + chromium-driver (web pages are
-# tested in a real headless browser), a Chinese font for its screenshots, and epubcheck (every EPUB we write
-# is validated).
+# tested in a real headless browser), a Chinese font for its screenshots, epubcheck (every EPUB we write
+# is validated) and postgresql (the fleet recipe's Prefect server runs on it; its binaries live in
+# /usr/lib/postgresql/<version>/bin, off PATH, where tests/pgserver.py finds them).
 need=()
 command -v ffmpeg >/dev/null && command -v ffprobe >/dev/null || need+=(ffmpeg)
 if [ "${1:-}" = test ]; then
@@ -15,6 +16,7 @@ if [ "${1:-}" = test ]; then
   command -v chromedriver >/dev/null || need+=(chromium-driver)
   [ -f /usr/share/java/epubcheck.jar ] || need+=(epubcheck)
   fc-list :lang=zh 2>/dev/null | grep -q . || need+=(fonts-wqy-microhei)   # Chinese in the pages' screenshots
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

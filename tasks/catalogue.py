@@ -2,8 +2,9 @@
 
 A book needs rendering when it is new, changed (its source file's sha256 differs from the one recorded after
 its last render) or incomplete (its manifest has segments not done, or it was never packaged).  A book whose
-render is in flight (its book-dir lock is held) is left alone.  Plain functions: flows/nightly.py starts one
-render per book that needs it; the tests call these without a server."""
+render is in flight (its book-dir lock is held; in a store, its lease) is left alone.  The output root may be
+a store URL: the state is then read from the store (tasks/storage.py).  Plain functions: flows/nightly.py
+starts one render per book that needs it; the tests call these without a server."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,25 +57,37 @@ def render_in_flight(book_dir: str | Path) -> bool:
     return False
 
 
-def book_state(book: str | Path, out: str | Path) -> BookState:
+def book_state(book: str | Path, out: str | Path, store=None) -> BookState:
+    """The book's state in `out`: a folder, or a store URL with `store` its tasks.storage.Store (the state is
+    read from the store's copy of the manifest, source record and report.json; "running" is its live lease)."""
     from tasks.options import book_slug
 
     book = Path(book).resolve()
-    book_dir = Path(out).resolve() / book_slug(book)
+    slug = book_slug(book)
     sha = source_sha256(book)
-    if render_in_flight(book_dir):
-        state = RUNNING
-    elif not (book_dir / "manifest").is_dir():
-        state = NEW
-    elif (recorded := read_source_hash(book_dir)) is not None and recorded != sha:
-        state = CHANGED
-    elif not render_complete(book_dir):
-        state = INCOMPLETE
-    elif recorded is None:
-        state = CHANGED      # rendered without the service (hash never recorded): a resume run records it
-    else:
-        state = COMPLETE
-    return BookState(str(book), str(book_dir), sha, state)
+    if store is None:
+        book_dir = Path(out).resolve() / slug
+        return BookState(str(book), str(book_dir), sha, _state(book_dir, sha, render_in_flight(book_dir)))
+    from tasks.lease import Lease
+    from tasks.storage import book_view
+
+    with book_view(store, slug) as view:
+        state = _state(view, sha, Lease(store, store.key(slug)).held())
+    return BookState(str(book), f"{store.url}/{slug}", sha, state)
+
+
+def _state(book_dir: Path, sha: str, running: bool) -> str:
+    if running:
+        return RUNNING
+    if not (book_dir / "manifest").is_dir():
+        return NEW
+    if (recorded := read_source_hash(book_dir)) is not None and recorded != sha:
+        return CHANGED
+    if not render_complete(book_dir):
+        return INCOMPLETE
+    if recorded is None:
+        return CHANGED       # rendered without the service (hash never recorded): a resume run records it
+    return COMPLETE
 
 
 def catalogue_books(catalogue: str | Path) -> list[Path]:
@@ -87,10 +100,19 @@ def catalogue_books(catalogue: str | Path) -> list[Path]:
 
 
 def scan_catalogue(catalogue: str | Path, out: str | Path) -> list[BookState]:
-    """Each book's state.  Two books that would share an output folder (same slug) are a BookError.  Files
-    under `out` are outputs (a read-along EPUB), never books, when the output folder is inside the catalogue."""
-    out_dir = Path(out).resolve()
-    states = [book_state(p, out) for p in catalogue_books(catalogue) if not p.resolve().is_relative_to(out_dir)]
+    """Each book's state; `out` a folder or a store URL (StoreError when it cannot be used).  Two books that
+    would share an output folder (same slug) are a BookError.  Files under `out` are outputs (a read-along
+    EPUB), never books, when the output folder is inside the catalogue."""
+    from tasks.storage import Store, is_url
+
+    store, books = None, catalogue_books(catalogue)
+    if is_url(out):
+        store = Store(str(out))
+        store.check()
+    else:
+        out_dir = Path(out).resolve()
+        books = [p for p in books if not p.resolve().is_relative_to(out_dir)]
+    states = [book_state(p, out, store) for p in books]
     seen: dict[str, str] = {}
     for s in states:
         if s.book_dir in seen:

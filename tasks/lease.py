@@ -51,6 +51,11 @@ def holder_is_dead(holder: str) -> bool:
     return False
 
 
+def live(lease: dict | None) -> bool:
+    """A lease read from the store is live: unexpired and its holder not known to be dead."""
+    return lease is not None and lease["expires"] > time.time() and not holder_is_dead(lease["holder"])
+
+
 class Lease:
     def __init__(self, store, prefix: str, ttl_s: float = LEASE_TTL_S):
         self.store, self.key, self.ttl_s = store, f"{prefix}/{LEASE_NAME}", ttl_s
@@ -69,13 +74,16 @@ class Lease:
         except ValueError:
             return {"holder": "?", "expires": 0.0}          # unreadable: treated as expired
 
+    def held(self) -> bool:
+        """True when a render holds the lease now (the nightly scan's "running" for a book in a store)."""
+        return live(self.read())
+
     def acquire(self) -> "Lease":
         fs = self.store.fs
         try:
             fs.pipe_file(self.key, self._body(), mode="create")
         except FileExistsError:
-            current = self.read() or {"holder": "?", "expires": 0.0}
-            if current["expires"] > time.time() and not holder_is_dead(current["holder"]):
+            if live(current := self.read()):
                 raise BookLocked(f"{self.store.url}/{self.key.rsplit('/', 2)[-2]}: already being rendered by "
                                  f"{current['holder']} (lease until {time.ctime(current['expires'])}); wait "
                                  "for it to finish or stop it") from None

@@ -27,12 +27,15 @@ def prepare(opts: RenderOptions) -> Path:
 
 
 def synthesize(book_dir: Path, opts: RenderOptions,
-               on_done: Callable[[int, int], None] | None = None) -> dict:
+               on_done: Callable[[int, int], None] | None = None, shard=None) -> dict:
+    """Render the book's pending rows, then compact its manifest; with shard (tasks.shards.Shard) only that
+    shard's rows, and no compaction (other shards still commit: the parent compacts once they all ended)."""
     from manifests import compact
     from tasks.synthesize import synthesize_book
 
-    counts = synthesize_book(Path(book_dir), get_engine(opts), on_done=on_done, guard=opts.guard)
-    compact(book_dir)
+    counts = synthesize_book(Path(book_dir), get_engine(opts), on_done=on_done, guard=opts.guard, shard=shard)
+    if shard is None:
+        compact(book_dir)
     return counts
 
 

@@ -160,30 +160,62 @@ class Publisher:
         self.put_s += time.monotonic() - t0
         self.puts += 1
 
+    def publish(self, rel: str) -> None:
+        """Upload one file of the book dir now (a sharded render's shard file, tasks/shards.py)."""
+        self._put(rel)
+
+    def remove(self, rel: str) -> None:
+        """Delete one object of the book from the store, if it is there."""
+        try:
+            self.store.fs.rm_file(self._key(rel))
+        except FileNotFoundError:
+            pass
+
     def timings(self) -> dict:
         return {"store": f"{self.store.url}/{self.book_dir.name}", "published": self.puts,
                 "publish_s": self.put_s, "pull_s": self.pull_s}
 
     def pull_manifest(self) -> None:
-        """Make the scratch's manifest parts the store's (the store is the truth: a part only the scratch
-        holds was never published, and its rows' audio is adopted from the scratch if it is there)."""
+        """Make the scratch's manifest parts and source record the store's (the store is the truth: a part only
+        the scratch holds was never published, and its rows' audio is adopted from the scratch if it is there)."""
         from manifests import manifest_dir
-        from manifests.store import PART_RE
 
         mdir = manifest_dir(self.book_dir)
-        remote = [n for n in self.store.names(self._key("manifest")) if PART_RE.match(n)]
+        remote = [n for n in self.store.names(self._key("manifest")) if _mirrored(n)]
         for p in (mdir.iterdir() if mdir.is_dir() else ()):
-            if PART_RE.match(p.name) and p.name not in remote:
+            if _mirrored(p.name) and p.name not in remote:
                 p.unlink()
         for name in remote:
             self.store.get(self._key(f"manifest/{name}"), mdir / name)
 
+    def pull_files(self, *rels: str) -> None:
+        """These files of the book, where the store holds them."""
+        for rel in rels:
+            if self.store.fs.isfile(self._key(rel)):
+                self.store.get(self._key(rel), self.book_dir / rel)
+
+    def pull_records(self) -> None:
+        """What packaging reads besides the manifest (book.json, its cover, text.json, coverage.json), so that
+        `package --out URL` works from an empty scratch folder."""
+        import json
+
+        from tasks.plan import BOOK_JSON, COVERAGE_JSON, TEXT_JSON
+
+        self.pull_files(BOOK_JSON, TEXT_JSON, COVERAGE_JSON)
+        try:
+            cover = json.loads((self.book_dir / BOOK_JSON).read_text(encoding="utf-8")).get("cover_file")
+        except (OSError, ValueError):
+            cover = None
+        if cover:
+            self.pull_files(cover)
+
     def pull(self) -> None:
-        """The store's manifest, and the audio of its done rows that the scratch lacks."""
+        """The store's manifest and records, and the audio of its done rows that the scratch lacks."""
         from manifests import STATUS_DONE, load
 
         t0 = time.monotonic()
         self.pull_manifest()
+        self.pull_records()
         for r in load(self.book_dir).to_pylist():
             if r["status"] == STATUS_DONE and r["audio_path"]:
                 self.published.add(r["audio_path"])
@@ -205,19 +237,31 @@ class Publisher:
         self._put(f"manifest/{part.name}")
 
     def finish(self) -> None:
-        """After the run: delete the store's parts that compaction folded away, publish the outputs."""
+        """After the run: delete the store's parts that compaction folded away, publish the source record and
+        the outputs."""
         from engine.atomic import TEMP_PREFIX
         from manifests import manifest_dir
+        from manifests.source import SOURCE_RECORD
         from manifests.store import PART_RE
 
         local = {p.name for p in manifest_dir(self.book_dir).iterdir()}
         for name in self.store.names(self._key("manifest")):
             if PART_RE.match(name) and name not in local:
                 self.store.fs.rm_file(self._key(f"manifest/{name}"))
+        if SOURCE_RECORD in local:                   # which source this render read (the nightly scan's)
+            self._put(f"manifest/{SOURCE_RECORD}")
         for p in sorted(self.book_dir.rglob("*")):
             rel = p.relative_to(self.book_dir).as_posix()
             if p.is_file() and rel.split("/")[0] not in NOT_PUBLISHED and not p.name.startswith(TEMP_PREFIX):
                 self._put(rel)
+
+
+def _mirrored(name: str) -> bool:
+    """A file of the manifest folder that the store holds: a part or the source record."""
+    from manifests.source import SOURCE_RECORD
+    from manifests.store import PART_RE
+
+    return bool(PART_RE.match(name)) or name == SOURCE_RECORD
 
 
 @contextmanager
@@ -241,15 +285,54 @@ def attached(opts):
         pub.finish()
 
 
+@contextmanager
+def attached_shard(opts, writer: str):
+    """Around one shard of a sharded render (flows/shards.py), whose parent holds the book (flock, lease,
+    slot).  Yields the book dir the shard renders in: without a store the parent's own; with one, a scratch
+    folder of its own (`<scratch>/.shards/<writer>/<book>`: other shards may run on this machine) holding the
+    store's manifest and shard file, every commit published as a render's is; the folder goes at the end."""
+    if opts.store is None:
+        yield opts.book_dir
+        return
+    import shutil
+
+    from manifests.store import on_commit
+    from tasks.shards import SHARD_FILE
+
+    store = Store(opts.store)
+    store.check()
+    root = opts.out / ".shards" / writer
+    pub = Publisher(store, root / opts.book_dir.name)
+    try:
+        pub.pull_manifest()
+        pub.pull_files(SHARD_FILE)                      # absent: the shard is refused (tasks.shards.shard)
+        with on_commit(pub.book_dir, pub.on_commit):
+            yield pub.book_dir
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def load_manifest(opts):
     """The book's manifest table as the store holds it (`status BOOK --out URL`), read through a temp folder."""
-    from engine.atomic import scratch
     from manifests import load
 
     store = Store(opts.store)
     store.check()
-    opts.out.mkdir(parents=True, exist_ok=True)
-    with scratch(opts.out, directory=True) as tmp:
-        pub = Publisher(store, tmp / opts.book_dir.name)
+    with book_view(store, opts.book_dir.name, opts.out) as book_dir:
+        return load(book_dir)
+
+
+@contextmanager
+def book_view(store: Store, slug: str, scratch: Path | None = None):
+    """What tells a book's state in the store — its manifest (parts, source record) and report.json —
+    mirrored into a temp folder of the store's scratch folder; yields the mirrored book dir."""
+    from engine.atomic import scratch as temp_in
+    from tasks.audio.package import REPORT_NAME
+
+    root = Path(scratch) if scratch is not None else scratch_root(None, store.url)
+    root.mkdir(parents=True, exist_ok=True)
+    with temp_in(root, directory=True) as tmp:
+        pub = Publisher(store, tmp / slug)
         pub.pull_manifest()
-        return load(pub.book_dir)
+        pub.pull_files(REPORT_NAME)
+        yield pub.book_dir

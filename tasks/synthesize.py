@@ -7,6 +7,7 @@ their audio: a pending row whose file already exists is adopted without renderin
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -69,24 +70,30 @@ def render_guarded(engine, items: dict[str, tuple[str, str, int]], guard) -> Ite
 
 
 def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], None] | None = None,
-                    guard=None) -> dict:
+                    guard=None, shard=None) -> dict:
     """Render every pending row of the book's manifest (and failed rows that may succeed on another try).
     Returns counts {rendered, adopted, already_done, failed, total}.  `on_done(done, total)` is called as
     rows finish.  Each result passes the quality guard (tasks.guard) or is re-rolled with a derived seed; a
-    segment that fails every attempt is committed as failed with the reason and its attempt count."""
+    segment that fails every attempt is committed as failed with the reason and its attempt count.
+    With shard (tasks.shards.Shard): only the rows of its content keys, committed as its parts (its writer
+    tag), while other shards render the rest of the book at the same time."""
     from engine.units import SAMPLE_RATE
-    from manifests import STATUS_DONE, STATUS_FAILED, commit, load
-    from tasks.guard import GuardOptions, is_final_failure
+    import manifests
+    from manifests import STATUS_DONE, STATUS_FAILED, load
+    from tasks.guard import GuardOptions
+    from tasks.shards import to_render
 
     guard = guard or GuardOptions()
     rows = load(book_dir).to_pylist()
+    if shard is not None:
+        rows = [r for r in rows if r["content_key"] in shard.keys]
     total = len(rows)
-    todo = [r for r in rows if r["status"] != STATUS_DONE]
-    hopeless = [r for r in todo if is_final_failure(r, guard)]       # deterministic: the same audio again
-    todo = [r for r in todo if not is_final_failure(r, guard)]
-    counts = {"rendered": 0, "adopted": 0, "already_done": total - len(todo) - len(hopeless),
-              "failed": len(hopeless), "total": total}
+    unfinished = sum(r["status"] != STATUS_DONE for r in rows)
+    todo = to_render(rows, guard)                  # final failures are left: the same audio again
+    counts = {"rendered": 0, "adopted": 0, "already_done": total - unfinished,
+              "failed": unfinished - len(todo), "total": total}
     done_count = counts["already_done"]
+    commit = partial(manifests.commit, writer=shard.writer if shard is not None else "")
 
     # Adopt audio that was written before a crash but never committed (only audio that passed the guard is
     # ever written, so it is adopted as is).

@@ -24,10 +24,15 @@ def corpus_path(*parts: str) -> Path:
 
 def corpus_missing(what) -> None:
     """Skip the calling test because `what` (a corpus path) is absent; under CI=true, fail it instead."""
+    unavailable(f"corpus not present: {what} (put the corpus at {CORPUS} or set CHATTTS_RENDER_CORPUS)")
+
+
+def unavailable(reason: str) -> None:
+    """Skip the calling test because something it needs is absent; under CI=true (where scripts/setup.sh test
+    installed everything), fail it instead."""
     if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"corpus not present under CI=true: {what} (put the corpus at {CORPUS} "
-                    "or set CHATTTS_RENDER_CORPUS)")
-    pytest.skip(f"corpus not present: {what}")
+        pytest.fail(f"under CI=true: {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture
@@ -49,9 +54,7 @@ def browser(tmp_path_factory):
     from tests.browser import chromium_paths, start_chromium
 
     if chromium_paths() is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("chromium and chromedriver are not installed (scripts/setup.sh installs them)")
-        pytest.skip("chromium and chromedriver are not installed (scripts/setup.sh installs them)")
+        unavailable("chromium and chromedriver are not installed (scripts/setup.sh installs them)")
     driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield driver
@@ -67,6 +70,21 @@ def s3_server(tmp_path_factory):
     from tests.s3server import S3Server
 
     server = S3Server(tmp_path_factory.mktemp("s3") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    """A private PostgreSQL cluster on a free loopback port (tests/pgserver.py), removed at the end; skipped
+    when PostgreSQL is not installed, a failure under CI=true."""
+    from tests.pgserver import PgServer, missing_reason
+
+    if (reason := missing_reason()) is not None:
+        unavailable(reason)
+    server = PgServer()
     try:
         yield server
     finally:

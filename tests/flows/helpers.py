@@ -32,10 +32,11 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess
                           capture_output=True, text=True, timeout=timeout)
 
 
-def pause_at(crash_dir: Path, point: str, n: int = 1) -> dict[str, str]:
-    """The environment that stops a render at the n-th hit of crash point `point` (manifests.crashpoints)."""
+def pause_at(crash_dir: Path, point: str, n: int = 1, mode: str = PAUSE) -> dict[str, str]:
+    """The environment that stops a render at the n-th hit of crash point `point` (manifests.crashpoints):
+    mode PAUSE (SIGSTOP) or HOLD (waits until the test releases it, its other threads alive)."""
     crash_dir.mkdir(parents=True, exist_ok=True)
-    return {ENV: f"{point}:{n}:{PAUSE}", DIR_ENV: str(crash_dir)}
+    return {ENV: f"{point}:{n}:{mode}", DIR_ENV: str(crash_dir)}
 
 
 def wait_paused(crash_dir: Path, point: str, exited: Callable[[], bool] = lambda: False,
@@ -45,12 +46,24 @@ def wait_paused(crash_dir: Path, point: str, exited: Callable[[], bool] = lambda
     there, and after `timeout` seconds (a hang guard, not a guess: the point is reached or never)."""
     import psutil
 
+    marker = _wait_marker(crash_dir, point, lambda m: psutil.Process(int(m.suffix[1:])).status() ==
+                          psutil.STATUS_STOPPED, exited, timeout)
+    return int(marker.suffix[1:])
+
+
+def wait_held(crash_dir: Path, point: str, exited: Callable[[], bool] = lambda: False,
+              timeout: float = PAUSE_TIMEOUT_S) -> Path:
+    """The marker of the process holding at `point` (pause_at(..., mode=HOLD)); deleting it lets it go on."""
+    return _wait_marker(crash_dir, point, lambda m: True, exited, timeout)
+
+
+def _wait_marker(crash_dir: Path, point: str, ready: Callable[[Path], bool], exited: Callable[[], bool],
+                 timeout: float) -> Path:
     t0 = time.monotonic()
     while True:
         for marker in crash_dir.glob(f"{point}.*"):
-            pid = int(marker.suffix[1:])
-            if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
-                return pid
+            if ready(marker):
+                return marker
         assert not exited(), f"the render ended before it reached crash point {point}"
         assert time.monotonic() - t0 < timeout, f"no render reached crash point {point} in {timeout} s"
         time.sleep(PAUSE_POLL_S)

@@ -22,6 +22,7 @@ from tests.conftest import ROOT
 SERVICE_DOC = ROOT / "docs" / "service.md"
 POOL = "chattts"
 DOC_PORT = "4200"
+FLEET_SECTION = "A fleet"          # docs/service.md's multi-machine recipe (tests/flows/test_pgfleet.py runs it)
 SERVER_START_TIMEOUT_S = 180
 POLL_S = 0.5
 
@@ -29,16 +30,26 @@ POLL_S = 0.5
 COMMAND_RE = re.compile(r"^(?:[A-Z_]+=\S+\s+)*prefect\s")
 
 
-def doc_commands(path: Path = SERVICE_DOC) -> list[str]:
-    """The `prefect ...` command lines of the shell blocks in docs/service.md, in order."""
-    lines, in_block = [], False
+def doc_lines(path: Path = SERVICE_DOC) -> list[tuple[str, str]]:
+    """(the `##`/`###` heading it is under, the line) for every line of docs/service.md's shell blocks."""
+    lines, in_block, heading = [], False, ""
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
             in_block = line.strip() in ("```bash", "```sh", "```console")
             continue
-        if in_block and COMMAND_RE.match(line.strip()):
-            lines.append(line.strip())
+        if not in_block and line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        elif in_block and line.strip():
+            lines.append((heading, line.strip()))
     return lines
+
+
+def doc_commands(path: Path = SERVICE_DOC, section: str | None = None, other_than: str | None = None) -> list[str]:
+    """The `prefect ...` command lines of the shell blocks in docs/service.md, in order; with section, only
+    those under a heading starting with it; with other_than, none of those under such a heading."""
+    return [line for heading, line in doc_lines(path) if COMMAND_RE.match(line)
+            and (section is None or heading.startswith(section))
+            and (other_than is None or not heading.startswith(other_than))]
 
 
 def free_port() -> int:
@@ -50,7 +61,9 @@ def free_port() -> int:
 class PrefectService:
     """One Prefect server + workers in `home` (a temp dir).  `run(doc_line, ...)` runs a documented command."""
 
-    def __init__(self, home: Path, *, log_dir: Path | None = None):
+    def __init__(self, home: Path, *, log_dir: Path | None = None, sqlite: bool = True):
+        """sqlite: the server's database is SQLite in home (else whatever the profile says: the PostgreSQL
+        recipe sets it with a documented `prefect config set` line)."""
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.log_dir = Path(log_dir or self.home / "logs")
@@ -66,7 +79,6 @@ class PrefectService:
             PREFECT_HOME=str(self.home),
             PREFECT_PROFILES_PATH=str(self.home / "profiles.toml"),
             PREFECT_SERVER_ANALYTICS_ENABLED="false",
-            PREFECT_API_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{self.home / 'prefect.db'}",
             PREFECT_SERVER_UI_ENABLED="false",
             PREFECT_SERVER_DATABASE_TIMEOUT="60",      # SQLite busy timeout: 2 cores, many writers
             PREFECT_CLI_PROMPT="false",
@@ -80,6 +92,8 @@ class PrefectService:
             OMP_NUM_THREADS="1",
             PYTHONUNBUFFERED="1",
         )
+        if sqlite:
+            self.env["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{self.home / 'prefect.db'}"
 
     # -- commands ------------------------------------------------------------------------------------------
     def argv(self, doc_line: str, replace: dict[str, str] | None = None, extra: list[str] = ()) -> tuple[dict, list]:
@@ -96,22 +110,23 @@ class PrefectService:
         return env, words
 
     def run(self, doc_line: str, replace: dict[str, str] | None = None, extra: list[str] = (),
-            timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
-        env, argv = self.argv(doc_line, replace, extra)
-        p = subprocess.run(argv, cwd=ROOT, env={**self.env, **env}, capture_output=True, text=True,
-                           timeout=timeout)
+            timeout: float = 300, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """A documented command, to its end; env: more variables (another machine's HOME, PREFECT_HOME …)."""
+        doc_env, argv = self.argv(doc_line, replace, extra)
+        p = subprocess.run(argv, cwd=ROOT, env={**self.env, **(env or {}), **doc_env}, capture_output=True,
+                           text=True, timeout=timeout)
         if check and p.returncode != 0:
             raise AssertionError(f"{shlex.join(argv)} exited {p.returncode}\nstdout:\n{p.stdout[-4000:]}\n"
                                  f"stderr:\n{p.stderr[-4000:]}")
         return p
 
     def start(self, name: str, doc_line: str, replace: dict[str, str] | None = None,
-              extra: list[str] = ()) -> subprocess.Popen:
+              extra: list[str] = (), env: dict[str, str] | None = None) -> subprocess.Popen:
         """A long-running documented command (server, worker) in its own process group."""
-        env, argv = self.argv(doc_line, replace, extra)
+        doc_env, argv = self.argv(doc_line, replace, extra)
         log = open(self.log_dir / f"{name}.log", "ab")
-        p = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+        p = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {}), **doc_env}, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.procs[name] = p
         return p

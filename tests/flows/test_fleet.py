@@ -63,13 +63,13 @@ def book(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def local_reference(book, tmp_path_factory):
-    """An uninterrupted local render of the book: its files, and its book.json without the source path."""
+    """An uninterrupted local render of the book: its files, its book.json without the source path, its folder."""
     out = tmp_path_factory.mktemp("local")
     r = render(str(book), "--model", "random-tiny", "--out", str(out), env={})
     assert r.returncode == 0, r.stderr
     book_json = json.loads((out / "novel" / "book.json").read_text(encoding="utf-8"))
     book_json.pop("source_path")
-    return tree_digest(out / "novel"), book_json
+    return tree_digest(out / "novel"), book_json, out / "novel"
 
 
 def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_reference, tmp_path):
@@ -103,6 +103,34 @@ def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_r
 
     status = render("status", str(book), "--out", url, "--scratch", str(tmp_path / "C"), env=s3_server.env())
     assert status.returncode == 0 and f"total {len(after)} done, 0 pending, 0 failed" in status.stdout, status
+
+
+def test_package_from_the_store_in_an_empty_scratch(s3_server, book, local_reference, tmp_path):
+    """`package BOOK --out URL --format flac,m4b` on a machine that never rendered the book: the manifest, the
+    records packaging reads (book.json, text.json) and the audio come from the store, the new outputs go to it;
+    the store then holds byte for byte what `package` writes beside the local render.  The store's source
+    record is the render's."""
+    import shutil
+
+    fs = s3_server.filesystem()
+    bucket = s3_server.bucket("package")
+    url, prefix = f"s3://{bucket}/out", f"{bucket}/out/novel"
+    r = render(str(book), "--model", "random-tiny", "--out", url, "--scratch", str(tmp_path / "A"), env=s3_server.env())
+    assert r.returncode == 0, r.stderr
+    source = json.loads(fs.cat_file(f"{prefix}/manifest/source.json"))
+    assert source["sha256"] == hashlib.sha256(book.read_bytes()).hexdigest()
+    assert not any(k.endswith(".m4b") for k in fs.find(prefix))
+
+    p = render("package", str(book), "--out", url, "--format", "flac,m4b", "--scratch", str(tmp_path / "P"),
+               env=s3_server.env())
+    assert p.returncode == 0, p.stderr
+    local = tmp_path / "local"
+    shutil.copytree(local_reference[2], local / "novel")
+    q = render("package", str(book), "--out", str(local), "--format", "flac,m4b", env={})
+    assert q.returncode == 0, q.stderr
+    stored, want = without_manifest(store_files(fs, prefix)), without_manifest(tree_digest(local / "novel"))
+    assert stored.pop("book.json") and want.pop("book.json")        # its source_path: where the book was read
+    assert any(k.endswith(".m4b") for k in stored) and stored == want
 
 
 def no_credentials_env() -> dict[str, str]:

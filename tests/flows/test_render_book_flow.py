@@ -58,12 +58,27 @@ def test_cli_flow_and_options_take_the_same_parameters(tmp_path):
     from flows.cli import build_parser
     from flows.commands import render_params
     from flows.render_book import CATALOGUE_PARAMS, render_book_flow
+    from flows.shards import SHARD_PARAMS
     from tasks.options import options_from_params
 
     cli = set(render_params(build_parser().parse_args(["render", str(tmp_path / "b.txt")])))
     flow = set(inspect.signature(render_book_flow.fn).parameters)
     lib = set(inspect.signature(options_from_params).parameters)
-    assert cli == flow - set(CATALOGUE_PARAMS) == lib and set(CATALOGUE_PARAMS) <= flow
+    own = set(CATALOGUE_PARAMS) | set(SHARD_PARAMS)
+    assert cli == flow - own == lib and own <= flow
+
+
+def test_shards_need_a_deployment_run(tmp_path, harness):
+    """A direct call cannot start runs of its deployment: refused before anything is written."""
+    from flows.render_book import render_book_flow
+    from tests.flows.helpers import write_txt_book
+
+    book = write_txt_book(tmp_path / "short.txt", chapters=1, sentences=3)
+    with pytest.raises(ValueError, match="shards > 1"):
+        render_book_flow(book=str(book), out=str(tmp_path / "out"), model="random-tiny", shards=2)
+    with pytest.raises(ValueError, match="shards must be"):
+        render_book_flow(book=str(book), out=str(tmp_path / "out"), model="random-tiny", shards=0)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_second_run_of_a_book_is_refused_by_prefects_concurrency_limit(tmp_path, harness, s3_server):

@@ -14,7 +14,7 @@ import pytest
 from tasks.synthesize import COMMIT_EVERY_ROWS
 from tests.conftest import ROOT
 from tests.flows.helpers import SAMPLE, chapter_files, pause_at, wait_paused, write_txt_book
-from tests.flows.prefect_service import POOL, PrefectService, doc_commands
+from tests.flows.prefect_service import FLEET_SECTION, POOL, PrefectService, doc_commands
 
 pytestmark = pytest.mark.server
 
@@ -24,8 +24,8 @@ TINY = ["model=random-tiny"]
 
 
 def doc(fragment: str) -> str:
-    """The one command line of docs/service.md containing fragment."""
-    found = [c for c in doc_commands() if fragment in c]
+    """The one command line of docs/service.md (outside the fleet recipe) containing fragment."""
+    found = [c for c in doc_commands(other_than=FLEET_SECTION) if fragment in c]
     assert len(found) == 1, f"{fragment!r} matches {found}"
     return found[0]
 
@@ -274,26 +274,17 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
 
 
 def test_every_doc_command_is_run_here():
-    """Each command line of docs/service.md is run by this module — by the service fixture or a test — as
-    its doc("...") calls show (read from this file, so the check needs no other test to have run)."""
+    """Each command line of docs/service.md is run by this module or, in the fleet recipe, by test_pgfleet —
+    by a fixture or a test — as their doc("...") calls show (read from the files, so the check needs no other
+    test to have run)."""
     import ast
 
-    calls = [n for n in ast.walk(ast.parse(Path(__file__).read_text(encoding="utf-8")))
-             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "doc"]
-    fragments = {c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)}
-    missing = [line for line in doc_commands() if not any(f in line for f in fragments)]
+    def fragments(module: Path) -> set[str]:
+        calls = [n for n in ast.walk(ast.parse(module.read_text(encoding="utf-8")))
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "doc"]
+        return {c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)}
+
+    here, fleet = fragments(Path(__file__)), fragments(Path(__file__).with_name("test_pgfleet.py"))
+    missing = [line for line in doc_commands(other_than=FLEET_SECTION) if not any(f in line for f in here)]
+    missing += [line for line in doc_commands(section=FLEET_SECTION) if not any(f in line for f in fleet)]
     assert not missing, missing
-
-
-def test_postgres_connection_setting_is_accepted(tmp_path):
-    import subprocess
-    import sys
-
-    line = doc("DATABASE_CONNECTION_URL")
-    svc = PrefectService(tmp_path / "home")
-    env, argv = svc.argv(line)
-    base = {k: v for k, v in svc.env.items() if k != "PREFECT_API_DATABASE_CONNECTION_URL"}
-    subprocess.run(argv, env={**base, **env}, check=True, capture_output=True, timeout=120)
-    shown = subprocess.run([str(Path(sys.executable).parent / "prefect"), "config", "view", "--show-secrets"],
-                           env=base, capture_output=True, text=True, timeout=120).stdout
-    assert "postgresql+asyncpg://" in shown

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from manifests.crashpoints import ENV, crashpoint
+from manifests.crashpoints import ENV, HOLD, crashpoint
 from tests.conftest import ROOT
-from tests.flows.helpers import cli_env, pause_at, wait_paused
+from tests.flows.helpers import cli_env, pause_at, wait_held, wait_paused
 
 # Hits `commit` three times, with another point between; prints after each hit.
 SCRIPT = """
@@ -46,6 +46,26 @@ def test_pause_marks_and_stops_until_killed(tmp_path):
         proc.kill()
     assert proc.wait() == -signal.SIGKILL
     assert (tmp_path / "log").read_text() == "1\n"
+
+
+def test_hold_marks_and_waits_until_released(tmp_path):
+    """The process names itself in the marker and waits there, alive and not stopped, until the marker is
+    deleted; then it goes on to the end."""
+    import psutil
+
+    crash = tmp_path / "crash"
+    with open(tmp_path / "log", "w") as log:
+        proc = _start(pause_at(crash, "commit", 2, mode=HOLD), log)
+    try:
+        marker = wait_held(crash, "commit", exited=lambda: proc.poll() is not None)
+        assert marker.name == f"commit.{proc.pid}"
+        assert psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED and proc.poll() is None
+        assert (tmp_path / "log").read_text() == "1\n"
+        marker.unlink()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    assert (tmp_path / "log").read_text() == "1\n2\n3\n"
 
 
 def test_unknown_mode_is_refused(monkeypatch):

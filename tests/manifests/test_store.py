@@ -104,3 +104,67 @@ def test_a_part_written_before_the_cast_columns_loads_with_their_defaults(tmp_pa
     t = manifests.load(tmp_path).to_pylist()
     assert [(r["role"], r["speaker"], r["status"]) for r in t] == [("narrator", "", "done"),
                                                                    ("dialogue", "寶玉", "done")]
+
+
+# A writer that commits the rows of one shard, tagged: `python -c WRITER BOOK_DIR TAG SEGMENT`.
+WRITER = """
+import sys
+import manifests
+from tests.manifests.test_store import row
+manifests.commit(sys.argv[1], [row(0, int(sys.argv[3]), "done", attempts=1)], writer=sys.argv[2])
+"""
+
+
+def test_two_writers_committing_at_once_keep_both_parts(tmp_path):
+    """Two shards commit at the same moment: writer a is frozen after choosing its part's name and writing it
+    (crash point `commit`, before the rename) while writer b commits; both see the same last part, so both
+    pick the same seq — the writer tag keeps the names apart and no committed row is lost."""
+    import signal
+
+    from tests.flows.helpers import cli_env, pause_at, wait_paused
+
+    manifests.commit(tmp_path, [row(0, 0), row(0, 1)])                      # the plan: the one writer
+    crash = tmp_path / "crash"
+
+    def writer(tag, segment, env):
+        return subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), tag, str(segment)],
+                                env=cli_env(**env))
+
+    a = writer("a", 0, pause_at(crash, "commit"))
+    try:
+        pid = wait_paused(crash, "commit", exited=lambda: a.poll() is not None)
+        assert writer("b", 1, {}).wait(timeout=120) == 0
+        os.kill(pid, signal.SIGCONT)
+        assert a.wait(timeout=120) == 0
+    finally:
+        a.kill()
+    names = sorted(p.name for p in manifests.manifest_dir(tmp_path).iterdir())
+    assert names == ["part-00000001.parquet", "part-00000002-a.parquet", "part-00000002-b.parquet"]
+    assert [(r["segment"], r["status"]) for r in manifests.load(tmp_path).to_pylist()] == [(0, "done"),
+                                                                                         (1, "done")]
+
+
+def test_tagged_parts_order_after_the_untagged_part_of_their_seq(tmp_path):
+    """Old names still read; (seq, writer) orders the parts; a later untagged part still wins."""
+    mdir = tmp_path / "manifest"
+    mdir.mkdir()
+    for name, rows in [("part-00000001.parquet", [row(0, 0), row(0, 1), row(0, 2)]),
+                       ("part-00000002-s1.parquet", [row(0, 1, "done", attempts=1)]),
+                       ("part-00000002.parquet", [row(0, 1, "failed", error="x"), row(0, 2, "failed")]),
+                       ("part-00000003.parquet", [row(0, 2, "done", attempts=2)])]:
+        pq.write_table(manifests.store._as_table(rows), mdir / name)
+    assert [r["status"] for r in manifests.load(tmp_path).to_pylist()] == ["pending", "done", "done"]
+    assert manifests.commit(tmp_path, [row(0, 0, "done")], writer="s0").name == "part-00000004-s0.parquet"
+    with pytest.raises(ValueError, match="writer tag"):
+        manifests.commit(tmp_path, [row(0, 0)], writer="S-0")
+
+
+def test_a_shard_left_over_from_an_older_plan_does_not_bring_it_back(tmp_path):
+    """The plan is the newest untagged part's: a shard of plan a that commits after plan b is history."""
+    manifests.commit(tmp_path, [row(0, 0, plan="a"), row(0, 1, plan="a")])
+    manifests.commit(tmp_path, [row(0, 0, plan="b", key="x")])
+    manifests.commit(tmp_path, [row(0, 1, "done", plan="a")], writer="old1")
+    assert [(r["plan_id"], r["segment"]) for r in manifests.load(tmp_path).to_pylist()] == [("b", 0)]
+    manifests.compact(tmp_path)
+    assert [p.name for p in manifests.manifest_dir(tmp_path).iterdir()] == ["part-00000004.parquet"]
+    assert [(r["plan_id"], r["segment"]) for r in manifests.load(tmp_path).to_pylist()] == [("b", 0)]

@@ -33,6 +33,41 @@ def test_book_states(tmp_path):
     assert not (out / "new").exists()                    # scanning writes nothing
 
 
+def test_book_states_in_a_store(s3_server, tmp_path):
+    """With `out` a store URL the states come from the store's copy of each book (manifest parts, source record,
+    report.json); a book whose lease is live is running.  The scan writes nothing to the store."""
+    import json
+    import time
+
+    from tasks.lease import LEASE_NAME
+    from tests.s3server import environ_with
+
+    cat, local = tmp_path / "cat", tmp_path / "local"
+    cat.mkdir()
+    books = [write_txt_book(cat / f"{n}.txt", chapters=1, sentences=2 + i)
+             for i, n in enumerate(("new", "done", "edited", "half", "noreport", "busy", "expired"))]
+    for b in books[1:]:
+        fake_render(b, local, statuses=(STATUS_DONE, STATUS_PENDING) if b.stem == "half" else (STATUS_DONE,) * 2,
+                    report=b.stem != "noreport")
+    books[2].write_text(books[2].read_text(encoding="utf-8") + "　　又一句。\n", encoding="utf-8")
+    fs, bucket = s3_server.filesystem(), s3_server.bucket("scan")
+    for b in books[1:]:
+        fs.put(str(local / b.stem), f"{bucket}/out/", recursive=True)
+    other = "elsewhere/boot:42:token"                  # a render on another machine
+    for stem, expires in (("busy", time.time() + 100), ("expired", time.time() - 1)):
+        fs.pipe_file(f"{bucket}/out/{stem}/{LEASE_NAME}", json.dumps({"holder": other, "expires": expires}).encode())
+    before = sorted(fs.find(bucket))
+    url = f"s3://{bucket}/out"
+    with environ_with({**s3_server.env(), "CHATTTS_RENDER_SCRATCH": str(tmp_path / "scratch")}):
+        got = {s.book.rsplit("/", 1)[-1][:-4]: (s.state, s.book_dir) for s in scan_catalogue(cat, url)}
+    assert got == {"new": (NEW, f"{url}/new"), "done": (COMPLETE, f"{url}/done"),
+                   "edited": (CHANGED, f"{url}/edited"), "half": (INCOMPLETE, f"{url}/half"),
+                   "noreport": (INCOMPLETE, f"{url}/noreport"), "busy": (RUNNING, f"{url}/busy"),
+                   "expired": (COMPLETE, f"{url}/expired")}
+    fs.invalidate_cache()
+    assert sorted(fs.find(bucket)) == before
+
+
 def test_catalogue_books_and_conflicts(tmp_path):
     cat = tmp_path / "cat"
     (cat / "sub").mkdir(parents=True)

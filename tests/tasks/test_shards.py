@@ -1,0 +1,124 @@
+"""tasks/shards.py: the split of a book's rows over shards (property-tested), the shard file that authorises a
+shard, and shards rendering one book side by side (the guard's engine double: no model)."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import manifests
+from engine.units import expected_tokens
+from tasks import shards
+from tasks.errors import RenderFailed
+from tasks.guard import GuardOptions
+from tasks.synthesize import synthesize_book
+from tests.tasks.test_guard import StubEngine, make_book
+
+TEXT = st.text(alphabet="山水风月花鸟，。", min_size=1, max_size=60)
+# rows as (key, text); a repeated key is a repeated sentence (same text)
+ROWS = st.lists(st.tuples(st.integers(0, 40), TEXT), min_size=0, max_size=80)
+
+
+def as_rows(pairs):
+    texts: dict[int, str] = {}
+    return [{"content_key": f"k{k}", "text": texts.setdefault(k, t)} for k, t in pairs]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ROWS, st.integers(1, 9), st.randoms(use_true_random=False))
+def test_split_is_disjoint_complete_balanced_and_deterministic(pairs, n, rnd):
+    rows = as_rows(pairs)
+    got = shards.split(rows, n)
+    assert len(got) == n
+    keys = [k for s in got for k in s]
+    assert len(keys) == len(set(keys)) and set(keys) == {r["content_key"] for r in rows}   # disjoint, complete
+    weight = {r["content_key"]: expected_tokens(r["text"]) for r in rows}
+    loads = [sum(weight[k] for k in s) for s in got]
+    if rows:                          # greedy to the lightest shard: no shard exceeds another by a whole group
+        assert max(loads) - min(loads) <= max(weight.values())
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    assert shards.split(shuffled, n) == got                                          # from the rows alone
+
+
+def test_split_refuses_a_bad_count():
+    with pytest.raises(ValueError, match="shards must be"):
+        shards.split([], 0)
+    with pytest.raises(ValueError, match="shards must be"):
+        shards.split([], shards.MAX_SHARDS + 1)
+
+
+def digest(book_dir, rows):
+    return {r["content_key"]: hashlib.sha256((book_dir / r["audio_path"]).read_bytes()).hexdigest() for r in rows}
+
+
+def test_two_shards_render_the_book_a_single_render_renders(tmp_path):
+    """Each shard renders exactly its rows into tagged parts; together they leave the manifest and audio a
+    one-shard render leaves; the token is checked and the file goes at the end."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    single, _ = make_book(tmp_path / "one")
+    synthesize_book(single, StubEngine(lambda req: 1.0))
+    book_dir, rows = make_book(tmp_path / "two")
+    plan = shards.start(book_dir, 2, GuardOptions())
+    assert sorted(k for s in plan.shards for k in s) == sorted(r["content_key"] for r in rows)
+    assert all(plan.shards), plan.shards
+    for i in (0, 1):
+        shard = shards.shard(book_dir, i, plan.token)
+        eng = StubEngine(lambda req: 1.0)
+        counts = synthesize_book(book_dir, eng, shard=shard)
+        assert sorted(k for k, _ in eng.calls) == sorted(plan.shards[i])
+        assert counts["rendered"] == counts["total"] == len(plan.shards[i])
+    names = sorted(p.name for p in manifests.manifest_dir(book_dir).iterdir())
+    assert [n for n in names if n.startswith("part-00000002")] == [
+        f"part-00000002-{plan.token}s0.parquet"]                     # the first shard's, then the second's
+    assert any(n.endswith(f"-{plan.token}s1.parquet") for n in names)
+    counts = shards.gather(book_dir, plan, GuardOptions())
+    assert counts == {"rendered": 3, "adopted": 0, "already_done": 0, "failed": 0, "total": 3}
+    assert not (book_dir / shards.SHARD_FILE).exists()
+    with pytest.raises(RenderFailed, match="not the book's current sharded render"):
+        shards.shard(book_dir, 0, plan.token)                        # its render is over
+
+    strip = ("plan_id",)
+    one, two = manifests.load(single).to_pylist(), manifests.load(book_dir).to_pylist()
+    assert [{k: v for k, v in r.items() if k not in strip} for r in two] == [
+        {k: v for k, v in r.items() if k not in strip} for r in one]
+    assert digest(book_dir, two) == digest(single, one)
+
+
+def test_a_stale_token_is_refused_and_rows_left_fail_the_gather(tmp_path):
+    book_dir, rows = make_book(tmp_path)
+    old = shards.start(book_dir, 2, GuardOptions())
+    plan = shards.start(book_dir, 2, GuardOptions())               # a new render of the book
+    assert plan.token != old.token
+    with pytest.raises(RenderFailed, match=f"shard token {old.token}"):
+        shards.shard(book_dir, 1, old.token)
+    synthesize_book(book_dir, StubEngine(lambda req: 1.0), shard=shards.shard(book_dir, 0, plan.token))
+    with pytest.raises(RenderFailed, match=f"{len(plan.shards[1])} segments were not rendered"):
+        shards.gather(book_dir, plan, GuardOptions())
+    assert (book_dir / shards.SHARD_FILE).exists()
+    again = shards.start(book_dir, 2, GuardOptions())              # the rerun splits only what is left
+    assert sorted(k for s in again.shards for k in s) == sorted(plan.shards[1]) and again.done == len(plan.shards[0])
+
+
+def test_shard_count_from_the_size_and_the_deployment_parameters():
+    assert shards.shard_count(500, None) == 1                       # no segments_per_shard: one shard
+    assert [shards.shard_count(n, 100) for n in (0, 1, 100, 101, 250)] == [1, 1, 1, 2, 3]
+    assert shards.shard_count(10_000, 100, max_shards=4) == 4
+    with pytest.raises(ValueError, match="segments_per_shard"):
+        shards.shard_count(10, 0)
+
+
+def test_segments_left_reads_the_manifest_or_segments_the_book(tmp_path):
+    from tasks.ingest import load_book
+    from tasks.plan import segment_book
+    from tests.flows.helpers import write_txt_book
+
+    book = write_txt_book(tmp_path / "novel.txt", chapters=3, sentences=20)
+    assert shards.segments_left(book, tmp_path / "out" / "novel", planned=False) == len(
+        segment_book(load_book(book))[0])
+    book_dir, rows = make_book(tmp_path)                              # 3 rows planned, one of them done
+    manifests.commit(book_dir, [{**rows[0], "status": "done", "attempts": 1}])
+    assert shards.segments_left(book, book_dir, planned=True) == 2
