@@ -10,7 +10,8 @@ re-implements that forward so we control the cache and the batch:
   on what else is in the batch — see generate.py for the rest of that argument).
 
 Weights are taken from the HF state dict (q/k/v and gate/up fused); `tests/engine/test_llama.py` proves the
-forward equals transformers' LlamaModel on random weights.
+forward equals transformers' LlamaModel on random weights, with MKL's linears and with oneDNN's packed ones
+(`pack_linears`: the CPU fp32 engine) — and `Int8Linear` is the W8A8 option.
 """
 from __future__ import annotations
 
@@ -254,9 +255,10 @@ def onednn_available() -> bool:
 
 class PackedLinear(nn.Module):
     """fp32 linear through oneDNN with the weight reordered once into its blocked layout (CPU).  On an AVX2 CPU
-    MKL's sgemm streams a weight at 5-7 GB/s for 4-16 rows; oneDNN's packed kernel about twice that, and its
-    rows are bit-identical for calls of 4-6 rows per block of 6 (invariant_sizes measures it, as for MKL).  The dense
-    `weight` stays (the HF model shares it: share_weights_with_hf); `packed` is oneDNN's opaque copy."""
+    MKL's sgemm streams a weight at 5-7 GB/s for 4-16 rows; oneDNN's packed kernel about twice that.  It takes
+    rows in blocks of 6, and a row's bits are the same in any block of 4-6 rows (a block of 1-3 differs):
+    engine.generate.invariant_sizes measures that, as for MKL.  The dense `weight` stays (the HF model shares
+    it: share_weights_with_hf); `packed` is oneDNN's opaque copy."""
 
     def __init__(self, weight: torch.Tensor):
         super().__init__()
