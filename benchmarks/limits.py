@@ -1,6 +1,7 @@
 """How far the engine is from what the machine can do, and where a decode step's time goes.
 
     peak = peak_gemm("fp32", threads=2)                 # FLOP/s of a large square GEMM: the best this CPU does
+                                                        # (fp32: the better of MKL and oneDNN packed)
     cost = flops_per_audio_s(engine, prompt_lens, forced)   # GPT linears / attention / heads, Decoder + Vocos
     ceiling_audio_s(cost, peaks, "bf16")                # compute-bound audio seconds per wall second
     step_profile(engine, texts, forced, voice, batch)   # ms per decode step: GEMM, attention, sampling, other
@@ -26,31 +27,45 @@ PEAK_CALL_S = 0.5                  # s: a slower call stops the doubling
 PEAK_REPS = 5                      # best of this many timed calls
 PROBE_TOKENS = 256                 # tokens decoded by Decoder + Vocos to count their FLOPs
 PROFILE_STEPS = 128                # decode steps per row in the per-step profile
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::_int_mm", "aten::bmm")   # profiler ops counted as GEMM
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::_int_mm", "aten::bmm",   # profiler ops counted as GEMM
+            "mkldnn::_linear_pointwise")                                # (oneDNN packed: engine.llama.PackedLinear)
 RANGES = ("attention", "sampling")   # record_function ranges the engine marks (engine/llama.py, generate.py)
 
 
 def peak_gemm(dtype: str, threads: int) -> float:
-    """Best FLOP/s (int8: OP/s) of a square GEMM in `dtype` (fp32 | bf16 | int8) on `threads` CPU threads: the
-    side doubles from PEAK_MIN_N while one call takes under PEAK_CALL_S, up to PEAK_N (a dtype the CPU has no
-    fast kernel for stops early instead of taking minutes); best of PEAK_REPS calls at the last size."""
+    """Best FLOP/s (int8: OP/s) of a square GEMM in `dtype` (fp32 | bf16 | int8) on `threads` CPU threads, over
+    every kernel the engine can call for it (fp32: MKL's sgemm and oneDNN's packed linear, the engine's CPU
+    kernel — the faster one is the honest peak): the side doubles from PEAK_MIN_N while one call takes under
+    PEAK_CALL_S, up to PEAK_N (a dtype the CPU has no fast kernel for stops early instead of taking minutes);
+    best of PEAK_REPS calls at the last size."""
     import torch
 
-    torch.set_num_threads(threads)
-    g = torch.Generator().manual_seed(0)
+    from engine.llama import PackedLinear, onednn_available
 
-    def call(n: int):
+    torch.set_num_threads(threads)
+
+    def call(n: int, kernel: str):
+        g = torch.Generator().manual_seed(n)                              # the same operands for every kernel
         if dtype == "int8":
             a = torch.randint(-127, 128, (n, n), generator=g, dtype=torch.int8)
             w = torch.randint(-127, 128, (n, n), generator=g, dtype=torch.int8)
             return lambda: torch._int_mm(a, w.t())                        # as Int8Linear calls it: weight [N, K]
         t = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
         a, b = torch.randn(n, n, generator=g).to(t), torch.randn(n, n, generator=g).to(t)
-        return lambda: a @ b
+        if kernel == "onednn":
+            lin = PackedLinear(b)                                         # b as the weight [N, K], packed once
+            return lambda: lin(a)
+        return lambda: a @ b.t()                                          # a linear's product: x @ weight.T
 
+    kernels = ("blas", "onednn") if dtype == "fp32" and onednn_available() else ("blas",)
+    return max(_peak(lambda n, k=k: call(n, k)) for k in kernels)
+
+
+def _peak(make) -> float:
+    """Best FLOP/s of make(n)() (a square GEMM of side n), n doubling as peak_gemm says."""
     n = PEAK_MIN_N
     while True:
-        fn = call(n)
+        fn = make(n)
         t0 = time.perf_counter()
         fn()                                                              # also the warm-up
         if n >= PEAK_N or time.perf_counter() - t0 > PEAK_CALL_S:

@@ -21,7 +21,9 @@ from typing import Callable, Iterable, Iterator
 from engine.api import EngineOptions, Request, Result
 from engine.units import expected_tokens
 
-ENGINE_VERSION = "2"               # bump whenever generated audio would change
+ENGINE_VERSION = "3"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU)
+ADOPTED_VERSIONS = ("2",)          # earlier versions whose audio a plan keeps as done: the same model, voice,
+                                   # seed and sampling, only the arithmetic's rounding differs (tasks/plan.py)
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
 PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
 # With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
@@ -45,7 +47,9 @@ class Engine:
     def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str):
         self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
         extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
-        self.version = f"ours{ENGINE_VERSION}-{loaded.fingerprint}-{dtype}-{opts.device}{extras}"
+        settings = f"{loaded.fingerprint}-{dtype}-{opts.device}{extras}"
+        self.version = f"ours{ENGINE_VERSION}-{settings}"
+        self.adopts = tuple(f"ours{v}-{settings}" for v in ADOPTED_VERSIONS)   # see ADOPTED_VERSIONS
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
         self._spk_cache: dict[str, object] = {}
         self._voices: dict[str, tuple] = {}           # voice string -> (spk [C] | None, codes [P, Q] | None, txt)
@@ -74,6 +78,10 @@ class Engine:
                 if opts.int8:
                     from engine.llama import quantize_int8
                     quantize_int8(model.llama)
+                elif opts.device == "cpu" and dtype == "fp32":
+                    from engine.llama import onednn_available
+                    if onednn_available():       # else MKL's F.linear, as before (same version: the CPU's
+                        model.pack()             # kernels already differ from machine to machine)
                 if opts.compile:
                     from engine.generate import enable_compile
                     enable_compile(model)

@@ -12,12 +12,14 @@ A row ends with T tokens when step T samples EOS (625) in any codebook (hidden_T
 made `end_at` steps: its forced token count (EOS masked before it) or its cap of ~3x the expected length.
 
 **Batch invariance.**  A row's result must not depend on its batch-mates.  On CPU an fp32 GEMM row can depend
-on the number of rows M of the call (MKL: gemv for M=1, another kernel for M=2-3) but, measured, not on the row's
-place or its neighbours' values; every multiple of 4 rows gives the same bits.  So on CPU (`exact=True`) the
-engine measures, once per (model, thread count, batch), the granule g that makes every linear layer M-invariant
-for multiples of g (`invariant_rows`), and a decode step is one call over all active rows padded up to a multiple
-of g with a scratch slot; where no granule works it falls back to chunks of exactly EXACT_ROWS rows (the
-canonical shape: both ways give the same bits).  Attention runs per row over its own prefix, and every per-row
+on the number of rows M of the call and on the block of rows it lands in (MKL: gemv for M=1, another kernel for
+M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel: rows go in blocks of 6, and a block of 1-3 rows
+takes another kernel, so M = 4, 5, 6, 10, 11, 12, 16, ... give the same bits), but, measured, not on its
+neighbours' values.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
+sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer (`invariant_sizes`),
+and a decode step is one call over all active rows padded up to the smallest such size with a scratch slot;
+where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical shape: both ways give the same
+bits).  Attention runs per row over its own prefix, and every per-row
 op (logits processing, sampling) reduces over the row's own values only.  Sampling noise is counter-based — a
 hash of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
 """
@@ -30,8 +32,7 @@ import torch.nn.functional as F
 
 from engine.llama import KVCache, Llama
 
-EXACT_ROWS = 8                     # the canonical rows per decode call on CPU (fixed GEMM shape => invariant rows)
-ROW_GRANULES = (1, 2, 4, EXACT_ROWS)   # CPU decode calls are padded to a multiple of one of these (smallest first)
+EXACT_ROWS = 4                     # the canonical rows per decode call on CPU (fixed GEMM shape => invariant rows)
 MAX_NEW_TOKENS = 2048              # hard cap per row (upstream's default: 43.7 s)
 CAP_FACTOR = 3.0                   # a row that never samples EOS stops at CAP_FACTOR x its expected tokens
 EOS = 625                          # ChatTTS audio EOS id (num_audio_tokens - 1)
@@ -128,26 +129,28 @@ class CodeModel:
         self.emb_text = emb_text                      # [V_text, C] fp32
         self.emb_code = emb_code                      # [Q, V, C] fp32
         self.head = head_code.reshape(-1, head_code.shape[-1])   # [Q·V, C] fp32, weight-norm applied once
+        self.head_linear = lambda h: F.linear(h, self.head)      # [B, C] fp32 -> [B, Q·V] (pack(): oneDNN)
         self.Q, self.V = head_code.shape[0], head_code.shape[1]
         self.spk_emb_id = spk_emb_id
         self.dtype = next(llama.parameters()).dtype
         self.device = emb_text.device
         self.graphs = False                           # decode steps as CUDA graphs (enable_compile)
         self.cells = hash32(torch.arange(self.Q * self.V, device=self.device, dtype=torch.long) + 1)
-        self._granule: dict[tuple[int, int], int | None] = {}    # (threads, max_rows) -> invariant_rows
+        self._sizes: dict[tuple[int, int], tuple[int, ...]] = {}  # (threads, max_rows) -> invariant_sizes
 
     def linears(self) -> list:
         """One (fn, in_features) per distinct linear shape the decode step runs: the block projections, the heads."""
         b = self.llama.layers[0]
         out = [(getattr(b, n), getattr(b, n).in_features) for n in ("wqkv", "wo", "w13", "w2")]
-        return out + [(lambda x: F.linear(x.float(), self.head), self.head.shape[1])]   # heads run fp32
+        return out + [(lambda x: self.head_linear(x.float()), self.head.shape[1])]   # heads run fp32
 
-    def row_granule(self, max_rows: int) -> int | None:
-        """`invariant_rows` for this thread count, measured once."""
+    def call_size(self, rows: int, max_rows: int) -> int | None:
+        """The smallest batch-invariant call size >= rows (`invariant_sizes` for this thread count and
+        max_rows, measured once); None when there is none (then: canonical chunks)."""
         key = (torch.get_num_threads(), max_rows)
-        if key not in self._granule:
-            self._granule[key] = invariant_rows(self, max_rows)
-        return self._granule[key]
+        if key not in self._sizes:
+            self._sizes[key] = invariant_sizes(self, max_rows)
+        return next((m for m in self._sizes[key] if m >= rows), None)
 
     @classmethod
     def from_chattts(cls, gpt, embed, spk_emb_id: int, device, dtype) -> "CodeModel":
@@ -186,27 +189,34 @@ class CodeModel:
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [B, C] -> logits [B, Q, V] fp32."""
-        return F.linear(hidden.float(), self.head).view(-1, self.Q, self.V)
+        return self.head_linear(hidden.float()).view(-1, self.Q, self.V)
+
+    def pack(self) -> "CodeModel":
+        """CPU fp32: the block projections and the heads through oneDNN with packed weights (engine.llama
+        PackedLinear; the caller checks onednn_available).  Forget the granules measured for the old kernel."""
+        from engine.llama import PackedLinear, pack_linears
+
+        pack_linears(self.llama)
+        self.head_linear = PackedLinear(self.head)
+        self._sizes.clear()
+        return self
 
 
 @torch.no_grad()
-def invariant_rows(model: CodeModel, max_rows: int) -> int | None:
-    """The smallest g in ROW_GRANULES such that each row of every linear layer of `model` comes out bit-identical
-    for every call size that is a multiple of g, up to max_rows (and EXACT_ROWS), compared with the canonical
-    calls of EXACT_ROWS rows; None when there is none.  Kernel choice depends on shapes (and the thread split),
-    not on values, so random inputs settle it for this machine, library build and thread count (the caller keys
-    it on those).  Measured here (MKL): g = 1 fails (M = 1..3 take other kernels), g = 4 holds on 1 thread and on
-    2 (where M = 5..11 that are not multiples of 4 differ: each thread gets a ragged block)."""
-    top = -(-max(max_rows, EXACT_ROWS) // EXACT_ROWS) * EXACT_ROWS
+def invariant_sizes(model: CodeModel, max_rows: int) -> tuple[int, ...]:
+    """The call sizes M (ascending, from 1 up to max_rows rounded up to EXACT_ROWS, plus EXACT_ROWS) for which
+    every row of every linear layer of `model` comes out bit-identical to the canonical calls of EXACT_ROWS rows.
+    Kernel choice depends on shapes (and the thread split), not on values, so random inputs settle it for this
+    machine, library build and thread count (the caller keys it on those).  Measured here on 1 and 2 threads:
+    MKL 4, 8, 12, ... (M = 1..3 take other kernels, M = 5..11 not multiples of 4 differ on 2 threads: each thread
+    gets a ragged block); oneDNN packed 4, 5, 6, 10, 11, 12, ... (blocks of 6 rows; a block of 1-3 differs)."""
+    top = -(-max_rows // EXACT_ROWS) * EXACT_ROWS + EXACT_ROWS
     gen = torch.Generator(device="cpu").manual_seed(0)
     layers = []
     for fn, k in model.linears():
         x = torch.randn(top, k, generator=gen).to(model.device, model.dtype)
         layers.append((fn, x, torch.cat([fn(c) for c in x.split(EXACT_ROWS)])))   # every row in a canonical call
-    for g in ROW_GRANULES:                                      # each g divides top (a multiple of EXACT_ROWS)
-        if all(torch.equal(fn(x[:m]), ref[:m]) for fn, x, ref in layers for m in range(g, top + 1, g)):
-            return g
-    return None
+    return tuple(m for m in range(1, top + 1) if all(torch.equal(fn(x[:m]), ref[:m]) for fn, x, ref in layers))
 
 
 def enable_compile(model: CodeModel) -> None:
@@ -297,11 +307,11 @@ class DecodeBatch:
         if not self.exact:                                   # all slots in one call (CUDA graphs when compiled)
             h, tok = self.graphs.run(active)
             return self._record(active, h, tok)
-        g = self.model.row_granule(self.slots)
-        if g is None:                                        # chunks of the canonical shape
+        size = self.model.call_size(len(active), self.slots)
+        if size is None:                                     # chunks of the canonical shape
             return [r for i in range(0, len(active), EXACT_ROWS)
                     for r in self._decode(active[i:i + EXACT_ROWS], EXACT_ROWS)]
-        return self._decode(active, -(-len(active) // g) * g)
+        return self._decode(active, size)
 
     def _decode(self, rows: list[Row], size: int) -> list[Row]:
         """One exact decode call over `rows` padded to `size` rows with the scratch slot."""

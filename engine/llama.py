@@ -10,7 +10,8 @@ re-implements that forward so we control the cache and the batch:
   on what else is in the batch — see generate.py for the rest of that argument).
 
 Weights are taken from the HF state dict (q/k/v and gate/up fused); `tests/engine/test_llama.py` proves the
-forward equals transformers' LlamaModel on random weights.
+forward equals transformers' LlamaModel on random weights, with MKL's linears and with oneDNN's packed ones
+(`pack_linears`: the CPU fp32 engine) — and `Int8Linear` is the W8A8 option.
 """
 from __future__ import annotations
 
@@ -74,11 +75,20 @@ def _rms_norm(x, weight, eps: float):
 
 
 def _rope(x, cos, sin):
-    """Rotate-half RoPE (HF layout).  x [B, H, L, D]; cos, sin [B, 1, L, D] fp32."""
+    """Rotate-half RoPE (HF layout).  x [B, L, H, D]; cos, sin [B, L, 1, D] fp32."""
     xf = x.float()
     x1, x2 = xf.chunk(2, dim=-1)
     rotated = torch.cat((-x2, x1), dim=-1)
     return (xf * cos + rotated * sin).to(x.dtype)
+
+
+def _cache_rows(cache, rix, cache_idx):
+    """Row numbers in cache.view(-1, D) (cache [slots, Hkv, S, D]) of cache[rix[b], h, cache_idx[b, l]], ordered
+    [B, L, Hkv] and flattened: one index_copy_ writes a layer's new keys (index_put with a slice between two
+    index tensors, cache[rix[:, None], :, cache_idx] = ..., takes ~10x longer at 16 rows on CPU).  Same bits."""
+    _, heads, S, _ = cache.shape
+    h = torch.arange(heads, device=cache.device)
+    return ((rix[:, None, None] * heads + h[None, None, :]) * S + cache_idx[:, :, None]).reshape(-1)
 
 
 class Block(nn.Module):
@@ -98,18 +108,16 @@ class Block(nn.Module):
         s = self.s
         B, L, _ = x.shape                                                    # x [B, L, C]
         h = _rms_norm(x, self.attn_norm.weight, s.eps)
-        qkv = self.wqkv(h)                                                   # [B, L, (H+2Hkv)·D]
-        q, k, v = qkv.split([s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim], -1)
-        q = q.view(B, L, s.heads, s.head_dim).transpose(1, 2)                # [B, H, L, D]
-        k = k.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2)             # [B, Hkv, L, D]
-        v = v.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2)
-        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-        # write the new keys/values: cache[slot_b, :, cache_idx[b, l]] = k[b, :, l]
+        qkv = self.wqkv(h).view(B, L, s.heads + 2 * s.kv_heads, s.head_dim)   # [B, L, H+2Hkv, D]
+        qk = _rope(qkv[:, :, :s.heads + s.kv_heads], cos, sin)              # [B, L, H+Hkv, D]: q and k at once
+        q, k, v = qk[:, :, :s.heads], qk[:, :, s.heads:], qkv[:, :, s.heads + s.kv_heads:]   # [B, L, H(kv), D]
+        # write the new keys/values: cache[slot_b, :, cache_idx[b, l]] = k[b, l]
         rix = torch.arange(B, device=x.device) if slots is None else slots   # [B] cache rows
-        k_cache[rix[:, None], :, cache_idx] = k.transpose(1, 2)             # [B, L, Hkv, D]
-        v_cache[rix[:, None], :, cache_idx] = v.transpose(1, 2)
+        rows = _cache_rows(k_cache, rix, cache_idx)                          # [B·L·Hkv]
+        k_cache.view(-1, s.head_dim).index_copy_(0, rows, k.reshape(-1, s.head_dim))
+        v_cache.view(-1, s.head_dim).index_copy_(0, rows, v.reshape(-1, s.head_dim))
         with torch.profiler.record_function("attention"):      # a range for benchmarks/limits.step_profile
-            o = self._attend(q, k_cache, v_cache, slots, mask, lengths)  # [B, H, L, D]
+            o = self._attend(q.transpose(1, 2), k_cache, v_cache, slots, mask, lengths)  # [B, H, L, D]
         x = x + self.wo(o.transpose(1, 2).reshape(B, L, s.heads * s.head_dim))
         h = _rms_norm(x, self.ffn_norm.weight, s.eps)
         gate, up = self.w13(h).chunk(2, -1)                                  # [B, L, F] each
@@ -131,11 +139,10 @@ class Block(nn.Module):
             o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)   # [B, H, L, D]
         else:                                                                # per row, exact prefix
             rows = []
-            for b, n in enumerate(lengths):
+            for b, (sl, n) in enumerate(lengths):                            # (slot, valid length) per row
                 if n == 0:                                                   # a padding row: no keys
                     rows.append(torch.zeros_like(q[b:b + 1]))
                     continue
-                sl = int(slots[b])
                 kk = k_cache[sl:sl + 1, :, :n]                               # [1, Hkv, n, D]
                 vv = v_cache[sl:sl + 1, :, :n]
                 if rep > 1:
@@ -177,8 +184,10 @@ class Llama(nn.Module):
         Returns the final-normed hidden states [B, L, C] (HF's last_hidden_state)."""
         assert (mask is None) != (lengths is None), "give exactly one of mask / lengths"
         cache_idx = pos if cache_idx is None else cache_idx
-        cos = self.cos[pos].unsqueeze(1)                                     # [B, 1, L, D]
-        sin = self.sin[pos].unsqueeze(1)
+        if lengths is not None:                                              # the rows' slots as ints, once
+            lengths = list(zip(slots.tolist(), lengths))
+        cos = self.cos[pos].unsqueeze(2)                                     # [B, L, 1, D]
+        sin = self.sin[pos].unsqueeze(2)
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache.k[i], cache.v[i], slots, cache_idx, mask, lengths)
         return _rms_norm(x, self.norm.weight, self.s.eps)
@@ -225,6 +234,48 @@ class Int8Linear(nn.Module):
         xq = torch.round(x2 / s).clamp(-127, 127).to(torch.int8)
         acc = torch._int_mm(xq, self.wq.t())                                     # [M, N] int32, exact
         return (acc.float() * (s * self.scale)).to(x.dtype).view(*shape[:-1], self.out_features)
+
+
+PACK_ROWS_HINT = 32               # rows oneDNN is told to expect when it reorders a weight (the layout; measured:
+                                  # the result bits do not depend on it, only the speed, little)
+
+
+def onednn_available() -> bool:
+    """Whether this torch has oneDNN's packed fp32 linear (`mkldnn._reorder_linear_weight` and
+    `mkldnn._linear_pointwise`) and it runs here: a tiny weight packed and applied once."""
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    try:
+        PackedLinear(torch.ones(8, 8))(torch.ones(4, 8))
+    except RuntimeError:
+        return False
+    return True
+
+
+class PackedLinear(nn.Module):
+    """fp32 linear through oneDNN with the weight reordered once into its blocked layout (CPU).  On an AVX2 CPU
+    MKL's sgemm streams a weight at 5-7 GB/s for 4-16 rows; oneDNN's packed kernel about twice that.  It takes
+    rows in blocks of 6, and a row's bits are the same in any block of 4-6 rows (a block of 1-3 differs):
+    engine.generate.invariant_sizes measures that, as for MKL.  The dense `weight` stays (the HF model shares
+    it: share_weights_with_hf); `packed` is oneDNN's opaque copy."""
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.weight = weight                                                     # [N, K] fp32, dense
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)   # [N, K] mkldnn
+        self.out_features, self.in_features = weight.shape
+
+    def forward(self, x):                                                        # x [..., K] fp32 -> [..., N]
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+
+
+def pack_linears(model: Llama) -> Llama:
+    """Replace every projection of every block by a PackedLinear (CPU, fp32).  Norms, RoPE, attention unchanged."""
+    for block in model.layers:
+        for name in ("wqkv", "wo", "w13", "w2"):
+            setattr(block, name, PackedLinear(getattr(block, name).weight))
+    return model
 
 
 def quantize_int8(model: Llama) -> Llama:

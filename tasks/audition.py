@@ -131,7 +131,8 @@ def audition(opts, aud: AuditionOptions, get_engine) -> dict:
         if voice in picked:
             continue
         seed = derive_seed(text, voice_id(voice))
-        key = content_key(text, voice_id(voice), seed, engine.version)
+        keys = [content_key(text, voice_id(voice), seed, v) for v in (engine.version, *engine.adopts)]
+        key = next((k for k in keys if (book_dir / audio_relpath(k)).is_file()), keys[0])   # adopted audio too
         picked[voice] = (c, key)
         if not (book_dir / audio_relpath(key)).is_file():
             todo[key] = (text, voice, seed)

@@ -7,7 +7,10 @@ book re-plans; every segment whose key already has audio on disk is adopted as d
 
 Incremental re-render: editing a paragraph changes only the keys of the segments cut from it (a segment's
 key never depends on its neighbours or its position), so only those are rendered again; a new voice or
-engine version changes every key, so everything is rendered again.  Audio of keys no longer in the plan is
+engine version changes every key, so everything is rendered again — except that an engine keeps the audio of
+the earlier versions it adopts (`Engine.adopts`: the same model and settings, only the arithmetic's rounding
+changed): a done segment of such a version stays done under its old key, and only what is not rendered yet
+renders with the new engine (its rows record which engine made their audio).  Audio of keys no longer in the plan is
 kept on disk: `segments/` is a content-addressed cache, and undoing an edit (or switching back to a voice)
 reuses it without rendering.  Delete `segments/` by hand to reclaim the space (the next render re-renders).
 """
@@ -47,11 +50,13 @@ def audio_relpath(key: str) -> str:
 
 def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_version: str,
               book_dir: Path, previous: dict[str, dict] | None = None, guard=None,
-              voice_of: Callable[[str, str], str] | None = None) -> list[dict]:
+              voice_of: Callable[[str, str], str] | None = None, adopts: Sequence[str] = ()) -> list[dict]:
     """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
     a key that was done and whose audio is on disk stays done with its sample count and attempts; a key the
     guard failed after all of `guard`'s attempts (GuardOptions) stays failed.  Every segment speaks with
-    `spk_emb`, or with voice_of(role, speaker) (a cast: tasks/cast.CastVoices.voice_of)."""
+    `spk_emb`, or with voice_of(role, speaker) (a cast: tasks/cast.CastVoices.voice_of).  A segment not done
+    under `engine_version` whose key under one of the `adopts` versions is done (audio on disk) keeps that row's
+    key, audio and engine version."""
     from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
     from tasks.guard import GuardOptions, is_final_failure
 
@@ -59,15 +64,20 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
     titles = {c.index: c.title for c in book.chapters}
     plan_id = uuid.uuid4().hex[:12]
     previous = previous or {}
+
+    def is_done(key: str) -> bool:
+        old = previous.get(key)
+        return old is not None and old["status"] == STATUS_DONE and (book_dir / audio_relpath(key)).is_file()
+
     rows = []
     for s in segments:
         emb = voice_of(s.role, s.speaker) if voice_of else spk_emb
         vid = voice_id(emb)
         seed = derive_seed(s.text, vid)
-        key = content_key(s.text, vid, seed, engine_version)
-        rel = audio_relpath(key)
-        old = previous.get(key)
-        done = old is not None and old["status"] == STATUS_DONE and (book_dir / rel).is_file()
+        keys = {v: content_key(s.text, vid, seed, v) for v in (engine_version, *adopts)}
+        version = next((v for v, k in keys.items() if is_done(k)), engine_version)   # else render under ours
+        key = keys[version]
+        rel, old, done = audio_relpath(key), previous.get(key), is_done(key)
         hopeless = not done and old is not None and is_final_failure(old, guard)   # same audio again
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
@@ -75,7 +85,7 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
             "content_key": key, "audio_path": rel,
             "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
             "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,
-            "voice_id": vid, "spk_emb": emb, "seed": seed, "engine_version": engine_version,
+            "voice_id": vid, "spk_emb": emb, "seed": seed, "engine_version": version,
             "error": old["error"] if hopeless else "", "attempts": old["attempts"] if done or hopeless else 0,
             "role": s.role, "speaker": s.speaker,
         })
@@ -115,7 +125,8 @@ def prepare_book(opts, get_engine) -> Path:
 
         voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of
     rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
-                     previous={r["content_key"]: r for r in old}, guard=opts.guard, voice_of=voice_of)
+                     previous={r["content_key"]: r for r in old}, guard=opts.guard, voice_of=voice_of,
+                     adopts=engine.adopts)
     book_dir.mkdir(parents=True, exist_ok=True)
     if _plan_signature(rows) != _plan_signature(old):
         commit(book_dir, rows)

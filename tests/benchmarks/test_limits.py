@@ -30,3 +30,26 @@ def test_peak_gemm_measures_a_positive_rate():
     from benchmarks.limits import peak_gemm
 
     assert peak_gemm("fp32", 1) > 1e8
+
+
+def test_peak_gemm_fp32_is_the_best_of_blas_and_onednn_packed(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from benchmarks import limits
+    from engine.llama import onednn_available
+
+    rates = iter([5.0, 7.0, 3.0])                 # what each kernel's timing "measures", in call order
+    outputs = []
+
+    def fake_peak(make):
+        outputs.append(make(limits.PEAK_MIN_N)())                    # the kernel's GEMM really runs
+        return next(rates)
+
+    monkeypatch.setattr(limits, "_peak", fake_peak)
+    fp32 = limits.peak_gemm("fp32", 1)
+    if onednn_available():
+        assert fp32 == 7.0 and len(outputs) == 2                     # MKL, then oneDNN packed: the faster
+        torch.testing.assert_close(outputs[0], outputs[1], atol=1e-3, rtol=1e-4)   # the same product
+    else:
+        assert fp32 == 5.0 and len(outputs) == 1
+    outputs.clear()
+    assert limits.peak_gemm("bf16", 1) in (3.0, 7.0) and len(outputs) == 1   # one kernel for bf16

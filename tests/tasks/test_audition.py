@@ -66,6 +66,19 @@ def test_a_second_audition_renders_nothing(auditioned):
     assert {p.name: p.stat().st_mtime_ns for p in (book_dir / "voices").iterdir()} == mtimes
 
 
+def test_an_audition_by_an_adopted_engine_version_is_reused(tmp_path, monkeypatch, capsys):
+    import engine.engine as E
+
+    monkeypatch.setenv("CHATTTS_RENDER_VOICES", str(tmp_path / "saved"))
+    args = ["voices", str(SAMPLE), "--model", "random-tiny", "--count", "2", "--out", str(tmp_path / "out")]
+    with monkeypatch.context() as m:
+        m.setattr(E, "ENGINE_VERSION", E.ADOPTED_VERSIONS[0])
+        assert main(args) == 0
+    assert "2 voices (2 rendered, 0 from the cache)" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "2 voices (0 rendered, 2 from the cache)" in capsys.readouterr().out
+
+
 def test_audition_page_in_a_real_browser(auditioned, browser, tmp_path):
     """No console errors; one player per candidate, each as long as its file; copy puts the candidate's exact
     --voice option into the page's clipboard field.  Leaves a screenshot (path printed)."""
