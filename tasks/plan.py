@@ -75,9 +75,10 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
         vid = voice_id(emb)
         seed = derive_seed(s.text, vid)
         keys = {v: content_key(s.text, vid, seed, v) for v in (engine_version, *adopts)}
-        version = next((v for v, k in keys.items() if is_done(k)), engine_version)   # else render under ours
+        done_as = next((v for v, k in keys.items() if is_done(k)), None)   # ours first, then the adopted
+        done, version = done_as is not None, done_as or engine_version      # not done: render under ours
         key = keys[version]
-        rel, old, done = audio_relpath(key), previous.get(key), is_done(key)
+        rel, old = audio_relpath(key), previous.get(key)
         hopeless = not done and old is not None and is_final_failure(old, guard)   # same audio again
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),

@@ -20,6 +20,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.atomic import read_json, write_bytes
 from tasks.errors import RenderFailed
 
 SHARD_FILE = ".shards.json"
@@ -115,7 +116,6 @@ def split(rows: list[dict], n: int) -> list[list[str]]:
 
 def start(book_dir: Path, n: int, guard) -> ShardPlan:
     """Split what is left to render into n shards and write the shard file (a new token)."""
-    from engine.atomic import write_bytes
     from manifests import STATUS_DONE, load
 
     rows = load(book_dir).to_pylist()
@@ -130,11 +130,8 @@ def start(book_dir: Path, n: int, guard) -> ShardPlan:
 def shard(book_dir: Path, index: int, token: str) -> Shard:
     """Shard `index` of the book's current sharded render, if `token` is its token (else RenderFailed)."""
     path = Path(book_dir) / SHARD_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = None
-    if data is None or data.get("token") != token:
+    data = read_json(path)                               # {} when missing or unreadable: refused
+    if data.get("token") != token:
         raise RenderFailed(str(path), f"shard token {token} is not the book's current sharded render's; "
                                       "this shard's render is over (rerun the parent render)")
     if not 0 <= index < len(data["shards"]):

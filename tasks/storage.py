@@ -197,16 +197,11 @@ class Publisher:
     def pull_records(self) -> None:
         """What packaging reads besides the manifest (book.json, its cover, text.json, coverage.json), so that
         `package --out URL` works from an empty scratch folder."""
-        import json
-
+        from engine.atomic import read_json
         from tasks.plan import BOOK_JSON, COVERAGE_JSON, TEXT_JSON
 
         self.pull_files(BOOK_JSON, TEXT_JSON, COVERAGE_JSON)
-        try:
-            cover = json.loads((self.book_dir / BOOK_JSON).read_text(encoding="utf-8")).get("cover_file")
-        except (OSError, ValueError):
-            cover = None
-        if cover:
+        if cover := read_json(self.book_dir / BOOK_JSON).get("cover_file"):
             self.pull_files(cover)
 
     def pull(self) -> None:
