@@ -21,8 +21,9 @@ from typing import Callable, Iterable, Iterator
 from engine.api import EngineOptions, Request, Result
 from engine.units import expected_tokens
 
-ENGINE_VERSION = "3"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU)
-ADOPTED_VERSIONS = ("2",)          # earlier versions whose audio a plan keeps as done: the same model, voice,
+ENGINE_VERSION = "4"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
+                                   # 4: engine/gemm.c's linears on CPU)
+ADOPTED_VERSIONS = ("2", "3")      # earlier versions whose audio a plan keeps as done: the same model, voice,
                                    # seed and sampling, only the arithmetic's rounding differs (tasks/plan.py)
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
 PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
@@ -79,9 +80,10 @@ class Engine:
                     from engine.llama import quantize_int8
                     quantize_int8(model.llama)
                 elif opts.device == "cpu" and dtype == "fp32":
-                    from engine.llama import onednn_available
-                    if onednn_available():       # else MKL's F.linear, as before (same version: the CPU's
-                        model.pack()             # kernels already differ from machine to machine)
+                    from engine.llama import cpu_linear
+                    make = cpu_linear()          # engine/gemm.c, else oneDNN, else MKL's F.linear (same version:
+                    if make is not None:         # the CPU's kernels already differ from machine to machine)
+                        model.pack(make)
                 if opts.compile:
                     from engine.generate import enable_compile
                     enable_compile(model)

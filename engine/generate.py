@@ -191,13 +191,15 @@ class CodeModel:
         """hidden [B, C] -> logits [B, Q, V] fp32."""
         return self.head_linear(hidden.float()).view(-1, self.Q, self.V)
 
-    def pack(self) -> "CodeModel":
-        """CPU fp32: the block projections and the heads through oneDNN with packed weights (engine.llama
-        PackedLinear; the caller checks onednn_available).  Forget the granules measured for the old kernel."""
+    def pack(self, make=None) -> "CodeModel":
+        """CPU fp32: the block projections and the heads through a packed-weight linear, make(weight):
+        engine.llama.PackedLinear (oneDNN, the default) or engine.gemm.GemmLinear (the caller checks that it is
+        available: engine.llama.cpu_linear).  Forget the call sizes measured for the old kernel."""
         from engine.llama import PackedLinear, pack_linears
 
-        pack_linears(self.llama)
-        self.head_linear = PackedLinear(self.head)
+        make = make or PackedLinear
+        pack_linears(self.llama, make)
+        self.head_linear = make(self.head)
         self._sizes.clear()
         return self
 

@@ -10,8 +10,9 @@ re-implements that forward so we control the cache and the batch:
   on what else is in the batch — see generate.py for the rest of that argument).
 
 Weights are taken from the HF state dict (q/k/v and gate/up fused); `tests/engine/test_llama.py` proves the
-forward equals transformers' LlamaModel on random weights, with MKL's linears and with oneDNN's packed ones
-(`pack_linears`: the CPU fp32 engine) — and `Int8Linear` is the W8A8 option.
+forward equals transformers' LlamaModel on random weights, with MKL's linears, oneDNN's packed ones and our own
+kernel (engine/gemm.py; `pack_linears` with `cpu_linear()`: the CPU fp32 engine) — and `Int8Linear` is the W8A8
+option.
 """
 from __future__ import annotations
 
@@ -270,11 +271,22 @@ class PackedLinear(nn.Module):
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
 
 
-def pack_linears(model: Llama) -> Llama:
-    """Replace every projection of every block by a PackedLinear (CPU, fp32).  Norms, RoPE, attention unchanged."""
+def cpu_linear():
+    """The packed fp32 linear the CPU engine uses: engine/gemm.c's GemmLinear where it builds and runs here,
+    else oneDNN's PackedLinear, else None (MKL's F.linear on the dense weights)."""
+    from engine import gemm
+
+    if gemm.available():
+        return gemm.GemmLinear
+    return PackedLinear if onednn_available() else None
+
+
+def pack_linears(model: Llama, make=PackedLinear) -> Llama:
+    """Replace every projection of every block by make(weight) (PackedLinear or engine.gemm.GemmLinear: CPU,
+    fp32).  Norms, RoPE, attention unchanged."""
     for block in model.layers:
         for name in ("wqkv", "wo", "w13", "w2"):
-            setattr(block, name, PackedLinear(getattr(block, name).weight))
+            setattr(block, name, make(getattr(block, name).weight))
     return model
 
 

@@ -7,15 +7,17 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from engine import generate as G  # noqa: E402
+from engine import gemm  # noqa: E402
 from engine.llama import LlamaShape, build_llama, onednn_available  # noqa: E402
 
 C, V_TEXT, SPK_ID = 64, 100, 7
 
 
-PACKED = [False, pytest.param(True, marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN"))]
+PACKED = [False, pytest.param(True, marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN")),
+          pytest.param("gemm", marks=pytest.mark.skipif(not gemm.available(), reason="engine/gemm.c not built"))]
 
 
-def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool = False) -> G.CodeModel:
+def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool | str = False) -> G.CodeModel:
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(hidden_size=C, intermediate_size=128, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
@@ -25,8 +27,8 @@ def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool = False
     head = torch.randn(4, 626, C) * 0.3
     head[:, G.EOS] *= 0
     model = G.CodeModel(llama, torch.randn(V_TEXT, C), torch.randn(4, 626, C) * 0.5, head, SPK_ID)
-    if packed:     # oneDNN packed linears, as the engine runs on CPU in fp32
-        model.pack()
+    if packed:     # oneDNN packed linears (True) or engine/gemm.c's ("gemm"), as the engine runs on CPU in fp32
+        model.pack(gemm.GemmLinear if packed == "gemm" else None)
     if eos_bias:   # EOS logit raised for every hidden state
         head_logits = model.logits
         bias = torch.zeros(4, 626)
@@ -240,7 +242,8 @@ def _sizes_of_calls(monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monkeypatch):
     """With measured call sizes, a CPU step is one call over all active rows padded to the next one — and rows
-    still come out bit-identical to decoding alone, on 1 and on 2 threads, with MKL and with oneDNN."""
+    still come out bit-identical to decoding alone, on 1 and on 2 threads, with MKL, oneDNN and engine/gemm.c
+    (whose every call size is invariant: no padding at all)."""
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -251,7 +254,10 @@ def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monk
         sizes = _sizes_of_calls(monkeypatch)
         batched = _run(model, _fresh(model, specs), slots=9)
         assert {n for n, _ in sizes} >= {9, 1}                 # full and nearly empty steps both happened
-        assert all(size == model.call_size(n, 9) >= max(n, G.EXACT_ROWS) for n, size in sizes)
+        least = (lambda n: n) if packed == "gemm" else (lambda n: max(n, G.EXACT_ROWS))
+        assert all(size == model.call_size(n, 9) >= least(n) for n, size in sizes)
+        if packed == "gemm":
+            assert {size for n, size in sizes if n < G.EXACT_ROWS}, "no step of fewer rows than EXACT_ROWS"
         for key, n, seed, T in specs:
             alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
             assert torch.equal(alone.hiddens, batched[key].hiddens), key
