@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from benchmarks.limits import PEAK_DTYPES, ceiling_audio_s, flops_per_audio_s, format_peaks, peak_gemm
+    from benchmarks.limits import ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks, peak_gemm
     from engine.api import EngineOptions
     from engine.units import expected_tokens
     from tasks import stages
@@ -144,16 +144,22 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.threads} threads; book: the first {len(texts)} segments of {args.corpus.name}", flush=True)
         with EngineClock() as clock:
             render = timed_stages(opts)
-        alone = engine_alone(engine, opts.book_dir)
+        wall, st = render["wall_s"], render["stages"]
         outputs = sorted(p.name for p in opts.book_dir.iterdir() if p.suffix in (".flac", ".m4b"))
-    wall = render["wall_s"]
-    st = render["stages"]
-    split = {"prepare_s": st.get("prepare", 0.0), "engine_in_render_s": clock.seconds,
-             "synthesize_outside_engine_s": st.get("synthesize", 0.0) - clock.seconds,
-             "package_s": st.get("package", 0.0)}
-    split["other_s"] = wall - sum(split.values())                       # the lock, temp-file scan
+        split = {"prepare_s": st.get("prepare", 0.0), "engine_in_render_s": clock.seconds,
+                 "synthesize_outside_engine_s": st.get("synthesize", 0.0) - clock.seconds,
+                 "package_s": st.get("package", 0.0)}
+        split["other_s"] = wall - sum(split.values())                   # the lock, temp-file scan
+        print(f"render: {render['counts'].get('rendered')} segments rendered in {wall:.1f} s wall; "
+              f"outputs {', '.join(outputs)}", flush=True)                # each phase prints as it ends
+        print("  split: " + ", ".join(f"{k} {v:.1f} s ({v / wall:.1%})" for k, v in split.items()), flush=True)
+        alone = engine_alone(engine, opts.book_dir)
+    print(f"engine alone, same segments: {alone['segments']} segments, {alone['audio_s']:.1f} s of audio in "
+          f"{alone['wall_s']:.1f} s wall ({alone['audio_s_per_wall_s']:.3f} audio-s/wall-s); the render: "
+          f"{alone['audio_s'] / wall:.3f} audio-s/wall-s", flush=True)
     overhead = 1 - alone["wall_s"] / wall
-    peaks = {d: peak_gemm(d, args.threads) / 1e9 for d in PEAK_DTYPES}
+    print(f"pipeline_overhead {overhead:.4f} (1 - engine alone / render wall)", flush=True)
+    peaks = {d: peak_gemm(d, args.threads) / 1e9 for d in dtypes_of([engine])}
     cost = flops_per_audio_s(engine, [len(engine.prompt_ids(t)) for t in texts], [expected_tokens(t) for t in texts])
     ceiling = ceiling_audio_s(cost, peaks, engine.dtype, engine.opts.int8)
     result = {
@@ -167,12 +173,6 @@ def main(argv: list[str] | None = None) -> int:
         "ceiling_audio_s": round(ceiling, 3), "limit_fraction": round(alone["audio_s_per_wall_s"] / ceiling, 4),
         "render_counts": {k: v for k, v in render["counts"].items() if k != "book_dir"},
     }
-    print(f"render: {alone['segments']} segments, {alone['audio_s']:.1f} s of audio in {wall:.1f} s wall "
-          f"({result['render_audio_s_per_wall_s']:.3f} audio-s/wall-s); outputs {', '.join(outputs)}")
-    print("  split: " + ", ".join(f"{k} {v:.1f} s ({v / wall:.1%})" for k, v in split.items()))
-    print(f"engine alone, same segments: {alone['wall_s']:.1f} s wall "
-          f"({alone['audio_s_per_wall_s']:.3f} audio-s/wall-s)")
-    print(f"pipeline_overhead {overhead:.4f} (1 - engine alone / render wall)")
     print("peak GEMM: " + format_peaks(peaks) + "; GFLOP per audio s: "
           + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
     print(f"ceiling {ceiling:.2f} audio-s/wall-s ({engine.dtype}{'+int8' if engine.opts.int8 else ''}); "

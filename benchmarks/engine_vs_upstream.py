@@ -416,10 +416,11 @@ def finish(result: dict, start: float, path: Path | None, log) -> int:
 def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str, result: dict, log) -> dict:
     """Peak GEMM per CPU dtype, FLOPs per audio second, the ceiling and limit_fraction of each of our sides,
     and the per-step profile of each (benchmarks/limits.py)."""
-    from benchmarks.limits import (PEAK_DTYPES, PEAK_N, PEAK_REPS, ceiling_audio_s, flops_per_audio_s,
-                                   format_peaks, format_profile, peak_gemm, step_profile)
+    from benchmarks.limits import (PEAK_N, PEAK_REPS, ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks,
+                                   format_profile, peak_gemm, step_profile)
 
-    peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in PEAK_DTYPES if args.device == "cpu"}
+    peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in dtypes_of(engines.values())
+             if args.device == "cpu"}
     first = next(iter(engines.values()))
     cost = flops_per_audio_s(first, [len(first.prompt_ids(t)) for t in texts], forced)
     out: dict = {"peak_gemm_gflops": peaks, "gflop_per_audio_s": cost, "limits": {}}

@@ -65,6 +65,13 @@ def peak_gemm(dtype: str, threads: int) -> float:
     return max(_peak(lambda n, k=k: call(n, k)) for k in kernels)
 
 
+def dtypes_of(engines) -> tuple[str, ...]:
+    """The dtypes whose peak GEMM the ceilings of these engines need (PEAK_DTYPES order): fp32 (heads, Decoder,
+    Vocos), each engine's dtype, int8 for an INT8 engine — the others are not measured (minutes saved)."""
+    need = {"fp32"} | {e.dtype for e in engines} | {"int8" for e in engines if e.opts.int8}
+    return tuple(d for d in PEAK_DTYPES if d in need)
+
+
 def _peak(make) -> float:
     """Best FLOP/s of make(n)() (a square GEMM of side n), n doubling as peak_gemm says."""
     n = PEAK_MIN_N
