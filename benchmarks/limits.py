@@ -29,19 +29,19 @@ PROBE_TOKENS = 256                 # tokens decoded by Decoder + Vocos to count 
 PROFILE_STEPS = 128                # decode steps per row in the per-step profile
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::_int_mm", "aten::bmm",   # profiler ops counted as GEMM
             "mkldnn::_linear_pointwise")                                # (oneDNN packed: engine.llama.PackedLinear)
-GEMM_RANGES = ("gemm",)            # record_function ranges counted as GEMM (engine.gemm.PROFILE_RANGE: our kernel)
+GEMM_RANGES = ("gemm",)            # record_function ranges counted as GEMM (engine.kernels.GEMM_RANGE: our kernel)
 RANGES = ("attention", "sampling")   # record_function ranges the engine marks (engine/llama.py, generate.py)
 
 
 def peak_gemm(dtype: str, threads: int) -> float:
     """Best FLOP/s (int8: OP/s) of a square GEMM in `dtype` (fp32 | bf16 | int8) on `threads` CPU threads, over
-    every kernel the engine can call for it (fp32: MKL's sgemm, oneDNN's packed linear and engine/gemm.c — the
+    every kernel the engine can call for it (fp32: MKL's sgemm, oneDNN's packed linear and engine/kernels.c — the
     fastest is the honest peak): the side doubles from PEAK_MIN_N while one call takes under
     PEAK_CALL_S, up to PEAK_N (a dtype the CPU has no fast kernel for stops early instead of taking minutes);
     best of PEAK_REPS calls at the last size."""
     import torch
 
-    from engine import gemm
+    from engine import kernels
     from engine.llama import PackedLinear, onednn_available
 
     torch.set_num_threads(threads)
@@ -54,15 +54,15 @@ def peak_gemm(dtype: str, threads: int) -> float:
             return lambda: torch._int_mm(a, w.t())                        # as Int8Linear calls it: weight [N, K]
         t = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
         a, b = torch.randn(n, n, generator=g).to(t), torch.randn(n, n, generator=g).to(t)
-        if kernel in ("onednn", "gemm"):                                  # b as the weight [N, K], packed once
-            lin = (PackedLinear if kernel == "onednn" else gemm.GemmLinear)(b)
+        if kernel in ("onednn", "ours"):                                  # b as the weight [N, K], packed once
+            lin = (PackedLinear if kernel == "onednn" else kernels.GemmLinear)(b)
             return lambda: lin(a)
         return lambda: a @ b.t()                                          # a linear's product: x @ weight.T
 
-    kernels = ("blas",)
+    names = ("blas",)
     if dtype == "fp32":
-        kernels += ("onednn",) * onednn_available() + ("gemm",) * gemm.available()
-    return max(_peak(lambda n, k=k: call(n, k)) for k in kernels)
+        names += ("onednn",) * onednn_available() + ("ours",) * kernels.available()
+    return max(_peak(lambda n, k=k: call(n, k)) for k in names)
 
 
 def dtypes_of(engines) -> tuple[str, ...]:

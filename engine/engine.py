@@ -22,7 +22,7 @@ from engine.api import EngineOptions, Request, Result
 from engine.units import expected_tokens
 
 ENGINE_VERSION = "4"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
-                                   # 4: engine/gemm.c's linears on CPU)
+                                   # 4: engine/kernels.c's linears on CPU)
 ADOPTED_VERSIONS = ("2", "3")      # earlier versions whose audio a plan keeps as done: the same model, voice,
                                    # seed and sampling, only the arithmetic's rounding differs (tasks/plan.py)
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
@@ -81,7 +81,7 @@ class Engine:
                     quantize_int8(model.llama)
                 elif opts.device == "cpu" and dtype == "fp32":
                     from engine.llama import cpu_linear
-                    make = cpu_linear()          # engine/gemm.c, else oneDNN, else MKL's F.linear (same version:
+                    make = cpu_linear()          # engine/kernels.c, else oneDNN, else MKL's F.linear (same version:
                     if make is not None:         # the CPU's kernels already differ from machine to machine)
                         model.pack(make)
                 if opts.compile:

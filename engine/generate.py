@@ -193,7 +193,7 @@ class CodeModel:
 
     def pack(self, make=None) -> "CodeModel":
         """CPU fp32: the block projections and the heads through a packed-weight linear, make(weight):
-        engine.llama.PackedLinear (oneDNN, the default) or engine.gemm.GemmLinear (the caller checks that it is
+        engine.llama.PackedLinear (oneDNN, the default) or engine.kernels.GemmLinear (the caller checks that it is
         available: engine.llama.cpu_linear).  Forget the call sizes measured for the old kernel."""
         from engine.llama import PackedLinear, pack_linears
 

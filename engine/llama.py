@@ -11,7 +11,7 @@ re-implements that forward so we control the cache and the batch:
 
 Weights are taken from the HF state dict (q/k/v and gate/up fused); `tests/engine/test_llama.py` proves the
 forward equals transformers' LlamaModel on random weights, with MKL's linears, oneDNN's packed ones and our own
-kernel (engine/gemm.py; `pack_linears` with `cpu_linear()`: the CPU fp32 engine) — and `Int8Linear` is the W8A8
+kernel (engine/kernels.py; `pack_linears` with `cpu_linear()`: the CPU fp32 engine) — and `Int8Linear` is the W8A8
 option.
 """
 from __future__ import annotations
@@ -105,7 +105,9 @@ class Block(nn.Module):
         self.ffn_norm = nn.Module()
         self.ffn_norm.weight = nn.Parameter(torch.ones(s.hidden))
 
-    def forward(self, x, cos, sin, k_cache, v_cache, slots, cache_idx, mask, lengths):
+    def forward(self, x, cos, sin, k_cache, v_cache, slots, rows, mask, lengths, attend=None):
+        """rows [B·L·Hkv]: where this step's keys/values go in k_cache.view(-1, D) (_cache_rows, the same for every
+        layer: Llama.forward computes it once)."""
         s = self.s
         B, L, _ = x.shape                                                    # x [B, L, C]
         h = _rms_norm(x, self.attn_norm.weight, s.eps)
@@ -113,12 +115,13 @@ class Block(nn.Module):
         qk = _rope(qkv[:, :, :s.heads + s.kv_heads], cos, sin)              # [B, L, H+Hkv, D]: q and k at once
         q, k, v = qk[:, :, :s.heads], qk[:, :, s.heads:], qkv[:, :, s.heads + s.kv_heads:]   # [B, L, H(kv), D]
         # write the new keys/values: cache[slot_b, :, cache_idx[b, l]] = k[b, l]
-        rix = torch.arange(B, device=x.device) if slots is None else slots   # [B] cache rows
-        rows = _cache_rows(k_cache, rix, cache_idx)                          # [B·L·Hkv]
         k_cache.view(-1, s.head_dim).index_copy_(0, rows, k.reshape(-1, s.head_dim))
         v_cache.view(-1, s.head_dim).index_copy_(0, rows, v.reshape(-1, s.head_dim))
         with torch.profiler.record_function("attention"):      # a range for benchmarks/limits.step_profile
-            o = self._attend(q.transpose(1, 2), k_cache, v_cache, slots, mask, lengths)  # [B, H, L, D]
+            if attend is not None:                               # a decode step on engine/kernels.c
+                o = attend(q.transpose(1, 2), k_cache, v_cache)  # [B, H, 1, D]
+            else:
+                o = self._attend(q.transpose(1, 2), k_cache, v_cache, slots, mask, lengths)  # [B, H, L, D]
         x = x + self.wo(o.transpose(1, 2).reshape(B, L, s.heads * s.head_dim))
         h = _rms_norm(x, self.ffn_norm.weight, s.eps)
         gate, up = self.w13(h).chunk(2, -1)                                  # [B, L, F] each
@@ -165,6 +168,8 @@ class Llama(nn.Module):
         self.norm.weight = nn.Parameter(torch.ones(s.hidden))
         self.register_buffer("cos", torch.empty(0), persistent=False)
         self.register_buffer("sin", torch.empty(0), persistent=False)
+        self.decode_attention = None      # engine.kernels.decode_attention: the per-row path's decode steps in one
+                                          # call per layer (set by pack_linears with our kernels)
 
     def rope_tables(self, device) -> None:
         """cos/sin [max_pos, D] in fp32 from integer positions (as HF computes them)."""
@@ -185,12 +190,17 @@ class Llama(nn.Module):
         Returns the final-normed hidden states [B, L, C] (HF's last_hidden_state)."""
         assert (mask is None) != (lengths is None), "give exactly one of mask / lengths"
         cache_idx = pos if cache_idx is None else cache_idx
-        if lengths is not None:                                              # the rows' slots as ints, once
+        attend = None
+        if lengths is not None and x.shape[1] == 1 and self.decode_attention is not None:
+            attend = self.decode_attention(slots, lengths)                   # one call per layer for all rows
+        elif lengths is not None:                                            # the rows' slots as ints, once
             lengths = list(zip(slots.tolist(), lengths))
         cos = self.cos[pos].unsqueeze(2)                                     # [B, L, 1, D]
         sin = self.sin[pos].unsqueeze(2)
+        rix = torch.arange(x.shape[0], device=x.device) if slots is None else slots   # [B] cache rows
+        rows = _cache_rows(cache.k[0], rix, cache_idx)                       # [B·L·Hkv], every layer's
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, cache.k[i], cache.v[i], slots, cache_idx, mask, lengths)
+            x = layer(x, cos, sin, cache.k[i], cache.v[i], slots, rows, mask, lengths, attend)
         return _rms_norm(x, self.norm.weight, self.s.eps)
 
 
@@ -272,21 +282,25 @@ class PackedLinear(nn.Module):
 
 
 def cpu_linear():
-    """The packed fp32 linear the CPU engine uses: engine/gemm.c's GemmLinear where it builds and runs here,
+    """The packed fp32 linear the CPU engine uses: engine/kernels.c's GemmLinear where it builds and runs here,
     else oneDNN's PackedLinear, else None (MKL's F.linear on the dense weights)."""
-    from engine import gemm
+    from engine import kernels
 
-    if gemm.available():
-        return gemm.GemmLinear
+    if kernels.available():
+        return kernels.GemmLinear
     return PackedLinear if onednn_available() else None
 
 
 def pack_linears(model: Llama, make=PackedLinear) -> Llama:
-    """Replace every projection of every block by make(weight) (PackedLinear or engine.gemm.GemmLinear: CPU,
-    fp32).  Norms, RoPE, attention unchanged."""
+    """Replace every projection of every block by make(weight) (PackedLinear or engine.kernels.GemmLinear: CPU,
+    fp32).  Norms and RoPE unchanged; with our GemmLinear, the per-row path's decode steps also attend through
+    engine/kernels.c (prefill keeps SDPA)."""
+    from engine import kernels
+
     for block in model.layers:
         for name in ("wqkv", "wo", "w13", "w2"):
             setattr(block, name, make(getattr(block, name).weight))
+    model.decode_attention = kernels.decode_attention if make is kernels.GemmLinear else None
     return model
 
 

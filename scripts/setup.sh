@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages: ffmpeg (encodes) and gcc (engine/gemm.c, the CPU engine's linear kernel, is compiled on
+# Debian packages: ffmpeg (encodes) and gcc (engine/kernels.c, the CPU engine's linear kernel, is compiled on
 # first use; without a compiler the engine uses oneDNN's, slower); with `setup.sh test` also chromium + chromium-driver (web pages are
 # tested in a real headless browser), a Chinese font for its screenshots, epubcheck (every EPUB we write
 # is validated) and postgresql (the fleet recipe's Prefect server runs on it; its binaries live in
@@ -41,4 +41,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 echo "setup: ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'), $(ffmpeg -version | head -1 | cut -d' ' -f1-3))"
-.venv/bin/python -c 'from engine import gemm; print("setup: CPU kernel engine/gemm.c", "built" if gemm.available() else "not available here (the engine uses oneDNN)")'
+.venv/bin/python -c 'from engine import kernels; print("setup: CPU kernel engine/kernels.c", "built" if kernels.available() else "not available here (the engine uses oneDNN)")'

@@ -35,7 +35,7 @@ def test_peak_gemm_measures_a_positive_rate():
 def test_peak_gemm_fp32_is_the_best_of_blas_onednn_and_our_kernel(monkeypatch):
     torch = pytest.importorskip("torch")
     from benchmarks import limits
-    from engine import gemm
+    from engine import kernels
     from engine.llama import onednn_available
 
     rates = iter([5.0, 7.0, 6.0, 3.0])            # what each kernel's timing "measures", in call order
@@ -47,7 +47,7 @@ def test_peak_gemm_fp32_is_the_best_of_blas_onednn_and_our_kernel(monkeypatch):
 
     monkeypatch.setattr(limits, "_peak", fake_peak)
     fp32 = limits.peak_gemm("fp32", 1)
-    kernels = 1 + onednn_available() + gemm.available()              # MKL, oneDNN packed, engine/gemm.c
+    kernels = 1 + onednn_available() + kernels.available()              # MKL, oneDNN packed, engine/kernels.c
     assert len(outputs) == kernels and fp32 == max([5.0, 7.0, 6.0][:kernels])   # the fastest
     for out in outputs[1:]:
         torch.testing.assert_close(out, outputs[0], atol=1e-3, rtol=1e-4)        # the same product

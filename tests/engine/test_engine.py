@@ -98,7 +98,7 @@ def test_prompt_is_upstream_and_version_names_settings(engine):
     assert ids[-1] == tok.convert_tokens_to_ids("[Ptts]")
     assert engine.prompt_ids("[Stts]你好") == ids           # upstream strips its own control tokens
     assert engine.loaded.fingerprint in engine.version and "fp32" in engine.version and "cpu" in engine.version
-    assert engine.version.startswith("ours4-")                # engine/gemm.c changed the CPU's bits ...
+    assert engine.version.startswith("ours4-")                # engine/kernels.c changed the CPU's bits ...
     settings = engine.version.removeprefix("ours4-")          # ... a v2 or v3 book keeps its audio
     assert engine.adopts == ("ours2-" + settings, "ours3-" + settings)
 

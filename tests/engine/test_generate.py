@@ -7,14 +7,14 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from engine import generate as G  # noqa: E402
-from engine import gemm  # noqa: E402
+from engine import kernels  # noqa: E402
 from engine.llama import LlamaShape, build_llama, onednn_available  # noqa: E402
 
 C, V_TEXT, SPK_ID = 64, 100, 7
 
 
 PACKED = [False, pytest.param(True, marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN")),
-          pytest.param("gemm", marks=pytest.mark.skipif(not gemm.available(), reason="engine/gemm.c not built"))]
+          pytest.param("gemm", marks=pytest.mark.skipif(not kernels.available(), reason="engine/kernels.c not built"))]
 
 
 def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool | str = False) -> G.CodeModel:
@@ -27,8 +27,8 @@ def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool | str =
     head = torch.randn(4, 626, C) * 0.3
     head[:, G.EOS] *= 0
     model = G.CodeModel(llama, torch.randn(V_TEXT, C), torch.randn(4, 626, C) * 0.5, head, SPK_ID)
-    if packed:     # oneDNN packed linears (True) or engine/gemm.c's ("gemm"), as the engine runs on CPU in fp32
-        model.pack(gemm.GemmLinear if packed == "gemm" else None)
+    if packed:     # oneDNN packed linears (True) or engine/kernels.c's ("gemm"), as the engine runs on CPU in fp32
+        model.pack(kernels.GemmLinear if packed == "gemm" else None)
     if eos_bias:   # EOS logit raised for every hidden state
         head_logits = model.logits
         bias = torch.zeros(4, 626)
@@ -242,7 +242,7 @@ def _sizes_of_calls(monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monkeypatch):
     """With measured call sizes, a CPU step is one call over all active rows padded to the next one — and rows
-    still come out bit-identical to decoding alone, on 1 and on 2 threads, with MKL, oneDNN and engine/gemm.c
+    still come out bit-identical to decoding alone, on 1 and on 2 threads, with MKL, oneDNN and engine/kernels.c
     (whose every call size is invariant: no padding at all)."""
     old = torch.get_num_threads()
     torch.set_num_threads(threads)

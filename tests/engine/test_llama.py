@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from engine import gemm  # noqa: E402
+from engine import kernels  # noqa: E402
 from engine.llama import KVCache, LlamaShape, PackedLinear, build_llama, onednn_available, pack_linears  # noqa: E402
 
 TOL = dict(atol=2e-5, rtol=1e-4)   # fp32
@@ -14,7 +14,7 @@ TOL = dict(atol=2e-5, rtol=1e-4)   # fp32
 
 @pytest.fixture(scope="module", params=[False, pytest.param(True, marks=pytest.mark.skipif(
     not onednn_available(), reason="no oneDNN")), pytest.param("gemm", marks=pytest.mark.skipif(
-    not gemm.available(), reason="engine/gemm.c not built"))], ids=["mkl", "onednn-packed", "gemm"])
+    not kernels.available(), reason="engine/kernels.c not built"))], ids=["mkl", "onednn-packed", "gemm"])
 def models(request):
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -27,8 +27,8 @@ def models(request):
             if "norm" in name:
                 p.uniform_(0.5, 1.5)
     ours = build_llama(LlamaShape.from_hf(cfg), hf.state_dict())
-    if request.param:            # the CPU fp32 engine's linears: engine/gemm.c's, or oneDNN's, packed weights
-        pack_linears(ours, gemm.GemmLinear if request.param == "gemm" else PackedLinear)
+    if request.param:            # the CPU fp32 engine's linears: engine/kernels.c's, or oneDNN's, packed weights
+        pack_linears(ours, kernels.GemmLinear if request.param == "gemm" else PackedLinear)
     return cfg, hf, ours
 
 

@@ -1,0 +1,173 @@
+/* The CPU decode step's two kernels in fp32 with AVX2 + FMA (engine/kernels.py builds and loads this file;
+ * SPDX-License-Identifier: AGPL-3.0-or-later): chattts_gemm, a linear layer, and chattts_attend, attention of one
+ * query per row over the row's own prefix of the KV cache.
+ *
+ * chattts_gemm: y[M][N] = x[M][K] . W[N][K]^T.
+ * W is packed once into blocks of 16 output columns, each K-major: Wp[n0 .. n0+16)[k] at Wp + n0*K + 16*k (a last
+ * block of 8 when N % 16 == 8).  A thread takes a contiguous range of column blocks and streams its weights once
+ * per call; inside a block, rows go in chunks of up to 6 (6 rows x 16 columns = 12 ymm accumulators).
+ *
+ * Every output element is one chain of fused multiply-adds over k = 0 .. K-1, in order, from zero: the same
+ * instructions whatever M is, whichever chunk the row lands in and however many threads split the columns.  So a
+ * row's result never depends on the other rows of the call (batch invariance without padding), nor on the
+ * thread count.  (No -ffast-math: the compiler may not reorder the chain.)
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define MR 6                                  /* rows per chunk */
+#define NB 16                                 /* columns per block (a last block may be 8) */
+
+#define DECL(m) __m256 c##m##0 = _mm256_setzero_ps(), c##m##1 = _mm256_setzero_ps();
+#define FMA16(m) if (R > m) { __m256 b = _mm256_broadcast_ss(x + m * ldx + k); \
+    c##m##0 = _mm256_fmadd_ps(b, w0, c##m##0); c##m##1 = _mm256_fmadd_ps(b, w1, c##m##1); }
+#define FMA8(m) if (R > m) c##m##0 = _mm256_fmadd_ps(_mm256_broadcast_ss(x + m * ldx + k), w0, c##m##0);
+#define ST16(m) if (R > m) { _mm256_storeu_ps(y + m * ldy, c##m##0); _mm256_storeu_ps(y + m * ldy + 8, c##m##1); }
+#define ST8(m) if (R > m) _mm256_storeu_ps(y + m * ldy, c##m##0);
+#define ROWS(F) F(0) F(1) F(2) F(3) F(4) F(5)
+
+/* r rows (r = 1..6, a constant in each copy: the accumulators stay in registers) of one column block */
+#define KERNELS(r) \
+static void k16_##r(const float *x, long ldx, const float *w, long K, float *y, long ldy) { \
+    enum { R = r }; ROWS(DECL) \
+    for (long k = 0; k < K; k++) { \
+        __m256 w0 = _mm256_loadu_ps(w + 16 * k), w1 = _mm256_loadu_ps(w + 16 * k + 8); \
+        ROWS(FMA16) \
+    } \
+    ROWS(ST16) \
+} \
+static void k8_##r(const float *x, long ldx, const float *w, long K, float *y, long ldy) { \
+    enum { R = r }; ROWS(DECL) \
+    for (long k = 0; k < K; k++) { \
+        __m256 w0 = _mm256_loadu_ps(w + 8 * k); \
+        ROWS(FMA8) \
+    } \
+    ROWS(ST8) \
+}
+KERNELS(1) KERNELS(2) KERNELS(3) KERNELS(4) KERNELS(5) KERNELS(6)
+
+typedef void (*kernel)(const float *, long, const float *, long, float *, long);
+static const kernel K16[MR + 1] = {0, k16_1, k16_2, k16_3, k16_4, k16_5, k16_6};
+static const kernel K8[MR + 1] = {0, k8_1, k8_2, k8_3, k8_4, k8_5, k8_6};
+
+/* W [N][K] row-major (N % 8 == 0) -> Wp [N * K] in the blocked layout above */
+void chattts_pack(const float *W, long N, long K, float *Wp) {
+    for (long n0 = 0; n0 < N; n0 += NB) {
+        long nb = N - n0 >= NB ? NB : 8;
+        float *dst = Wp + n0 * K;
+        for (long k = 0; k < K; k++)
+            for (long j = 0; j < nb; j++)
+                dst[k * nb + j] = W[(n0 + j) * K + k];
+    }
+}
+
+/* x [M][K] row-major, Wp packed (N % 8 == 0), y [M][N] row-major; `threads` OpenMP threads over column blocks */
+void chattts_gemm(const float *x, long M, long K, const float *Wp, long N, float *y, int threads) {
+    long blocks = (N + NB - 1) / NB;
+    #pragma omp parallel for num_threads(threads) schedule(static)
+    for (long b = 0; b < blocks; b++) {
+        long n0 = b * NB, nb = N - n0 >= NB ? NB : 8;
+        const float *w = Wp + n0 * K;
+        for (long m0 = 0; m0 < M; m0 += MR) {
+            long r = M - m0 < MR ? M - m0 : MR;
+            (nb == NB ? K16 : K8)[r](x + m0 * K, K, w, K, y + m0 * N + n0, N);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ attention
+ * chattts_attend: for each row b (cache slot slots[b], n = lens[b] valid keys) and head h (kv head h / (H/Hkv)):
+ *     s_j = scale * q[b,h] . k[slot, hk, j]   (j < n);   p_j = exp(s_j - max s);   out[b,h] = sum_j p_j v[slot, hk, j] / sum_j p_j
+ * q, out [B][H][D]; k, v [slots][Hkv][S][D]; D % 8 == 0.  A row with n == 0 (padding) gets zeros.
+ * Each (row, head) is computed by one thread, in a fixed order that depends on n only: a row's bits never depend
+ * on the other rows of the call or on the thread count (the rows are spread over threads dynamically).  The
+ * cache is read once per key for the scores and once per value: both stream. */
+
+static inline float hsum(__m256 v) {                /* a fixed tree: (lanes 0-3 + 4-7), then pairs */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float hmax(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* exp(x) for x <= 0 (Cephes' expf: range reduction by ln 2, a degree-5 polynomial; ~1 ulp), x < -87: 0 */
+static inline __m256 exp_neg(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.0f);
+    __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
+    x = _mm256_max_ps(x, lo);
+    __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
+}
+
+void chattts_attend(const float *q, const float *kc, const float *vc, long B, long H, long Hkv, long S, long D,
+                    const long *slots, const long *lens, float scale, float *out, int threads) {
+    long rep = H / Hkv;
+    #pragma omp parallel num_threads(threads)
+    {
+        float *p = malloc(sizeof(float) * (S + 8));              /* scores, then weights, of one (row, head) */
+        #pragma omp for schedule(dynamic, 1)
+        for (long bh = 0; bh < B * H; bh++) {
+            long b = bh / H, h = bh % H, n = lens[b];
+            const float *qv = q + bh * D;
+            float *o = out + bh * D;
+            if (n <= 0 || p == NULL) {
+                for (long d = 0; d < D; d++) o[d] = n <= 0 ? 0.0f : NAN;
+                continue;
+            }
+            const float *k = kc + ((slots[b] * Hkv + h / rep) * S) * D;
+            const float *v = vc + ((slots[b] * Hkv + h / rep) * S) * D;
+            float m = -INFINITY;
+            for (long j = 0; j < n; j++) {                       /* scores: one 8-lane chain over d, then hsum */
+                __m256 acc = _mm256_setzero_ps();
+                for (long d = 0; d < D; d += 8)
+                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), _mm256_loadu_ps(k + j * D + d), acc);
+                p[j] = hsum(acc) * scale;
+                m = p[j] > m ? p[j] : m;
+            }
+            for (long j = n; j < n + 8; j++) p[j] = -INFINITY;   /* the last group's lanes past n: weight 0 */
+            __m256 mv = _mm256_set1_ps(m), lsum = _mm256_setzero_ps();
+            for (long j = 0; j < n; j += 8) {
+                __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv));
+                _mm256_storeu_ps(p + j, w);
+                lsum = _mm256_add_ps(lsum, w);
+            }
+            float inv = 1.0f / hsum(lsum);
+            for (long d0 = 0; d0 < D; d0 += 32) {                 /* values: up to 4 accumulators of 8 dims */
+                long nd = D - d0 < 32 ? D - d0 : 32;
+                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (long j = 0; j < n; j++) {
+                    const float *vj = v + j * D + d0;
+                    __m256 w = _mm256_set1_ps(p[j]);
+                    a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj), a0);
+                    if (nd > 8) a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8), a1);
+                    if (nd > 16) a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 16), a2);
+                    if (nd > 24) a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 24), a3);
+                }
+                __m256 iv = _mm256_set1_ps(inv);
+                _mm256_storeu_ps(o + d0, _mm256_mul_ps(a0, iv));
+                if (nd > 8) _mm256_storeu_ps(o + d0 + 8, _mm256_mul_ps(a1, iv));
+                if (nd > 16) _mm256_storeu_ps(o + d0 + 16, _mm256_mul_ps(a2, iv));
+                if (nd > 24) _mm256_storeu_ps(o + d0 + 24, _mm256_mul_ps(a3, iv));
+            }
+        }
+        free(p);
+    }
+}

@@ -1,0 +1,165 @@
+"""engine/kernels.c through engine/kernels.py: the linear and the decode attention agree with torch, a row's bits never
+depend on the call (rows, chunk, slots, threads), the build is cached by content, and the engine falls back to
+oneDNN and SDPA where the kernels cannot be used."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from engine import kernels  # noqa: E402
+from engine.llama import PackedLinear, cpu_linear, onednn_available  # noqa: E402
+from tests.conftest import unavailable  # noqa: E402
+
+
+@pytest.fixture
+def lin():
+    if not kernels.available():
+        unavailable("engine/kernels.c is not available here (no AVX2/FMA or no C compiler)")
+    return kernels.GemmLinear
+
+
+@pytest.mark.parametrize("n, k", [(48, 64), (40, 37), (13, 96), (2504, 64), (8, 1)])
+def test_equals_torch_linear(lin, n, k):
+    """16-column blocks, a last block of 8, N padded to 8 (13), the ChatTTS heads' 2504, odd and tiny K."""
+    g = torch.Generator().manual_seed(n * 1000 + k)
+    w, x = torch.randn(n, k, generator=g), torch.randn(2, 7, k, generator=g)   # [..., K] inputs keep their shape
+    y = lin(w)(x)
+    assert y.shape == (2, 7, n)
+    torch.testing.assert_close(y, x @ w.t(), atol=1e-4, rtol=1e-4)
+
+
+def test_a_rows_bits_depend_on_nothing_else_in_the_call(lin):
+    """Every call size 1..14 (ragged chunks of 6), each row alone, and 1 or 2 threads: the same bits."""
+    g = torch.Generator().manual_seed(1)
+    w, x = torch.randn(200, 96, generator=g), torch.randn(14, 96, generator=g)
+    f = lin(w)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        ref = f(x)
+        for m in range(1, 15):
+            assert torch.equal(f(x[:m]), ref[:m]), m
+            assert torch.equal(f(x[14 - m:]), ref[14 - m:]), m          # rows in other chunk positions
+        for i in range(14):
+            assert torch.equal(f(x[i:i + 1]), ref[i:i + 1]), i
+        torch.set_num_threads(2)
+        assert torch.equal(f(x), ref)
+        assert torch.equal(f(x[3:8]), ref[3:8])
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_a_non_contiguous_input_is_taken_as_its_values(lin):
+    g = torch.Generator().manual_seed(2)
+    w, x = torch.randn(32, 24, generator=g), torch.randn(24, 5, generator=g)
+    assert torch.equal(lin(w)(x.t()), lin(w)(x.t().contiguous()))
+
+
+def _cache(g, slots=5, heads=4, length=40, dim=16):
+    return (torch.randn(slots, heads, length, dim, generator=g), torch.randn(slots, heads, length, dim, generator=g))
+
+
+@pytest.mark.parametrize("heads, kv_heads, dim", [(4, 4, 16), (4, 2, 64), (2, 1, 24)])
+def test_decode_attention_equals_sdpa_over_each_rows_prefix(lin, heads, kv_heads, dim):
+    """Lengths 1, not multiples of 8, the whole cache; grouped kv heads; a padding row (length 0) gets zeros."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(heads * 100 + dim)
+    k, v = _cache(g, heads=kv_heads, dim=dim)
+    q = torch.randn(5, heads, 1, dim, generator=g)
+    slots, lens = torch.tensor([3, 0, 4, 1, 2]), [1, 13, 40, 0, 27]
+    o = kernels.decode_attention(slots, lens)(q, k, v)
+    assert o.shape == q.shape
+    for b, (sl, n) in enumerate(zip(slots.tolist(), lens)):
+        if n == 0:
+            assert not o[b].any()
+            continue
+        kk, vv = (c[sl:sl + 1, :, :n].repeat_interleave(heads // kv_heads, 1) for c in (k, v))
+        torch.testing.assert_close(o[b:b + 1], F.scaled_dot_product_attention(q[b:b + 1], kk, vv),
+                                   atol=1e-5, rtol=1e-4)
+
+
+def test_decode_attention_rows_do_not_depend_on_each_other(lin):
+    """A row alone, in another order, beside other rows, on 1 or 2 threads: the same bits; keys past its length
+    (another row's garbage) change nothing."""
+    g = torch.Generator().manual_seed(3)
+    k, v = _cache(g)
+    q = torch.randn(5, 4, 1, 16, generator=g)
+    slots, lens = torch.tensor([0, 1, 2, 3, 4]), [9, 17, 33, 40, 1]
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        ref = kernels.decode_attention(slots, lens)(q, k, v)
+        for b in range(5):
+            alone = kernels.decode_attention(slots[b:b + 1], lens[b:b + 1])(q[b:b + 1], k, v)
+            assert torch.equal(alone, ref[b:b + 1]), b
+        perm = [3, 0, 4, 2, 1]
+        torch.set_num_threads(2)
+        mixed = kernels.decode_attention(slots[perm], [lens[i] for i in perm])(q[perm], k, v)
+        assert torch.equal(mixed, ref[perm])
+        k2, v2 = k.clone(), v.clone()
+        k2[0, :, 9:], v2[0, :, 9:] = 1e3, -1e3                           # past row 0's length
+        assert torch.equal(kernels.decode_attention(slots[:1], lens[:1])(q[:1], k2, v2), ref[:1])
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_decode_attention_refuses_what_it_cannot_compute(lin):
+    g = torch.Generator().manual_seed(4)
+    k, v = _cache(g)
+    attend = kernels.decode_attention(torch.tensor([0, 1]), [3, 4])
+    with pytest.raises(ValueError, match="one fp32 query"):
+        attend(torch.randn(2, 4, 2, 16), k, v)                           # two queries per row: prefill is SDPA's
+    with pytest.raises(ValueError, match="contiguous"):
+        attend(torch.randn(2, 4, 1, 16), k.transpose(2, 3).contiguous().transpose(2, 3), v)
+    with pytest.raises(ValueError, match="2 slots for 3 lengths"):
+        kernels.decode_attention(torch.tensor([0, 1]), [3, 4, 5])
+
+
+def test_the_build_is_cached_by_source_flags_and_compiler(lin, tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "cc")
+    first = kernels.build(tmp_path)
+    mtime = first.stat().st_mtime_ns
+    assert kernels.build(tmp_path) == first and first.stat().st_mtime_ns == mtime      # not compiled again
+    monkeypatch.setenv("CC", "gcc")                                     # another compiler: another library
+    other = kernels.build(tmp_path)
+    assert other != first and sorted(tmp_path.iterdir()) == sorted([first, other])
+
+
+def test_a_failing_compiler_raises_and_leaves_no_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "false")                                   # exits 1
+    with pytest.raises(RuntimeError, match="false"):
+        kernels.build(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_the_kernel_the_engine_uses_onednn(tmp_path, monkeypatch, caplog):
+    """No compiler (a warning, not an error) or CHATTTS_RENDER_KERNELS=off: cpu_linear() is oneDNN's."""
+    monkeypatch.setenv("CHATTTS_RENDER_CACHE", str(tmp_path))          # nothing built there yet
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(kernels, "_LIB", [])                              # forget this process's loaded kernel
+    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+        assert not kernels.available()
+    assert "no C compiler" in caplog.text and list(tmp_path.iterdir()) == []
+    assert cpu_linear() is (PackedLinear if onednn_available() else None)
+    with pytest.raises(RuntimeError, match="not available"):
+        kernels.GemmLinear(torch.ones(8, 8))
+    monkeypatch.delenv("CC")
+    monkeypatch.setenv(kernels.ENV, "off")
+    monkeypatch.setattr(kernels, "_LIB", [])
+    assert not kernels.available() and list(tmp_path.iterdir()) == []
+
+
+def test_the_engine_runs_its_cpu_fp32_linears_on_the_kernel(lin):
+    from engine.api import EngineOptions
+    from engine.engine import Engine
+
+    m = Engine.load(EngineOptions(model="random-tiny")).model
+    assert cpu_linear() is lin
+    assert all(isinstance(getattr(b, n), lin) for b in m.llama.layers for n in ("wqkv", "wo", "w13", "w2"))
+    assert isinstance(m.head_linear, lin)
+    assert m.call_size(1, 8) == 1 and m.call_size(3, 8) == 3        # every size invariant: no padding rows
+    assert m.llama.decode_attention is kernels.decode_attention      # and decode steps attend in one call
