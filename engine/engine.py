@@ -76,14 +76,15 @@ class Engine:
                 tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
                 spk_id = loaded.tokenizer.spk_emb_ids
                 model = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, spk_id, opts.device, tdtype)
-                if opts.int8:
-                    from engine.llama import quantize_int8
-                    quantize_int8(model.llama)
-                elif opts.device == "cpu" and dtype == "fp32":
+                if opts.device == "cpu" and dtype == "fp32":
                     from engine.llama import cpu_linear
                     make = cpu_linear()          # engine/kernels.c, else oneDNN, else MKL's F.linear (same version:
                     if make is not None:         # the CPU's kernels already differ from machine to machine)
                         model.pack(make)
+                if opts.int8:                    # the block projections in int8 (heads, attention as packed above)
+                    from engine.llama import quantize_int8
+                    quantize_int8(model.llama)
+                    model._sizes.clear()
                 if opts.compile:
                     from engine.generate import enable_compile
                     enable_compile(model)

@@ -1,6 +1,7 @@
-/* The CPU decode step's two kernels in fp32 with AVX2 + FMA (engine/kernels.py builds and loads this file;
- * SPDX-License-Identifier: AGPL-3.0-or-later): chattts_gemm, a linear layer, and chattts_attend, attention of one
- * query per row over the row's own prefix of the KV cache.
+/* The CPU decode step's kernels with AVX2 + FMA (engine/kernels.py builds and loads this file;
+ * SPDX-License-Identifier: AGPL-3.0-or-later): chattts_gemm, a linear layer in fp32 (chattts_gemm_q8: int8
+ * weights with a scale per output column, fp32 activations and sums), and chattts_attend, attention of one query
+ * per row over the row's own prefix of the KV cache.
  *
  * chattts_gemm: y[M][N] = x[M][K] . W[N][K]^T.
  * W is packed once into blocks of 16 output columns, each K-major: Wp[n0 .. n0+16)[k] at Wp + n0*K + 16*k (a last
@@ -10,7 +11,8 @@
  * Every output element is one chain of fused multiply-adds over k = 0 .. K-1, in order, from zero: the same
  * instructions whatever M is, whichever chunk the row lands in and however many threads split the columns.  So a
  * row's result never depends on the other rows of the call (batch invariance without padding), nor on the
- * thread count.  (No -ffast-math: the compiler may not reorder the chain.)
+ * thread count.  (No -ffast-math: the compiler may not reorder the chain.)  Int8 weights convert to float exactly,
+so the same holds for chattts_gemm_q8; its column scale multiplies the finished sum.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -23,57 +25,89 @@
 #define FMA16(m) if (R > m) { __m256 b = _mm256_broadcast_ss(x + m * ldx + k); \
     c##m##0 = _mm256_fmadd_ps(b, w0, c##m##0); c##m##1 = _mm256_fmadd_ps(b, w1, c##m##1); }
 #define FMA8(m) if (R > m) c##m##0 = _mm256_fmadd_ps(_mm256_broadcast_ss(x + m * ldx + k), w0, c##m##0);
-#define ST16(m) if (R > m) { _mm256_storeu_ps(y + m * ldy, c##m##0); _mm256_storeu_ps(y + m * ldy + 8, c##m##1); }
-#define ST8(m) if (R > m) _mm256_storeu_ps(y + m * ldy, c##m##0);
+#define ST16(m) if (R > m) { _mm256_storeu_ps(y + m * ldy, _mm256_mul_ps(c##m##0, s0)); \
+    _mm256_storeu_ps(y + m * ldy + 8, _mm256_mul_ps(c##m##1, s1)); }
+#define ST8(m) if (R > m) _mm256_storeu_ps(y + m * ldy, _mm256_mul_ps(c##m##0, s0));
 #define ROWS(F) F(0) F(1) F(2) F(3) F(4) F(5)
 
-/* r rows (r = 1..6, a constant in each copy: the accumulators stay in registers) of one column block */
-#define KERNELS(r) \
-static void k16_##r(const float *x, long ldx, const float *w, long K, float *y, long ldy) { \
-    enum { R = r }; ROWS(DECL) \
+/* weights of column k of a block, as 8-float vectors: fp32, or int8 converted exactly to float */
+#define LOAD16_F(w, k) __m256 w0 = _mm256_loadu_ps(w + 16 * k), w1 = _mm256_loadu_ps(w + 16 * k + 8);
+#define LOAD8_F(w, k) __m256 w0 = _mm256_loadu_ps(w + 8 * k);
+#define LOAD16_Q(w, k) __m128i raw = _mm_loadu_si128((const __m128i *)(w + 16 * k)); \
+    __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(raw)); \
+    __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(raw, 8)));
+#define LOAD8_Q(w, k) __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + 8 * k))));
+
+/* r rows (r = 1..6, a constant in each copy: the accumulators stay in registers) of one column block; the
+ * sums are multiplied by the block's column scales at the end (1 for fp32 weights, the int8 scales) */
+#define KERNELS(r, T, tag) \
+static void k16##tag##r(const float *x, long ldx, const void *wv, long K, float *y, long ldy, const float *s) { \
+    enum { R = r }; const T *w = wv; ROWS(DECL) \
     for (long k = 0; k < K; k++) { \
-        __m256 w0 = _mm256_loadu_ps(w + 16 * k), w1 = _mm256_loadu_ps(w + 16 * k + 8); \
+        LOAD16##tag(w, k) \
         ROWS(FMA16) \
     } \
+    __m256 s0 = s ? _mm256_loadu_ps(s) : _mm256_set1_ps(1.0f), s1 = s ? _mm256_loadu_ps(s + 8) : s0; \
     ROWS(ST16) \
 } \
-static void k8_##r(const float *x, long ldx, const float *w, long K, float *y, long ldy) { \
-    enum { R = r }; ROWS(DECL) \
+static void k8##tag##r(const float *x, long ldx, const void *wv, long K, float *y, long ldy, const float *s) { \
+    enum { R = r }; const T *w = wv; ROWS(DECL) \
     for (long k = 0; k < K; k++) { \
-        __m256 w0 = _mm256_loadu_ps(w + 8 * k); \
+        LOAD8##tag(w, k) \
         ROWS(FMA8) \
     } \
+    __m256 s0 = s ? _mm256_loadu_ps(s) : _mm256_set1_ps(1.0f); \
     ROWS(ST8) \
 }
-KERNELS(1) KERNELS(2) KERNELS(3) KERNELS(4) KERNELS(5) KERNELS(6)
+KERNELS(1, float, _F) KERNELS(2, float, _F) KERNELS(3, float, _F)
+KERNELS(4, float, _F) KERNELS(5, float, _F) KERNELS(6, float, _F)
+KERNELS(1, signed char, _Q) KERNELS(2, signed char, _Q) KERNELS(3, signed char, _Q)
+KERNELS(4, signed char, _Q) KERNELS(5, signed char, _Q) KERNELS(6, signed char, _Q)
 
-typedef void (*kernel)(const float *, long, const float *, long, float *, long);
-static const kernel K16[MR + 1] = {0, k16_1, k16_2, k16_3, k16_4, k16_5, k16_6};
-static const kernel K8[MR + 1] = {0, k8_1, k8_2, k8_3, k8_4, k8_5, k8_6};
+typedef void (*kernel)(const float *, long, const void *, long, float *, long, const float *);
+static const kernel K16_F[MR + 1] = {0, k16_F1, k16_F2, k16_F3, k16_F4, k16_F5, k16_F6};
+static const kernel K8_F[MR + 1] = {0, k8_F1, k8_F2, k8_F3, k8_F4, k8_F5, k8_F6};
+static const kernel K16_Q[MR + 1] = {0, k16_Q1, k16_Q2, k16_Q3, k16_Q4, k16_Q5, k16_Q6};
+static const kernel K8_Q[MR + 1] = {0, k8_Q1, k8_Q2, k8_Q3, k8_Q4, k8_Q5, k8_Q6};
 
 /* W [N][K] row-major (N % 8 == 0) -> Wp [N * K] in the blocked layout above */
-void chattts_pack(const float *W, long N, long K, float *Wp) {
-    for (long n0 = 0; n0 < N; n0 += NB) {
-        long nb = N - n0 >= NB ? NB : 8;
-        float *dst = Wp + n0 * K;
-        for (long k = 0; k < K; k++)
-            for (long j = 0; j < nb; j++)
-                dst[k * nb + j] = W[(n0 + j) * K + k];
-    }
+#define PACK(name, T) \
+void name(const T *W, long N, long K, T *Wp) { \
+    for (long n0 = 0; n0 < N; n0 += NB) { \
+        long nb = N - n0 >= NB ? NB : 8; \
+        T *dst = Wp + n0 * K; \
+        for (long k = 0; k < K; k++) \
+            for (long j = 0; j < nb; j++) \
+                dst[k * nb + j] = W[(n0 + j) * K + k]; \
+    } \
 }
+PACK(chattts_pack, float)
+PACK(chattts_pack_q8, signed char)
 
-/* x [M][K] row-major, Wp packed (N % 8 == 0), y [M][N] row-major; `threads` OpenMP threads over column blocks */
-void chattts_gemm(const float *x, long M, long K, const float *Wp, long N, float *y, int threads) {
+/* x [M][K] row-major, Wp packed (N % 8 == 0; `bytes` per weight), scale [N] or NULL, y [M][N] row-major;
+ * `threads` OpenMP threads over column blocks */
+static void gemm(const kernel *k16, const kernel *k8, long bytes, const float *x, long M, long K, const char *Wp,
+                 const float *scale, long N, float *y, int threads) {
     long blocks = (N + NB - 1) / NB;
     #pragma omp parallel for num_threads(threads) schedule(static)
     for (long b = 0; b < blocks; b++) {
         long n0 = b * NB, nb = N - n0 >= NB ? NB : 8;
-        const float *w = Wp + n0 * K;
+        const char *w = Wp + n0 * K * bytes;
         for (long m0 = 0; m0 < M; m0 += MR) {
             long r = M - m0 < MR ? M - m0 : MR;
-            (nb == NB ? K16 : K8)[r](x + m0 * K, K, w, K, y + m0 * N + n0, N);
+            (nb == NB ? k16 : k8)[r](x + m0 * K, K, w, K, y + m0 * N + n0, N, scale ? scale + n0 : 0);
         }
     }
+}
+
+void chattts_gemm(const float *x, long M, long K, const float *Wp, long N, float *y, int threads) {
+    gemm(K16_F, K8_F, sizeof(float), x, M, K, (const char *)Wp, 0, N, y, threads);
+}
+
+/* int8 weights (per output column: W ~ scale[n] * Wq[n]); activations stay fp32: y = scale * (x . Wq^T) */
+void chattts_gemm_q8(const float *x, long M, long K, const signed char *Wp, const float *scale, long N, float *y,
+                     int threads) {
+    gemm(K16_Q, K8_Q, 1, x, M, K, (const char *)Wp, scale, N, y, threads);
 }
 
 /* ------------------------------------------------------------------------------------------------ attention

@@ -3,6 +3,7 @@
     if kernels.available():
         lin = GemmLinear(weight)          # weight [N, K] fp32; packs it once
         y = lin(x)                        # x [..., K] fp32 -> [..., N]
+        q8 = GemmInt8Linear(linear)       # --int8: int8 weights, fp32 activations (a quarter of the bytes)
         attend = decode_attention(slots, lens)     # one step's rows: cache slots [B], valid lengths
         o = attend(q, k_cache, v_cache)            # q [B, H, 1, D] -> [B, H, 1, D], each row over its own prefix
 
@@ -109,6 +110,10 @@ def _load():
     lib.chattts_pack.restype = None
     lib.chattts_gemm.argtypes = [P, L, L, P, L, P, ctypes.c_int]
     lib.chattts_gemm.restype = None
+    lib.chattts_pack_q8.argtypes = [P, L, L, P]
+    lib.chattts_pack_q8.restype = None
+    lib.chattts_gemm_q8.argtypes = [P, L, L, P, P, L, P, ctypes.c_int]
+    lib.chattts_gemm_q8.restype = None
     lib.chattts_attend.argtypes = [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, ctypes.c_int]
     lib.chattts_attend.restype = None
     return lib
@@ -144,25 +149,37 @@ def _self_check(lib) -> bool:
     return ok
 
 
+def _pad_rows(t: torch.Tensor, fill: float = 0) -> torch.Tensor:
+    """t [N, ...] with rows of `fill` up to a multiple of COLUMN_ALIGN (the kernel's output column blocks)."""
+    n = t.shape[0]
+    if n % COLUMN_ALIGN == 0:
+        return t.contiguous()
+    return torch.cat([t, t.new_full((COLUMN_ALIGN - n % COLUMN_ALIGN, *t.shape[1:]), fill)]).contiguous()
+
+
 def _pack(lib, weight: torch.Tensor) -> torch.Tensor:
-    w = weight.detach().float().contiguous()                             # [N, K]
-    n, k = w.shape
-    if n % COLUMN_ALIGN:                                                 # zero columns up to the block size
-        w = torch.cat([w, w.new_zeros(COLUMN_ALIGN - n % COLUMN_ALIGN, k)])
-    packed = torch.empty(w.numel())
-    lib.chattts_pack(w.data_ptr(), w.shape[0], k, packed.data_ptr())
+    """weight [N, K] fp32 or int8 -> the blocked layout (N padded with zero columns), flat, same dtype."""
+    w = _pad_rows(weight.detach() if weight.dtype == torch.int8 else weight.detach().float())
+    packed = torch.empty(w.numel(), dtype=w.dtype)
+    (lib.chattts_pack_q8 if w.dtype == torch.int8 else lib.chattts_pack)(w.data_ptr(), w.shape[0], w.shape[1],
+                                                                         packed.data_ptr())
     return packed
 
 
-def _apply(lib, x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
+def _apply(lib, x: torch.Tensor, packed: torch.Tensor, n: int, scale: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., K] fp32 times a packed weight -> [..., n]; int8 weights with their (padded) column scales."""
     k = x.shape[-1]
     x2 = x.reshape(-1, k)
     if x2.dtype != torch.float32 or not x2.is_contiguous():
         x2 = x2.float().contiguous()
     n_pad = packed.numel() // k
     y = torch.empty(x2.shape[0], n_pad)
-    lib.chattts_gemm(x2.data_ptr(), x2.shape[0], k, packed.data_ptr(), n_pad, y.data_ptr(),
-                     torch.get_num_threads())
+    if scale is None:
+        lib.chattts_gemm(x2.data_ptr(), x2.shape[0], k, packed.data_ptr(), n_pad, y.data_ptr(),
+                         torch.get_num_threads())
+    else:
+        lib.chattts_gemm_q8(x2.data_ptr(), x2.shape[0], k, packed.data_ptr(), scale.data_ptr(), n_pad,
+                            y.data_ptr(), torch.get_num_threads())
     if n_pad != n:
         y = y[:, :n].contiguous()
     return y.view(*x.shape[:-1], n)
@@ -207,8 +224,28 @@ class GemmLinear(nn.Module):
         self.out_features, self.in_features = weight.shape
         self.packed = _pack(self.lib, weight)                            # [ceil8(N) * K] blocked
 
+    scale = None                                                         # fp32 weights: no column scales
+
     def forward(self, x):                                                # x [..., K] fp32 -> [..., N]
         if torch._C._autograd._profiler_enabled():                      # a range the profile counts as GEMM
             with torch.profiler.record_function(GEMM_RANGE):
-                return _apply(self.lib, x, self.packed, self.out_features)
-        return _apply(self.lib, x, self.packed, self.out_features)
+                return _apply(self.lib, x, self.packed, self.out_features, self.scale)
+        return _apply(self.lib, x, self.packed, self.out_features, self.scale)
+
+
+class GemmInt8Linear(GemmLinear):
+    """int8 weights (engine.llama.quantize_weight: per output channel, symmetric), fp32 activations and sums,
+    through engine/kernels.c (CPU): a step streams a quarter of the fp32 weight bytes.  Weight-only, so unlike
+    the W8A8 engine.llama.Int8Linear the activations are not rounded; batch-invariant like GemmLinear."""
+
+    def __init__(self, linear: nn.Module):
+        from engine.llama import quantize_weight
+
+        nn.Module.__init__(self)
+        self.lib = library()
+        if self.lib is None:
+            raise RuntimeError("engine/kernels.c is not available here (see engine.kernels.available)")
+        wq, scale = quantize_weight(linear.weight)
+        self.out_features, self.in_features = wq.shape
+        self.packed = _pack(self.lib, wq)                                # [ceil8(N) * K] int8, blocked
+        self.scale = _pad_rows(scale, 1.0)                               # [ceil8(N)] fp32

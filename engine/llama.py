@@ -225,18 +225,25 @@ def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> "Ll
     return model.eval().requires_grad_(False)
 
 
-class Int8Linear(nn.Module):
-    """W8A8 linear for CPU: int8 weights (per output channel, symmetric), activations quantized per row
-    (symmetric, absmax), an exact int32 GEMM (torch._int_mm), one fp32 rescale.  Integer accumulation is exact,
-    so a row's result never depends on the other rows of the call (unlike per-tensor dynamic quantization)."""
+def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int8 weights per output channel, symmetric: (wq [N, K] int8, scale [N] fp32), weight ~ scale[:, None] * wq."""
+    w = weight.detach().float()                                                  # [N, K]
+    scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                           # [N]
+    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
 
-    def __init__(self, linear: nn.Linear):
+
+class Int8Linear(nn.Module):
+    """W8A8 linear for CPU: int8 weights (quantize_weight), activations quantized per row (symmetric, absmax), an
+    exact int32 GEMM (torch._int_mm), one fp32 rescale.  Integer accumulation is exact, so a row's result never
+    depends on the other rows of the call (unlike per-tensor dynamic quantization).  Where engine/kernels.c
+    builds, the engine uses its weight-only engine.kernels.GemmInt8Linear instead (faster, activations unrounded)."""
+
+    def __init__(self, linear: nn.Module):
         super().__init__()
-        w = linear.weight.detach().float()                                       # [N, K]
-        scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                       # [N]
-        self.register_buffer("wq", torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8))
+        wq, scale = quantize_weight(linear.weight)
+        self.register_buffer("wq", wq)
         self.register_buffer("scale", scale)
-        self.in_features, self.out_features = w.shape[1], w.shape[0]
+        self.in_features, self.out_features = wq.shape[1], wq.shape[0]
 
     def forward(self, x):                                                        # x [..., K] fp32
         shape = x.shape
@@ -305,10 +312,15 @@ def pack_linears(model: Llama, make=PackedLinear) -> Llama:
 
 
 def quantize_int8(model: Llama) -> Llama:
-    """Replace every projection of every block by an Int8Linear (CPU).  Norms, RoPE, attention stay fp32."""
+    """Replace every projection of every block by an int8 one: engine.kernels.GemmInt8Linear on a CPU where our
+    kernels build, else the W8A8 Int8Linear.  Norms, RoPE, attention stay fp32."""
+    from engine import kernels
+
+    on_cpu = model.norm.weight.device.type == "cpu"
+    make = kernels.GemmInt8Linear if on_cpu and kernels.available() else Int8Linear
     for block in model.layers:
         for name in ("wqkv", "wo", "w13", "w2"):
-            setattr(block, name, Int8Linear(getattr(block, name)))
+            setattr(block, name, make(getattr(block, name)))
     return model
 
 

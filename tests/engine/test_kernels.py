@@ -4,6 +4,7 @@ oneDNN and SDPA where the kernels cannot be used."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,6 +57,34 @@ def test_a_non_contiguous_input_is_taken_as_its_values(lin):
     g = torch.Generator().manual_seed(2)
     w, x = torch.randn(32, 24, generator=g), torch.randn(24, 5, generator=g)
     assert torch.equal(lin(w)(x.t()), lin(w)(x.t().contiguous()))
+
+
+@pytest.mark.parametrize("n, k", [(48, 64), (13, 96), (2504, 40)])
+def test_int8_weights_equal_the_dequantized_product_and_rows_are_invariant(lin, n, k):
+    """Weight-only int8 (engine.llama.quantize_weight's): x times the dequantized weights, fp32 activations; any
+    call size gives a row the same bits, as the fp32 kernel."""
+    from engine.llama import quantize_weight
+
+    g = torch.Generator().manual_seed(n + k)
+    w, x = torch.randn(n, k, generator=g), torch.randn(9, k, generator=g)
+    q = kernels.GemmInt8Linear(SimpleNamespace(weight=w))               # anything with a .weight
+    wq, scale = quantize_weight(w)
+    y = q(x)
+    torch.testing.assert_close(y, x @ (wq.float() * scale[:, None]).t(), atol=1e-4, rtol=1e-4)
+    assert (y - x @ w.t()).abs().max() < 0.05 * (x @ w.t()).abs().max()          # int8's own rounding only
+    assert all(torch.equal(q(x[:m]), y[:m]) for m in range(1, 10))
+    assert all(torch.equal(q(x[i:i + 1]), y[i:i + 1]) for i in range(9))
+
+
+def test_the_cpu_int8_engine_uses_the_weight_only_kernel(lin):
+    from engine.api import EngineOptions
+    from engine.engine import Engine
+
+    m = Engine.load(EngineOptions(model="random-tiny", int8=True)).model
+    assert all(isinstance(getattr(b, n), kernels.GemmInt8Linear) for b in m.llama.layers
+               for n in ("wqkv", "wo", "w13", "w2"))
+    assert isinstance(m.head_linear, lin) and m.llama.decode_attention is kernels.decode_attention
+    assert m.call_size(1, 8) == 1
 
 
 def _cache(g, slots=5, heads=4, length=40, dim=16):
