@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from benchmarks.limits import ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks, peak_gemm
+    from benchmarks.limits import (ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks, int8_compute,
+                                   peak_gemm)
     from engine.api import EngineOptions
     from engine.units import expected_tokens
     from tasks import stages
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pipeline_overhead {overhead:.4f} (1 - engine alone / render wall)", flush=True)
     peaks = {d: peak_gemm(d, args.threads) / 1e9 for d in dtypes_of([engine])}
     cost = flops_per_audio_s(engine, [len(engine.prompt_ids(t)) for t in texts], [expected_tokens(t) for t in texts])
-    ceiling = ceiling_audio_s(cost, peaks, engine.dtype, engine.opts.int8)
+    ceiling = ceiling_audio_s(cost, peaks, engine.dtype, int8_compute(engine))
     result = {
         "model": args.model, "engine": engine.version, "threads": args.threads, "batch": eopts.batch,
         "segments": alone["segments"], "audio_s": alone["audio_s"], "outputs": outputs,

@@ -417,7 +417,7 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
     """Peak GEMM per CPU dtype, FLOPs per audio second, the ceiling and limit_fraction of each of our sides,
     and the per-step profile of each (benchmarks/limits.py)."""
     from benchmarks.limits import (PEAK_N, PEAK_REPS, ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks,
-                                   format_profile, peak_gemm, step_profile)
+                                   format_profile, int8_compute, peak_gemm, step_profile)
 
     peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in dtypes_of(engines.values())
              if args.device == "cpu"}
@@ -431,7 +431,7 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
         entry: dict = {"profile": step_profile(e, texts, forced, voice, args.batch)}
         log(f"{name}: " + format_profile(entry["profile"]))
         if peaks:
-            ceil = ceiling_audio_s(cost, peaks, e.dtype, e.opts.int8)
+            ceil = ceiling_audio_s(cost, peaks, e.dtype, int8_compute(e))
             entry.update(ceiling_audio_s=round(ceil, 3),
                          limit_fraction=round(result[name]["audio_s_per_wall_s"] / ceil, 4))
             log(f"{name}: ceiling {ceil:.2f} audio-s/wall-s (compute-bound at peak GEMM), ours "

@@ -10,7 +10,8 @@ FLOPs come from the shapes: a GPT token costs 2 FLOPs per weight of the block pr
 heads) plus 4·layers·H·D·p for attention at position p (scores and values); the Decoder + Vocos cost is counted by
 torch's FlopCounterMode on one decode of PROBE_TOKENS tokens (convolutions and linears; Vocos' ISTFT, an FFT, is not
 counted: it is a few percent).  The ceiling is the audio rate at which those FLOPs take exactly the whole wall
-time at the peak GEMM rate of the dtype each part runs in (GPT linears in the engine's dtype; INT8: the int8 peak;
+time at the peak GEMM rate of the dtype each part runs in (GPT linears in the engine's dtype; W8A8 INT8: the int8
+peak; weight-only INT8 (engine/kernels.c) computes in fp32: the fp32 peak;
 attention in the Llama dtype; heads, Decoder, Vocos fp32).
 """
 from __future__ import annotations
@@ -68,8 +69,16 @@ def peak_gemm(dtype: str, threads: int) -> float:
 def dtypes_of(engines) -> tuple[str, ...]:
     """The dtypes whose peak GEMM the ceilings of these engines need (PEAK_DTYPES order): fp32 (heads, Decoder,
     Vocos), each engine's dtype, int8 for an INT8 engine — the others are not measured (minutes saved)."""
-    need = {"fp32"} | {e.dtype for e in engines} | {"int8" for e in engines if e.opts.int8}
+    need = {"fp32"} | {e.dtype for e in engines} | {"int8" for e in engines if int8_compute(e)}
     return tuple(d for d in PEAK_DTYPES if d in need)
+
+
+def int8_compute(engine) -> bool:
+    """Whether the engine's GPT linears multiply in int8 (the W8A8 engine.llama.Int8Linear); --int8 through
+    engine/kernels.c stores int8 weights but multiplies in fp32 (its ceiling is the fp32 peak)."""
+    from engine.llama import Int8Linear
+
+    return engine.opts.int8 and isinstance(engine.model.llama.layers[0].wqkv, Int8Linear)
 
 
 def _peak(make) -> float:

@@ -54,3 +54,22 @@ def test_peak_gemm_fp32_is_the_best_of_blas_onednn_and_our_kernel(monkeypatch):
     rates = iter([3.0])
     outputs.clear()
     assert limits.peak_gemm("bf16", 1) in (3.0, 7.0) and len(outputs) == 1   # one kernel for bf16
+
+
+def _engine(int8: bool, wqkv):
+    from types import SimpleNamespace as NS
+
+    return NS(opts=NS(int8=int8), dtype="fp32", model=NS(llama=NS(layers=[NS(wqkv=wqkv)])))
+
+
+def test_only_w8a8_int8_is_held_to_the_int8_peak():
+    """--int8 through engine/kernels.c multiplies in fp32 (int8 weights only): its ceiling is the fp32 peak, and
+    no int8 peak is measured for it; the W8A8 Int8Linear multiplies in int8."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.limits import dtypes_of, int8_compute
+    from engine.llama import Int8Linear
+
+    w8a8 = _engine(True, Int8Linear(torch.nn.Linear(8, 8, bias=False)))
+    weight_only = _engine(True, torch.nn.Linear(8, 8, bias=False))      # anything but an Int8Linear
+    assert int8_compute(w8a8) and not int8_compute(weight_only) and not int8_compute(_engine(False, None))
+    assert dtypes_of([w8a8]) == ("fp32", "int8") and dtypes_of([weight_only]) == ("fp32",)
