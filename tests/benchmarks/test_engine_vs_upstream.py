@@ -35,7 +35,10 @@ def test_one_run_measures_both_baselines_and_every_dtype(tmp_path, capsys):
     assert "-bf16-cpu" in r["ours_bf16"]["engine"]
     for d in ("int8_drift", "bf16_drift"):
         assert 0.9 < r[d]["cosine_min"] <= 1.0 and r[d]["decoder_vocos_snr_db"] > 0
-    assert set(r["peak_gemm_gflops"]) == {"fp32", "int8", "bf16"} and min(r["peak_gemm_gflops"].values()) > 0
+    from engine import kernels
+
+    int8_peak = set() if kernels.available() else {"int8"}       # weight-only INT8 multiplies in fp32 (limits.py)
+    assert set(r["peak_gemm_gflops"]) == {"fp32", "bf16"} | int8_peak and min(r["peak_gemm_gflops"].values()) > 0
     for side in ("ours", "ours_int8", "ours_bf16"):
         lim = r["limits"][side]
         assert lim["limit_fraction"] == pytest.approx(r[side]["audio_s_per_wall_s"] / lim["ceiling_audio_s"],
