@@ -165,6 +165,8 @@ def step_profile(engine, texts: list[str], forced: list[int], voice: str, batch:
     sched = Scheduler(engine.model, n, exact=engine.opts.device == "cpu")
     steps = []
     sched.step_hook = lambda b: steps.append(1)
+    fused = getattr(engine.model.llama, "decode_step", None)            # engine.kernels.DecodeStep: one C call
+    before = fused.times.clone() if fused is not None else None          # a step, timing its own phases
     with warnings.catch_warnings(), profile(activities=[ProfilerActivity.CPU]) as prof:
         warnings.simplefilter("ignore")                                  # "clears events at the end of each cycle"
         t0 = time.perf_counter()
@@ -174,6 +176,10 @@ def step_profile(engine, texts: list[str], forced: list[int], voice: str, batch:
     us = lambda k, attr="self_cpu_time_total": getattr(ev[k], attr) if k in ev else 0.0   # noqa: E731
     parts = {r: us(r, "cpu_time_total") for r in RANGES}
     parts["gemm"] = sum(us(k) for k in GEMM_OPS) + sum(us(r, "cpu_time_total") for r in GEMM_RANGES)
+    if fused is not None:                                                # its GEMMs and attention (s -> us)
+        spent = (fused.times - before).tolist()
+        parts["gemm"] += spent[0] * 1e6
+        parts["attention"] += spent[1] * 1e6
     parts["other"] = max(0.0, wall * 1e6 - sum(parts.values()))
     t0 = time.perf_counter()
     decode(engine.loaded, [r.hiddens for r in done])

@@ -21,9 +21,9 @@ from typing import Callable, Iterable, Iterator
 from engine.api import EngineOptions, Request, Result
 from engine.units import expected_tokens
 
-ENGINE_VERSION = "4"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
-                                   # 4: engine/kernels.c's linears on CPU)
-ADOPTED_VERSIONS = ("2", "3")      # earlier versions whose audio a plan keeps as done: the same model, voice,
+ENGINE_VERSION = "5"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
+                                   # 4: engine/kernels.c's linears on CPU; 5: its whole decode step)
+ADOPTED_VERSIONS = ("2", "3", "4")  # earlier versions whose audio a plan keeps as done: the same model, voice,
                                    # seed and sampling, only the arithmetic's rounding differs (tasks/plan.py)
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
 PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
@@ -76,15 +76,13 @@ class Engine:
                 tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
                 spk_id = loaded.tokenizer.spk_emb_ids
                 model = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, spk_id, opts.device, tdtype)
+                if opts.int8:                    # the block projections in int8 (the heads stay fp32, packed below)
+                    model.quantize_int8()
                 if opts.device == "cpu" and dtype == "fp32":
                     from engine.llama import cpu_linear
                     make = cpu_linear()          # engine/kernels.c, else oneDNN, else MKL's F.linear (same version:
                     if make is not None:         # the CPU's kernels already differ from machine to machine)
                         model.pack(make)
-                if opts.int8:                    # the block projections in int8 (heads, attention as packed above)
-                    from engine.llama import quantize_int8
-                    quantize_int8(model.llama)
-                    model._sizes.clear()
                 if opts.compile:
                     from engine.generate import enable_compile
                     enable_compile(model)

@@ -192,7 +192,7 @@ class CodeModel:
         return self.head_linear(hidden.float()).view(-1, self.Q, self.V)
 
     def pack(self, make=None) -> "CodeModel":
-        """CPU fp32: the block projections and the heads through a packed-weight linear, make(weight):
+        """CPU fp32: the block projections (those still dense nn.Linear) and the heads through a packed-weight linear, make(weight):
         engine.llama.PackedLinear (oneDNN, the default) or engine.kernels.GemmLinear (the caller checks that it is
         available: engine.llama.cpu_linear).  Forget the call sizes measured for the old kernel."""
         from engine.llama import PackedLinear, pack_linears
@@ -200,6 +200,15 @@ class CodeModel:
         make = make or PackedLinear
         pack_linears(self.llama, make)
         self.head_linear = make(self.head)
+        self._sizes.clear()
+        return self
+
+    def quantize_int8(self) -> "CodeModel":
+        """The block projections in int8 (engine.llama.quantize_int8; before `pack`, which then packs only what is
+        left in fp32: the heads).  Forget the call sizes measured for the old kernel."""
+        from engine.llama import quantize_int8
+
+        quantize_int8(self.llama)
         self._sizes.clear()
         return self
 

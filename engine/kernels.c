@@ -1,7 +1,8 @@
 /* The CPU decode step's kernels with AVX2 + FMA (engine/kernels.py builds and loads this file;
  * SPDX-License-Identifier: AGPL-3.0-or-later): chattts_gemm, a linear layer in fp32 (chattts_gemm_q8: int8
- * weights with a scale per output column, fp32 activations and sums), and chattts_attend, attention of one query
- * per row over the row's own prefix of the KV cache.
+ * weights with a scale per output column, fp32 activations and sums), chattts_attend, attention of one query
+ * per row over the row's own prefix of the KV cache, and chattts_step, a decode step of the whole Llama built
+ * from those two (at the end of this file).
  *
  * chattts_gemm: y[M][N] = x[M][K] . W[N][K]^T.
  * W is packed once into blocks of 16 output columns, each K-major: Wp[n0 .. n0+16)[k] at Wp + n0*K + 16*k (a last
@@ -84,12 +85,13 @@ void name(const T *W, long N, long K, T *Wp) { \
 PACK(chattts_pack, float)
 PACK(chattts_pack_q8, signed char)
 
-/* x [M][K] row-major, Wp packed (N % 8 == 0; `bytes` per weight), scale [N] or NULL, y [M][N] row-major;
- * `threads` OpenMP threads over column blocks */
-static void gemm(const kernel *k16, const kernel *k8, long bytes, const float *x, long M, long K, const char *Wp,
-                 const float *scale, long N, float *y, int threads) {
+/* x [M][K] row-major, Wp packed (N % 8 == 0; `bytes` per weight), scale [N] or NULL, y [M][N] row-major.
+ * An orphaned `omp for` over column blocks: inside a parallel region the team shares them (chattts_step), outside
+ * one the calling thread does them all. */
+static void gemm_for(const kernel *k16, const kernel *k8, long bytes, const float *x, long M, long K, const char *Wp,
+                     const float *scale, long N, float *y) {
     long blocks = (N + NB - 1) / NB;
-    #pragma omp parallel for num_threads(threads) schedule(static)
+    #pragma omp for schedule(static)
     for (long b = 0; b < blocks; b++) {
         long n0 = b * NB, nb = N - n0 >= NB ? NB : 8;
         const char *w = Wp + n0 * K * bytes;
@@ -98,6 +100,12 @@ static void gemm(const kernel *k16, const kernel *k8, long bytes, const float *x
             (nb == NB ? k16 : k8)[r](x + m0 * K, K, w, K, y + m0 * N + n0, N, scale ? scale + n0 : 0);
         }
     }
+}
+
+static void gemm(const kernel *k16, const kernel *k8, long bytes, const float *x, long M, long K, const char *Wp,
+                 const float *scale, long N, float *y, int threads) {
+    #pragma omp parallel num_threads(threads)
+    gemm_for(k16, k8, bytes, x, M, K, Wp, scale, N, y);
 }
 
 void chattts_gemm(const float *x, long M, long K, const float *Wp, long N, float *y, int threads) {
@@ -151,57 +159,181 @@ static inline __m256 exp_neg(__m256 x) {
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
 }
 
+/* the (row, head) pairs of one call as an orphaned `omp for` (see gemm_for); p: this thread's S + 8 floats */
+static void attend_for(const float *q, const float *kc, const float *vc, long B, long H, long Hkv, long S, long D,
+                       const long *slots, const long *lens, float scale, float *out, float *p) {
+    long rep = H / Hkv;
+    #pragma omp for schedule(dynamic, 1)
+    for (long bh = 0; bh < B * H; bh++) {
+        long b = bh / H, h = bh % H, n = lens[b];
+        const float *qv = q + bh * D;
+        float *o = out + bh * D;
+        if (n <= 0 || p == NULL) {
+            for (long d = 0; d < D; d++) o[d] = n <= 0 ? 0.0f : NAN;
+            continue;
+        }
+        const float *k = kc + ((slots[b] * Hkv + h / rep) * S) * D;
+        const float *v = vc + ((slots[b] * Hkv + h / rep) * S) * D;
+        float m = -INFINITY;
+        for (long j = 0; j < n; j++) {                       /* scores: one 8-lane chain over d, then hsum */
+            __m256 acc = _mm256_setzero_ps();
+            for (long d = 0; d < D; d += 8)
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), _mm256_loadu_ps(k + j * D + d), acc);
+            p[j] = hsum(acc) * scale;
+            m = p[j] > m ? p[j] : m;
+        }
+        for (long j = n; j < n + 8; j++) p[j] = -INFINITY;   /* the last group's lanes past n: weight 0 */
+        __m256 mv = _mm256_set1_ps(m), lsum = _mm256_setzero_ps();
+        for (long j = 0; j < n; j += 8) {
+            __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv));
+            _mm256_storeu_ps(p + j, w);
+            lsum = _mm256_add_ps(lsum, w);
+        }
+        float inv = 1.0f / hsum(lsum);
+        for (long d0 = 0; d0 < D; d0 += 32) {                 /* values: up to 4 accumulators of 8 dims */
+            long nd = D - d0 < 32 ? D - d0 : 32;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (long j = 0; j < n; j++) {
+                const float *vj = v + j * D + d0;
+                __m256 w = _mm256_set1_ps(p[j]);
+                a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj), a0);
+                if (nd > 8) a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8), a1);
+                if (nd > 16) a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 16), a2);
+                if (nd > 24) a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 24), a3);
+            }
+            __m256 iv = _mm256_set1_ps(inv);
+            _mm256_storeu_ps(o + d0, _mm256_mul_ps(a0, iv));
+            if (nd > 8) _mm256_storeu_ps(o + d0 + 8, _mm256_mul_ps(a1, iv));
+            if (nd > 16) _mm256_storeu_ps(o + d0 + 16, _mm256_mul_ps(a2, iv));
+            if (nd > 24) _mm256_storeu_ps(o + d0 + 24, _mm256_mul_ps(a3, iv));
+        }
+    }
+}
+
 void chattts_attend(const float *q, const float *kc, const float *vc, long B, long H, long Hkv, long S, long D,
                     const long *slots, const long *lens, float scale, float *out, int threads) {
-    long rep = H / Hkv;
     #pragma omp parallel num_threads(threads)
     {
         float *p = malloc(sizeof(float) * (S + 8));              /* scores, then weights, of one (row, head) */
-        #pragma omp for schedule(dynamic, 1)
-        for (long bh = 0; bh < B * H; bh++) {
-            long b = bh / H, h = bh % H, n = lens[b];
-            const float *qv = q + bh * D;
-            float *o = out + bh * D;
-            if (n <= 0 || p == NULL) {
-                for (long d = 0; d < D; d++) o[d] = n <= 0 ? 0.0f : NAN;
-                continue;
-            }
-            const float *k = kc + ((slots[b] * Hkv + h / rep) * S) * D;
-            const float *v = vc + ((slots[b] * Hkv + h / rep) * S) * D;
-            float m = -INFINITY;
-            for (long j = 0; j < n; j++) {                       /* scores: one 8-lane chain over d, then hsum */
-                __m256 acc = _mm256_setzero_ps();
-                for (long d = 0; d < D; d += 8)
-                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), _mm256_loadu_ps(k + j * D + d), acc);
-                p[j] = hsum(acc) * scale;
-                m = p[j] > m ? p[j] : m;
-            }
-            for (long j = n; j < n + 8; j++) p[j] = -INFINITY;   /* the last group's lanes past n: weight 0 */
-            __m256 mv = _mm256_set1_ps(m), lsum = _mm256_setzero_ps();
-            for (long j = 0; j < n; j += 8) {
-                __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv));
-                _mm256_storeu_ps(p + j, w);
-                lsum = _mm256_add_ps(lsum, w);
-            }
-            float inv = 1.0f / hsum(lsum);
-            for (long d0 = 0; d0 < D; d0 += 32) {                 /* values: up to 4 accumulators of 8 dims */
-                long nd = D - d0 < 32 ? D - d0 : 32;
-                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-                for (long j = 0; j < n; j++) {
-                    const float *vj = v + j * D + d0;
-                    __m256 w = _mm256_set1_ps(p[j]);
-                    a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj), a0);
-                    if (nd > 8) a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8), a1);
-                    if (nd > 16) a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 16), a2);
-                    if (nd > 24) a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 24), a3);
-                }
-                __m256 iv = _mm256_set1_ps(inv);
-                _mm256_storeu_ps(o + d0, _mm256_mul_ps(a0, iv));
-                if (nd > 8) _mm256_storeu_ps(o + d0 + 8, _mm256_mul_ps(a1, iv));
-                if (nd > 16) _mm256_storeu_ps(o + d0 + 16, _mm256_mul_ps(a2, iv));
-                if (nd > 24) _mm256_storeu_ps(o + d0 + 24, _mm256_mul_ps(a3, iv));
-            }
-        }
+        attend_for(q, kc, vc, B, H, Hkv, S, D, slots, lens, scale, out, p);
         free(p);
     }
+}
+
+/* ------------------------------------------------------------------------------------------------ the step
+ * chattts_step: one decode step of the whole Llama (engine/llama.py's Block.forward for every layer, then the
+ * final norm) for B rows of one new token each, in one call and one OpenMP team:
+ *     h = rmsnorm(x) . attn_norm;  qkv = h Wqkv;  q, k = rope(q, k at pos[b]);  cache[slot, :, pos[b]] = k, v
+ *     x += attend(q over cache[slot, :, :lens[b]]) Wo;  h = rmsnorm(x) . ffn_norm;  x += (silu(gate) * up) W2
+ *     out = rmsnorm(x) . norm
+ * x [B][C] (the input embeddings; overwritten with the residual stream), out [B][C]; layer l's pointers at
+ * tab[l * TAB ..]: attn_norm, ffn_norm, Wqkv, Wo, W13, W2 (packed as chattts_pack(_q8) leaves them, every N a
+ * multiple of 8), their column scales (q8) or NULL x 4; its caches at kcs[l], vcs[l] ([slots][Hkv][S][D] fp32);
+ * cos, sin [P][D] (HF's rotate-half tables).  Every element is computed per row in a fixed order, by one thread:
+ * a row's bits depend on nothing else in the call, nor on the thread count.  times (or NULL): seconds spent, added
+ * to times[0] (GEMM), times[1] (attention), times[2] (the rest), as thread 0 saw them. */
+#include <omp.h>
+#define TAB 10
+
+static void rms_norm_row(const float *x, const float *w, long C, float eps, float *h) {   /* HF LlamaRMSNorm */
+    __m256 acc = _mm256_setzero_ps();
+    for (long c = 0; c < C; c += 8) {
+        __m256 v = _mm256_loadu_ps(x + c);
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    __m256 r = _mm256_set1_ps(1.0f / sqrtf(hsum(acc) / (float)C + eps));
+    for (long c = 0; c < C; c += 8)
+        _mm256_storeu_ps(h + c, _mm256_mul_ps(_mm256_loadu_ps(w + c), _mm256_mul_ps(_mm256_loadu_ps(x + c), r)));
+}
+
+static void rope_head(float *v, const float *cs, const float *sn, long D) {   /* rotate-half, in place */
+    long half = D / 2;
+    for (long i = 0; i < half; i++) {
+        float a = v[i], b = v[i + half];
+        v[i] = a * cs[i] - b * sn[i];
+        v[i + half] = b * cs[i + half] + a * sn[i + half];
+    }
+}
+
+static __m256 silu(__m256 x) {       /* x * sigmoid(x), sigmoid from exp(-|x|): no overflow either side */
+    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    __m256 e = exp_neg(_mm256_sub_ps(_mm256_setzero_ps(), ax));
+    __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_mul_ps(x, _mm256_blendv_ps(inv, _mm256_mul_ps(e, inv), neg));
+}
+
+#define LAP(i) if (times && omp_get_thread_num() == 0) { double t1 = omp_get_wtime(); times[i] += t1 - t0; t0 = t1; }
+
+void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, long layers, float eps,
+                  const long *tab, const long *kcs, const long *vcs, const float *norm, int q8, long S, const long *slots, const long *pos,
+                  const long *lens, const float *cos, const float *sin, float *out, int threads, double *times) {
+    const kernel *k16 = q8 ? K16_Q : K16_F, *k8 = q8 ? K8_Q : K8_F;
+    long bytes = q8 ? 1 : sizeof(float), Nqkv = (H + 2 * Hkv) * D;
+    float *h = malloc(sizeof(float) * B * (C + Nqkv + H * D + 3 * F + C));   /* h, qkv (then o), q, g, a, y */
+    if (h == NULL) {
+        for (long i = 0; i < B * C; i++) out[i] = NAN;
+        return;
+    }
+    float *qkv = h + B * C, *q = qkv + B * Nqkv, *g = q + B * H * D, *a = g + B * 2 * F, *y = a + B * F;
+    #pragma omp parallel num_threads(threads)
+    {
+        double t0 = times ? omp_get_wtime() : 0;
+        float *p = malloc(sizeof(float) * (S + 8));
+        for (long l = 0; l < layers; l++) {
+            const long *t = tab + l * TAB;
+            const float *sc[4] = {(const float *)t[6], (const float *)t[7], (const float *)t[8], (const float *)t[9]};
+            float *kc = (float *)kcs[l], *vc = (float *)vcs[l];
+            #pragma omp for schedule(static)
+            for (long b = 0; b < B; b++) rms_norm_row(x + b * C, (const float *)t[0], C, eps, h + b * C);
+            LAP(2)
+            gemm_for(k16, k8, bytes, h, B, C, (const char *)t[2], sc[0], Nqkv, qkv);
+            LAP(0)
+            #pragma omp for schedule(static)
+            for (long b = 0; b < B; b++) {
+                float *r = qkv + b * Nqkv;
+                for (long j = 0; j < H + Hkv; j++) rope_head(r + j * D, cos + pos[b] * D, sin + pos[b] * D, D);
+                for (long j = 0; j < Hkv; j++) {
+                    long at = ((slots[b] * Hkv + j) * S + pos[b]) * D;
+                    for (long d = 0; d < D; d++) {
+                        kc[at + d] = r[(H + j) * D + d];
+                        vc[at + d] = r[(H + Hkv + j) * D + d];
+                    }
+                }
+                for (long j = 0; j < H * D; j++) q[b * H * D + j] = r[j];       /* q, contiguous [B][H][D] */
+            }
+            LAP(2)
+            attend_for(q, kc, vc, B, H, Hkv, S, D, slots, lens, 1.0f / sqrtf((float)D), qkv, p);
+            LAP(1)
+            gemm_for(k16, k8, bytes, qkv, B, H * D, (const char *)t[3], sc[1], C, y);   /* qkv holds o [B][H*D] */
+            LAP(0)
+            #pragma omp for schedule(static)
+            for (long b = 0; b < B; b++) {
+                for (long c = 0; c < C; c++) x[b * C + c] += y[b * C + c];
+                rms_norm_row(x + b * C, (const float *)t[1], C, eps, h + b * C);
+            }
+            LAP(2)
+            gemm_for(k16, k8, bytes, h, B, C, (const char *)t[4], sc[2], 2 * F, g);
+            LAP(0)
+            #pragma omp for schedule(static)
+            for (long b = 0; b < B; b++)
+                for (long f = 0; f < F; f += 8) {
+                    float *gr = g + b * 2 * F;
+                    _mm256_storeu_ps(a + b * F + f, _mm256_mul_ps(silu(_mm256_loadu_ps(gr + f)),
+                                                                    _mm256_loadu_ps(gr + F + f)));
+                }
+            LAP(2)
+            gemm_for(k16, k8, bytes, a, B, F, (const char *)t[5], sc[3], C, y);
+            LAP(0)
+            #pragma omp for schedule(static)
+            for (long b = 0; b < B; b++)
+                for (long c = 0; c < C; c++) x[b * C + c] += y[b * C + c];
+            LAP(2)
+        }
+        #pragma omp for schedule(static)
+        for (long b = 0; b < B; b++) rms_norm_row(x + b * C, norm, C, eps, out + b * C);
+        LAP(2)
+        free(p);
+    }
+    free(h);
 }

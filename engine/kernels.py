@@ -6,6 +6,8 @@
         q8 = GemmInt8Linear(linear)       # --int8: int8 weights, fp32 activations (a quarter of the bytes)
         attend = decode_attention(slots, lens)     # one step's rows: cache slots [B], valid lengths
         o = attend(q, k_cache, v_cache)            # q [B, H, 1, D] -> [B, H, 1, D], each row over its own prefix
+        step = DecodeStep(llama)                   # a Llama whose projections are all GemmLinear (or all int8)
+        h = step(x, pos, cache, slots, lens)       # x [B, 1, C] -> [B, 1, C]: every layer and the final norm
 
 **The linear.**  The decode step multiplies a few rows by ~750 MB of GPT weights, so it is bound by how fast the weights
 stream from memory.  On this project's AVX2 machines oneDNN's packed kernel reads them at ~12 GB/s at 4-16 rows
@@ -14,6 +16,11 @@ and MKL's sgemm at 5-7 GB/s, while memory gives ~27 GB/s; this kernel streams ea
 80, 32 rows 86 vs 105).  And every output is one in-order chain of fused multiply-adds, so a row's bits depend
 on nothing else in the call: any call size is batch-invariant (no padding rows) and the thread count does not
 matter either (engine/generate.py measures it all the same).
+
+**The step.**  chattts_step runs a whole decode step of the GPT in one call and one OpenMP team: per layer the
+RMSNorm, the projections, RoPE, the cache writes, the attention, SiLU·up and the residual adds, then the final
+norm.  Through torch those were ~30 small ops per layer, each a dispatch and some an OpenMP fork (16 of a 50 ms
+step at 4 rows); here they cost ~1 ms.  Per row, every phase is done by one thread in a fixed order.
 
 **The attention** of a decode step (one query per row) over each row's own prefix of the KV cache, all rows in
 one call (the exact path ran one SDPA call per row and layer): per (row, head) the scores stream the keys, a
@@ -116,6 +123,9 @@ def _load():
     lib.chattts_gemm_q8.restype = None
     lib.chattts_attend.argtypes = [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, ctypes.c_int]
     lib.chattts_attend.restype = None
+    lib.chattts_step.argtypes = [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, P, ctypes.c_int, L, P, P, P, P, P,
+                                 P, ctypes.c_int, P]
+    lib.chattts_step.restype = None
     return lib
 
 
@@ -249,3 +259,70 @@ class GemmInt8Linear(GemmLinear):
         self.out_features, self.in_features = wq.shape
         self.packed = _pack(self.lib, wq)                                # [ceil8(N) * K] int8, blocked
         self.scale = _pad_rows(scale, 1.0)                               # [ceil8(N)] fp32
+
+
+PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step's table order
+
+
+class DecodeStep:
+    """engine/kernels.c's chattts_step: a decode step of the whole Llama (every layer, then the final norm) in one
+    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.llama attaches it).
+    The per-row path's decode step otherwise costs ~30 small torch ops per layer (norms, RoPE, cache writes,
+    SiLU, residual adds) and a kernel call per projection, each with its own OpenMP fork; here one team does the
+    lot.  Holds references to every tensor it points at.  `times` adds up the seconds spent in its GEMMs,
+    attention and the rest (benchmarks/limits.step_profile reads them)."""
+
+    def __init__(self, model):
+        s = model.s
+        self.lib = library()
+        if self.lib is None or not self.supports(model):
+            raise ValueError("chattts_step needs engine/kernels.c and uniform packed fp32/int8 projections")
+        blocks = model.layers
+        self.q8 = isinstance(blocks[0].wqkv, GemmInt8Linear)
+        self.keep = [model.norm.weight, model.cos, model.sin]
+        ptrs = []
+        for b in blocks:
+            lins = [getattr(b, n) for n in PROJECTIONS]
+            tensors = [b.attn_norm.weight, b.ffn_norm.weight] + [lin.packed for lin in lins]
+            scales = [lin.scale for lin in lins] if self.q8 else []
+            self.keep += tensors + scales
+            ptrs += [t.data_ptr() for t in tensors] + [t.data_ptr() for t in scales] + [0] * (4 - len(scales))
+        self.table = torch.tensor(ptrs, dtype=torch.int64)               # [layers * 10]
+        self.s = s
+        self.times = torch.zeros(3, dtype=torch.float64)                 # GEMM, attention, rest (s)
+
+    @staticmethod
+    def supports(model) -> bool:
+        """fp32 on CPU, every projection the same kernel class, no padded output columns, 8-wide C, D, F."""
+        s = model.s
+        lins = [getattr(b, n) for b in model.layers for n in PROJECTIONS]
+        kind = type(lins[0]) if lins else None
+        return (kind in (GemmLinear, GemmInt8Linear) and all(type(lin) is kind for lin in lins)
+                and all(lin.packed.numel() == lin.out_features * lin.in_features for lin in lins)
+                and model.norm.weight.dtype == torch.float32 and model.norm.weight.device.type == "cpu"
+                and s.hidden % 8 == 0 and s.head_dim % 8 == 0 and s.ffn % 8 == 0 and s.heads % s.kv_heads == 0)
+
+    def __call__(self, x, pos, cache, slots, lengths: list[int]) -> torch.Tensor:
+        """x [B, 1, C] input embeddings, pos [B, 1] positions (= the cache index written), slots [B] cache rows,
+        lengths [B] valid keys after writing (0: a padding row) -> the final-normed hidden states [B, 1, C]."""
+        s = self.s
+        B = x.shape[0]
+        S = cache.max_len
+        xs = x.reshape(B, s.hidden).float().clone()                      # becomes the residual stream
+        ps = pos.reshape(B).to(torch.int64).contiguous()
+        sl = slots.to(torch.int64).contiguous()
+        ln = torch.tensor(lengths, dtype=torch.int64)
+        if x.shape[1] != 1 or ps.numel() != B or sl.numel() != B or ln.numel() != B:
+            raise ValueError(f"chattts_step: {B} rows need one position, slot and length each")
+        if B and (int(ps.min()) < 0 or int(ps.max()) >= min(S, self.keep[1].shape[0]) or int(ln.max()) > S
+                  or int(sl.min()) < 0 or int(sl.max()) >= cache.slots):
+            raise ValueError("chattts_step: a position, length or slot outside the cache")
+        kc = torch.tensor([t.data_ptr() for t in cache.k], dtype=torch.int64)
+        vc = torch.tensor([t.data_ptr() for t in cache.v], dtype=torch.int64)
+        out = torch.empty(B, s.hidden)
+        self.lib.chattts_step(xs.data_ptr(), B, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.layers, s.eps,
+                              self.table.data_ptr(), kc.data_ptr(), vc.data_ptr(), self.keep[0].data_ptr(),
+                              int(self.q8), S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.keep[1].data_ptr(),
+                              self.keep[2].data_ptr(), out.data_ptr(), torch.get_num_threads(),
+                              self.times.data_ptr())
+        return out.view(B, 1, s.hidden)

@@ -170,6 +170,8 @@ class Llama(nn.Module):
         self.register_buffer("sin", torch.empty(0), persistent=False)
         self.decode_attention = None      # engine.kernels.decode_attention: the per-row path's decode steps in one
                                           # call per layer (set by pack_linears with our kernels)
+        self.decode_step = None           # engine.kernels.DecodeStep: the per-row path's decode step, all layers in
+                                          # one call (where it supports the model; attach_kernels)
 
     def rope_tables(self, device) -> None:
         """cos/sin [max_pos, D] in fp32 from integer positions (as HF computes them)."""
@@ -189,8 +191,11 @@ class Llama(nn.Module):
         lengths: list[int] (per-row attention over cache[slot, :, :n], n = valid length after writing).
         Returns the final-normed hidden states [B, L, C] (HF's last_hidden_state)."""
         assert (mask is None) != (lengths is None), "give exactly one of mask / lengths"
-        cache_idx = pos if cache_idx is None else cache_idx
         attend = None
+        if lengths is not None and x.shape[1] == 1 and self.decode_step is not None and cache_idx is None:
+            rix = torch.arange(x.shape[0], device=x.device) if slots is None else slots
+            return self.decode_step(x, pos, cache, rix, lengths)              # the whole step in engine/kernels.c
+        cache_idx = pos if cache_idx is None else cache_idx
         if lengths is not None and x.shape[1] == 1 and self.decode_attention is not None:
             attend = self.decode_attention(slots, lengths)                   # one call per layer for all rows
         elif lengths is not None:                                            # the rows' slots as ints, once
@@ -299,15 +304,27 @@ def cpu_linear():
 
 
 def pack_linears(model: Llama, make=PackedLinear) -> Llama:
-    """Replace every projection of every block by make(weight) (PackedLinear or engine.kernels.GemmLinear: CPU,
-    fp32).  Norms and RoPE unchanged; with our GemmLinear, the per-row path's decode steps also attend through
+    """Replace every dense projection of every block by make(weight) (PackedLinear or engine.kernels.GemmLinear:
+    CPU, fp32).  Norms and RoPE unchanged; with our GemmLinear, the per-row path's decode steps also attend through
     engine/kernels.c (prefill keeps SDPA)."""
     from engine import kernels
 
     for block in model.layers:
-        for name in ("wqkv", "wo", "w13", "w2"):
-            setattr(block, name, make(getattr(block, name).weight))
-    model.decode_attention = kernels.decode_attention if make is kernels.GemmLinear else None
+        for name in kernels.PROJECTIONS:
+            if isinstance(getattr(block, name), nn.Linear):            # int8 ones (quantize_int8 first) stay
+                setattr(block, name, make(getattr(block, name).weight))
+    return attach_kernels(model)
+
+
+def attach_kernels(model: Llama) -> Llama:
+    """Decode steps through engine/kernels.c where the projections are its linears: the whole step in one call
+    (kernels.DecodeStep) where it supports the model, else one attention call per layer.  Called whenever the
+    projections change (pack_linears, quantize_int8): the step points at the weights it was made for."""
+    from engine import kernels
+
+    ours = all(isinstance(getattr(b, n), kernels.GemmLinear) for b in model.layers for n in kernels.PROJECTIONS)
+    model.decode_attention = kernels.decode_attention if ours else None
+    model.decode_step = kernels.DecodeStep(model) if ours and kernels.DecodeStep.supports(model) else None
     return model
 
 
@@ -319,9 +336,9 @@ def quantize_int8(model: Llama) -> Llama:
     on_cpu = model.norm.weight.device.type == "cpu"
     make = kernels.GemmInt8Linear if on_cpu and kernels.available() else Int8Linear
     for block in model.layers:
-        for name in ("wqkv", "wo", "w13", "w2"):
+        for name in kernels.PROJECTIONS:
             setattr(block, name, make(getattr(block, name)))
-    return model
+    return attach_kernels(model)
 
 
 def share_weights_with_hf(model: Llama, hf) -> None:

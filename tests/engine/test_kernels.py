@@ -84,6 +84,7 @@ def test_the_cpu_int8_engine_uses_the_weight_only_kernel(lin):
     assert all(isinstance(getattr(b, n), kernels.GemmInt8Linear) for b in m.llama.layers
                for n in ("wqkv", "wo", "w13", "w2"))
     assert isinstance(m.head_linear, lin) and m.llama.decode_attention is kernels.decode_attention
+    assert m.llama.decode_step.q8                                     # the whole step on the int8 weights
     assert m.call_size(1, 8) == 1
 
 
@@ -191,4 +192,113 @@ def test_the_engine_runs_its_cpu_fp32_linears_on_the_kernel(lin):
     assert all(isinstance(getattr(b, n), lin) for b in m.llama.layers for n in ("wqkv", "wo", "w13", "w2"))
     assert isinstance(m.head_linear, lin)
     assert m.call_size(1, 8) == 1 and m.call_size(3, 8) == 3        # every size invariant: no padding rows
-    assert m.llama.decode_attention is kernels.decode_attention      # and decode steps attend in one call
+    assert m.llama.decode_attention is kernels.decode_attention      # and decode steps attend in one call,
+    assert not m.llama.decode_step.q8                                  # the whole step in one call where it can
+
+
+# ------------------------------------------------------------------------------------- the whole decode step
+def _llama(q8: bool, heads=4, kv_heads=2):
+    """A 3-layer Llama on our kernels with random weights (GQA: 4 query heads over 2 kv heads)."""
+    from engine.llama import LlamaShape, build_llama, pack_linears, quantize_int8
+
+    s = LlamaShape(hidden=64, layers=3, heads=heads, kv_heads=kv_heads, ffn=96, rope_theta=10_000.0, eps=1e-6,
+                   max_pos=64)
+    g, D = torch.Generator().manual_seed(7), s.hidden // heads
+    w = lambda *shape: torch.randn(*shape, generator=g) * 0.1                          # noqa: E731
+    state = {"norm.weight": 1 + w(s.hidden)}
+    for i in range(s.layers):
+        p = f"layers.{i}."
+        state.update({p + "self_attn.q_proj.weight": w(heads * D, s.hidden),
+                      p + "self_attn.k_proj.weight": w(kv_heads * D, s.hidden),
+                      p + "self_attn.v_proj.weight": w(kv_heads * D, s.hidden),
+                      p + "self_attn.o_proj.weight": w(s.hidden, heads * D),
+                      p + "mlp.gate_proj.weight": w(s.ffn, s.hidden) * 30,        # SiLU on both signs, far out
+                      p + "mlp.up_proj.weight": w(s.ffn, s.hidden),
+                      p + "mlp.down_proj.weight": w(s.hidden, s.ffn),
+                      p + "input_layernorm.weight": 1 + w(s.hidden),
+                      p + "post_attention_layernorm.weight": 1 + w(s.hidden)})
+    model = pack_linears(build_llama(s, state), kernels.GemmLinear)
+    return quantize_int8(model) if q8 else model
+
+
+def _step_inputs(model, seed=3):
+    """5 rows in slots out of order, one of them a padding row (length 0), over a cache with earlier keys."""
+    from engine.llama import KVCache
+
+    g = torch.Generator().manual_seed(seed)
+    cache = KVCache(model.s, 6, 40, "cpu", torch.float32)
+    for t in cache.k + cache.v:
+        t.copy_(torch.randn(t.shape, generator=g))
+    slots, lens = torch.tensor([3, 0, 5, 1, 2]), [7, 1, 30, 12, 0]
+    pos = (torch.tensor(lens).clamp_min(1) - 1)[:, None]                          # [B, 1]: the key written
+    return torch.randn(5, 1, model.s.hidden, generator=g), pos, cache, slots, lens
+
+
+def _clone(cache):
+    from copy import deepcopy
+
+    return deepcopy(cache)
+
+
+@pytest.mark.parametrize("q8", [False, True], ids=["fp32", "int8"])
+def test_the_decode_step_equals_the_layer_by_layer_path(lin, q8):
+    """chattts_step (norms, RoPE, cache writes, attention, SiLU, residuals of every layer in one call) gives what
+    Block.forward gives with the same kernels — output and the keys/values it writes."""
+    model = _llama(q8)
+    step = model.decode_step
+    assert isinstance(step, kernels.DecodeStep) and step.q8 == q8
+    x, pos, cache, slots, lens = _step_inputs(model)
+    ref_cache = _clone(cache)
+    y = model(x, pos, cache, slots, lengths=lens)
+    model.decode_step = None
+    ref = model(x, pos, ref_cache, slots, lengths=lens)
+    torch.testing.assert_close(y, ref, atol=2e-5, rtol=1e-5)
+    for a, b in zip(cache.k + cache.v, ref_cache.k + ref_cache.v):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)
+    assert (step.times > 0).all()                                        # GEMM, attention, the rest: timed
+
+
+def test_a_rows_decode_step_bits_depend_on_nothing_else_in_the_call(lin):
+    """Each row alone, every prefix, another order, 1 or 2 threads: the same bits out and into the cache."""
+    model = _llama(False)
+    x, pos, cache, slots, lens = _step_inputs(model)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        full = _clone(cache)
+        ref = model(x, pos, full, slots, lengths=lens)
+        for b in range(5):
+            c = _clone(cache)
+            assert torch.equal(model(x[b:b + 1], pos[b:b + 1], c, slots[b:b + 1], lengths=lens[b:b + 1]), ref[b:b + 1])
+            assert all(torch.equal(t[slots[b]], u[slots[b]]) for t, u in zip(c.k + c.v, full.k + full.v)), b
+        perm = [4, 2, 0, 3, 1]
+        assert torch.equal(model(x[perm], pos[perm], _clone(cache), slots[perm], lengths=[lens[i] for i in perm]),
+                           ref[perm])
+        torch.set_num_threads(2)
+        assert torch.equal(model(x, pos, _clone(cache), slots, lengths=lens), ref)
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_the_decode_step_refuses_what_is_outside_the_cache(lin):
+    model = _llama(False)
+    x, pos, cache, slots, lens = _step_inputs(model)
+    with pytest.raises(ValueError, match="outside the cache"):
+        model(x, pos + 40, cache, slots, lengths=lens)                   # past S = 40
+    with pytest.raises(ValueError, match="outside the cache"):
+        model(x, pos, cache, slots + 6, lengths=lens)                    # 6 slots
+    with pytest.raises(ValueError, match="one position, slot and length each"):
+        model(x, pos, cache, slots, lengths=lens[:4])
+
+
+def test_a_model_the_step_cannot_run_keeps_the_per_layer_path(lin):
+    """Projections of mixed kernels (or padded output columns) get no fused step; decode attention stays."""
+    from engine.llama import attach_kernels
+
+    model = _llama(False)
+    model.layers[1].wo = kernels.GemmInt8Linear(SimpleNamespace(weight=model.layers[1].wo.weight))
+    attach_kernels(model)
+    assert model.decode_step is None and model.decode_attention is kernels.decode_attention
+    model.layers[1].wo = PackedLinear(torch.randn(64, 64)) if onednn_available() else torch.nn.Linear(64, 64)
+    attach_kernels(model)
+    assert model.decode_step is None and model.decode_attention is None
