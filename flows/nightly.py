@@ -83,7 +83,7 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
             params = {"book": s.book, "out": out_root, "model": model, "voice": voice, "formats": formats,
                       "device": device, "catalogue": not in_store, "base_url": base_url}
             if segments_per_shard is not None:
-                left = segments_left(Path(s.book), Path(s.book_dir), planned=s.state == INCOMPLETE)
+                left = segments_left(Path(s.book), s.book_dir, planned=s.state == INCOMPLETE)   # a folder or a URL
                 params["shards"] = shard_count(left, segments_per_shard, max_shards)
             key = hashlib.sha256(f"{run_id}\x1f{s.book}\x1f{s.sha256}".encode()).hexdigest()[:32]
             fr = run_deployment(deployment, parameters={k: v for k, v in params.items() if v is not None},

@@ -76,13 +76,19 @@ def shard_count(segments: int, segments_per_shard: int | None, max_shards: int =
     return max(1, min(check_count(max_shards), -(-segments // segments_per_shard)))
 
 
-def segments_left(book: Path, book_dir: Path, planned: bool) -> int:
-    """The segments a render of book into book_dir has left: with planned (its manifest plans this very
-    source), its rows still to render; else the book's segments (read and segmented with default options)."""
-    if planned and (Path(book_dir) / "manifest").is_dir():
-        from manifests import load
-        from tasks.guard import GuardOptions
+def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
+    """The segments a render of book into book_dir (a folder, or a book's URL in a store: OUT_URL/<slug>) has
+    left: with planned (its manifest plans this very source), its rows still to render; else the book's segments
+    (read and segmented with default options)."""
+    from manifests import load
+    from tasks.guard import GuardOptions
+    from tasks.storage import Store, book_view, is_url
 
+    if planned and is_url(book_dir):
+        root, slug = str(book_dir).rstrip("/").rsplit("/", 1)
+        with book_view(Store(root), slug) as view:
+            return len(to_render(load(view).to_pylist(), GuardOptions()))
+    if planned and (Path(book_dir) / "manifest").is_dir():
         return len(to_render(load(book_dir).to_pylist(), GuardOptions()))
     from tasks.ingest import load_book
     from tasks.plan import segment_book

@@ -122,3 +122,17 @@ def test_segments_left_reads_the_manifest_or_segments_the_book(tmp_path):
     book_dir, rows = make_book(tmp_path)                              # 3 rows planned, one of them done
     manifests.commit(book_dir, [{**rows[0], "status": "done", "attempts": 1}])
     assert shards.segments_left(book, book_dir, planned=True) == 2
+
+
+def test_segments_left_reads_a_store_books_manifest(s3_server, tmp_path):
+    """A book in a store (the nightly's book_dir is then OUT_URL/<slug>): the rows left in the store's manifest,
+    not the whole book's segments."""
+    from tests.s3server import environ_with
+
+    book_dir, rows = make_book(tmp_path)                              # 3 rows planned, one of them done
+    manifests.commit(book_dir, [{**rows[0], "status": "done", "attempts": 1}])
+    fs, bucket = s3_server.filesystem(), s3_server.bucket("left")
+    fs.put(str(book_dir), f"{bucket}/out/", recursive=True)
+    url = f"s3://{bucket}/out/{book_dir.name}"
+    with environ_with({**s3_server.env(), "CHATTTS_RENDER_SCRATCH": str(tmp_path / "scratch")}):
+        assert shards.segments_left(tmp_path / "unused.txt", url, planned=True) == 2
