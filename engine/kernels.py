@@ -19,8 +19,9 @@ matter either (engine/generate.py measures it all the same).
 
 **The step.**  chattts_step runs a whole decode step of the GPT in one call and one OpenMP team: per layer the
 RMSNorm, the projections, RoPE, the cache writes, the attention, SiLU·up and the residual adds, then the final
-norm.  Through torch those were ~30 small ops per layer, each a dispatch and some an OpenMP fork (16 of a 50 ms
-step at 4 rows); here they cost ~1 ms.  Per row, every phase is done by one thread in a fixed order.
+norm.  Through torch those were ~30 small ops per layer, each a dispatch and some an OpenMP fork (16 ms of a 50 ms
+step at 4 rows); with them in C the step's "other" is ~3 ms, the Python around the step included
+(benchmarks/README.md).  Per row, every phase is done by one thread in a fixed order.
 
 **The attention** of a decode step (one query per row) over each row's own prefix of the KV cache, all rows in
 one call (the exact path ran one SDPA call per row and layer): per (row, head) the scores stream the keys, a
