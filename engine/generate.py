@@ -192,9 +192,10 @@ class CodeModel:
         return self.head_linear(hidden.float()).view(-1, self.Q, self.V)
 
     def pack(self, make=None) -> "CodeModel":
-        """CPU fp32: the block projections (those still dense nn.Linear) and the heads through a packed-weight linear, make(weight):
-        engine.llama.PackedLinear (oneDNN, the default) or engine.kernels.GemmLinear (the caller checks that it is
-        available: engine.llama.cpu_linear).  Forget the call sizes measured for the old kernel."""
+        """CPU fp32: the block projections (those still dense nn.Linear) and the heads through a packed-weight
+        linear, make(weight): engine.llama.PackedLinear (oneDNN, the default) or engine.kernels.GemmLinear (the
+        caller checks that it is available: engine.llama.cpu_linear).  Forget the call sizes measured for the old
+        kernel."""
         from engine.llama import PackedLinear, pack_linears
 
         make = make or PackedLinear
