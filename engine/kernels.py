@@ -280,7 +280,8 @@ class DecodeStep:
             raise ValueError("chattts_step needs engine/kernels.c and uniform packed fp32/int8 projections")
         blocks = model.layers
         self.q8 = isinstance(blocks[0].wqkv, GemmInt8Linear)
-        self.keep = [model.norm.weight, model.cos, model.sin]
+        self.norm, self.cos, self.sin = model.norm.weight, model.cos, model.sin   # [C]; [P, D] RoPE tables
+        self.keep = []                                                   # the weights the table points at
         ptrs = []
         for b in blocks:
             lins = [getattr(b, n) for n in PROJECTIONS]
@@ -315,15 +316,15 @@ class DecodeStep:
         ln = torch.tensor(lengths, dtype=torch.int64)
         if x.shape[1] != 1 or ps.numel() != B or sl.numel() != B or ln.numel() != B:
             raise ValueError(f"chattts_step: {B} rows need one position, slot and length each")
-        if B and (int(ps.min()) < 0 or int(ps.max()) >= min(S, self.keep[1].shape[0]) or int(ln.max()) > S
+        if B and (int(ps.min()) < 0 or int(ps.max()) >= min(S, self.cos.shape[0]) or int(ln.max()) > S
                   or int(sl.min()) < 0 or int(sl.max()) >= cache.slots):
             raise ValueError("chattts_step: a position, length or slot outside the cache")
         kc = torch.tensor([t.data_ptr() for t in cache.k], dtype=torch.int64)
         vc = torch.tensor([t.data_ptr() for t in cache.v], dtype=torch.int64)
         out = torch.empty(B, s.hidden)
         self.lib.chattts_step(xs.data_ptr(), B, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.layers, s.eps,
-                              self.table.data_ptr(), kc.data_ptr(), vc.data_ptr(), self.keep[0].data_ptr(),
-                              int(self.q8), S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.keep[1].data_ptr(),
-                              self.keep[2].data_ptr(), out.data_ptr(), torch.get_num_threads(),
+                              self.table.data_ptr(), kc.data_ptr(), vc.data_ptr(), self.norm.data_ptr(),
+                              int(self.q8), S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(),
+                              self.sin.data_ptr(), out.data_ptr(), torch.get_num_threads(),
                               self.times.data_ptr())
         return out.view(B, 1, s.hidden)

@@ -192,8 +192,8 @@ class Llama(nn.Module):
         Returns the final-normed hidden states [B, L, C] (HF's last_hidden_state)."""
         assert (mask is None) != (lengths is None), "give exactly one of mask / lengths"
         attend = None
+        rix = torch.arange(x.shape[0], device=x.device) if slots is None else slots   # [B] cache rows
         if lengths is not None and x.shape[1] == 1 and self.decode_step is not None and cache_idx is None:
-            rix = torch.arange(x.shape[0], device=x.device) if slots is None else slots
             return self.decode_step(x, pos, cache, rix, lengths)              # the whole step in engine/kernels.c
         cache_idx = pos if cache_idx is None else cache_idx
         if lengths is not None and x.shape[1] == 1 and self.decode_attention is not None:
@@ -202,7 +202,6 @@ class Llama(nn.Module):
             lengths = list(zip(slots.tolist(), lengths))
         cos = self.cos[pos].unsqueeze(2)                                     # [B, L, 1, D]
         sin = self.sin[pos].unsqueeze(2)
-        rix = torch.arange(x.shape[0], device=x.device) if slots is None else slots   # [B] cache rows
         rows = _cache_rows(cache.k[0], rix, cache_idx)                       # [B·L·Hkv], every layer's
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache.k[i], cache.v[i], slots, rows, mask, lengths, attend)

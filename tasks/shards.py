@@ -84,12 +84,13 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
     from tasks.guard import GuardOptions
     from tasks.storage import Store, book_view, is_url
 
+    left = lambda folder: len(to_render(load(folder).to_pylist(), GuardOptions()))   # noqa: E731
     if planned and is_url(book_dir):
         root, slug = str(book_dir).rstrip("/").rsplit("/", 1)
         with book_view(Store(root), slug) as view:
-            return len(to_render(load(view).to_pylist(), GuardOptions()))
+            return left(view)
     if planned and (Path(book_dir) / "manifest").is_dir():
-        return len(to_render(load(book_dir).to_pylist(), GuardOptions()))
+        return left(book_dir)
     from tasks.ingest import load_book
     from tasks.plan import segment_book
 
