@@ -91,7 +91,7 @@ def engine_alone(engine, book_dir: Path) -> dict:
     from engine.api import Request
     from engine.units import SAMPLE_RATE
     from manifests import load
-    from tasks.guard import reroll_seed
+    from tasks.synthesize.guard import reroll_seed
 
     rows = {r["content_key"]: r for r in load(book_dir).to_pylist()}
     reqs = [Request(key=k, text=r["text"], spk_emb=r["spk_emb"], seed=reroll_seed(r["seed"], 1))
@@ -122,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from benchmarks.limits import (ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks, int8_compute,
-                                   peak_gemm)
+    from benchmarks.limits import ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks, int8_compute, peak_gemm
     from engine.api import EngineOptions
     from engine.units import expected_tokens
     from tasks import stages

@@ -28,3 +28,9 @@ def estimate_seconds(text: str) -> float:
 def expected_tokens(text: str) -> int:
     """GPT tokens a real model is expected to emit for `text` (random models are forced to exactly this)."""
     return max(2, round(estimate_seconds(text) * TOKENS_PER_SECOND))
+
+
+def hms(s: float) -> str:
+    """Seconds as m:ss, or h:mm:ss from an hour on."""
+    s = int(round(s))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"

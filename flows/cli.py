@@ -16,7 +16,13 @@ import os
 import sys
 from pathlib import Path
 
-from flows.commands import UsageError
+from engine.api import EngineOptions, ModelUnavailable
+from engine.voice import VoiceError
+from flows.commands import (UsageError, cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
+                            cmd_voices_list, cmd_voices_save)
+from tasks.audio.names import BOOK_FORMATS, FORMATS
+from tasks.errors import BookError, OutputError, RenderFailed, StoreError, ToolMissing
+from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
 PROG = "chattts-render"
 EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 1, 2, 3
@@ -30,12 +36,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from engine.api import EngineOptions
-    from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
-                                cmd_voices_list, cmd_voices_save)
-    from tasks.audio.names import BOOK_FORMATS
-    from tasks.audio.package import FORMATS
-    from tasks.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
     d = EngineOptions()
     top = _Parser(prog=PROG, description="Render books (EPUB, TXT) into audiobooks with ChatTTS. "
@@ -140,10 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def exit_codes() -> dict[type, int]:
     """Each error class the pipeline raises on purpose, and its exit code (the most specific class wins)."""
-    from engine.api import ModelUnavailable
-    from engine.voice import VoiceError
     from manifests.lock import BookLocked
-    from tasks.errors import BookError, OutputError, RenderFailed, StoreError, ToolMissing
 
     return {UsageError: EXIT_USAGE, BookError: EXIT_USAGE, VoiceError: EXIT_USAGE, ModelUnavailable: EXIT_USAGE,
             BookLocked: EXIT_USAGE, StoreError: EXIT_USAGE, ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,

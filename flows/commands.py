@@ -7,6 +7,19 @@ import os
 import time
 from pathlib import Path
 
+from engine.voice import parse_voice_spec
+from flows.progress import TqdmProgress
+from tasks.errors import BookError
+from tasks.fleet.storage import attached, load_manifest
+from tasks.ingest import load_book
+from tasks.site.audition import AuditionOptions
+from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue
+from tasks.site.report import format_status, summary_line
+from tasks.text.inspect import format_inspect, inspect_book
+from tasks.text.quotes import attribute_book, book_runs
+from tasks.voice.cast import cast_report
+from tasks.voice.voices import format_saved, save_voice, saved_voices
+
 EXIT_OK = 0
 
 
@@ -31,7 +44,6 @@ def engine_params(a: argparse.Namespace) -> dict:
 def options(book: Path, need_book: bool = True, **params):
     """RenderOptions for a command (ValueError → a usage error); with need_book, the book must be a file
     (BookError).  status and package work from the book dir alone."""
-    from tasks.errors import BookError
     from tasks.options import options_from_params
 
     try:
@@ -59,9 +71,7 @@ def prefect_server_configured() -> bool:
 
 
 def cmd_render(a) -> int:
-    from flows.progress import TqdmProgress
     from manifests import load, summary
-    from tasks.report import summary_line
 
     params = render_params(a)
     opts = options(**params)
@@ -88,7 +98,6 @@ def cmd_render(a) -> int:
 
 def cmd_status(a) -> int:
     from manifests import summary
-    from tasks.report import format_status
 
     opts = options(a.book, need_book=False, out=a.out, scratch=a.scratch)
     print(format_status(summary(_rendered(opts))))
@@ -98,14 +107,10 @@ def cmd_status(a) -> int:
 def cmd_inspect(a) -> int:
     import json
 
-    from tasks.ingest import load_book
-    from tasks.text.inspect import format_inspect, inspect_book
 
     opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast)
     book = load_book(opts.book)
     if opts.cast:
-        from tasks.cast import cast_report
-        from tasks.text.quotes import attribute_book, book_runs
 
         quotes = attribute_book(book)
         report = inspect_book(book, opts.segment, book_runs(book, quotes))
@@ -119,7 +124,6 @@ def cmd_inspect(a) -> int:
 def cmd_package(a) -> int:
     from manifests.lock import BookLock
     from tasks import stages
-    from tasks.storage import attached
 
     opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch)
     _rendered(opts)
@@ -132,7 +136,6 @@ def cmd_package(a) -> int:
 def cmd_voices(a) -> int:
     """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
     from flows.pipeline import audition
-    from tasks.audition import AuditionOptions
 
     opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, **engine_params(a))
     if opts.store is not None:
@@ -150,8 +153,6 @@ def cmd_voices(a) -> int:
 
 
 def cmd_voices_save(a) -> int:
-    from engine.voice import parse_voice_spec
-    from tasks.voices import save_voice
 
     path = save_voice(a.name, parse_voice_spec(a.voice, clip_text=a.clip_text), force=a.force)
     print(f"saved voice {a.name} ({path}); render with --voice {a.name}")
@@ -159,7 +160,6 @@ def cmd_voices_save(a) -> int:
 
 
 def cmd_voices_list(a) -> int:
-    from tasks.voices import format_saved, saved_voices
 
     print(format_saved(saved_voices()))
     return EXIT_OK
@@ -168,10 +168,8 @@ def cmd_voices_list(a) -> int:
 def _rendered(opts):
     """The book's manifest table; BookError when the book was never rendered into this output."""
     from manifests import load
-    from tasks.errors import BookError
 
     if opts.store is not None:
-        from tasks.storage import load_manifest
 
         table = load_manifest(opts)
     else:
@@ -182,7 +180,6 @@ def _rendered(opts):
 
 
 def cmd_catalogue(a) -> int:
-    from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue
 
     try:
         site = SiteOptions(base_url=a.base_url)

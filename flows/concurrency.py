@@ -5,7 +5,7 @@ the kernel frees it the moment its holder dies, where a Prefect slot waits for i
 A run that cannot take the slot within ACQUIRE_TIMEOUT_S is refused with BookLocked, so a deployment run
 ends as *skipped, already running*, as it does when it finds the flock held.  Prefect renews the slot's lease
 while the run lives; the slot of a run killed outright is free again when its lease expires (SLOT_LEASE_S).
-The flock (one filesystem) and the store's lease (CLI renders, tasks/lease.py) still apply inside."""
+The flock (one filesystem) and the store's lease (CLI renders, tasks/fleet/lease.py) still apply inside."""
 from __future__ import annotations
 
 import hashlib

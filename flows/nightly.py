@@ -1,6 +1,6 @@
 """The `nightly-catalogue` flow: scan a catalogue folder and start one `render-book` deployment run per book
 that needs rendering — new, changed (by the source file's sha256) or incomplete per its manifest
-(tasks/catalogue.py decides which).
+(tasks/catalogue/scan.py decides which).
 
 Each book becomes its own flow run (run_deployment), so it lands on whichever worker of the pool is free; the
 schedule, the pool and the workers are Prefect's.  A book whose render is in flight is skipped: its book-dir
@@ -20,8 +20,10 @@ from prefect.cache_policies import NO_CACHE
 from flows.progress import table_artifact
 from flows.render_book import catalogue_task
 from flows.shards import wait_for
-from tasks.catalogue import INCOMPLETE, BookState, scan_catalogue
-from tasks.shards import segments_left, shard_count
+from tasks.catalogue.scan import INCOMPLETE, BookState, scan_catalogue
+from tasks.fleet.shards import segments_left, shard_count
+from tasks.fleet.storage import is_url
+from tasks.site.catalogue import SiteOptions
 
 RENDER_DEPLOYMENT = "render-book/adhoc"
 WAITING_STATES = ("SCHEDULED", "PENDING")   # a run not started yet holds no lock: ask the server
@@ -35,8 +37,8 @@ def scan_task(catalogue: str, out: str) -> list[BookState]:
 def _waiting_books(deployment: str) -> set[str]:
     """Books of runs of `deployment` that are scheduled or pending (created, not yet started)."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter,
-                                                FlowRunFilterState, FlowRunFilterStateType)
+    from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState,
+                                                FlowRunFilterStateType)
     from prefect.client.schemas.objects import StateType
 
     with get_client(sync_client=True) as client:
@@ -63,8 +65,6 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
     from prefect.context import get_run_context
     from prefect.deployments import run_deployment
 
-    from tasks.site.catalogue import SiteOptions
-    from tasks.storage import is_url
 
     log = get_run_logger()
     site = SiteOptions(base_url=base_url)

@@ -7,7 +7,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tasks import stages
+from tasks.errors import disk_full_error
+from tasks.fleet import shards
+from tasks.fleet.storage import attached, attached_shard
 from tasks.options import RenderOptions
+from tasks.site.audition import audition as run
 
 Call = Callable[..., Any]     # call(stage_function, *args) -> result
 
@@ -24,7 +28,6 @@ def render(opts: RenderOptions, *, call: Call = direct, on_done: Callable[[int, 
     At the end, the source file's sha256 is recorded (manifest/source.json, published with the outputs: the
     nightly scan compares it with the file's)."""
     from manifests.source import record_source_hash, source_sha256
-    from tasks.storage import attached
 
     with locked(opts), attached(opts) as store:  # a store (--out URL): pulled first, published as it commits
         book_dir = Path(call(stages.prepare, opts))
@@ -44,16 +47,13 @@ def render_shard(opts: RenderOptions, index: int, token: str, *, call: Call = di
                  on_done: Callable[[int, int], None] | None = None) -> dict:
     """One shard of a sharded render whose parent holds the book (its lock, lease and slot are the parent's:
     the token, checked against the book's shard file, is the shard's authority).  Renders its rows only."""
-    from tasks import shards
-    from tasks.storage import attached_shard
 
     with attached_shard(opts, shards.writer_tag(token, index)) as book_dir:
         return call(stages.synthesize, book_dir, opts, on_done, shards.shard(book_dir, index, token))
 
 
 def audition(opts: RenderOptions, aud) -> dict:
-    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/audition.py), under the book's lock."""
-    from tasks.audition import audition as run
+    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/site/audition.py), under the book's lock."""
 
     with locked(opts):
         return run(opts, aud, lambda: stages.get_engine(opts))
@@ -64,7 +64,6 @@ def locked(opts: RenderOptions):
     """Hold the book's lock (a killed run's temp files removed first).  On a failure, the folders this run
     created are taken back while still empty, and a full disk is named as one."""
     from manifests.lock import BookLock
-    from tasks.errors import disk_full_error
 
     created = [p for p in (opts.out, opts.book_dir) if not p.exists()]
     try:

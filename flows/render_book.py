@@ -17,8 +17,9 @@ from flows import shards as shards_flow
 from flows.concurrency import one_run_per_book
 from flows.progress import ArtifactProgress, table_artifact
 from tasks import stages
-from tasks.shards import check_count
+from tasks.fleet.shards import check_count
 from tasks.site.catalogue import SiteOptions, write_catalogue
+from tasks.site.report import book_table
 
 # Thin task wrappers.  The manifest, not Prefect's cache, decides what is done.
 TASKS = {
@@ -63,7 +64,6 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
 
     from manifests.lock import BookLocked
     from tasks.options import options_from_params
-    from tasks.report import book_table
 
     log = get_run_logger()
     site = SiteOptions(base_url=base_url) if catalogue else None

@@ -1,5 +1,5 @@
 """One book over several workers: a `render-book` run with `shards` N > 1 (the parent) plans the book, writes
-the shard file (tasks/shards.py: N disjoint sets of the rows left, balanced by expected tokens, and a token),
+the shard file (tasks/fleet/shards.py: N disjoint sets of the rows left, balanced by expected tokens, and a token),
 starts N-1 runs of its own deployment with `shard` = 1 … N-1 and that token, renders shard 0 itself (a parent
 that only waited would hold a worker's slot idle), waits until every shard run is final, then, only when all
 completed and nothing is left to render, compacts the manifest and packages once.  A failed shard fails the
@@ -13,6 +13,7 @@ import os
 import time
 
 from tasks import stages
+from tasks.fleet import shards as sharding
 
 SHARD_PARAMS = ("shards", "shard", "shard_token")    # the flow's own parameters: not render options
 POLL_ENV = "CHATTTS_RENDER_POLL_S"     # s between looks at runs being waited for (default POLL_S)
@@ -25,7 +26,6 @@ def fan_out(shards: int, call, on_done):
         from prefect import get_run_logger
         from prefect.context import get_run_context
 
-        from tasks import shards as sharding
 
         parent = get_run_context().flow_run            # a deployment's run (render_book_flow checks)
         plan = sharding.start(book_dir, shards, opts.guard)

@@ -58,3 +58,14 @@ class BookLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def render_in_flight(book_dir: str | Path) -> bool:
+    """True when a live process holds the book dir's lock (tried non-blockingly, released at once)."""
+    if not Path(book_dir).is_dir():          # BookLock would create it: a missing dir has no holder
+        return False
+    try:
+        BookLock(book_dir).acquire().release()
+    except BookLocked:
+        return True
+    return False

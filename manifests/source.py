@@ -6,6 +6,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from engine.atomic import write_bytes
+
 SOURCE_RECORD = "source.json"          # in the book's manifest dir: the sha256 of the rendered source
 HASH_CHUNK = 1 << 20                   # bytes read at a time when hashing a book
 
@@ -20,7 +22,6 @@ def source_sha256(path: str | Path) -> str:
 
 def record_source_hash(book_dir: str | Path, book: str | Path, sha256: str) -> None:
     """Remember which source content book_dir was rendered from (manifest/source.json, atomically)."""
-    from engine.atomic import write_bytes
     from manifests.store import manifest_dir
 
     data = {"source_path": str(Path(book).resolve()), "sha256": sha256}

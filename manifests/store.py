@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.atomic import atomic_path
+from engine.units import estimate_seconds
 from manifests.crashpoints import crashpoint
 
 MANIFEST_DIRNAME = "manifest"
@@ -79,7 +80,7 @@ def _as_table(rows: Iterable[Mapping]) -> pa.Table:
 def commit(book_dir: str | Path, rows: Iterable[Mapping], writer: str = "") -> Path | None:
     """Append the new state of some rows as one new part file. Returns its path (None when rows is empty).
     writer: "" for the book's one writer, else a tag ([0-9a-z]+) unique to one of several writers that commit
-    disjoint rows at the same time (shards, tasks/shards.py)."""
+    disjoint rows at the same time (shards, tasks/fleet/shards.py)."""
     if writer and not WRITER_RE.match(writer):
         raise ValueError(f"manifest writer tag {writer!r}: use lowercase letters and digits")
     table = rows if isinstance(rows, pa.Table) else _as_table(rows)
@@ -106,7 +107,7 @@ _listeners: dict[str, Callable[[Path], None]] = {}     # abspath(book_dir) -> ca
 @contextmanager
 def on_commit(book_dir: str | Path, listener: Callable[[Path], None]):
     """Call listener(part) after each part committed into book_dir, while the block runs (the store's
-    publisher, tasks/storage.py: a part is published as soon as it is in place)."""
+    publisher, tasks/fleet/storage.py: a part is published as soon as it is in place)."""
     key = os.path.abspath(book_dir)
     _listeners[key] = listener
     try:
@@ -172,7 +173,6 @@ def compact(book_dir: str | Path) -> Path | None:
 
 def summary(table: pa.Table) -> list[dict]:
     """Per chapter: title, segments done / pending / failed, rendered and remaining audio seconds (estimated)."""
-    from engine.units import estimate_seconds
 
     chapters: dict[int, dict] = {}
     for r in table.to_pylist():

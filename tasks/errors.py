@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.api import ModelUnavailable
+from engine.voice import VoiceError
+
 
 class _Located(Exception):
     """An error about one path: str(err) is "<path>: <problem>"."""
@@ -61,8 +64,6 @@ def disk_full_error(e: BaseException, where: Path) -> OSError | None:
     import errno
     import shutil
 
-    from engine.api import ModelUnavailable
-    from engine.voice import VoiceError
     from manifests.lock import BookLocked
 
     if isinstance(e, (_Located, ModelUnavailable, VoiceError, BookLocked)):

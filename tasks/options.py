@@ -2,22 +2,22 @@
 holds its defaults; this is where they meet).  The CLI, the flow and the tests build one of these."""
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.api import EngineOptions
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
-from tasks.guard import GuardOptions
-from tasks.audio.package import PackageOptions
-from tasks.cast import Cast, load_cast
+from tasks.audio.options import PackageOptions
+from tasks.bookdir import book_slug
+from tasks.fleet import storage
+from tasks.synthesize.guard import GuardOptions
+from tasks.text.normalize import Lexicon
 from tasks.text.segment import SegmentOptions
+from tasks.voice.cast import Cast, load_cast
+from tasks.voice.voices import parse_voice
 
 DEFAULT_OUT = Path("output")          # relative to the working directory
-DEFAULT_VOICE = "seed:2222"           # a book without a stored voice gets this one
-SLUG_MAX_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class RenderOptions:
     guard: GuardOptions = field(default_factory=GuardOptions)   # duration check and re-rolls per segment
     allow_gaps: bool = False          # assemble chapters even when some segments failed (silence instead)
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
-    cast: Cast | None = None          # voices per role and character (tasks/cast.py); None: one narrator
-    store: str | None = None          # an output root URL (tasks/storage.py); `out` is then its scratch folder
+    cast: Cast | None = None          # voices per role and character (tasks/voice/cast.py); None: one narrator
+    store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -45,13 +45,6 @@ class RenderOptions:
     @property
     def book_dir(self) -> Path:
         return self.out / book_slug(self.book)
-
-
-def book_slug(path: Path) -> str:
-    """OUT/<slug>: the book file's stem, made safe (letters of any script, digits, '-', '_', '.')."""
-    stem = unicodedata.normalize("NFC", Path(path).stem)
-    slug = re.sub(r"[^\w.-]+", "-", stem, flags=re.UNICODE).strip("-.") or "book"
-    return slug[:SLUG_MAX_CHARS]
 
 
 def options_from_params(book: str, out: str | None = None, model: str | None = None, voice: str | None = None,
@@ -65,10 +58,9 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
     device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu.
     `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used).  `out` or `book` as a store
-    URL (tasks/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
+    URL (tasks/fleet/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
     from dataclasses import replace
 
-    from tasks import storage
 
     store = out if storage.is_url(out) else None
     out = storage.scratch_root(scratch, store) if store else out and storage.local_path(str(out))
@@ -89,8 +81,6 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     grd = replace(GuardOptions(), enabled=guard, **({} if guard_attempts is None else {"max_attempts": guard_attempts}))
     if clip_text is not None and voice is None:
         raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
-    from tasks.voices import parse_voice
-
     return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT,
                          voice=parse_voice(voice, clip_text, seg) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
@@ -125,7 +115,6 @@ def lexicon_paths(book: Path, explicit: str | None = None) -> list[Path]:
 
 
 def load_lexicon(book: Path, explicit: str | None = None):
-    from tasks.text.normalize import Lexicon
 
     paths = lexicon_paths(book, explicit)
     return Lexicon.load(*paths) if paths else None

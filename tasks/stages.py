@@ -5,33 +5,39 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from engine.atomic import find_temps, remove_temp
+from engine.engine import Engine
+from tasks.audio.incremental import package_changed
+from tasks.audio.package import check_tools
 from tasks.options import RenderOptions
+from tasks.plan.prepare import prepare_book
+from tasks.site.player import write_book_page
+from tasks.synthesize.anchor import anchored
+from tasks.synthesize.render import synthesize_book
 
 
 def get_engine(opts: RenderOptions):
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
     so every stage and thread shares it."""
-    from engine.engine import Engine
 
     return Engine.load(opts.engine)
 
 
 def prepare(opts: RenderOptions) -> Path:
-    """ingest → normalize → segment → audit → plan; returns the book dir.  A tool the output formats need
-    (ffmpeg) is looked for first: missing, the render stops before it reads the book or loads the model."""
-    from tasks.audio.package import check_tools
-    from tasks.plan import prepare_book
-
+    """ingest → normalize → segment → audit → voice (anchored: the synthesize stage renders the anchor) → plan;
+    returns the book dir.  A tool the output formats need (ffmpeg) is looked for first: missing, the render stops
+    before it reads the book or loads the model."""
     check_tools(opts.package)
-    return prepare_book(opts, lambda: get_engine(opts))
+    anchor = (lambda voice, stored, engine: anchored(voice, stored, engine, opts.guard)) if opts.voice_anchor \
+        else None
+    return prepare_book(opts, lambda: get_engine(opts), anchor=anchor)
 
 
 def synthesize(book_dir: Path, opts: RenderOptions,
                on_done: Callable[[int, int], None] | None = None, shard=None) -> dict:
-    """Render the book's pending rows, then compact its manifest; with shard (tasks.shards.Shard) only that
+    """Render the book's pending rows, then compact its manifest; with shard (tasks.fleet.shards.Shard) only that
     shard's rows, and no compaction (other shards still commit: the parent compacts once they all ended)."""
     from manifests import compact
-    from tasks.synthesize import synthesize_book
 
     counts = synthesize_book(Path(book_dir), get_engine(opts), on_done=on_done, guard=opts.guard, shard=shard)
     if shard is None:
@@ -43,8 +49,6 @@ def package(book_dir: Path, opts: RenderOptions) -> Path:
     """Remove a killed run's temp files, then write the outputs of the chapters whose inputs changed
     (tasks.audio.incremental) and the book's web player (index.html).  Needs no engine: `chattts-render
     package` calls this alone.  Callers hold the book's lock (render, `chattts-render package`)."""
-    from tasks.audio.incremental import package_changed
-    from tasks.site.player import write_book_page
 
     clean_temp_files(book_dir)
     book_dir = package_changed(Path(book_dir), opts)
@@ -56,7 +60,6 @@ def clean_temp_files(book_dir: Path) -> int:
     """Remove the temp files and folders a killed render left in book_dir (engine.atomic.find_temps: `.tmp-*`
     at any depth, and the `<name>.<random>.tmp` files of versions before it).  Call only while holding the
     book's lock: then no writer is alive.  Returns how many were removed."""
-    from engine.atomic import find_temps, remove_temp
 
     temps = find_temps(Path(book_dir))
     for p in temps:

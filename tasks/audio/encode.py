@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from engine.atomic import scratch
 from tasks.book import BookMeta
 
 LOSSLESS = ("flac", "wav")    # written by soundfile; every other format by ffmpeg
@@ -161,7 +162,6 @@ def encode_lossy(path: Path, fmt: str, pcm: Iterable[np.ndarray], sr: int, tags:
 
     chapters (m4b): (start_sample, end_sample, title) at `sr`, written through an FFMETADATA1 input.
     """
-    from engine.atomic import scratch
     from tasks.audio.ffmpeg import BITEXACT, pcm_input, run_ffmpeg
 
     # ffmpeg's side inputs live beside the output, so a killed run's leftovers are found and removed

@@ -29,13 +29,14 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from engine.atomic import atomic_path
 from tasks.audio.encode import chapter_tags, cover_kind
 from tasks.audio.readalong import ReadAlong
 from tasks.audio.verify import FileReport, encode_verified
 from tasks.book import BookMeta
 
 if TYPE_CHECKING:
-    from tasks.audio.package import PackageOptions, PreparedChapter
+    from tasks.audio.options import PackageOptions, PreparedChapter
 
 AUDIO_FORMAT = "m4a"                  # AAC in MP4: an EPUB core media type
 AUDIO_MIME = "audio/mp4"
@@ -84,7 +85,6 @@ def write_epub(path: Path, meta: BookMeta, chapters: Sequence[EpubChapter],
                before_replace: Callable[[], None] | None = None) -> None:
     """The EPUB at `path`, atomically (engine.atomic): documents from `chapters` (reading order), the chapter
     audio copied in from their files."""
-    from engine.atomic import atomic_path
 
     lang = language_tag(meta.language)
     kind = cover_kind(meta)

@@ -11,24 +11,24 @@ import hashlib
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from engine.atomic import read_json
 from manifests import STATUS_DONE, load
 from manifests.crashpoints import crashpoint
-from tasks.audio.assemble import (ChapterAudio, Piece, assemble_arrays, assemble_chapter, load_piece,
-                                  trim_bounds)
+from tasks.audio.assemble import ChapterAudio, Piece, assemble_arrays, assemble_chapter, load_piece, trim_bounds
 from tasks.audio.names import chapter_file_names
-from tasks.audio.package import REPORT_NAME, package_book, write_output
-from tasks.audio.readalong import units_from_segments
+from tasks.audio.package import package_book, write_output
+from tasks.audio.readalong import load_text, units_from_segments
+from tasks.bookdir import CHAPTERS_JSON, REPORT_NAME, load_meta
 from tasks.errors import GapsError
-from tasks.guard import gap_seconds
-from tasks.options import RenderOptions
-from tasks.plan import load_meta, load_text
+from tasks.synthesize.guard import gap_seconds
 
-CHAPTERS_JSON = ".chapters.json"      # per-chapter input signatures and output hashes of the last packaging
+if TYPE_CHECKING:                     # the render's options (tasks/options.py composes every stage's)
+    from tasks.options import RenderOptions
+
 SIGNATURE_VERSION = 2                 # bump when the signature's inputs or report.json's rows change
 
 

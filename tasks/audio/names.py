@@ -10,6 +10,7 @@ from typing import Iterable
 from tasks.errors import OutputError
 
 MAX_NAME_BYTES = 200          # UTF-8 bytes per file name, prefix and extension included
+FORMATS = ("flac", "wav", "mp3", "opus", "m4a")   # chapter-file formats; BOOK_FORMATS (m4b, epub): the whole book
 BOOK_FORMATS = ("m4b", "epub")   # one file for the whole book (named by book_stem), not one per chapter
 WINDOWS_RESERVED = frozenset(
     ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Callable, Collection, Mapping, Sequence, Union
@@ -19,55 +19,15 @@ from typing import Callable, Collection, Mapping, Sequence, Union
 import numpy as np
 
 from engine.atomic import scratch, write_bytes
-from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
 from tasks.audio.assemble import ChapterAudio
-from tasks.audio.encode import (BITRATES_KBPS, LOSSLESS, MP3_RATES, OPUS_FALLBACK_RATE, OPUS_RATES, chapter_tags,
-                                resample)
-from tasks.audio.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
+from tasks.audio.encode import LOSSLESS, OPUS_FALLBACK_RATE, OPUS_RATES, chapter_tags, resample
 from tasks.audio.names import BOOK_FORMATS, book_stem, chapter_file_names, chapter_stem, inside
-from tasks.audio.subtitles import SUBTITLE_FORMATS
+from tasks.audio.options import PackageOptions, PreparedChapter
 from tasks.audio.verify import PRE_LIMIT_MARGIN_DB, FileReport, encode_verified
 from tasks.book import BookMeta
+from tasks.bookdir import REPORT_NAME
 from tasks.errors import OutputError
-
-FORMATS = ("flac", "wav", "mp3", "opus", "m4a")   # chapter-file formats; BOOK_FORMATS (m4b, epub): the whole book
-REPORT_NAME = "report.json"
-
-
-@dataclass(frozen=True)
-class PackageOptions:
-    formats: tuple[str, ...] = ("flac",)   # chapter formats and/or book formats ("m4b", "epub")
-    sample_rate: int = SAMPLE_RATE         # output rate; resampled with torchaudio when not 24 kHz
-    normalize: bool = True                 # loudness-normalize each chapter and limit its true peak
-    target_lufs: float = TARGET_LUFS       # LUFS, integrated loudness of every final file
-    true_peak_dbtp: float = TRUE_PEAK_DBTP  # dBTP, ceiling of every final file
-    subtitles: tuple[str, ...] = SUBTITLE_FORMATS   # per chapter, and book-wide with the M4B
-    subtitle_sentences: bool = False       # split each segment's cue into sentences (times estimated inside)
-    bitrates_kbps: Mapping[str, int] = field(default_factory=lambda: dict(BITRATES_KBPS))
-
-    def __post_init__(self) -> None:
-        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
-        if not self.formats:
-            raise ValueError("at least one output format is needed")
-        bad = [f for f in self.formats if f not in FORMATS + BOOK_FORMATS]
-        if bad:
-            raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS + BOOK_FORMATS)}")
-        if len(set(self.formats)) != len(self.formats):
-            raise ValueError(f"format listed twice in {list(self.formats)}")
-        bad = [f for f in self.subtitles if f not in SUBTITLE_FORMATS]
-        if bad:
-            raise ValueError(f"unknown subtitle format(s) {bad}; choose from {', '.join(SUBTITLE_FORMATS)}")
-        if not 8_000 <= self.sample_rate <= 192_000:
-            raise ValueError(f"sample_rate {self.sample_rate} Hz is outside 8000..192000")
-        if "mp3" in self.formats and self.sample_rate not in MP3_RATES:
-            raise ValueError(f"mp3 cannot store {self.sample_rate} Hz; use one of {sorted(MP3_RATES)}")
-        if not -70.0 < self.target_lufs < 0.0:
-            raise ValueError(f"target_lufs {self.target_lufs} is outside (-70, 0)")
-        if self.true_peak_dbtp > 0.0:
-            raise ValueError(f"true_peak_dbtp {self.true_peak_dbtp} is above 0 dBTP")
-        if self.normalize and self.target_lufs > self.true_peak_dbtp:
-            raise ValueError(f"target_lufs {self.target_lufs} is above the true-peak ceiling {self.true_peak_dbtp}")
 
 
 def _at_package_file() -> None:
@@ -90,15 +50,6 @@ def _output_folder(book_dir: Path) -> Path:
     except OSError as e:
         raise OutputError(str(book_dir), f"cannot write the output folder ({e.strerror or e})") from None
     return book_dir
-
-
-@dataclass(frozen=True)
-class PreparedChapter:
-    audio: np.ndarray              # (samples,) float32 at opts.sample_rate, normalized and limited
-    sample_rate: int
-    gain_db: float                 # loudness gain applied (0 when not normalizing or silent)
-    cues: list                     # the assembly's cues (times at the assembly's rate)
-    source_rate: int               # the assembly's sample rate
 
 
 def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChapter:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from tasks.audio.subtitles import TimedText
+from tasks.bookdir import load_chapters
+from tasks.text.segment import chapter_units
 
 PARAGRAPH_PAUSES = ("paragraph", "chapter")   # a segment with this pause_after ends its unit
 
@@ -122,3 +124,10 @@ def blocks(units: Sequence[str], spans: Sequence[tuple[int, int]], has_title: bo
             runs.append(Run(stream[at - lo:hi - lo], None))
         out.append(Block(has_title and g[0] == 0, tuple(r for r in runs if r.text)))
     return out
+
+
+def load_text(book_dir) -> dict[int, list[str]] | None:
+    """Each chapter's units (title, paragraphs: tasks.text.segment.chapter_units) from text.json, for packaging
+    without the book; None for a book planned before text.json was written."""
+    chapters = load_chapters(book_dir)
+    return None if chapters is None else {i: chapter_units(c) for i, c in chapters.items()}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
+from engine.units import speakable_chars
 from tasks.audio.assemble import Cue
 
 SUBTITLE_FORMATS = ("srt", "vtt", "lrc")
@@ -50,7 +51,6 @@ def split_sentences(text: str) -> list[str]:
 def by_sentence(items: Sequence[TimedText]) -> list[TimedText]:
     """Each cue split into its sentences, the cue's time shared by speakable characters (an estimate inside
     the cue; the cue's own start and end, the assembly's segment boundaries, stay exact)."""
-    from engine.units import speakable_chars
 
     out: list[TimedText] = []
     for t in items:

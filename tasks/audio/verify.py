@@ -16,7 +16,7 @@ from tasks.audio.encode import BITRATES_KBPS, LOSSLESS, encode_lossy, write_loss
 from tasks.book import BookMeta
 
 if TYPE_CHECKING:
-    from tasks.audio.package import PackageOptions
+    from tasks.audio.options import PackageOptions
 
 PRE_LIMIT_MARGIN_DB = 0.3     # dB below the ceiling the limiter aims for, before encoding
 LOSSY_SAFETY_DB = 0.2         # dB below the ceiling a corrected lossy file aims for

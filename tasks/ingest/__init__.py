@@ -20,6 +20,8 @@ from typing import Literal
 
 from tasks.book import Book
 from tasks.errors import BookError
+from tasks.ingest.epub import read_epub
+from tasks.ingest.txt import read_txt
 
 MAX_FILE_BYTES = 512 * 1024 * 1024  # bytes; input files larger than this are refused before reading
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")  # local header, empty archive, spanned marker
@@ -36,10 +38,8 @@ def load_book(path: str | Path, *, notes: NotesMode = "end") -> Book:
     data = _read_bytes(p)
     try:
         if data.startswith(ZIP_MAGICS):
-            from tasks.ingest.epub import read_epub
 
             return read_epub(data, p, notes=notes)
-        from tasks.ingest.txt import read_txt
 
         return read_txt(data, p)
     except BookError:

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from engine.atomic import write_bytes
+from engine.units import hms
+from tasks.errors import BookError, OutputError
 from tasks.site.feed import FEED_NAME, feed_items, feed_xml
 from tasks.site.html import document, esc, href
 from tasks.site.library import DONE, FAILED, BookEntry, scan_output
@@ -39,7 +42,6 @@ class SiteOptions:
 
 def catalogue_page(entries: list[BookEntry], title: str) -> str:
     """OUT/index.html: one row per book; links are relative (the page works from file:// and over HTTP)."""
-    from tasks.report import hms
 
     rows = []
     for e in entries:
@@ -69,9 +71,7 @@ def catalogue_page(entries: list[BookEntry], title: str) -> str:
 def write_catalogue(out: str | Path, opts: SiteOptions = SiteOptions()) -> list[BookEntry]:
     """Scan OUT and write OUT/index.html and OUT/feed.xml (each left alone when unchanged); the entries.
     BookError when OUT is not a folder (nothing is created), OutputError when it cannot be written."""
-    from engine.atomic import write_bytes
     from manifests.lock import BookLock
-    from tasks.errors import BookError, OutputError
 
     out = Path(out)
     if not out.is_dir():

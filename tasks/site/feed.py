@@ -8,6 +8,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from email.utils import format_datetime
 
+from tasks.site.html import GENERATOR
 from tasks.site.library import DONE, BookEntry
 
 ITUNES = "http://www.itunes.com/dtds/podcast-1.0.dtd"
@@ -25,7 +26,6 @@ def feed_items(entries: list[BookEntry]) -> list[BookEntry]:
 def feed_xml(entries: list[BookEntry], title: str, link, language: str = "zh") -> bytes:
     """The feed document; `link(folder, name)` makes a file's URL (absolute with a base URL, else relative)."""
     from tasks.audio.encode import MEDIA_TYPES
-    from tasks.site.html import GENERATOR
 
     ET.register_namespace("itunes", ITUNES)
     ET.register_namespace("atom", ATOM)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tasks.site.player import PAGE_NAME, book_info, read_report
+from tasks.audio.names import FORMATS
+from tasks.bookdir import PAGE_NAME, REPORT_NAME, read_book_json, read_report
 
 DONE, PARTIAL, FAILED = "done", "partial", "failed"
 
@@ -46,8 +47,7 @@ class BookEntry:
 def book_entry(book_dir: Path) -> BookEntry | None:
     """The entry of one book folder; None when it holds no manifest rows (not a book)."""
     from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING, load
-    from tasks.audio.package import REPORT_NAME
-    from tasks.catalogue import render_in_flight
+    from manifests.lock import render_in_flight
 
     book_dir = Path(book_dir)
     rows = load(book_dir).to_pylist()
@@ -55,7 +55,7 @@ def book_entry(book_dir: Path) -> BookEntry | None:
         return None
     count = {s: sum(r["status"] == s for r in rows) for s in (STATUS_DONE, STATUS_PENDING, STATUS_FAILED)}
     failed = [r for r in rows if r["status"] == STATUS_FAILED]
-    info, report = book_info(book_dir), read_report(book_dir)
+    info, report = read_book_json(book_dir), read_report(book_dir)
     rendering = render_in_flight(book_dir)
     if rendering or count[STATUS_PENDING]:
         status, reason = PARTIAL, ""
@@ -91,7 +91,6 @@ def book_entry(book_dir: Path) -> BookEntry | None:
 def _enclosure(book_dir: Path, report: dict) -> str | None:
     """The book's M4B when packaged as one, else the first chapter audio file listed (not the EPUB's); None
     when it is not there."""
-    from tasks.audio.package import FORMATS
 
     files = report.get("files", [])
     first = next((f["file"] for f in files if f.get("format") == "m4b"), None) or next(

@@ -3,7 +3,7 @@
 One static page that works offline from file:// (no server, no network): cover, title, author, total duration,
 the chapter list with durations, one audio player, the chapter's original text with the sentence being spoken
 highlighted and scrolled into view (click one to play from it; space, ←/→), the position remembered per book
-(localStorage), and the per-chapter duration and loudness summary of report.json (tasks.report.book_table).
+(localStorage), and the per-chapter duration and loudness summary of report.json (tasks.site.report.book_table).
 
 Where its numbers come from — nothing is measured again:
 - the cue of every segment: report.json's `cues_ms` per chapter, the milliseconds the subtitles print
@@ -19,11 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.atomic import read_json
+from engine.atomic import write_bytes
+from engine.units import hms
+from tasks.audio.names import inside
 from tasks.audio.subtitles import TimedText
+from tasks.bookdir import PAGE_NAME, read_book_json, read_report
 from tasks.site.html import document, esc, href, json_script
+from tasks.site.report import book_table
 
-PAGE_NAME = "index.html"
 STORAGE_PREFIX = "chattts-render:"       # localStorage key of a book's position: prefix + folder + title
 
 
@@ -50,26 +53,11 @@ class PlayerChapter:
     paragraphs: tuple[Paragraph, ...]
 
 
-def book_info(book_dir: Path) -> dict:
-    """book.json (title, author, language, cover_file …); {} when missing or unreadable."""
-    from tasks.plan import BOOK_JSON
-
-    return read_json(Path(book_dir) / BOOK_JSON)
-
-
-def read_report(book_dir: Path) -> dict:
-    """report.json; {} when the book was never packaged."""
-    from tasks.audio.package import REPORT_NAME
-
-    return read_json(Path(book_dir) / REPORT_NAME)
-
-
 def player_chapters(book_dir: Path, report: dict) -> list[PlayerChapter]:
     """The packaged chapters in reading order, with their files, M4B offsets and timed sentences."""
     from manifests import load
     from tasks.audio.encode import MEDIA_TYPES
-    from tasks.audio.readalong import read_along
-    from tasks.plan import load_text
+    from tasks.audio.readalong import load_text, read_along
 
     rows: dict[int, list[dict]] = {}
     for r in load(book_dir).to_pylist():                  # sorted by (chapter, segment)
@@ -107,10 +95,9 @@ def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
 def book_page(book_dir: Path) -> str:
     """The player page of a packaged book (see the module docstring)."""
     from tasks.audio.encode import MEDIA_TYPES
-    from tasks.report import book_table, hms
 
     book_dir = Path(book_dir)
-    info, report = book_info(book_dir), read_report(book_dir)
+    info, report = read_book_json(book_dir), read_report(book_dir)
     chapters = player_chapters(book_dir, report)
     title, author = info.get("title") or book_dir.name, info.get("author", "")
     total = sum(c.seconds for c in chapters)
@@ -156,8 +143,7 @@ def _chapter_text(position: int, chapter: PlayerChapter) -> str:
 
 
 def _summary(rows: list[dict]) -> str:
-    """The per-chapter duration and loudness table (rows: tasks.report.book_table)."""
-    from tasks.report import hms
+    """The per-chapter duration and loudness table (rows: tasks.site.report.book_table)."""
 
     def num(v, unit: str) -> str:
         return "" if v is None else f"{v:.1f} {unit}"
@@ -172,8 +158,6 @@ def _summary(rows: list[dict]) -> str:
 
 def write_book_page(book_dir: Path) -> Path:
     """Write OUT/<book>/index.html atomically (left alone when unchanged); its path."""
-    from engine.atomic import write_bytes
-    from tasks.audio.names import inside
 
     path = inside(Path(book_dir), PAGE_NAME)
     write_bytes(path, book_page(book_dir).encode("utf-8"), keep_same=True)

@@ -15,8 +15,8 @@ from functools import lru_cache
 from typing import Iterable
 
 from tasks.book import Chapter, Segment
+from tasks.text.normalize import _t2s, iter_spans, printable, removals
 from tasks.text.segment import SegmentOptions, chapter_units
-from tasks.text.normalize import iter_spans, printable, removals
 
 MAX_LISTED = 2_000          # entries: per-chapter cap on listed removals (the count stays exact)
 
@@ -39,7 +39,6 @@ def _same_speech(a: str, b: str) -> bool:
 
 @lru_cache(maxsize=16_384)
 def _t2s_char(c: str) -> str:
-    from tasks.text.normalize import _t2s
     return _t2s(c)
 
 

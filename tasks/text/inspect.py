@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping, Sequence
 
-from engine.units import estimate_seconds
+from engine.units import estimate_seconds, hms
 from tasks.book import Book, Run
-from tasks.report import hms
 from tasks.text.coverage import audit_chapter
 from tasks.text.segment import SegmentOptions, iter_segments
 

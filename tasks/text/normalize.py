@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
+from tasks.errors import BookError
 from tasks.text import rules as tn_rules
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -153,7 +154,6 @@ class Lexicon:
 
     @classmethod
     def load(cls, *paths: str | Path) -> "Lexicon":
-        from tasks.errors import BookError
         merged: dict[str, str] = {}
         for path in paths:
             try:

@@ -1,4 +1,4 @@
-"""Quoted speech and who says it: the text side of a cast (`--cast`; voices per role in tasks/cast.py).
+"""Quoted speech and who says it: the text side of a cast (`--cast`; voices per role in tasks/voice/cast.py).
 
 A paragraph's quotes are found by their marks (QUOTE_MARKS: 「」 『』 “” and straight "…").  Inside a quote only
 its own closing marks end it (nested 『』 ‘’ '…' belong to it); a quote still open at the paragraph's end ends
@@ -35,6 +35,7 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR, Book, Run
+from tasks.text.normalize import _t2s
 
 # Opening mark -> the marks that close it.  “…" (a straight closer) is common in Gutenberg texts.
 QUOTE_MARKS = {"「": "」", "『": "』", "“": "”\"", "\"": "\"”"}
@@ -97,7 +98,6 @@ class Quote:
 
 @lru_cache(maxsize=65_536)
 def _fold_char(c: str) -> str:
-    from tasks.text.normalize import _t2s
 
     s = _FOLD_EXTRA.get(c) or _t2s(c)
     return s if len(s) == 1 else c

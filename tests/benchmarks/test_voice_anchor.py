@@ -12,7 +12,7 @@ pytest.importorskip("ChatTTS")
 
 def test_one_run_measures_plain_and_anchored(tmp_path, capsys):
     from benchmarks import voice_anchor as bench
-    from tasks.voices import ANCHOR_TEXT
+    from tasks.synthesize.anchor import ANCHOR_TEXT
 
     book = corpus_path("txt", "gutenberg-zh", "27166-0.txt")
     out = tmp_path / "bench.json"

@@ -52,8 +52,8 @@ def serve() -> None:
     import engine.loader  # noqa: F401
     import flows.pipeline  # noqa: F401
     import tasks.audio.package  # noqa: F401
-    import tasks.plan  # noqa: F401
-    import tasks.synthesize  # noqa: F401
+    import tasks.plan.rows  # noqa: F401
+    import tasks.synthesize.render  # noqa: F401
     from flows.cli import main
 
     out = sys.stdout

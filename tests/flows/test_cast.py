@@ -79,7 +79,7 @@ def test_without_a_cast_segments_keys_and_a_main_manifest_are_unchanged(tmp_path
     """No --cast: the same segments and content keys as main before the cast feature, and main's manifest
     (18 columns, no role/speaker, engine version 2, which this engine adopts) resumes without rendering anything
     or re-planning."""
-    from tasks.plan import content_key
+    from tasks.plan.rows import content_key
 
     out = tmp_path / "out"
     rows, _ = _render(out, capsys)

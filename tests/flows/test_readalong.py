@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from flows.cli import main
+from tasks.bookdir import TEXT_JSON
 from tasks.ingest import load_book
-from tasks.plan import TEXT_JSON
 from tasks.text.segment import chapter_units
 from tests.conftest import ROOT, corpus_path
 from tests.flows.helpers import SAMPLE, write_txt_book

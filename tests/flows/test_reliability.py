@@ -226,7 +226,7 @@ def test_unchanged_rerun_writes_nothing(fork_server, tiny, tmp_path):
 def test_engine_version_and_voice_change_every_key():
     """Plan level: a key depends on (text, voice, seed, engine version) only."""
     from tasks.book import Book, BookMeta, Chapter, Segment
-    from tasks.plan import plan_rows
+    from tasks.plan.rows import plan_rows
 
     book = Book(BookMeta(title="t"), (Chapter(0, "c", ("山高水长。", "风和日丽。")),))
     segs = [Segment(0, 0, "山高水长。", "山高水长。"), Segment(0, 1, "风和日丽。", "风和日丽。")]

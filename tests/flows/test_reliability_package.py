@@ -10,10 +10,10 @@ import pytest
 import manifests
 from tasks import stages
 from tasks.audio.incremental import CHAPTERS_JSON
+from tasks.audio.options import PackageOptions
 from tasks.options import RenderOptions
-from tasks.audio.package import PackageOptions
-from tasks.synthesize import synthesize_book
-from tests.tasks.test_guard import StubEngine, make_book
+from tasks.synthesize.render import synthesize_book
+from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
 
 def stamps(book_dir):

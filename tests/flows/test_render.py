@@ -12,7 +12,7 @@ import soundfile as sf
 import manifests
 from flows.cli import main
 from tasks.audio.assemble import AssembleOptions, expected_length, trim_bounds
-from tasks.synthesize import COMMIT_EVERY_ROWS
+from tasks.synthesize.render import COMMIT_EVERY_ROWS
 from tests.conftest import corpus_path
 from tests.flows.helpers import SAMPLE, chapter_files, cli, pause_at, tree_digest, wait_paused, write_txt_book
 

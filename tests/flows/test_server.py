@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.synthesize import COMMIT_EVERY_ROWS
+from tasks.synthesize.render import COMMIT_EVERY_ROWS
 from tests.conftest import ROOT
 from tests.flows.helpers import SAMPLE, chapter_files, pause_at, wait_paused, write_txt_book
 from tests.flows.prefect_service import FLEET_SECTION, POOL, PrefectService, doc_commands

@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tasks.shards import SHARD_FILE
-from tasks.synthesize import COMMIT_EVERY_ROWS
+from tasks.bookdir import SHARD_FILE
+from tasks.synthesize.render import COMMIT_EVERY_ROWS
 from tests.flows.helpers import PAUSE_TIMEOUT_S, chapter_files, cli, pause_at, tree_digest, write_txt_book
 from tests.flows.test_server import flow_runs, manifest_rows, run_logs, service, wait_run  # noqa: F401
 

@@ -1,7 +1,8 @@
 """RenderOptions from plain parameters: defaults, validation naming the conflict, chapters, lexicons."""
 import pytest
 
-from tasks.options import book_slug, lexicon_paths, options_from_params, parse_chapters
+from tasks.bookdir import book_slug
+from tasks.options import lexicon_paths, options_from_params, parse_chapters
 from tasks.text.normalize import normalize
 
 
@@ -49,7 +50,7 @@ def test_lexicons_global_then_book_then_explicit(tmp_path, monkeypatch):
 
 def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypatch):
     from tasks import stages
-    from tasks.guard import GuardOptions
+    from tasks.synthesize.guard import GuardOptions
 
     book = tmp_path / "b.txt"
     book.write_text("第一章\n一句话。\n", encoding="utf-8")
@@ -60,7 +61,7 @@ def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypa
         options_from_params(str(book), guard_attempts=0)
 
     seen = {}
-    monkeypatch.setattr("tasks.synthesize.synthesize_book", lambda d, e, on_done=None, guard=None, shard=None:
+    monkeypatch.setattr("tasks.synthesize.render.synthesize_book", lambda d, e, on_done=None, guard=None, shard=None:
                         seen.setdefault("guard", guard) and {"rendered": 0})
     monkeypatch.setattr(stages, "get_engine", lambda o: None)
     stages.synthesize(tmp_path, opts)

@@ -25,6 +25,7 @@ from tasks.ingest.epub.archive import Archive, parse_xhtml
 from tasks.ingest.epub.chapters import Draft, attach_notes, finish, place
 from tasks.ingest.epub.content import Note, doc_title, extract, is_toc_page
 from tasks.ingest.epub.package import XHTML_TYPES, TocEntry, read_cover, read_package, read_toc
+from tasks.ingest.txt import read_txt
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
@@ -35,7 +36,6 @@ def read_epub(data: bytes, path: str, *, notes: str = "end") -> Book:
         raise BookError(path, "not an EPUB (empty ZIP archive)")
     texts = [n for n in z.entries if n.lower().endswith(".txt") and not n.startswith(("__MACOSX/", "META-INF/"))]
     if len(texts) == 1 and not any(n.lower().endswith(".opf") for n in z.entries):
-        from tasks.ingest.txt import read_txt  # a zipped TXT novel, as they are often distributed
 
         return read_txt(z.read(texts[0]), path)
     pkg = read_package(z)

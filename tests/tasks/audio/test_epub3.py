@@ -13,7 +13,8 @@ from lxml import etree
 from tasks.audio.assemble import AssembleOptions, assemble_arrays
 from tasks.audio.epub3 import ACTIVE_CLASS, AUDIO_MIME, clock, language_tag
 from tasks.audio.ffmpeg import probe
-from tasks.audio.package import PackageOptions, package_book
+from tasks.audio.options import PackageOptions
+from tasks.audio.package import package_book
 from tests.tasks.audio.epub_helpers import Epub, assert_read_along, squash
 from tests.tasks.audio.test_package_ffmpeg import META, measured, speechy
 
@@ -115,10 +116,10 @@ def test_package_follows_the_text_record(tmp_path):
     """A book planned without text.json gets its text from the manifest; a text.json that adds a silent
     paragraph rebuilds the EPUB (the chapters' text is part of the book's signature); then nothing changes."""
     from tasks import stages
+    from tasks.bookdir import TEXT_JSON
     from tasks.options import RenderOptions
-    from tasks.plan import TEXT_JSON
-    from tasks.synthesize import synthesize_book
-    from tests.tasks.test_guard import TEXTS, StubEngine, make_book
+    from tasks.synthesize.render import synthesize_book
+    from tests.tasks.synthesize.test_guard import TEXTS, StubEngine, make_book
 
     book_dir, _ = make_book(tmp_path)
     synthesize_book(book_dir, StubEngine(lambda req: 1.0))

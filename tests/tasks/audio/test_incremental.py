@@ -9,11 +9,11 @@ from dataclasses import replace
 import manifests
 from tasks import stages
 from tasks.audio.incremental import CHAPTERS_JSON, SIGNATURE_VERSION, chapter_rows, chapter_signature
-from tasks.audio.package import PackageOptions
+from tasks.audio.options import PackageOptions
 from tasks.book import BookMeta
 from tasks.options import RenderOptions
-from tasks.synthesize import synthesize_book
-from tests.tasks.test_guard import StubEngine, make_book
+from tasks.synthesize.render import synthesize_book
+from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
 
 def test_signature_follows_every_input_and_nothing_else(tmp_path):

@@ -9,8 +9,9 @@ import pytest
 import soundfile as sf
 
 from tasks.audio.assemble import AssembleOptions, ChapterAudio, assemble_arrays, expected_length
+from tasks.audio.options import PackageOptions
+from tasks.audio.package import package_book
 from tasks.book import BookMeta
-from tasks.audio.package import PackageOptions, package_book
 from tasks.errors import OutputError
 
 SR = 24_000

@@ -19,11 +19,12 @@ import soundfile as sf
 from scipy.signal import resample_poly
 
 from tasks.audio.assemble import AssembleOptions, assemble_arrays, expected_length, trim_bounds
-from tasks.book import BookMeta
-from tasks.errors import BookError, ToolMissing
 from tasks.audio.ffmpeg import decode, find_tool, probe
 from tasks.audio.names import chapter_stem
-from tasks.audio.package import PackageOptions, package_book
+from tasks.audio.options import PackageOptions
+from tasks.audio.package import package_book
+from tasks.book import BookMeta
+from tasks.errors import BookError, ToolMissing
 
 pytestmark = pytest.mark.skipif(not (shutil.which("ffmpeg") and shutil.which("ffprobe")),
                                 reason="ffmpeg/ffprobe not installed (apt-get install ffmpeg)")

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from tasks.audio.assemble import AssembleOptions, ChapterAudio, assemble_arrays
-from tasks.book import BookMeta
 from tasks.audio.names import MAX_NAME_BYTES
-from tasks.audio.package import PackageOptions, package_book
+from tasks.audio.options import PackageOptions
+from tasks.audio.package import package_book
+from tasks.book import BookMeta
 
 SR = 24_000
 HOSTILE = ["../..", "a/b", "CON", "con.txt", "..", ".", "", "📖🎧" * 40, "长" * 300, "x" * 300,

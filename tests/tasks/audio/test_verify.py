@@ -9,7 +9,7 @@ import pytest
 
 import tasks.audio.verify as V
 from tasks.audio.loudness import true_peak
-from tasks.audio.package import PackageOptions
+from tasks.audio.options import PackageOptions
 from tasks.book import BookMeta
 
 SR = 24_000

@@ -90,7 +90,7 @@ def test_sentences_are_the_subtitle_cues_and_the_original_text(book):
     text in reading order; each chapter's page text the chapter's original text (text.json: title and
     paragraphs, a paragraph per <p>); and the chapter summary of report.json."""
     import manifests
-    from tasks.plan import load_text
+    from tasks.audio.readalong import load_text
 
     got = page_sentences(book / "index.html")
     srts = chapter_srts(book)

@@ -1,10 +1,10 @@
-"""tasks/cast.py: the cast file, who voices a segment, the cast report of `inspect --cast`."""
+"""tasks/voice/cast.py: the cast file, who voices a segment, the cast report of `inspect --cast`."""
 from __future__ import annotations
 
 import pytest
 
-from tasks.cast import Cast, CastVoices, cast_report, load_cast
 from tasks.errors import BookError
+from tasks.voice.cast import Cast, CastVoices, cast_report, load_cast
 
 GOOD = '''narrator = "seed:2222"
 dialogue = "seed:3"

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from engine.voice import VoiceError, VoiceSpec, parse_voice_spec
+from engine.voice import VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
 from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR
 from tasks.errors import BookError
-from tasks.text.quotes import fold
+from tasks.text.quotes import fold, speaker_counts
 
 CAST_KEYS = ("narrator", "dialogue", "characters")
 MAX_NAME_CHARS = 16                  # characters in a character's name
@@ -112,7 +112,6 @@ def resolve_cast(cast: Cast, narrator: str, model: Any) -> CastVoices:
     """Each part's voice for this model (engine/voice.resolve_voice); `narrator` is the narrator's spk_emb
     (the cast's own narrator, resolved by the caller like any book voice).  A part without a voice speaks
     in the narrator's."""
-    from engine.voice import resolve_voice
 
     def resolve(spec: VoiceSpec | None) -> str:
         return narrator if spec is None else resolve_voice(spec, model)
@@ -125,7 +124,6 @@ def cast_report(cast: Cast, parts: Sequence[dict], quotes: dict[int, list]) -> d
     segments, characters and share of the book; the speaker names found with their quote counts and the
     part that voices them; every quote {chapter, text, speaker}.  `parts`: tasks.text.inspect's per
     (role, speaker) tallies."""
-    from tasks.text.quotes import speaker_counts
 
     rows = {ROLE_NARRATOR: _part_row(ROLE_NARRATOR, cast.narrator), ROLE_DIALOGUE: _part_row(ROLE_DIALOGUE,
                                                                                              cast.dialogue)}

@@ -13,15 +13,16 @@ import pytest
 import soundfile as sf
 
 import manifests
-from tasks.errors import GapsError
 from engine.api import Result
 from engine.units import SAMPLE_RATE, estimate_seconds, expected_tokens, samples_for_tokens
 from tasks import stages
 from tasks.book import Book, BookMeta, Chapter, Segment
-from tasks.guard import GuardOptions, check, expected_band, reroll_seed
+from tasks.bookdir import BOOK_JSON, book_json
+from tasks.errors import GapsError
 from tasks.options import RenderOptions
-from tasks.plan import BOOK_JSON, book_info, plan_rows
-from tasks.synthesize import synthesize_book
+from tasks.plan.rows import plan_rows
+from tasks.synthesize.guard import GuardOptions, check, expected_band, reroll_seed
+from tasks.synthesize.render import synthesize_book
 
 TEXTS = ["山高水长，风和日丽，我们一起去看海，看那日出东方。", "春眠不觉晓，处处闻啼鸟。", "夜来风雨声，花落知多少。"]
 
@@ -50,7 +51,7 @@ def make_book(tmp_path: Path) -> tuple[Path, list[dict]]:
     book_dir.mkdir()
     rows = plan_rows(book, segs, "spk" * 30, StubEngine.version, book_dir)
     manifests.commit(book_dir, rows)
-    (book_dir / BOOK_JSON).write_text(json.dumps(book_info(book), ensure_ascii=False), encoding="utf-8")
+    (book_dir / BOOK_JSON).write_text(json.dumps(book_json(book), ensure_ascii=False), encoding="utf-8")
     return book_dir, rows
 
 

@@ -1,37 +1,38 @@
-"""A book's voice: parsed at the edge, resolved once the model is loaded, optionally anchored; saved voices.
+"""A book's voice: parsed at the edge, resolved once the model is loaded; saved voices.
 
     spec = parse_voice("clip:me.m4a", segment=opts.segment)     # engine.voice.parse_voice_spec + the clip's
                                                                 # transcript normalized like the book's text
-    voice = book_voice(spec, stored, engine, anchor=True)       # the voice string the manifest stores
+    voice = book_voice(spec, stored, engine)                    # the voice string the manifest stores
     save_voice("narrator", spec); saved_voices()                # ~/.config/chattts-render/voices/
 
-**Anchor** (`--voice-anchor`): the voice renders ANCHOR_TEXT once (through the quality guard, with the seed
-plan.derive_seed gives that text in that voice), ChatTTS's DVAE encodes the rendering, and every segment is
-conditioned on it (`spk_smp` + `txt_smp`, as upstream's split-text infer conditions a long text on its first
-part).  The anchored voice is a prompt voice string: stored in the manifest, so a rerun renders nothing again.
-A voice that already has a sample (a clip, an anchored voice) is left as it is.
+Anchoring a voice (`--voice-anchor`) renders audio, so it belongs to the synthesize stage
+(tasks/synthesize/anchor.py); this stage only parses, samples and encodes.
 
 **Reuse**: a spec the stored voice was made from keeps the stored string — the same recording (by its bytes'
-sha256) and transcript, or the same voice anchored — so a rerun with the same options neither encodes nor
-renders again, even where the DVAE's arithmetic would differ (another machine, another thread count).
+sha256) and transcript — so a rerun with the same options does not encode again, even where the DVAE's
+arithmetic would differ (another machine, another thread count).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
-from engine.voice import VoiceError, VoiceSpec, decode_voice, parse_voice_spec, resolve_voice
+from engine.atomic import write_bytes
+from engine.clip import clip_origin
+from engine.voice import (NAME_RE, VOICE_SUFFIX, VoiceError, VoiceSpec, decode_voice, parse_voice_spec, resolve_voice,
+                          saved_voice_file, voices_dir)
+from tasks.text.normalize import normalize
+from tasks.text.segment import SegmentOptions
 
-ANCHOR_TEXT = "这是全书朗读所用的声音。从第一章到最后一章，语气、音色和节奏都保持一致。"   # ~8 s, normalized
-ANCHOR_ORIGIN = "anchor"
+DEFAULT_VOICE = "seed:2222"           # a book without a stored voice gets this one
 CLIP_FILE_INFIX = ".clip"             # a saved clip voice's recording: NAME.clip<suffix>, transcript beside it
 
 
 def parse_voice(spec: str, clip_text: str | None = None, segment=None) -> VoiceSpec:
     """engine.voice.parse_voice_spec, then a clip's transcript normalized as the book's text is (`segment`:
     SegmentOptions — t2s, lexicon, numbers read aloud), since it is spoken in the same prompt."""
-    from tasks.text.normalize import normalize
-    from tasks.text.segment import SegmentOptions
 
     out = parse_voice_spec(spec, clip_text=clip_text)
     if out.clip is None:
@@ -43,22 +44,24 @@ def parse_voice(spec: str, clip_text: str | None = None, segment=None) -> VoiceS
     return replace(out, clip_text=text)
 
 
-def book_voice(spec: VoiceSpec | None, stored: str | None, engine, anchor: bool = False, guard=None) -> str:
-    """The book's voice string: an explicit spec wins, else the stored voice, else DEFAULT_VOICE; anchored when
-    asked.  A spec the stored voice was made from keeps the stored string (see the module docstring)."""
-    from tasks.options import DEFAULT_VOICE
+@lru_cache(maxsize=256)
+def voice_id(spk_emb: str) -> str:
+    """A voice string's short id (in content keys and seeds: tasks/plan/rows.py)."""
+    return hashlib.sha256(spk_emb.encode()).hexdigest()[:16]
 
+
+def book_voice(spec: VoiceSpec | None, stored: str | None, engine) -> str:
+    """The book's voice string: an explicit spec wins, else the stored voice, else DEFAULT_VOICE.  A spec the
+    stored voice was made from keeps the stored string (see the module docstring).  An anchored stored voice is
+    kept as it is when no spec is given."""
     if spec is None and stored:
-        voice = stored
-    else:
-        spec = spec or parse_voice_spec(DEFAULT_VOICE)
-        voice = _made_from(spec, stored) or resolve_voice(spec, engine.loaded)
-    return anchored(voice, stored, engine, guard) if anchor else voice
+        return stored
+    spec = spec or parse_voice_spec(DEFAULT_VOICE)
+    return _made_from(spec, stored) or resolve_voice(spec, engine.loaded)
 
 
 def _made_from(spec: VoiceSpec, stored: str | None) -> str | None:
     """`stored` when it was encoded from this clip spec (same recording bytes, same transcript), else None."""
-    from engine.clip import clip_origin
 
     if spec.clip is None or not stored:
         return None
@@ -67,33 +70,12 @@ def _made_from(spec: VoiceSpec, stored: str | None) -> str | None:
     return stored if same else None
 
 
-def anchored(voice: str, stored: str | None, engine, guard=None) -> str:
-    """`voice` conditioned on its own rendering of ANCHOR_TEXT (see the module docstring); `stored` when it
-    already is that; a voice with a sample as it is."""
-    from tasks.guard import GuardOptions
-    from tasks.plan import derive_seed, voice_id
-    from tasks.synthesize import render_guarded
-
-    if decode_voice(voice).spk_smp is not None:
-        return voice
-    if stored:
-        s = decode_voice(stored)
-        if s.origin == ANCHOR_ORIGIN and s.spk_emb == voice and s.txt_smp == ANCHOR_TEXT:
-            return stored
-    item = {"anchor": (ANCHOR_TEXT, voice, derive_seed(ANCHOR_TEXT, voice_id(voice)))}
-    # the guard's accepted rendering, or its last attempt when every attempt failed (the anchor is one sample)
-    _key, audio, _reason, _attempt = next(render_guarded(engine, item, guard or GuardOptions()))
-    return engine.anchor_voice(voice, audio, ANCHOR_TEXT)
-
-
 # ------------------------------------------------------------------------------------------- saved voices
 
 def save_voice(name: str, spec: VoiceSpec, force: bool = False) -> Path:
     """Keep `spec` as a saved voice NAME (voices_dir()/NAME.voice): a seed as `seed:N`, a voice string as is, a
     recording copied beside it (NAME.clip<suffix> and its transcript) so the voice outlives the original
     file.  VoiceError for a bad name, or an existing one without `force`.  Returns the .voice file."""
-    from engine.atomic import write_bytes
-    from engine.voice import NAME_RE, saved_voice_file, voices_dir
 
     if not NAME_RE.match(name):
         raise VoiceError(f"voice name {name!r}: use up to 40 ASCII letters, digits, '-' and '_', starting with "
@@ -121,8 +103,6 @@ def save_voice(name: str, spec: VoiceSpec, force: bool = False) -> Path:
 def saved_voices() -> list[dict]:
     """Every saved voice, by name: {name, spec (what --voice NAME stands for, shortened), kind, problem}.
     A saved voice that no longer parses (its recording gone) is listed with the problem."""
-    from engine.voice import VOICE_SUFFIX, NAME_RE, voices_dir
-    from tasks.plan import voice_id
 
     out = []
     for f in sorted(voices_dir().glob(f"*{VOICE_SUFFIX}")):
@@ -148,7 +128,6 @@ def saved_voices() -> list[dict]:
 
 def format_saved(entries: list[dict]) -> str:
     """`chattts-render voices list`: one line per saved voice."""
-    from engine.voice import voices_dir
 
     if not entries:
         return f"no saved voices in {voices_dir()} (chattts-render voices save NAME --voice SPEC)"

@@ -3,15 +3,18 @@
 A book needs rendering when it is new, changed (its source file's sha256 differs from the one recorded after
 its last render) or incomplete (its manifest has segments not done, or it was never packaged).  A book whose
 render is in flight (its book-dir lock is held; in a store, its lease) is left alone.  The output root may be
-a store URL: the state is then read from the store (tasks/storage.py).  Plain functions: flows/nightly.py
+a store URL: the state is then read from the store (tasks/fleet/storage.py).  Plain functions: flows/nightly.py
 starts one render per book that needs it; the tests call these without a server."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from manifests.lock import render_in_flight
 from manifests.source import read_source_hash, source_sha256
+from tasks.bookdir import REPORT_NAME, book_slug
 from tasks.errors import BookError
+from tasks.fleet.storage import Store, book_view, is_url
 
 CATALOGUE_SUFFIXES = (".epub", ".txt")
 
@@ -35,7 +38,6 @@ class BookState:
 def render_complete(book_dir: str | Path) -> bool:
     """Every segment of the latest plan is done and the outputs were packaged (report.json exists)."""
     from manifests import STATUS_DONE, load
-    from tasks.audio.package import REPORT_NAME
 
     book_dir = Path(book_dir)
     table = load(book_dir)
@@ -44,23 +46,9 @@ def render_complete(book_dir: str | Path) -> bool:
     return all(s == STATUS_DONE for s in table.column("status").to_pylist())
 
 
-def render_in_flight(book_dir: str | Path) -> bool:
-    """True when a live process holds the book dir's lock (tried non-blockingly, released at once)."""
-    from manifests.lock import BookLock, BookLocked
-
-    if not Path(book_dir).is_dir():          # BookLock would create it: a missing dir has no holder
-        return False
-    try:
-        BookLock(book_dir).acquire().release()
-    except BookLocked:
-        return True
-    return False
-
-
 def book_state(book: str | Path, out: str | Path, store=None) -> BookState:
-    """The book's state in `out`: a folder, or a store URL with `store` its tasks.storage.Store (the state is
+    """The book's state in `out`: a folder, or a store URL with `store` its tasks.fleet.storage.Store (the state is
     read from the store's copy of the manifest, source record and report.json; "running" is its live lease)."""
-    from tasks.options import book_slug
 
     book = Path(book).resolve()
     slug = book_slug(book)
@@ -68,8 +56,7 @@ def book_state(book: str | Path, out: str | Path, store=None) -> BookState:
     if store is None:
         book_dir = Path(out).resolve() / slug
         return BookState(str(book), str(book_dir), sha, _state(book_dir, sha, render_in_flight(book_dir)))
-    from tasks.lease import Lease
-    from tasks.storage import book_view
+    from tasks.fleet.lease import Lease
 
     with book_view(store, slug) as view:
         state = _state(view, sha, Lease(store, store.key(slug)).held())
@@ -103,7 +90,6 @@ def scan_catalogue(catalogue: str | Path, out: str | Path) -> list[BookState]:
     """Each book's state; `out` a folder or a store URL (StoreError when it cannot be used).  Two books that
     would share an output folder (same slug) are a BookError.  Files under `out` are outputs (a read-along
     EPUB), never books, when the output folder is inside the catalogue."""
-    from tasks.storage import Store, is_url
 
     store, books = None, catalogue_books(catalogue)
     if is_url(out):

@@ -5,8 +5,8 @@ import pytest
 
 from manifests import STATUS_DONE, STATUS_PENDING
 from manifests.lock import BookLock
-from tasks.catalogue import (CHANGED, COMPLETE, INCOMPLETE, NEW, RUNNING, book_state, catalogue_books,
-                             scan_catalogue)
+from tasks.catalogue.scan import (CHANGED, COMPLETE, INCOMPLETE, NEW, RUNNING, book_state, catalogue_books,
+                                  scan_catalogue)
 from tasks.errors import BookError
 from tests.flows.helpers import fake_render, write_txt_book
 
@@ -39,7 +39,7 @@ def test_book_states_in_a_store(s3_server, tmp_path):
     import json
     import time
 
-    from tasks.lease import LEASE_NAME
+    from tasks.bookdir import LEASE_NAME
     from tests.s3server import environ_with
 
     cat, local = tmp_path / "cat", tmp_path / "local"

@@ -1,8 +1,9 @@
-"""Plan: an engine version bump keeps a book's audio from the versions the engine adopts (tasks/plan.py)."""
+"""Plan: an engine version bump keeps a book's audio from the versions the engine adopts (tasks/plan/rows.py)."""
 from __future__ import annotations
 
 from tasks.book import Book, BookMeta, Chapter, Segment
-from tasks.plan import content_key, derive_seed, plan_rows, voice_id
+from tasks.plan.rows import content_key, derive_seed, plan_rows
+from tasks.voice.voices import voice_id
 
 OLD, NEW, OTHER = "ours2-fp-fp32-cpu", "ours3-fp-fp32-cpu", "ours2-otherfp-fp32-cpu"
 TEXTS = ("山高水长。", "风和日丽。", "春眠不觉晓。")

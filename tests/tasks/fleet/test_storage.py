@@ -1,4 +1,4 @@
-"""tasks/storage.py against moto's S3 server on loopback with the real s3fs client: what is published when,
+"""tasks/fleet/storage.py against moto's S3 server on loopback with the real s3fs client: what is published when,
 what a pull brings back, and what the end of a run leaves in the store."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 import manifests
 from manifests.store import on_commit
-from tasks import storage
+from tasks.fleet import storage
 from tests.s3server import environ_with
 
 AUDIO = "segments/ab/abc.flac"

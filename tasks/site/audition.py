@@ -5,7 +5,7 @@
 
 The passage is the first ~15 s of the book's first chapter after normalization (or `text`, normalized the same
 way).  Candidates: the book's stored voice (when it was rendered into OUT), every saved voice
-(tasks/voices.py), then `seed:S` … `seed:S+N-1`; a voice that sounds the same as an earlier one (the same voice
+(tasks/voice/voices.py), then `seed:S` … `seed:S+N-1`; a voice that sounds the same as an earlier one (the same voice
 string) is listed once.  Each candidate is rendered like a segment — seed plan.derive_seed(passage, voice),
 content key plan.content_key, the quality guard, audio in the book's content-addressed `segments/` — so the
 same passage in the same voice is never rendered twice (a segment of the book with the same text is that same
@@ -19,7 +19,17 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.voice import MAX_SEED, VoiceError, VoiceSpec, parse_voice_spec
+from engine.atomic import write_bytes
+from engine.units import SAMPLE_RATE, estimate_seconds, speakable_chars
+from engine.voice import MAX_SEED, VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
+from tasks.audio.names import safe_name
+from tasks.bookdir import PAGE_NAME, VOICES_DIRNAME, audio_relpath
+from tasks.errors import BookError
+from tasks.ingest import load_book
+from tasks.plan.rows import content_key, derive_seed
+from tasks.text.normalize import normalize
+from tasks.text.segment import segment_chapter
+from tasks.voice.voices import saved_voices, voice_id
 
 AUDITION_SECONDS = 15.0            # s: the default passage is the first chapter's pieces up to this long
 PIECE_SECONDS = 8.0                # s: the pieces it is packed from (the segmenter's target for the passage)
@@ -27,9 +37,7 @@ MAX_PASSAGE_SECONDS = 25.0         # s: never longer than this
 DEFAULT_COUNT = 12
 DEFAULT_FROM_SEED = 2222           # the default voice (tasks.options.DEFAULT_VOICE) is the first seed
 MAX_COUNT = 100
-VOICES_DIRNAME = "voices"
 VOICES_JSON = "voices.json"
-PAGE = "index.html"
 BOOK_VOICE_NAME = "book"           # the candidate that is the book's stored voice
 
 
@@ -62,10 +70,6 @@ def passage(book, segment, text: str | None = None) -> str:
     nothing of it can be spoken."""
     from dataclasses import replace
 
-    from engine.units import estimate_seconds, speakable_chars
-    from tasks.errors import BookError
-    from tasks.text.normalize import normalize
-    from tasks.text.segment import segment_chapter
 
     if text is not None:
         out = normalize(text, t2s=segment.t2s, lexicon=segment.lexicon, tn=segment.tn).strip()
@@ -88,7 +92,6 @@ def passage(book, segment, text: str | None = None) -> str:
 
 def candidates(aud: AuditionOptions, stored: str | None) -> tuple[list[Candidate], list[str]]:
     """(candidates in page order, notes on saved voices that cannot be used)."""
-    from tasks.voices import saved_voices
 
     out, notes = [], []
     if stored:
@@ -107,12 +110,8 @@ def candidates(aud: AuditionOptions, stored: str | None) -> tuple[list[Candidate
 def audition(opts, aud: AuditionOptions, get_engine) -> dict:
     """Render the audition of `opts.book` into OUT/<book>/voices/ (see the module docstring).  The caller holds
     the book's lock.  Returns {dir, candidates, rendered, cached, notes}."""
-    from engine.units import SAMPLE_RATE
-    from engine.voice import resolve_voice
     from manifests import load
-    from tasks.ingest import load_book
-    from tasks.plan import audio_relpath, content_key, derive_seed, voice_id
-    from tasks.synthesize import render_guarded, write_segment_audio
+    from tasks.synthesize.render import render_guarded, write_segment_audio
 
     book = load_book(opts.book)                          # BookError: nothing written yet
     text = passage(book, opts.segment, aud.text)
@@ -153,11 +152,7 @@ def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]]
                  failed: dict[str, tuple[object, str]]) -> list[dict]:
     """Copy each candidate's audio into voices/ as NN-<name>.flac (a guard failure: its last rendering); remove
     the files of candidates no longer listed.  Returns the voices.json entries."""
-    from engine.atomic import write_bytes
-    from engine.units import SAMPLE_RATE
-    from tasks.audio.names import safe_name
-    from tasks.plan import audio_relpath, voice_id
-    from tasks.synthesize import _audio_frames, write_segment_audio
+    from tasks.synthesize.render import _audio_frames, write_segment_audio
 
     folder = book_dir / VOICES_DIRNAME
     folder.mkdir(parents=True, exist_ok=True)
@@ -182,11 +177,10 @@ def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]]
 
 def _write_page(folder: Path, info: dict) -> None:
     """voices.json and index.html (self-contained: inline style and script, relative audio links)."""
-    from engine.atomic import write_bytes
 
     write_bytes(folder / VOICES_JSON, json.dumps(info, ensure_ascii=False, indent=1).encode("utf-8"),
                 keep_same=True)
-    write_bytes(folder / PAGE, page_html(info).encode("utf-8"), keep_same=True)
+    write_bytes(folder / PAGE_NAME, page_html(info).encode("utf-8"), keep_same=True)
 
 
 PAGE_STYLE = """body{font:15px/1.5 system-ui,sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#222}

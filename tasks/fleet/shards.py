@@ -21,9 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.atomic import read_json, write_bytes
+from engine.units import expected_tokens
+from tasks.bookdir import SHARD_FILE
 from tasks.errors import RenderFailed
+from tasks.fleet.storage import Store, book_view, is_url
+from tasks.ingest import load_book
+from tasks.plan.rows import to_render
 
-SHARD_FILE = ".shards.json"
 MAX_SHARDS = 64               # shards of one book at most
 TOKEN_BYTES = 4               # random bytes of a sharded render's token (8 hex characters)
 
@@ -43,7 +47,7 @@ class Shard:
 
 def writer_tag(token: str, index: int) -> str:
     """Shard `index`'s manifest writer tag (manifests.commit) and scratch folder name; ValueError for a token
-    that is not one tasks.shards.start makes."""
+    that is not one tasks.fleet.shards.start makes."""
     if not (len(token) == 2 * TOKEN_BYTES and all(c in "0123456789abcdef" for c in token)):
         raise ValueError(f"shard token {token!r}: not a token of a sharded render")
     return f"{token}s{index}"
@@ -81,33 +85,21 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
     left: with planned (its manifest plans this very source), its rows still to render; else the book's segments
     (read and segmented with default options)."""
     from manifests import load
-    from tasks.guard import GuardOptions
-    from tasks.storage import Store, book_view, is_url
 
-    left = lambda folder: len(to_render(load(folder).to_pylist(), GuardOptions()))   # noqa: E731
+    left = lambda folder: len(to_render(load(folder).to_pylist()))   # noqa: E731
     if planned and is_url(book_dir):
         root, slug = str(book_dir).rstrip("/").rsplit("/", 1)
         with book_view(Store(root), slug) as view:
             return left(view)
     if planned and (Path(book_dir) / "manifest").is_dir():
         return left(book_dir)
-    from tasks.ingest import load_book
-    from tasks.plan import segment_book
+    from tasks.plan.prepare import segment_book
 
     return len(segment_book(load_book(book))[0])
 
 
-def to_render(rows: list[dict], guard) -> list[dict]:
-    """The rows a render still renders: not done, and not failed for good (tasks.guard.is_final_failure)."""
-    from manifests import STATUS_DONE
-    from tasks.guard import is_final_failure
-
-    return [r for r in rows if r["status"] != STATUS_DONE and not is_final_failure(r, guard)]
-
-
 def split(rows: list[dict], n: int) -> list[list[str]]:
     """The content keys of rows (each once) dealt to n shards, balanced by expected tokens."""
-    from engine.units import expected_tokens
 
     weight: dict[str, int] = {}
     for r in rows:
@@ -127,7 +119,7 @@ def start(book_dir: Path, n: int, guard) -> ShardPlan:
 
     rows = load(book_dir).to_pylist()
     plan = ShardPlan(secrets.token_hex(TOKEN_BYTES), rows[0]["plan_id"] if rows else "",
-                     tuple(tuple(keys) for keys in split(to_render(rows, guard), n)),
+                     tuple(tuple(keys) for keys in split(to_render(rows, guard.max_attempts), n)),
                      sum(r["status"] == STATUS_DONE for r in rows))
     data = {"token": plan.token, "plan_id": plan.plan_id, "done": plan.done, "shards": [list(s) for s in plan.shards]}
     write_bytes(Path(book_dir) / SHARD_FILE, json.dumps(data).encode(), durable=True)
@@ -152,7 +144,7 @@ def gather(book_dir: Path, plan: ShardPlan, guard) -> dict:
     from manifests import STATUS_DONE, STATUS_FAILED, compact, load
 
     rows = load(book_dir).to_pylist()
-    left = to_render(rows, guard)
+    left = to_render(rows, guard.max_attempts)
     if left:
         raise RenderFailed(str(book_dir), f"{len(left)} segments were not rendered by the shards; rerun to "
                                           "render only those")

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from manifests.lock import BookLocked
+from tasks.bookdir import LEASE_NAME
 
-LEASE_NAME = ".lease.json"
 LEASE_TTL_S = 120.0          # s: a lease not renewed for this long is free
 RENEW_EVERY_S = 30.0         # s between renewals (well under the TTL: three may fail before it expires)
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")     # tells a reboot from the same boot (pids are reused)

@@ -1,4 +1,4 @@
-"""Audition (tasks/audition.py): `chattts-render voices BOOK` writes one file per candidate, voices.json and an
+"""Audition (tasks/site/audition.py): `chattts-render voices BOOK` writes one file per candidate, voices.json and an
 offline page that works in a real browser; renders are cached like segments; saved and stored voices join."""
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_saved_and_stored_voices_join_once(tmp_path, monkeypatch, capsys):
     import manifests
     from engine.loader import load_chattts
     from engine.voice import parse_voice_spec, sample_voice
-    from tasks.voices import save_voice
+    from tasks.voice.voices import save_voice
 
     monkeypatch.setenv("CHATTTS_RENDER_VOICES", str(tmp_path / "saved"))
     stored = sample_voice(load_chattts("random-tiny"), 77)
@@ -141,9 +141,9 @@ def test_saved_and_stored_voices_join_once(tmp_path, monkeypatch, capsys):
 
 def test_the_passage(tmp_path):
     from engine.units import estimate_seconds
-    from tasks.audition import AUDITION_SECONDS, MAX_PASSAGE_SECONDS, passage
     from tasks.errors import BookError
     from tasks.ingest import load_book
+    from tasks.site.audition import AUDITION_SECONDS, MAX_PASSAGE_SECONDS, passage
     from tasks.text.segment import SegmentOptions
 
     book = load_book(SAMPLE)
@@ -156,7 +156,7 @@ def test_the_passage(tmp_path):
 
 
 def test_bad_audition_input_creates_nothing(tmp_path, capsys):
-    from tasks.audition import AuditionOptions
+    from tasks.site.audition import AuditionOptions
 
     out = tmp_path / "out"
     for args in ([str(tmp_path / "none.epub")], [str(SAMPLE), "--count", "101"], [str(SAMPLE), "--from-seed", "-1"],

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.units import estimate_seconds
+from tasks.plan.rows import GUARD_REASON_PREFIX as REASON_PREFIX  # manifest `error` of a segment the guard failed
+from tasks.plan.rows import MAX_ATTEMPTS  # renders per segment, the first included
+
 MIN_RATIO = 0.4           # duration / expected below this is truncated
 MAX_RATIO = 2.5           # duration / expected above this is babbling
 SLACK_S = 1.0             # s, absolute slack on both sides of the band (short texts vary most)
-MAX_ATTEMPTS = 3          # renders per segment, the first included
-REASON_PREFIX = "guard:"  # manifest `error` of a segment the guard failed
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,6 @@ class GuardOptions:
 
 def expected_band(text: str, opts: GuardOptions = GuardOptions()) -> tuple[float, float]:
     """(lo, hi) seconds a rendering of `text` may last."""
-    from engine.units import estimate_seconds
-
     e = estimate_seconds(text)
     return max(0.0, opts.min_ratio * e - opts.slack_s), opts.max_ratio * e + opts.slack_s
 
@@ -76,16 +76,8 @@ def reroll_seed(seed: int, attempt: int) -> int:
     return int.from_bytes(h[:8], "big") >> 1
 
 
-def is_final_failure(row: dict, opts: GuardOptions = GuardOptions()) -> bool:
-    """A row the guard already failed after all its attempts: rendering it again gives the same audio."""
-    return (row.get("status") == "failed" and (row.get("error") or "").startswith(REASON_PREFIX)
-            and (row.get("attempts") or 0) >= opts.max_attempts)
-
-
 def gap_seconds(text: str) -> float:
     """Silence put in place of a failed segment under --allow-gaps: its expected duration."""
-    from engine.units import estimate_seconds
-
     return float(estimate_seconds(text))
 
 

@@ -12,7 +12,7 @@ around it (`attached(opts)`):
               audio that is not there.  After the run: the outputs (chapter files, report.json, pages …),
               and the store's manifest parts that compaction folded away are deleted (the compacted part was
               uploaded first)
-    lease     one render per book across machines (tasks/lease.py)
+    lease     one render per book across machines (tasks/fleet/lease.py)
 
 Nothing in the store is ever half-written: every object is one PUT of a complete local file (S3, GCS and
 Azure make an object visible only when its upload — single or multipart — completes), so a reader sees the
@@ -29,6 +29,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from engine.atomic import TEMP_PREFIX, atomic_path, read_json
+from engine.atomic import scratch as temp_in
+from tasks.bookdir import BOOK_JSON, COVERAGE_JSON, REPORT_NAME, SHARD_FILE, TEXT_JSON
 from tasks.errors import BookError, RenderFailed, StoreError
 
 SCRATCH_ENV = "CHATTTS_RENDER_SCRATCH"          # overrides the default scratch folder
@@ -107,7 +110,6 @@ class Store:
 
     def get(self, key: str, local: Path) -> None:
         """Download key to local atomically and fsynced (engine.atomic: a resume trusts what it finds)."""
-        from engine.atomic import atomic_path
 
         local.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(local, durable=True) as tmp:
@@ -161,7 +163,7 @@ class Publisher:
         self.puts += 1
 
     def publish(self, rel: str) -> None:
-        """Upload one file of the book dir now (a sharded render's shard file, tasks/shards.py)."""
+        """Upload one file of the book dir now (a sharded render's shard file, tasks/fleet/shards.py)."""
         self._put(rel)
 
     def remove(self, rel: str) -> None:
@@ -197,8 +199,6 @@ class Publisher:
     def pull_records(self) -> None:
         """What packaging reads besides the manifest (book.json, its cover, text.json, coverage.json), so that
         `package --out URL` works from an empty scratch folder."""
-        from engine.atomic import read_json
-        from tasks.plan import BOOK_JSON, COVERAGE_JSON, TEXT_JSON
 
         self.pull_files(BOOK_JSON, TEXT_JSON, COVERAGE_JSON)
         if cover := read_json(self.book_dir / BOOK_JSON).get("cover_file"):
@@ -234,7 +234,6 @@ class Publisher:
     def finish(self) -> None:
         """After the run: delete the store's parts that compaction folded away, publish the source record and
         the outputs."""
-        from engine.atomic import TEMP_PREFIX
         from manifests import manifest_dir
         from manifests.source import SOURCE_RECORD
         from manifests.store import PART_RE
@@ -268,7 +267,7 @@ def attached(opts):
         yield None
         return
     from manifests.store import on_commit
-    from tasks.lease import Lease
+    from tasks.fleet.lease import Lease
 
     store = Store(opts.store)
     store.check()
@@ -292,7 +291,6 @@ def attached_shard(opts, writer: str):
     import shutil
 
     from manifests.store import on_commit
-    from tasks.shards import SHARD_FILE
 
     store = Store(opts.store)
     store.check()
@@ -300,7 +298,7 @@ def attached_shard(opts, writer: str):
     pub = Publisher(store, root / opts.book_dir.name)
     try:
         pub.pull_manifest()
-        pub.pull_files(SHARD_FILE)                      # absent: the shard is refused (tasks.shards.shard)
+        pub.pull_files(SHARD_FILE)                      # absent: the shard is refused (tasks.fleet.shards.shard)
         with on_commit(pub.book_dir, pub.on_commit):
             yield pub.book_dir
     finally:
@@ -321,8 +319,6 @@ def load_manifest(opts):
 def book_view(store: Store, slug: str, scratch: Path | None = None):
     """What tells a book's state in the store — its manifest (parts, source record) and report.json —
     mirrored into a temp folder of the store's scratch folder; yields the mirrored book dir."""
-    from engine.atomic import scratch as temp_in
-    from tasks.audio.package import REPORT_NAME
 
     root = Path(scratch) if scratch is not None else scratch_root(None, store.url)
     root.mkdir(parents=True, exist_ok=True)

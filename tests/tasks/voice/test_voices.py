@@ -1,4 +1,4 @@
-"""A book's voice (tasks/voices.py): saved voices, the clip transcript normalized, the stored voice reused, the
+"""A book's voice (tasks/voice/voices.py): saved voices, the clip transcript normalized, the stored voice reused, the
 voice anchor; and the default path unchanged (the voice string of seed:2222 is the plain spk_emb string)."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("ChatTTS")
 
 from engine.voice import VoiceError, decode_voice, parse_voice_spec  # noqa: E402
-from tasks.voices import (ANCHOR_TEXT, book_voice, format_saved, parse_voice, save_voice,  # noqa: E402
-                          saved_voices)
+from tasks.synthesize.anchor import ANCHOR_TEXT
+from tasks.voice.voices import book_voice, format_saved, parse_voice, save_voice, saved_voices
 from tests.engine.helpers import write_clip  # noqa: E402
 
 
@@ -114,7 +114,8 @@ def test_a_stored_clip_voice_is_reused_not_encoded_again(engine, tmp_path, monke
 def test_the_voice_anchor(engine, monkeypatch):
     """Anchoring renders the reference passage once, in the voice, and conditions on it; deterministic;
     reused from the manifest; a voice that has a sample is left as it is."""
-    from tasks.plan import derive_seed, voice_id
+    from tasks.plan.rows import derive_seed
+    from tasks.voice.voices import voice_id
 
     base = engine.sample_voice(5)
     a = book_voice(parse_voice_spec("seed:5"), None, engine, anchor=True)
@@ -130,7 +131,7 @@ def test_the_voice_anchor(engine, monkeypatch):
     def no_render(*a, **k):
         raise AssertionError("rendered again")
 
-    monkeypatch.setattr("tasks.synthesize.render_guarded", no_render)
+    monkeypatch.setattr("tasks.synthesize.render.render_guarded", no_render)
     assert book_voice(parse_voice_spec("seed:5"), a, engine, anchor=True) == a           # reused
     assert book_voice(None, a, engine, anchor=True) == a
     assert book_voice(parse_voice_spec(a), None, engine, anchor=True) == a               # has a sample already

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.units import hms
+from tasks.bookdir import read_report
+
 
 def book_table(book_dir: Path) -> list[dict]:
     """One row per chapter: segments done/failed, rendered seconds, and the final file's duration and loudness
     (from manifests.summary and report.json)."""
     from manifests import load, summary
-    from tasks.site.player import read_report
 
     report = read_report(book_dir)
     files: dict[int, dict] = {}
@@ -49,9 +51,3 @@ def summary_line(book_dir: Path, rows: list[dict], result: dict, seconds: float)
         counts = f" ({result['rendered']} rendered, {result['adopted'] + result['already_done']} reused{failed})"
     return (f"{book_dir}: {len(rows)} chapters, {sum(r['done'] for r in rows)} segments{counts}, "
             f"{sum(r['done_s'] for r in rows) / 60:.1f} min of audio, {seconds:.1f} s")
-
-
-def hms(s: float) -> str:
-    """Seconds as m:ss, or h:mm:ss from an hour on."""
-    s = int(round(s))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"

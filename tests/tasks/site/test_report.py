@@ -1,8 +1,9 @@
 """What a render tells its user: the chapter table, the status listing, the closing line."""
 from __future__ import annotations
 
+from engine.units import hms
 from manifests import STATUS_DONE
-from tasks.report import book_table, format_status, hms, summary_line
+from tasks.site.report import book_table, format_status, summary_line
 from tests.flows.helpers import fake_render, write_txt_book
 
 

@@ -13,7 +13,12 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from engine.api import Request
+from engine.atomic import write_bytes
+from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
+from tasks.errors import RenderFailed
+from tasks.plan.rows import to_render
 
 COMMIT_EVERY_ROWS = 8          # rows per manifest part while rendering
 COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anything finished
@@ -28,7 +33,6 @@ def write_segment_audio(path: Path, audio: np.ndarray, sample_rate: int) -> None
 
     import soundfile as sf
 
-    from engine.atomic import write_bytes
 
     buf = io.BytesIO()
     sf.write(buf, audio, sample_rate, format="FLAC", subtype=AUDIO_SUBTYPE)
@@ -46,12 +50,10 @@ def _audio_frames(path: Path) -> int | None:
 
 
 def render_guarded(engine, items: dict[str, tuple[str, str, int]], guard) -> Iterator[tuple]:
-    """Render each item, key -> (text, voice string, seed), through the quality guard (tasks.guard): an
+    """Render each item, key -> (text, voice string, seed), through the quality guard (tasks.synthesize.guard): an
     outlier is re-rendered with reroll_seed(seed, attempt) up to guard.max_attempts.  Yields (key, audio,
     reason, attempt) as items finish: reason is None for accepted audio, else why the last attempt failed."""
-    from engine.api import Request
-    from engine.units import SAMPLE_RATE
-    from tasks.guard import check, reroll_seed
+    from tasks.synthesize.guard import check, reroll_seed
 
     keys = list(items)
     for attempt in range(1, guard.max_attempts + 1):
@@ -73,15 +75,13 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
                     guard=None, shard=None) -> dict:
     """Render every pending row of the book's manifest (and failed rows that may succeed on another try).
     Returns counts {rendered, adopted, already_done, failed, total}.  `on_done(done, total)` is called as
-    rows finish.  Each result passes the quality guard (tasks.guard) or is re-rolled with a derived seed; a
+    rows finish.  Each result passes the quality guard (tasks.synthesize.guard) or is re-rolled with a derived seed; a
     segment that fails every attempt is committed as failed with the reason and its attempt count.
-    With shard (tasks.shards.Shard): only the rows of its content keys, committed as its parts (its writer
+    With shard (tasks.fleet.shards.Shard): only the rows of its content keys, committed as its parts (its writer
     tag), while other shards render the rest of the book at the same time."""
-    from engine.units import SAMPLE_RATE
     import manifests
     from manifests import STATUS_DONE, STATUS_FAILED, load
-    from tasks.guard import GuardOptions
-    from tasks.shards import to_render
+    from tasks.synthesize.guard import GuardOptions
 
     guard = guard or GuardOptions()
     rows = load(book_dir).to_pylist()
@@ -89,7 +89,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
         rows = [r for r in rows if r["content_key"] in shard.keys]
     total = len(rows)
     unfinished = sum(r["status"] != STATUS_DONE for r in rows)
-    todo = to_render(rows, guard)                  # final failures are left: the same audio again
+    todo = to_render(rows, guard.max_attempts)                  # final failures are left: the same audio again
     counts = {"rendered": 0, "adopted": 0, "already_done": total - unfinished,
               "failed": unfinished - len(todo), "total": total}
     done_count = counts["already_done"]
@@ -105,6 +105,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
                             "duration_s": frames / SAMPLE_RATE, "error": "", "attempts": max(r["attempts"], 1)})
         else:
             pending.append(r)
+    check_engine(book_dir, pending, engine.version)
     if adopted:
         commit(book_dir, adopted)
         counts["adopted"] = len(adopted)
@@ -148,3 +149,17 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     finally:
         commit(book_dir, batch)   # whatever finished is kept, also when the engine fails
     return counts
+
+
+def check_engine(book_dir: Path, rows: list[dict], version: str) -> None:
+    """RenderFailed (one line) when a row to render was planned for another engine than `version`: its content
+    key names the engine whose arithmetic makes its audio, so audio of another back-end (our kernel, oneDNN,
+    another ISA) is never stored under it.  A render re-plans first (tasks.plan.prepare: the rows get this
+    engine's keys); a shard renders its parent's plan as it is, so a shard on a worker whose engine differs
+    refuses here before it renders anything."""
+    other = sorted({r["engine_version"] for r in rows} - {version})
+    if other:
+        n = sum(r["engine_version"] != version for r in rows)
+        raise RenderFailed(str(book_dir), f"{n} segments to render were planned for engine {other[0]}, but this "
+                                          f"process runs {version}; render them where the engine is the same "
+                                          "(or rerun the whole render here, which plans them for this engine)")

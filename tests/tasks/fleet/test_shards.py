@@ -1,4 +1,4 @@
-"""tasks/shards.py: the split of a book's rows over shards (property-tested), the shard file that authorises a
+"""tasks/fleet/shards.py: the split of a book's rows over shards (property-tested), the shard file that authorises a
 shard, and shards rendering one book side by side (the guard's engine double: no model)."""
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 import manifests
 from engine.units import expected_tokens
-from tasks import shards
 from tasks.errors import RenderFailed
-from tasks.guard import GuardOptions
-from tasks.synthesize import synthesize_book
-from tests.tasks.test_guard import StubEngine, make_book
+from tasks.fleet import shards
+from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.render import synthesize_book
+from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
 TEXT = st.text(alphabet="山水风月花鸟，。", min_size=1, max_size=60)
 # rows as (key, text); a repeated key is a repeated sentence (same text)
@@ -113,7 +113,7 @@ def test_shard_count_from_the_size_and_the_deployment_parameters():
 
 def test_segments_left_reads_the_manifest_or_segments_the_book(tmp_path):
     from tasks.ingest import load_book
-    from tasks.plan import segment_book
+    from tasks.plan.prepare import segment_book
     from tests.flows.helpers import write_txt_book
 
     book = write_txt_book(tmp_path / "novel.txt", chapters=3, sentences=20)

@@ -1,4 +1,4 @@
-"""tasks/lease.py against moto's S3 server with the real s3fs client: one holder per book, conditional create,
+"""tasks/fleet/lease.py against moto's S3 server with the real s3fs client: one holder per book, conditional create,
 takeover of an expired lease or of one whose holder died on this machine, release of one's own lease only."""
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import time
 import pytest
 
 from manifests.lock import BookLocked
-from tasks.lease import LEASE_NAME, Lease, this_machine
-from tasks.storage import Store
+from tasks.bookdir import LEASE_NAME
+from tasks.fleet.lease import Lease, this_machine
+from tasks.fleet.storage import Store
 from tests.s3server import environ_with
 
 

@@ -1,0 +1,58 @@
+"""What packaging's writers share: the chapter formats, PackageOptions (its defaults and the one validator) and a
+chapter prepared for encoding (tasks/audio/package.py prepares it; verify.py, epub3.py and package.py write it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from engine.units import SAMPLE_RATE
+from tasks.audio.encode import BITRATES_KBPS, MP3_RATES
+from tasks.audio.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
+from tasks.audio.names import BOOK_FORMATS, FORMATS
+from tasks.audio.subtitles import SUBTITLE_FORMATS
+
+
+@dataclass(frozen=True)
+class PackageOptions:
+    formats: tuple[str, ...] = ("flac",)   # chapter formats and/or book formats ("m4b", "epub")
+    sample_rate: int = SAMPLE_RATE         # output rate; resampled with torchaudio when not 24 kHz
+    normalize: bool = True                 # loudness-normalize each chapter and limit its true peak
+    target_lufs: float = TARGET_LUFS       # LUFS, integrated loudness of every final file
+    true_peak_dbtp: float = TRUE_PEAK_DBTP  # dBTP, ceiling of every final file
+    subtitles: tuple[str, ...] = SUBTITLE_FORMATS   # per chapter, and book-wide with the M4B
+    subtitle_sentences: bool = False       # split each segment's cue into sentences (times estimated inside)
+    bitrates_kbps: Mapping[str, int] = field(default_factory=lambda: dict(BITRATES_KBPS))
+
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if not self.formats:
+            raise ValueError("at least one output format is needed")
+        bad = [f for f in self.formats if f not in FORMATS + BOOK_FORMATS]
+        if bad:
+            raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS + BOOK_FORMATS)}")
+        if len(set(self.formats)) != len(self.formats):
+            raise ValueError(f"format listed twice in {list(self.formats)}")
+        bad = [f for f in self.subtitles if f not in SUBTITLE_FORMATS]
+        if bad:
+            raise ValueError(f"unknown subtitle format(s) {bad}; choose from {', '.join(SUBTITLE_FORMATS)}")
+        if not 8_000 <= self.sample_rate <= 192_000:
+            raise ValueError(f"sample_rate {self.sample_rate} Hz is outside 8000..192000")
+        if "mp3" in self.formats and self.sample_rate not in MP3_RATES:
+            raise ValueError(f"mp3 cannot store {self.sample_rate} Hz; use one of {sorted(MP3_RATES)}")
+        if not -70.0 < self.target_lufs < 0.0:
+            raise ValueError(f"target_lufs {self.target_lufs} is outside (-70, 0)")
+        if self.true_peak_dbtp > 0.0:
+            raise ValueError(f"true_peak_dbtp {self.true_peak_dbtp} is above 0 dBTP")
+        if self.normalize and self.target_lufs > self.true_peak_dbtp:
+            raise ValueError(f"target_lufs {self.target_lufs} is above the true-peak ceiling {self.true_peak_dbtp}")
+
+
+@dataclass(frozen=True)
+class PreparedChapter:
+    audio: np.ndarray              # (samples,) float32 at opts.sample_rate, normalized and limited
+    sample_rate: int
+    gain_db: float                 # loudness gain applied (0 when not normalizing or silent)
+    cues: list                     # the assembly's cues (times at the assembly's rate)
+    source_rate: int               # the assembly's sample rate

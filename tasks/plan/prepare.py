@@ -1,0 +1,103 @@
+"""Prepare: read the book, normalize and segment it, prove nothing was lost, and commit a new plan when it changed.
+
+    book_dir = prepare_book(opts, get_engine, anchor=None)    # tasks/stages.py passes the voice anchor (a render)
+
+Everything that can fail on bad input happens before anything is written (or the model is loaded), so a bad book
+leaves the output folder exactly as it was.  The engine is loaded only to resolve the voice (sample a speaker,
+encode a clip); nothing here renders audio: an anchored voice (`--voice-anchor`) is rendered by the synthesize
+stage, whose `anchor` function the composition passes in.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from engine.atomic import write_bytes
+from manifests.crashpoints import crashpoint
+from tasks.book import ROLE_NARRATOR, Book, Segment
+from tasks.bookdir import BOOK_JSON, COVERAGE_JSON, TEXT_JSON, book_json, cover_file, json_bytes, text_json
+from tasks.errors import BookError
+from tasks.ingest import load_book
+from tasks.plan.rows import plan_rows
+from tasks.text.coverage import audit_chapter
+from tasks.text.quotes import attribute_book, book_runs
+from tasks.text.segment import SegmentOptions, segment_chapter
+from tasks.voice.cast import resolve_cast
+from tasks.voice.voices import book_voice
+
+Anchor = Callable[[str, "str | None", object], str]   # (voice, stored voice, engine) -> the anchored voice string
+
+
+def prepare_book(opts, get_engine, anchor: Anchor | None = None) -> Path:
+    """Ingest, normalize, segment and audit the book, then commit a new plan when it changed; returns the book
+    directory.  `opts`: RenderOptions; `anchor`: conditions the narrator's voice on its own rendering (with
+    --voice-anchor: tasks.synthesize.anchor)."""
+    from manifests import commit, load
+
+    book = load_book(opts.book)                     # BookError on bad input: nothing written yet
+    runs = cast_runs(book) if opts.cast else None   # the whole book's names, also for a preview
+    if opts.chapters:
+        book = select_chapters(book, opts.chapters)
+    crashpoint("ingest")
+    segments, reports = segment_book(book, opts.segment, runs)   # BookError when characters vanished
+    book_dir = opts.book_dir
+    old = load(book_dir).to_pylist() if book_dir.exists() else []
+    engine = get_engine()                            # only a good book loads the model
+    stored = next((r for r in old if r["role"] == ROLE_NARRATOR), old[0])["spk_emb"] if old else None
+    spk_emb = book_voice(opts.voice or (opts.cast and opts.cast.narrator), stored, engine)
+    if anchor is not None:                           # the narrator's (a cast's dialogue has its own voices)
+        spk_emb = anchor(spk_emb, stored, engine)
+    voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of if opts.cast else None
+    rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
+                     previous={r["content_key"]: r for r in old}, guard=opts.guard, voice_of=voice_of,
+                     adopts=engine.adopts)
+    book_dir.mkdir(parents=True, exist_ok=True)
+    if _plan_signature(rows) != _plan_signature(old):
+        commit(book_dir, rows)
+    info = book_json(book)
+    if book.meta.cover:
+        info["cover_file"] = cover_file(book.meta.cover)
+        write_bytes(book_dir / info["cover_file"], book.meta.cover, keep_same=True)   # unchanged: untouched
+    write_bytes(book_dir / COVERAGE_JSON, json_bytes([r.to_dict() for r in reports]), keep_same=True)
+    write_bytes(book_dir / BOOK_JSON, json_bytes(info), keep_same=True)
+    write_bytes(book_dir / TEXT_JSON, json_bytes(text_json(book)), keep_same=True)
+    return book_dir
+
+
+def cast_runs(book: Book) -> dict:
+    """A cast's runs: chapter -> paragraph -> narration and quotes with their speakers (tasks/text/quotes)."""
+    return book_runs(book, attribute_book(book))
+
+
+def segment_book(book: Book, opts: SegmentOptions | None = None,
+                 runs: dict | None = None) -> tuple[list[Segment], list]:
+    """Every chapter's segments and its coverage report.  A chapter whose characters vanished without a
+    listed reason stops the render before it starts (BookError naming the chapter and the text).  `runs`:
+    a cast's (cast_runs)."""
+    opts = opts or SegmentOptions()
+    segments, reports = [], []
+    for chapter in book.chapters:
+        segs = segment_chapter(chapter, opts=opts, runs=(runs or {}).get(chapter.index))
+        rep = audit_chapter(chapter, segs, opts=opts)
+        if not rep.ok:
+            u = rep.unexplained[0]
+            raise BookError(book.meta.source_path or book.meta.title,
+                            f"chapter {chapter.index + 1} ({chapter.title[:30]!r}): text would be lost at "
+                            f"position {u['pos']}: {u['problem']} ({len(rep.unexplained)} such places)")
+        segments += segs
+        reports.append(rep)
+    return segments, reports
+
+
+def select_chapters(book: Book, numbers: Sequence[int]) -> Book:
+    """Only the chapters with these 1-based numbers (their indices stay those of the whole book)."""
+    n = len(book.chapters)
+    if max(numbers) > n:
+        raise BookError(book.meta.source_path, f"--chapters asks for chapter {max(numbers)}, the book has {n}")
+    return replace(book, chapters=tuple(c for c in book.chapters if c.index + 1 in set(numbers)))
+
+
+def _plan_signature(rows: list[dict]) -> list[tuple]:
+    return [(r["chapter"], r["segment"], r["content_key"], r["pause_after"], r["source_text"],
+             r["chapter_title"], r["role"], r["speaker"]) for r in rows]

@@ -1,0 +1,96 @@
+"""Plan: turn a segmented book into manifest rows — content keys, per-segment seeds, what is already done.
+
+A segment's audio depends only on (text, voice, seed, engine version), so the content key hashes exactly
+those, and the audio file is named by it.  The seed is derived from (text, voice) alone: the same sentence
+in the same voice always gets the same seed, wherever it sits and whatever it is batched with.  An edited
+book re-plans; every segment whose key already has audio on disk is adopted as done, the rest are pending.
+
+Incremental re-render: editing a paragraph changes only the keys of the segments cut from it (a segment's
+key never depends on its neighbours or its position), so only those are rendered again; a new voice or
+engine version changes every key, so everything is rendered again — except that an engine keeps the audio of
+the earlier versions it adopts (`Engine.adopts`: the same model and settings, only the arithmetic's rounding
+changed): a done segment of such a version stays done under its old key, and only what is not rendered yet
+renders with the new engine (its rows record which engine made their audio).  Audio of keys no longer in the plan is
+kept on disk: `segments/` is a content-addressed cache, and undoing an edit (or switching back to a voice)
+reuses it without rendering.  Delete `segments/` by hand to reclaim the space (the next render re-renders).
+"""
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Callable, Sequence
+
+from tasks.book import Book, Segment
+from tasks.bookdir import audio_relpath
+from tasks.voice.voices import voice_id
+
+GUARD_REASON_PREFIX = "guard:"   # manifest `error` of a segment the quality guard failed (tasks/synthesize/guard.py)
+MAX_ATTEMPTS = 3                 # renders per segment, the first included (GuardOptions.max_attempts' default)
+
+
+def derive_seed(text: str, vid: str) -> int:
+    """A 63-bit seed from the segment's text and the book's voice."""
+    h = hashlib.sha256(f"seed\x1f{vid}\x1f{text}".encode()).digest()
+    return int.from_bytes(h[:8], "big") >> 1
+
+
+def content_key(text: str, vid: str, seed: int, engine_version: str) -> str:
+    return hashlib.sha256(f"{text}\x1f{vid}\x1f{seed}\x1f{engine_version}".encode()).hexdigest()[:32]
+
+
+def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_version: str,
+              book_dir: Path, previous: dict[str, dict] | None = None, guard=None,
+              voice_of: Callable[[str, str], str] | None = None, adopts: Sequence[str] = ()) -> list[dict]:
+    """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
+    a key that was done and whose audio is on disk stays done with its sample count and attempts; a key the
+    guard failed after all of `guard`'s attempts (GuardOptions) stays failed.  Every segment speaks with
+    `spk_emb`, or with voice_of(role, speaker) (a cast: tasks/cast.CastVoices.voice_of).  A segment not done
+    under `engine_version` whose key under one of the `adopts` versions is done (audio on disk) keeps that row's
+    key, audio and engine version."""
+    from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
+
+    attempts = guard.max_attempts if guard is not None else MAX_ATTEMPTS
+    titles = {c.index: c.title for c in book.chapters}
+    plan_id = uuid.uuid4().hex[:12]
+    previous = previous or {}
+
+    def is_done(key: str) -> bool:
+        old = previous.get(key)
+        return old is not None and old["status"] == STATUS_DONE and (book_dir / audio_relpath(key)).is_file()
+
+    rows = []
+    for s in segments:
+        emb = voice_of(s.role, s.speaker) if voice_of else spk_emb
+        vid = voice_id(emb)
+        seed = derive_seed(s.text, vid)
+        keys = {v: content_key(s.text, vid, seed, v) for v in (engine_version, *adopts)}
+        done_as = next((v for v, k in keys.items() if is_done(k)), None)   # ours first, then the adopted
+        done, version = done_as is not None, done_as or engine_version      # not done: render under ours
+        key = keys[version]
+        rel, old = audio_relpath(key), previous.get(key)
+        hopeless = not done and old is not None and is_final_failure(old, attempts)   # same audio again
+        rows.append({
+            "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
+            "segment": s.index, "text": s.text, "source_text": s.source_text, "pause_after": s.pause_after,
+            "content_key": key, "audio_path": rel,
+            "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
+            "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,
+            "voice_id": vid, "spk_emb": emb, "seed": seed, "engine_version": version,
+            "error": old["error"] if hopeless else "", "attempts": old["attempts"] if done or hopeless else 0,
+            "role": s.role, "speaker": s.speaker,
+        })
+    return rows
+
+
+def is_final_failure(row: dict, max_attempts: int = MAX_ATTEMPTS) -> bool:
+    """A row the guard already failed after all its attempts: rendering it again gives the same audio."""
+    return (row.get("status") == "failed" and (row.get("error") or "").startswith(GUARD_REASON_PREFIX)
+            and (row.get("attempts") or 0) >= max_attempts)
+
+
+def to_render(rows: list[dict], max_attempts: int = MAX_ATTEMPTS) -> list[dict]:
+    """The rows a render still renders: not done, and not failed for good (is_final_failure)."""
+    from manifests import STATUS_DONE
+
+    return [r for r in rows if r["status"] != STATUS_DONE and not is_final_failure(r, max_attempts)]
