@@ -317,3 +317,12 @@ def test_the_scans_see_lazy_imports_and_renames(tmp_path):
                  "    p.rename(q)\n    q.replace(p)\n    'ab'.replace('a', 'b')\n", encoding="utf-8")
     assert imported_roots(f) == {"prefect", "tasks"}
     assert renames_in(f) == [4, 5, 6]
+
+
+def test_the_import_paths_users_script_keep_working():
+    """The documented entry points (README, docs/text-frontend.md) stay where users' scripts import them."""
+    import manifests
+    from tasks.text.normalize import normalize
+
+    assert callable(manifests.load) and callable(manifests.summary) and callable(manifests.commit)
+    assert normalize("第3章") == "第三章"

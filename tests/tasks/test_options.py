@@ -61,7 +61,7 @@ def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypa
         options_from_params(str(book), guard_attempts=0)
 
     seen = {}
-    monkeypatch.setattr("tasks.synthesize.render.synthesize_book", lambda d, e, on_done=None, guard=None, shard=None:
+    monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None:
                         seen.setdefault("guard", guard) and {"rendered": 0})
     monkeypatch.setattr(stages, "get_engine", lambda o: None)
     stages.synthesize(tmp_path, opts)

@@ -1,8 +1,7 @@
 """A book's voice (tasks/voice/voices.py): saved voices, the clip transcript normalized, the stored voice reused, the
-voice anchor; and the default path unchanged (the voice string of seed:2222 is the plain spk_emb string)."""
+and the default path unchanged (the voice string of seed:2222 is the plain spk_emb string)."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -11,7 +10,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("ChatTTS")
 
 from engine.voice import VoiceError, decode_voice, parse_voice_spec  # noqa: E402
-from tasks.synthesize.anchor import ANCHOR_TEXT
 from tasks.voice.voices import book_voice, format_saved, parse_voice, save_voice, saved_voices
 from tests.engine.helpers import write_clip  # noqa: E402
 
@@ -109,30 +107,3 @@ def test_a_stored_clip_voice_is_reused_not_encoded_again(engine, tmp_path, monke
     assert book_voice(None, stored, engine) == stored
     with pytest.raises(AssertionError, match="encoded again"):           # another transcript: a new voice
         book_voice(parse_voice(f"clip:{clip}", clip_text="别的话。"), stored, engine)
-
-
-def test_the_voice_anchor(engine, monkeypatch):
-    """Anchoring renders the reference passage once, in the voice, and conditions on it; deterministic;
-    reused from the manifest; a voice that has a sample is left as it is."""
-    from tasks.plan.rows import derive_seed
-    from tasks.voice.voices import voice_id
-
-    base = engine.sample_voice(5)
-    a = book_voice(parse_voice_spec("seed:5"), None, engine, anchor=True)
-    v = decode_voice(a)
-    assert json.loads(a)["origin"] == "anchor" and v.spk_emb == base and v.txt_smp == ANCHOR_TEXT
-    assert book_voice(parse_voice_spec("seed:5"), None, engine, anchor=True) == a        # deterministic
-    from engine.api import Request
-    from engine.clip import sample_prompt
-
-    want = next(engine.synthesize([Request("x", ANCHOR_TEXT, base, derive_seed(ANCHOR_TEXT, voice_id(base)))]))
-    assert v.spk_smp == sample_prompt(engine.loaded, want.audio)        # the voice's own rendering, encoded
-
-    def no_render(*a, **k):
-        raise AssertionError("rendered again")
-
-    monkeypatch.setattr("tasks.synthesize.render.render_guarded", no_render)
-    assert book_voice(parse_voice_spec("seed:5"), a, engine, anchor=True) == a           # reused
-    assert book_voice(None, a, engine, anchor=True) == a
-    assert book_voice(parse_voice_spec(a), None, engine, anchor=True) == a               # has a sample already
-    assert book_voice(parse_voice_spec("seed:5"), a, engine) == base                     # no anchor asked: plain
