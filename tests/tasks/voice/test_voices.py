@@ -1,7 +1,6 @@
-"""A book's voice (tasks/voice/voices.py): saved voices, the clip transcript normalized, the stored voice reused, the
+"""A book's voice (tasks/voice/voices.py): saved voices, the clip transcript normalized, the stored voice reused,
 and the default path unchanged (the voice string of seed:2222 is the plain spk_emb string)."""
 from __future__ import annotations
-
 
 import pytest
 
