@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 pytest.importorskip("ChatTTS")
 
 from engine.api import Request  # noqa: E402
@@ -15,14 +15,6 @@ from engine.voice import decode_voice, parse_voice_spec  # noqa: E402
 from tasks.plan.rows import derive_seed  # noqa: E402
 from tasks.synthesize.anchor import ANCHOR_TEXT, anchored  # noqa: E402
 from tasks.voice.voices import book_voice, voice_id  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def engine():
-    torch.set_num_threads(1)
-    from engine.api import EngineOptions
-    from engine.engine import Engine
-    return Engine.load(EngineOptions(model="random-tiny", max_batch=2))
 
 
 def anchored_book_voice(spec, stored, engine) -> str:

@@ -5,20 +5,12 @@ from __future__ import annotations
 import pytest
 
 np = pytest.importorskip("numpy")
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 pytest.importorskip("ChatTTS")
 
 from engine.voice import VoiceError, decode_voice, parse_voice_spec  # noqa: E402
 from tasks.voice.voices import book_voice, format_saved, parse_voice, save_voice, saved_voices
 from tests.engine.helpers import write_clip  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def engine():
-    torch.set_num_threads(1)
-    from engine.api import EngineOptions
-    from engine.engine import Engine
-    return Engine.load(EngineOptions(model="random-tiny", max_batch=2))
 
 
 @pytest.fixture
