@@ -19,7 +19,10 @@ import threading
 from typing import Callable, Iterable, Iterator
 
 from engine.api import EngineOptions, Request, Result
+from engine.clip import sample_prompt
 from engine.units import expected_tokens
+from engine.voice import check_voice, sample_voice, speaker_vector
+from engine.voicestring import Voice, decode_prompt, decode_voice
 
 ENGINE_VERSION = "5"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
                                    # 4: engine/kernels.c's linears on CPU; 5: its whole decode step)
@@ -61,7 +64,8 @@ class Engine:
         """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable."""
         import torch
 
-        from engine.generate import CodeModel
+        from engine.codemodel import CodeModel, enable_cuda_graphs
+        from engine.cpu import cpu_linear
         from engine.loader import load_chattts
 
         if opts.threads:
@@ -79,25 +83,20 @@ class Engine:
                 if opts.int8:                    # the block projections in int8 (the heads stay fp32, packed below)
                     model.quantize_int8()
                 if opts.device == "cpu" and dtype == "fp32":
-                    from engine.llama import cpu_linear
                     make = cpu_linear()          # engine/kernels.c, else oneDNN, else MKL's F.linear (same version:
                     if make is not None:         # the CPU's kernels already differ from machine to machine)
                         model.pack(make)
-                if opts.compile:
-                    from engine.generate import enable_compile
-                    enable_compile(model)
+                if opts.compile:                 # CUDA graphs of the decode step
+                    enable_cuda_graphs(model)
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype)
 
     # ------------------------------------------------------------------------------------------- voices
     def sample_voice(self, seed: int) -> str:
-        from engine.voice import sample_voice
         return sample_voice(self.loaded, seed)
 
     def _speaker_vector(self, spk_emb: str):
         import torch
-
-        from engine.voice import speaker_vector
 
         if spk_emb not in self._spk_cache:
             self._spk_cache[spk_emb] = torch.from_numpy(speaker_vector(spk_emb, self.loaded).astype("float32"))
@@ -107,8 +106,6 @@ class Engine:
         """(speaker vector [C] or None, sample codes [P, Q] long or None, sample transcript) of a voice string,
         checked against the model (VoiceError) once per string."""
         import torch
-
-        from engine.voice import check_voice, decode_prompt, decode_voice
 
         if voice not in self._voices:
             v = decode_voice(voice)
@@ -124,9 +121,6 @@ class Engine:
         """`voice` (a spk_emb string) conditioned on its own `rendering` of `text` (a Result's audio): the
         DVAE-encoded rendering becomes the sample of every segment, as upstream's split-text infer anchors a
         long text on its first part."""
-        from engine.clip import sample_prompt
-        from engine.voice import Voice
-
         return Voice(spk_emb=voice, spk_smp=sample_prompt(self.loaded, rendering), txt_smp=text,
                      origin="anchor").to_string()
 
@@ -159,7 +153,8 @@ class Engine:
     def _row(self, req: Request, order: int):
         import torch
 
-        from engine.generate import Row, row_key
+        from engine.generate import Row
+        from engine.sampling import row_key
 
         spk, codes, txt_smp = self._voice(req.spk_emb)
         ids = torch.tensor(self.prompt_ids(req.text, txt_smp if codes is not None else None, spk is not None),

@@ -47,7 +47,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-import torch                      # imported lazily (by engine.llama users), never by engine.api
+import torch                      # imported lazily (by engine.cpu users), never by engine.api
 import torch.nn as nn
 
 SOURCE = Path(__file__).with_name("kernels.c")
@@ -224,7 +224,7 @@ def decode_attention(slots: torch.Tensor, lens: list[int]):
 
 class GemmLinear(nn.Module):
     """fp32 linear through engine/kernels.c with the weight packed once (CPU).  The dense `weight` stays (the HF
-    model shares it: engine.llama.share_weights_with_hf); `packed` is the kernel's blocked copy."""
+    model shares it: engine.codemodel.share_weights_with_hf); `packed` is the kernel's blocked copy."""
 
     def __init__(self, weight: torch.Tensor):
         super().__init__()
@@ -245,18 +245,16 @@ class GemmLinear(nn.Module):
 
 
 class GemmInt8Linear(GemmLinear):
-    """int8 weights (engine.llama.quantize_weight: per output channel, symmetric), fp32 activations and sums,
-    through engine/kernels.c (CPU): a step streams a quarter of the fp32 weight bytes.  Weight-only, so unlike
-    the W8A8 engine.llama.Int8Linear the activations are not rounded; batch-invariant like GemmLinear."""
+    """int8 weights with a scale per output column (engine.cpu.quantize_weight: per output channel, symmetric),
+    fp32 activations and sums, through engine/kernels.c (CPU): a step streams a quarter of the fp32 weight bytes.
+    Weight-only, so unlike the W8A8 engine.cpu.Int8Linear the activations are not rounded; batch-invariant like
+    GemmLinear."""
 
-    def __init__(self, linear: nn.Module):
-        from engine.llama import quantize_weight
-
+    def __init__(self, wq: torch.Tensor, scale: torch.Tensor):           # wq [N, K] int8, scale [N] fp32
         nn.Module.__init__(self)
         self.lib = library()
         if self.lib is None:
             raise RuntimeError("engine/kernels.c is not available here (see engine.kernels.available)")
-        wq, scale = quantize_weight(linear.weight)
         self.out_features, self.in_features = wq.shape
         self.packed = _pack(self.lib, wq)                                # [ceil8(N) * K] int8, blocked
         self.scale = _pad_rows(scale, 1.0)                               # [ceil8(N)] fp32
@@ -267,7 +265,7 @@ PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step
 
 class DecodeStep:
     """engine/kernels.c's chattts_step: a decode step of the whole Llama (every layer, then the final norm) in one
-    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.llama attaches it).
+    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.cpu attaches it).
     The per-row path's decode step otherwise costs ~30 small torch ops per layer (norms, RoPE, cache writes,
     SiLU, residual adds) and a kernel call per projection, each with its own OpenMP fork; here one team does the
     lot.  Holds references to every tensor it points at.  `times` adds up the seconds spent in its GEMMs,

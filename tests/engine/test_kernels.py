@@ -4,14 +4,13 @@ oneDNN and SDPA where the kernels cannot be used."""
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from engine import kernels  # noqa: E402
-from engine.llama import PackedLinear, cpu_linear, onednn_available  # noqa: E402
+from engine.cpu import PackedLinear, cpu_linear, onednn_available  # noqa: E402
 from tests.conftest import unavailable  # noqa: E402
 
 
@@ -61,14 +60,14 @@ def test_a_non_contiguous_input_is_taken_as_its_values(lin):
 
 @pytest.mark.parametrize("n, k", [(48, 64), (13, 96), (2504, 40)])
 def test_int8_weights_equal_the_dequantized_product_and_rows_are_invariant(lin, n, k):
-    """Weight-only int8 (engine.llama.quantize_weight's): x times the dequantized weights, fp32 activations; any
+    """Weight-only int8 (engine.cpu.quantize_weight's): x times the dequantized weights, fp32 activations; any
     call size gives a row the same bits, as the fp32 kernel."""
-    from engine.llama import quantize_weight
+    from engine.cpu import quantize_weight
 
     g = torch.Generator().manual_seed(n + k)
     w, x = torch.randn(n, k, generator=g), torch.randn(9, k, generator=g)
-    q = kernels.GemmInt8Linear(SimpleNamespace(weight=w))               # anything with a .weight
     wq, scale = quantize_weight(w)
+    q = kernels.GemmInt8Linear(wq, scale)
     y = q(x)
     torch.testing.assert_close(y, x @ (wq.float() * scale[:, None]).t(), atol=1e-4, rtol=1e-4)
     assert (y - x @ w.t()).abs().max() < 0.05 * (x @ w.t()).abs().max()          # int8's own rounding only
@@ -199,7 +198,8 @@ def test_the_engine_runs_its_cpu_fp32_linears_on_the_kernel(lin):
 # ------------------------------------------------------------------------------------- the whole decode step
 def _llama(q8: bool, heads=4, kv_heads=2):
     """A 3-layer Llama on our kernels with random weights (GQA: 4 query heads over 2 kv heads)."""
-    from engine.llama import LlamaShape, build_llama, pack_linears, quantize_int8
+    from engine.cpu import pack_linears, quantize_int8
+    from engine.llama import LlamaShape, build_llama
 
     s = LlamaShape(hidden=64, layers=3, heads=heads, kv_heads=kv_heads, ffn=96, rope_theta=10_000.0, eps=1e-6,
                    max_pos=64)
@@ -293,10 +293,10 @@ def test_the_decode_step_refuses_what_is_outside_the_cache(lin):
 
 def test_a_model_the_step_cannot_run_keeps_the_per_layer_path(lin):
     """Projections of mixed kernels (or padded output columns) get no fused step; decode attention stays."""
-    from engine.llama import attach_kernels
+    from engine.cpu import attach_kernels, quantize_weight
 
     model = _llama(False)
-    model.layers[1].wo = kernels.GemmInt8Linear(SimpleNamespace(weight=model.layers[1].wo.weight))
+    model.layers[1].wo = kernels.GemmInt8Linear(*quantize_weight(model.layers[1].wo.weight))
     attach_kernels(model)
     assert model.decode_step is None and model.decode_attention is kernels.decode_attention
     model.layers[1].wo = PackedLinear(torch.randn(64, 64)) if onednn_available() else torch.nn.Linear(64, 64)
