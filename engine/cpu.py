@@ -9,6 +9,8 @@ attach engine/kernels.c's decode attention and whole decode step (`attach_kernel
 """
 from __future__ import annotations
 
+import os
+
 import torch                      # imported lazily (by engine.codemodel users), never by engine.api
 import torch.nn as nn
 
@@ -118,3 +120,55 @@ def quantize_int8(model: Llama) -> Llama:
             lin = getattr(block, name)
             setattr(block, name, kernels.GemmInt8Linear(*quantize_weight(lin.weight)) if ours else Int8Linear(lin))
     return attach_kernels(model)
+
+
+# ------------------------------------------------------------------------------------------- the back-end's name
+# oneDNN's CPU ISAs, lowest first (ONEDNN_MAX_CPU_ISA names), each with the /proc/cpuinfo flags it needs
+ONEDNN_ISAS = (("sse41", {"sse4_1"}), ("avx", {"avx"}), ("avx2", {"avx2", "fma"}),
+               ("avx2_vnni", {"avx2", "fma", "avx_vnni"}),
+               ("avx512_core", {"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
+               ("avx512_core_vnni", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}),
+               ("avx512_core_bf16", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"}),
+               ("avx512_core_fp16", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16",
+                                     "avx512_fp16"}),
+               ("avx512_core_amx", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16",
+                                    "amx_tile", "amx_bf16", "amx_int8"}))
+# MKL's code paths, lowest first (MKL_ENABLE_INSTRUCTIONS names)
+MKL_ISAS = (("sse4_2", {"sse4_2"}), ("avx", {"avx"}), ("avx2", {"avx2", "fma"}),
+            ("avx512", {"avx512f", "avx512bw", "avx512vl", "avx512dq"}))
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        line = next(ln for ln in open("/proc/cpuinfo", encoding="utf-8") if ln.startswith("flags"))
+    except (OSError, StopIteration):
+        return set()
+    return set(line.split(":", 1)[1].split())
+
+
+def _isa(table, flags: set[str], cap: str | None) -> str:
+    """The highest ISA of `table` the CPU has, no higher than `cap` (an environment variable's ISA name)."""
+    names = [name for name, _ in table]
+    cap = (cap or "").strip().lower()
+    top = names.index(cap) if cap in names else len(names) - 1
+    have = [name for i, (name, need) in enumerate(table) if need <= flags and i <= top]
+    return have[-1] if have else "default"
+
+
+def backend_name(int8: bool = False, dtype: str = "fp32") -> str:
+    """What determines a CPU engine's bits besides the model and settings (engine.engine.Engine.version names
+    it; no model needed): the linears' kernel and its ISA, and torch's own dispatch level (ATen's vectorized ops:
+    norms, SDPA in prefill, sampling).  "kernels-aten_avx2": engine/kernels.c (fp32, or weight-only int8);
+    "onednn-avx2-aten_avx2": oneDNN's packed linears (fp32), or the W8A8 Int8Linear beside them (int8), at the
+    ISA oneDNN dispatches to (ONEDNN_MAX_CPU_ISA honoured); "mkl-avx2-aten_avx2": MKL's F.linear (no oneDNN;
+    MKL_ENABLE_INSTRUCTIONS honoured); bf16 on CPU runs torch's own matmul: "aten_<level>" alone."""
+    aten = f"aten_{torch.backends.cpu.get_cpu_capability().lower()}"
+    flags = _cpu_flags()
+    if dtype != "fp32":
+        return aten
+    if kernels.available():
+        return f"kernels-{aten}"
+    if onednn_available():
+        cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+        return f"onednn-{_isa(ONEDNN_ISAS, flags, cap)}-{aten}"
+    return f"mkl-{_isa(MKL_ISAS, flags, os.environ.get('MKL_ENABLE_INSTRUCTIONS'))}-{aten}"

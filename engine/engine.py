@@ -24,10 +24,14 @@ from engine.units import expected_tokens
 from engine.voice import check_voice, sample_voice, speaker_vector
 from engine.voicestring import Voice, decode_prompt, decode_voice
 
-ENGINE_VERSION = "5"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
-                                   # 4: engine/kernels.c's linears on CPU; 5: its whole decode step)
-ADOPTED_VERSIONS = ("2", "3", "4")  # earlier versions whose audio a plan keeps as done: the same model, voice,
-                                   # seed and sampling, only the arithmetic's rounding differs (tasks/plan.py)
+ENGINE_VERSION = "6"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
+                                   # 4: engine/kernels.c's linears on CPU; 5: its whole decode step; 6: it is built
+                                   # with -ffp-contract=off, and a CPU version names its back-end: engine.cpu)
+# Earlier versions whose done audio a plan keeps (tasks/plan.py plan_rows: under its own old key and version, so
+# no audio of one arithmetic is ever stored under another's key): the same model, voice, seed and sampling, only
+# the arithmetic's rounding differs.  Their names lack the CPU back-end (before 6 every CPU back-end shared one
+# name), so a book rendered with 2-5 on a machine is not rendered again there.
+ADOPTED_VERSIONS = ("2", "3", "4", "5")
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
 PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
 # With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
@@ -45,15 +49,26 @@ def _resolve_dtype(opts: EngineOptions) -> str:
     return "bf16" if opts.device == "cuda" else "fp32"
 
 
+def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str = ENGINE_VERSION) -> str:
+    """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
+    hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
+    decide the bits); CUDA's names only whether the decode step runs as CUDA graphs (+compile)."""
+    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
+    backend = ""
+    if opts.device == "cpu" and int(version) >= 6:
+        from engine.cpu import backend_name    # torch: engine.engine stays importable without it
+
+        backend = f"-{backend_name(opts.int8, dtype)}"
+    return f"ours{version}-{fingerprint}-{dtype}-{opts.device}{backend}{extras}"
+
+
 class Engine:
     """See engine/api.py for the contract."""
 
     def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str):
         self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
-        extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
-        settings = f"{loaded.fingerprint}-{dtype}-{opts.device}{extras}"
-        self.version = f"ours{ENGINE_VERSION}-{settings}"
-        self.adopts = tuple(f"ours{v}-{settings}" for v in ADOPTED_VERSIONS)   # see ADOPTED_VERSIONS
+        self.version = engine_version(loaded.fingerprint, opts, dtype)
+        self.adopts = tuple(engine_version(loaded.fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS)
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
         self._spk_cache: dict[str, object] = {}
         self._voices: dict[str, tuple] = {}           # voice string -> (spk [C] | None, codes [P, Q] | None, txt)
