@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch                      # imported lazily by engine.engine, never by engine.api
-import torch.nn.functional as F
 
 from engine.codemodel import EXACT_ROWS, CodeModel
 from engine.llama import KVCache
