@@ -29,7 +29,7 @@ PEAK_REPS = 5                      # best of this many timed calls
 PROBE_TOKENS = 256                 # tokens decoded by Decoder + Vocos to count their FLOPs
 PROFILE_STEPS = 128                # decode steps per row in the per-step profile
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::_int_mm", "aten::bmm",   # profiler ops counted as GEMM
-            "mkldnn::_linear_pointwise")                                # (oneDNN packed: engine.llama.PackedLinear)
+            "mkldnn::_linear_pointwise")                                # (oneDNN packed: engine.cpu.PackedLinear)
 GEMM_RANGES = ("gemm",)            # record_function ranges counted as GEMM (engine.kernels.GEMM_RANGE: our kernel)
 RANGES = ("attention", "sampling")   # record_function ranges the engine marks (engine/llama.py, generate.py)
 
@@ -43,7 +43,7 @@ def peak_gemm(dtype: str, threads: int) -> float:
     import torch
 
     from engine import kernels
-    from engine.llama import PackedLinear, onednn_available
+    from engine.cpu import PackedLinear, onednn_available
 
     torch.set_num_threads(threads)
 
@@ -74,9 +74,9 @@ def dtypes_of(engines) -> tuple[str, ...]:
 
 
 def int8_compute(engine) -> bool:
-    """Whether the engine's GPT linears multiply in int8 (the W8A8 engine.llama.Int8Linear); --int8 through
+    """Whether the engine's GPT linears multiply in int8 (the W8A8 engine.cpu.Int8Linear); --int8 through
     engine/kernels.c stores int8 weights but multiplies in fp32 (its ceiling is the fp32 peak)."""
-    from engine.llama import Int8Linear
+    from engine.cpu import Int8Linear
 
     return engine.opts.int8 and isinstance(engine.model.llama.layers[0].wqkv, Int8Linear)
 

@@ -8,7 +8,7 @@ ffmpeg, `$FFMPEG` or PATH) — a user's one short file, where pydub's whole-file
 tool (chapter audio streams through tasks/audio/ffmpeg.py instead).  Channels are averaged, the rate is
 brought to 24 kHz with torchaudio's sinc resampler, and ChatTTS's DVAE encoder turns the waveform into audio
 codes exactly as upstream `Chat.sample_audio_speaker` does (it is called).  The codes and the transcript
-become a prompt voice (engine.voice.Voice: no speaker embedding, `[empty_spk]`, as upstream without spk_emb);
+become a prompt voice (engine.voicestring.Voice: no speaker embedding, `[empty_spk]`, as upstream without spk_emb);
 the same encoding turns the engine's own rendering of a reference passage into an anchored voice.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.units import SAMPLE_RATE
-from engine.voice import Voice, VoiceError
+from engine.voicestring import Voice, VoiceError
 
 MIN_SECONDS = 3.0                  # s: a shorter clip carries too little of a voice
 MAX_SECONDS = 30.0                 # s: a longer one costs ~47 prompt tokens per second on every segment

@@ -19,12 +19,19 @@ import threading
 from typing import Callable, Iterable, Iterator
 
 from engine.api import EngineOptions, Request, Result
+from engine.clip import sample_prompt
 from engine.units import expected_tokens
+from engine.voice import check_voice, sample_voice, speaker_vector
+from engine.voicestring import Voice, decode_prompt, decode_voice
 
-ENGINE_VERSION = "5"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
-                                   # 4: engine/kernels.c's linears on CPU; 5: its whole decode step)
-ADOPTED_VERSIONS = ("2", "3", "4")  # earlier versions whose audio a plan keeps as done: the same model, voice,
-                                   # seed and sampling, only the arithmetic's rounding differs (tasks/plan.py)
+ENGINE_VERSION = "6"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
+                                   # 4: engine/kernels.c's linears on CPU; 5: its whole decode step; 6: it is built
+                                   # with -ffp-contract=off, and a CPU version names its back-end: engine.cpu)
+# Earlier versions whose done audio a plan keeps (tasks/plan.py plan_rows: under its own old key and version, so
+# no audio of one arithmetic is ever stored under another's key): the same model, voice, seed and sampling, only
+# the arithmetic's rounding differs.  Their names lack the CPU back-end (before 6 every CPU back-end shared one
+# name), so a book rendered with 2-5 on a machine is not rendered again there.
+ADOPTED_VERSIONS = ("2", "3", "4", "5")
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
 PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
 # With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
@@ -42,15 +49,26 @@ def _resolve_dtype(opts: EngineOptions) -> str:
     return "bf16" if opts.device == "cuda" else "fp32"
 
 
+def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str = ENGINE_VERSION) -> str:
+    """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
+    hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
+    decide the bits); CUDA's names only whether the decode step runs as CUDA graphs (+compile)."""
+    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
+    backend = ""
+    if opts.device == "cpu" and int(version) >= 6:
+        from engine.cpu import backend_name    # torch: engine.engine stays importable without it
+
+        backend = f"-{backend_name(opts.int8, dtype)}"
+    return f"ours{version}-{fingerprint}-{dtype}-{opts.device}{backend}{extras}"
+
+
 class Engine:
     """See engine/api.py for the contract."""
 
     def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str):
         self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
-        extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
-        settings = f"{loaded.fingerprint}-{dtype}-{opts.device}{extras}"
-        self.version = f"ours{ENGINE_VERSION}-{settings}"
-        self.adopts = tuple(f"ours{v}-{settings}" for v in ADOPTED_VERSIONS)   # see ADOPTED_VERSIONS
+        self.version = engine_version(loaded.fingerprint, opts, dtype)
+        self.adopts = tuple(engine_version(loaded.fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS)
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
         self._spk_cache: dict[str, object] = {}
         self._voices: dict[str, tuple] = {}           # voice string -> (spk [C] | None, codes [P, Q] | None, txt)
@@ -61,7 +79,8 @@ class Engine:
         """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable."""
         import torch
 
-        from engine.generate import CodeModel
+        from engine.codemodel import CodeModel, enable_cuda_graphs
+        from engine.cpu import cpu_linear
         from engine.loader import load_chattts
 
         if opts.threads:
@@ -79,25 +98,20 @@ class Engine:
                 if opts.int8:                    # the block projections in int8 (the heads stay fp32, packed below)
                     model.quantize_int8()
                 if opts.device == "cpu" and dtype == "fp32":
-                    from engine.llama import cpu_linear
                     make = cpu_linear()          # engine/kernels.c, else oneDNN, else MKL's F.linear (same version:
                     if make is not None:         # the CPU's kernels already differ from machine to machine)
                         model.pack(make)
-                if opts.compile:
-                    from engine.generate import enable_compile
-                    enable_compile(model)
+                if opts.compile:                 # CUDA graphs of the decode step
+                    enable_cuda_graphs(model)
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype)
 
     # ------------------------------------------------------------------------------------------- voices
     def sample_voice(self, seed: int) -> str:
-        from engine.voice import sample_voice
         return sample_voice(self.loaded, seed)
 
     def _speaker_vector(self, spk_emb: str):
         import torch
-
-        from engine.voice import speaker_vector
 
         if spk_emb not in self._spk_cache:
             self._spk_cache[spk_emb] = torch.from_numpy(speaker_vector(spk_emb, self.loaded).astype("float32"))
@@ -107,8 +121,6 @@ class Engine:
         """(speaker vector [C] or None, sample codes [P, Q] long or None, sample transcript) of a voice string,
         checked against the model (VoiceError) once per string."""
         import torch
-
-        from engine.voice import check_voice, decode_prompt, decode_voice
 
         if voice not in self._voices:
             v = decode_voice(voice)
@@ -124,9 +136,6 @@ class Engine:
         """`voice` (a spk_emb string) conditioned on its own `rendering` of `text` (a Result's audio): the
         DVAE-encoded rendering becomes the sample of every segment, as upstream's split-text infer anchors a
         long text on its first part."""
-        from engine.clip import sample_prompt
-        from engine.voice import Voice
-
         return Voice(spk_emb=voice, spk_smp=sample_prompt(self.loaded, rendering), txt_smp=text,
                      origin="anchor").to_string()
 
@@ -159,7 +168,8 @@ class Engine:
     def _row(self, req: Request, order: int):
         import torch
 
-        from engine.generate import Row, row_key
+        from engine.generate import Row
+        from engine.sampling import row_key
 
         spk, codes, txt_smp = self._voice(req.spk_emb)
         ids = torch.tensor(self.prompt_ids(req.text, txt_smp if codes is not None else None, spk is not None),

@@ -1,10 +1,10 @@
-"""The decode loop: ChatTTS's prompt embedding, code heads and logits processing over our Llama and KV cache.
+"""The decode loop: rows in the KV cache's slots, prefill and decode steps over engine.codemodel.CodeModel.
 
 A *row* is one request being decoded.  Rows live in cache *slots*; a slot is refilled as soon as its row ends
 (continuous batching).  Step i of a row computes hidden_i (the GPT's last hidden state, which the Decoder turns
 into 2 mel frames) and samples the 4 codes of token i from it:
 
-    step 0  = prefill of the prompt `[Stts][spk_emb]text[Ptts]` (+ a sample's codes, engine.voice.Voice), run
+    step 0  = prefill of the prompt `[Stts][spk_emb]text[Ptts]` (+ a sample's codes, engine.voicestring.Voice), run
               for this row alone (no padding)
     step i  = feed token i-1 (sum of the 4 code embeddings) at position L+i-1
 
@@ -16,226 +16,26 @@ on the number of rows M of the call and on the block of rows it lands in (MKL: g
 M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel: rows go in blocks of 6, and a block of 1-3 rows
 takes another kernel, so M = 4, 5, 6, 10, 11, 12, 16, ... give the same bits), but, measured, not on its
 neighbours' values.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
-sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer (`invariant_sizes`),
+sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer
+(engine.codemodel.invariant_sizes),
 and a decode step is one call over all active rows padded up to the smallest such size with a scratch slot;
 where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical shape: both ways give the same
-bits).  Attention runs per row over its own prefix, and every per-row
-op (logits processing, sampling) reduces over the row's own values only.  Sampling noise is counter-based — a
-hash of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
+bits).  Attention runs per row over its own prefix, and every per-row op (logits processing, sampling:
+engine/sampling.py) reduces over the row's own values only.  Sampling noise is counter-based — a hash of (row
+seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import torch                      # imported lazily by engine.engine, never by engine.api
-import torch.nn.functional as F
 
-from engine.llama import KVCache, Llama
+from engine.codemodel import EXACT_ROWS, CodeModel
+from engine.llama import KVCache
+from engine.sampling import EOS, SamplingParams, candidates, sample_candidates
 
-EXACT_ROWS = 4                     # the canonical rows per decode call on CPU (fixed GEMM shape => invariant rows)
 MAX_NEW_TOKENS = 2048              # hard cap per row (upstream's default: 43.7 s)
 CAP_FACTOR = 3.0                   # a row that never samples EOS stops at CAP_FACTOR x its expected tokens
-EOS = 625                          # ChatTTS audio EOS id (num_audio_tokens - 1)
-_M32 = 0xFFFF_FFFF
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """Upstream ChatTTS's InferCodeParams defaults."""
-    temperature: float = 0.3
-    top_p: float = 0.7
-    top_k: int = 20
-    repetition_penalty: float = 1.05
-    penalty_window: int = 16       # tokens of the row's own history the penalty looks at
-    min_keep: int = 3              # top-P / top-K keep at least this many (upstream: min_tokens_to_keep=3)
-
-
-# ------------------------------------------------------------------------------------------- counter-based RNG
-def _mul32(x, c: int):
-    """(x * c) mod 2^32 for x in [0, 2^32) (int64 tensor or int) without int64 overflow."""
-    return ((x & 0xFFFF) * c + ((((x >> 16) * c) & 0xFFFF) << 16)) & _M32
-
-
-def hash32(x):
-    """lowbias32 (Wellons): a full-avalanche 32-bit integer hash; works on ints and int64 tensors alike."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
-
-
-def row_key(seed: int) -> int:
-    """A row's 32-bit RNG key from its (64-bit) segment seed."""
-    seed &= (1 << 64) - 1
-    return hash32(hash32(seed & _M32) ^ (seed >> 32))
-
-
-def gumbel_noise(keys: torch.Tensor, steps: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
-    """Gumbel(0,1) noise [B, N] for rows with keys [B] at steps [B]; cells [N] or [B, N]: hash32(cell index + 1).
-    Depends only on (key, step, cell): the same on any batch, slot or device (up to log's rounding)."""
-    base = hash32(keys ^ hash32(steps + 0x9E3779B9 & _M32))                     # [B]
-    bits = hash32(base[:, None] ^ (cells if cells.dim() == 2 else cells[None, :]))   # [B, N] in [0, 2^32)
-    u = ((bits >> 8).float() + 0.5) * (1.0 / (1 << 24))                          # (0, 1), exact in fp32
-    return -torch.log(-torch.log(u))
-
-
-def candidates(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.Tensor,
-               p: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
-    """Upstream's logits processing, in its order: /temperature, repetition penalty, top-P, top-K, EOS mask —
-    computed on the K = top_k best tokens only (top-K keeps at most those; top-P keeps a prefix of them).
-    logits [B, Q, V] fp32; history [B, Q, W] long, the row's last W codes (V = empty); eos_allowed [B] bool.
-    Returns (x [B, Q, K] processed logits, descending, -inf = removed; idx [B, Q, K] their token ids)."""
-    B, Q, V = logits.shape
-    x = logits / p.temperature
-    if p.repetition_penalty != 1.0:
-        freq = torch.zeros(B, Q, V + 1, device=x.device, dtype=x.dtype)
-        freq.scatter_add_(2, history, torch.ones_like(history, dtype=x.dtype))
-        alpha = torch.pow(p.repetition_penalty, freq[..., :V])
-        x = torch.where(x < 0, x * alpha, x / alpha)
-    K = min(max(p.top_k, p.min_keep), V) if p.top_k is not None else V
-    top_x, top_i = torch.topk(x, K, dim=-1)                                      # [B, Q, K] descending
-    keep = torch.ones_like(top_x, dtype=torch.bool)
-    if p.top_p is not None and p.top_p < 1.0:
-        # HF TopPLogitsWarper removes a token when the ascending cumulative probability up to it is
-        # <= 1 - top_p, i.e. when the probability mass strictly above it is >= top_p; it keeps min_keep.
-        prob = (top_x - x.logsumexp(-1, keepdim=True)).exp()
-        keep = (prob.cumsum(-1) - prob) < p.top_p
-        keep[..., :p.min_keep] = True
-    keep &= (top_i != EOS) | eos_allowed[:, None, None]
-    return top_x.masked_fill(~keep, -torch.inf), top_i
-
-
-def sample_candidates(x: torch.Tensor, idx: torch.Tensor, keys: torch.Tensor, steps: torch.Tensor,
-                      cells: torch.Tensor, V: int) -> torch.Tensor:
-    """Gumbel-max sampling over the candidates: tokens [B, Q] ~ softmax(x).  Each cell (codebook, token) gets the
-    noise it would get in the whole vocabulary, so the draw equals Gumbel-max over all V tokens with the removed
-    ones at -inf; noise is made for K cells, not V.  x, idx [B, Q, K] from `candidates`; cells [Q·V]."""
-    B, Q, K = x.shape
-    cell = idx + torch.arange(Q, device=idx.device)[None, :, None] * V           # [B, Q, K] cell index
-    g = gumbel_noise(keys, steps, cells[cell].view(B, Q * K)).view(B, Q, K)
-    j = (x + g).argmax(-1, keepdim=True)                                         # [B, Q, 1]
-    return idx.gather(-1, j)[..., 0]
-
-
-# ------------------------------------------------------------------------------------------------ the model
-class CodeModel:
-    """ChatTTS's GPT for audio codes: text embedding, 4 code embeddings, our Llama, 4 weight-normed heads.
-    Embeddings and heads stay fp32 (as upstream); the Llama runs in `dtype`."""
-
-    def __init__(self, llama: Llama, emb_text: torch.Tensor, emb_code: torch.Tensor, head_code: torch.Tensor,
-                 spk_emb_id: int):
-        self.llama = llama                            # hidden C
-        self.emb_text = emb_text                      # [V_text, C] fp32
-        self.emb_code = emb_code                      # [Q, V, C] fp32
-        self.head = head_code.reshape(-1, head_code.shape[-1])   # [Q·V, C] fp32, weight-norm applied once
-        self.head_linear = lambda h: F.linear(h, self.head)      # [B, C] fp32 -> [B, Q·V] (pack(): oneDNN)
-        self.Q, self.V = head_code.shape[0], head_code.shape[1]
-        self.spk_emb_id = spk_emb_id
-        self.dtype = next(llama.parameters()).dtype
-        self.device = emb_text.device
-        self.graphs = False                           # decode steps as CUDA graphs (enable_compile)
-        self.cells = hash32(torch.arange(self.Q * self.V, device=self.device, dtype=torch.long) + 1)
-        self._sizes: dict[tuple[int, int], tuple[int, ...]] = {}  # (threads, max_rows) -> invariant_sizes
-
-    def linears(self) -> list:
-        """One (fn, in_features) per distinct linear shape the decode step runs: the block projections, the heads."""
-        b = self.llama.layers[0]
-        out = [(getattr(b, n), getattr(b, n).in_features) for n in ("wqkv", "wo", "w13", "w2")]
-        return out + [(lambda x: self.head_linear(x.float()), self.head.shape[1])]   # heads run fp32
-
-    def call_size(self, rows: int, max_rows: int) -> int | None:
-        """The smallest batch-invariant call size >= rows (`invariant_sizes` for this thread count and
-        max_rows, measured once); None when there is none (then: canonical chunks)."""
-        key = (torch.get_num_threads(), max_rows)
-        if key not in self._sizes:
-            self._sizes[key] = invariant_sizes(self, max_rows)
-        return next((m for m in self._sizes[key] if m >= rows), None)
-
-    @classmethod
-    def from_chattts(cls, gpt, embed, spk_emb_id: int, device, dtype) -> "CodeModel":
-        """From ChatTTS's loaded `GPT` (its `.gpt` is the HF LlamaModel) and `Embed` modules."""
-        from engine.llama import LlamaShape, build_llama, share_weights_with_hf
-        shape = LlamaShape.from_hf(gpt.gpt.config)
-        llama = build_llama(shape, {k: v.detach() for k, v in gpt.gpt.state_dict().items()}, device, dtype)
-        share_weights_with_hf(llama, gpt.gpt)        # one copy of the weights when dtype/device agree
-        with torch.no_grad():
-            emb_code = torch.stack([e.weight.detach().float() for e in embed.emb_code]).to(device)
-            head = torch.stack([h.weight.detach().float() for h in embed.head_code]).to(device)  # g·v/|v|
-        return cls(llama, embed.emb_text.weight.detach().float().to(device), emb_code, head, spk_emb_id)
-
-    def prompt_embedding(self, ids: torch.Tensor, spk: torch.Tensor | None,
-                         codes: torch.Tensor | None = None) -> torch.Tensor:
-        """ids [L] text token ids; spk [C] speaker embedding (unnormalized); codes [P, Q] a sample's audio codes
-        (a clip or anchor voice), placed after the text -> [1, L + P, C] in the Llama dtype.
-        As upstream Speaker.apply: [spk_emb] positions get the L2-normalized speaker vector; as upstream
-        Tokenizer.encode + Embed: code positions get the sum of their Q code embeddings."""
-        emb = self.emb_text[ids.to(self.device)]                                    # [L, C]
-        if spk is not None:
-            n = F.normalize(spk.float().to(self.device), p=2.0, dim=0, eps=1e-12)
-            emb = torch.where((ids.to(self.device) == self.spk_emb_id)[:, None], n[None, :], emb)
-        if codes is not None:
-            emb = torch.cat([emb, self._code_sum(codes.to(self.device))])            # [L + P, C]
-        return emb[None].to(self.dtype)
-
-    def _code_sum(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [B, Q] -> [B, C] fp32: the sum of the Q code embeddings (upstream: stack then sum)."""
-        parts = [self.emb_code[q][tokens[:, q]] for q in range(self.Q)]             # Q x [B, C]
-        return torch.stack(parts, 2).sum(2)
-
-    def code_embedding(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [B, Q] -> [B, 1, C] in the Llama dtype: the token fed back at a decode step."""
-        return self._code_sum(tokens)[:, None].to(self.dtype)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden [B, C] -> logits [B, Q, V] fp32."""
-        return self.head_linear(hidden.float()).view(-1, self.Q, self.V)
-
-    def pack(self, make=None) -> "CodeModel":
-        """CPU fp32: the block projections (those still dense nn.Linear) and the heads through a packed-weight
-        linear, make(weight): engine.llama.PackedLinear (oneDNN, the default) or engine.kernels.GemmLinear (the
-        caller checks that it is available: engine.llama.cpu_linear).  Forget the call sizes measured for the old
-        kernel."""
-        from engine.llama import PackedLinear, pack_linears
-
-        make = make or PackedLinear
-        pack_linears(self.llama, make)
-        self.head_linear = make(self.head)
-        self._sizes.clear()
-        return self
-
-    def quantize_int8(self) -> "CodeModel":
-        """The block projections in int8 (engine.llama.quantize_int8; before `pack`, which then packs only what is
-        left in fp32: the heads).  Forget the call sizes measured for the old kernel."""
-        from engine.llama import quantize_int8
-
-        quantize_int8(self.llama)
-        self._sizes.clear()
-        return self
-
-
-@torch.no_grad()
-def invariant_sizes(model: CodeModel, max_rows: int) -> tuple[int, ...]:
-    """The call sizes M (ascending, from 1 up to max_rows rounded up to EXACT_ROWS, plus EXACT_ROWS) for which
-    every row of every linear layer of `model` comes out bit-identical to the canonical calls of EXACT_ROWS rows.
-    Kernel choice depends on shapes (and the thread split), not on values, so random inputs settle it for this
-    machine, library build and thread count (the caller keys it on those).  Measured here on 1 and 2 threads:
-    MKL 4, 8, 12, ... (M = 1..3 take other kernels, M = 5..11 not multiples of 4 differ on 2 threads: each thread
-    gets a ragged block); oneDNN packed 4, 5, 6, 10, 11, 12, ... (blocks of 6 rows; a block of 1-3 differs)."""
-    top = -(-max_rows // EXACT_ROWS) * EXACT_ROWS + EXACT_ROWS
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    layers = []
-    for fn, k in model.linears():
-        x = torch.randn(top, k, generator=gen).to(model.device, model.dtype)
-        layers.append((fn, x, torch.cat([fn(c) for c in x.split(EXACT_ROWS)])))   # every row in a canonical call
-    return tuple(m for m in range(1, top + 1) if all(torch.equal(fn(x[:m]), ref[:m]) for fn, x, ref in layers))
-
-
-def enable_compile(model: CodeModel) -> None:
-    """Decode steps run as captured CUDA graphs (one per attention-length bucket); CUDA only."""
-    if model.device.type != "cuda":
-        raise ValueError("compile needs a CUDA device")
-    model.graphs = True
 
 
 # ------------------------------------------------------------------------------------------------ the rows

@@ -23,6 +23,7 @@ so the same holds for chattts_gemm_q8; its column scale multiplies the finished 
 #define NB 16                                 /* columns per block (a last block may be 8) */
 
 #define DECL(m) __m256 c##m##0 = _mm256_setzero_ps(), c##m##1 = _mm256_setzero_ps();
+#define DECL8(m) __m256 c##m##0 = _mm256_setzero_ps();
 #define FMA16(m) if (R > m) { __m256 b = _mm256_broadcast_ss(x + m * ldx + k); \
     c##m##0 = _mm256_fmadd_ps(b, w0, c##m##0); c##m##1 = _mm256_fmadd_ps(b, w1, c##m##1); }
 #define FMA8(m) if (R > m) c##m##0 = _mm256_fmadd_ps(_mm256_broadcast_ss(x + m * ldx + k), w0, c##m##0);
@@ -51,7 +52,7 @@ static void k16##tag##r(const float *x, long ldx, const void *wv, long K, float 
     ROWS(ST16) \
 } \
 static void k8##tag##r(const float *x, long ldx, const void *wv, long K, float *y, long ldy, const float *s) { \
-    enum { R = r }; const T *w = wv; ROWS(DECL) \
+    enum { R = r }; const T *w = wv; ROWS(DECL8) \
     for (long k = 0; k < K; k++) { \
         LOAD8##tag(w, k) \
         ROWS(FMA8) \
@@ -129,13 +130,6 @@ static inline float hsum(__m256 v) {                /* a fixed tree: (lanes 0-3 
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline float hmax(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 
@@ -225,14 +219,21 @@ void chattts_attend(const float *q, const float *kc, const float *vc, long B, lo
  *     h = rmsnorm(x) . attn_norm;  qkv = h Wqkv;  q, k = rope(q, k at pos[b]);  cache[slot, :, pos[b]] = k, v
  *     x += attend(q over cache[slot, :, :lens[b]]) Wo;  h = rmsnorm(x) . ffn_norm;  x += (silu(gate) * up) W2
  *     out = rmsnorm(x) . norm
- * x [B][C] (the input embeddings; overwritten with the residual stream), out [B][C]; layer l's pointers at
- * tab[l * TAB ..]: attn_norm, ffn_norm, Wqkv, Wo, W13, W2 (packed as chattts_pack(_q8) leaves them, every N a
- * multiple of 8), their column scales (q8) or NULL x 4; its caches at kcs[l], vcs[l] ([slots][Hkv][S][D] fp32);
+ * x [B][C] (the input embeddings; overwritten with the residual stream), out [B][C]; layer l's weights at
+ * tab[l] (struct chattts_layer: attn_norm, ffn_norm, Wqkv, Wo, W13, W2 packed as chattts_pack(_q8) leaves them,
+ * every N a multiple of 8, and their column scales (q8) or NULL x 4); its caches at kcs[l], vcs[l]
+ * ([slots][Hkv][S][D] fp32);
  * cos, sin [P][D] (HF's rotate-half tables).  Every element is computed per row in a fixed order, by one thread:
  * a row's bits depend on nothing else in the call, nor on the thread count.  times (or NULL): seconds spent, added
  * to times[0] (GEMM), times[1] (attention), times[2] (the rest), as thread 0 saw them. */
 #include <omp.h>
-#define TAB 10
+#include <stddef.h>
+
+struct chattts_layer {                        /* engine/kernels.py's Layer mirrors it (checked at load) */
+    const float *attn_norm, *ffn_norm;        /* [C] each */
+    const void *w[4];                         /* Wqkv, Wo, W13, W2, packed (fp32 or int8) */
+    const float *scale[4];                    /* their column scales (int8), or NULL */
+};
 
 static void rms_norm_row(const float *x, const float *w, long C, float eps, float *h) {   /* HF LlamaRMSNorm */
     __m256 acc = _mm256_setzero_ps();
@@ -265,8 +266,9 @@ static __m256 silu(__m256 x) {       /* x * sigmoid(x), sigmoid from exp(-|x|): 
 #define LAP(i) if (times && omp_get_thread_num() == 0) { double t1 = omp_get_wtime(); times[i] += t1 - t0; t0 = t1; }
 
 void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, long layers, float eps,
-                  const long *tab, const long *kcs, const long *vcs, const float *norm, int q8, long S, const long *slots, const long *pos,
-                  const long *lens, const float *cos, const float *sin, float *out, int threads, double *times) {
+                  const struct chattts_layer *tab, float *const *kcs, float *const *vcs, const float *norm, int q8,
+                  long S, const long *slots, const long *pos, const long *lens, const float *cos, const float *sin,
+                  float *out, int threads, double *times) {
     const kernel *k16 = q8 ? K16_Q : K16_F, *k8 = q8 ? K8_Q : K8_F;
     long bytes = q8 ? 1 : sizeof(float), Nqkv = (H + 2 * Hkv) * D;
     float *h = malloc(sizeof(float) * B * (C + Nqkv + H * D + 3 * F + C));   /* h, qkv (then o), q, g, a, y */
@@ -280,13 +282,13 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
         double t0 = times ? omp_get_wtime() : 0;
         float *p = malloc(sizeof(float) * (S + 8));
         for (long l = 0; l < layers; l++) {
-            const long *t = tab + l * TAB;
-            const float *sc[4] = {(const float *)t[6], (const float *)t[7], (const float *)t[8], (const float *)t[9]};
-            float *kc = (float *)kcs[l], *vc = (float *)vcs[l];
+            const struct chattts_layer *t = tab + l;
+            const float *const *sc = t->scale;
+            float *kc = kcs[l], *vc = vcs[l];
             #pragma omp for schedule(static)
-            for (long b = 0; b < B; b++) rms_norm_row(x + b * C, (const float *)t[0], C, eps, h + b * C);
+            for (long b = 0; b < B; b++) rms_norm_row(x + b * C, t->attn_norm, C, eps, h + b * C);
             LAP(2)
-            gemm_for(k16, k8, bytes, h, B, C, (const char *)t[2], sc[0], Nqkv, qkv);
+            gemm_for(k16, k8, bytes, h, B, C, t->w[0], sc[0], Nqkv, qkv);
             LAP(0)
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++) {
@@ -304,15 +306,15 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
             LAP(2)
             attend_for(q, kc, vc, B, H, Hkv, S, D, slots, lens, 1.0f / sqrtf((float)D), qkv, p);
             LAP(1)
-            gemm_for(k16, k8, bytes, qkv, B, H * D, (const char *)t[3], sc[1], C, y);   /* qkv holds o [B][H*D] */
+            gemm_for(k16, k8, bytes, qkv, B, H * D, t->w[1], sc[1], C, y);   /* qkv holds o [B][H*D] */
             LAP(0)
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++) {
                 for (long c = 0; c < C; c++) x[b * C + c] += y[b * C + c];
-                rms_norm_row(x + b * C, (const float *)t[1], C, eps, h + b * C);
+                rms_norm_row(x + b * C, t->ffn_norm, C, eps, h + b * C);
             }
             LAP(2)
-            gemm_for(k16, k8, bytes, h, B, C, (const char *)t[4], sc[2], 2 * F, g);
+            gemm_for(k16, k8, bytes, h, B, C, t->w[2], sc[2], 2 * F, g);
             LAP(0)
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++)
@@ -322,7 +324,7 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
                                                                     _mm256_loadu_ps(gr + F + f)));
                 }
             LAP(2)
-            gemm_for(k16, k8, bytes, a, B, F, (const char *)t[5], sc[3], C, y);
+            gemm_for(k16, k8, bytes, a, B, F, t->w[3], sc[3], C, y);
             LAP(0)
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++)
@@ -335,4 +337,21 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
         free(p);
     }
     free(h);
+}
+
+/* ------------------------------------------------------------------------------------------------ the ABI
+ * engine/kernels.py checks these at load (a library built from another kernels.c is not used):
+ * chattts_abi_version() == its ABI_VERSION, and chattts_layout(out) == what ctypes computes for its mirror of
+ * struct chattts_layer and the C types it passes (every `long *` argument is an int64 tensor). */
+#define CHATTTS_ABI 1
+#define LAYOUT_VALUES 8
+
+int chattts_abi_version(void) { return CHATTTS_ABI; }
+
+long chattts_layout(long *out, long n) {       /* writes min(n, LAYOUT_VALUES) values; returns LAYOUT_VALUES */
+    const long v[LAYOUT_VALUES] = {sizeof(struct chattts_layer), offsetof(struct chattts_layer, attn_norm),
+        offsetof(struct chattts_layer, ffn_norm), offsetof(struct chattts_layer, w),
+        offsetof(struct chattts_layer, scale), sizeof(long), sizeof(void *), sizeof(float)};
+    for (long i = 0; i < n && i < LAYOUT_VALUES; i++) out[i] = v[i];
+    return LAYOUT_VALUES;
 }

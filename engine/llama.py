@@ -1,4 +1,4 @@
-"""A minimal Llama forward (gpt-fast style) over a preallocated KV cache, for ChatTTS's GPT.
+"""A minimal Llama forward (gpt-fast style) over a preallocated KV cache, for ChatTTS's GPT: the model only.
 
 ChatTTS's GPT is a plain HF `LlamaModel` fed with input embeddings (its `embed_tokens` is unused).  This module
 re-implements that forward so we control the cache and the batch:
@@ -9,10 +9,11 @@ re-implements that forward so we control the cache and the batch:
   left padding) or *per row* over exactly the row's own valid prefix (CPU: a row's result then does not depend
   on what else is in the batch — see generate.py for the rest of that argument).
 
-Weights are taken from the HF state dict (q/k/v and gate/up fused); `tests/engine/test_llama.py` proves the
-forward equals transformers' LlamaModel on random weights, with MKL's linears, oneDNN's packed ones and our own
-kernel (engine/kernels.py; `pack_linears` with `cpu_linear()`: the CPU fp32 engine) — and `Int8Linear` is the W8A8
-option.
+Weights are taken from the HF state dict (q/k/v and gate/up fused).  What the projections run on the CPU
+(oneDNN's packed linears, engine/kernels.c's, int8) and the decode step in one C call are engine/cpu.py's
+choice: it replaces a Block's nn.Linear projections and sets `Llama.decode_attention` / `decode_step`.
+`tests/engine/test_llama.py` proves the forward equals transformers' LlamaModel on random weights, with MKL's
+linears, oneDNN's packed ones and our own kernel.
 """
 from __future__ import annotations
 
@@ -169,9 +170,9 @@ class Llama(nn.Module):
         self.register_buffer("cos", torch.empty(0), persistent=False)
         self.register_buffer("sin", torch.empty(0), persistent=False)
         self.decode_attention = None      # engine.kernels.decode_attention: the per-row path's decode steps in one
-                                          # call per layer (set by pack_linears with our kernels)
+                                          # call per layer (set by engine.cpu.attach_kernels)
         self.decode_step = None           # engine.kernels.DecodeStep: the per-row path's decode step, all layers in
-                                          # one call (where it supports the model; attach_kernels)
+                                          # one call (where it supports the model; engine.cpu.attach_kernels)
 
     def rope_tables(self, device) -> None:
         """cos/sin [max_pos, D] in fp32 from integer positions (as HF computes them)."""
@@ -227,133 +228,3 @@ def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> "Ll
     model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device=device)
     model.rope_tables(device)
     return model.eval().requires_grad_(False)
-
-
-def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """int8 weights per output channel, symmetric: (wq [N, K] int8, scale [N] fp32), weight ~ scale[:, None] * wq."""
-    w = weight.detach().float()                                                  # [N, K]
-    scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                           # [N]
-    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
-
-
-class Int8Linear(nn.Module):
-    """W8A8 linear for CPU: int8 weights (quantize_weight), activations quantized per row (symmetric, absmax), an
-    exact int32 GEMM (torch._int_mm), one fp32 rescale.  Integer accumulation is exact, so a row's result never
-    depends on the other rows of the call (unlike per-tensor dynamic quantization).  Where engine/kernels.c
-    builds, the engine uses its weight-only engine.kernels.GemmInt8Linear instead (faster, activations unrounded)."""
-
-    def __init__(self, linear: nn.Module):
-        super().__init__()
-        wq, scale = quantize_weight(linear.weight)
-        self.register_buffer("wq", wq)
-        self.register_buffer("scale", scale)
-        self.in_features, self.out_features = wq.shape[1], wq.shape[0]
-
-    def forward(self, x):                                                        # x [..., K] fp32
-        shape = x.shape
-        x2 = x.reshape(-1, shape[-1]).float()                                    # [M, K]
-        s = (x2.abs().amax(-1, keepdim=True) / 127.0).clamp_min(1e-12)           # [M, 1]
-        xq = torch.round(x2 / s).clamp(-127, 127).to(torch.int8)
-        acc = torch._int_mm(xq, self.wq.t())                                     # [M, N] int32, exact
-        return (acc.float() * (s * self.scale)).to(x.dtype).view(*shape[:-1], self.out_features)
-
-
-PACK_ROWS_HINT = 32               # rows oneDNN is told to expect when it reorders a weight (the layout; measured:
-                                  # the result bits do not depend on it, only the speed, little)
-
-
-def onednn_available() -> bool:
-    """Whether this torch has oneDNN's packed fp32 linear (`mkldnn._reorder_linear_weight` and
-    `mkldnn._linear_pointwise`) and it runs here: a tiny weight packed and applied once."""
-    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
-        return False
-    try:
-        PackedLinear(torch.ones(8, 8))(torch.ones(4, 8))
-    except RuntimeError:
-        return False
-    return True
-
-
-class PackedLinear(nn.Module):
-    """fp32 linear through oneDNN with the weight reordered once into its blocked layout (CPU).  On an AVX2 CPU
-    MKL's sgemm streams a weight at 5-7 GB/s for 4-16 rows; oneDNN's packed kernel about twice that.  It takes
-    rows in blocks of 6, and a row's bits are the same in any block of 4-6 rows (a block of 1-3 differs):
-    engine.generate.invariant_sizes measures that, as for MKL.  The dense `weight` stays (the HF model shares
-    it: share_weights_with_hf); `packed` is oneDNN's opaque copy."""
-
-    def __init__(self, weight: torch.Tensor):
-        super().__init__()
-        self.weight = weight                                                     # [N, K] fp32, dense
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)   # [N, K] mkldnn
-        self.out_features, self.in_features = weight.shape
-
-    def forward(self, x):                                                        # x [..., K] fp32 -> [..., N]
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
-
-
-def cpu_linear():
-    """The packed fp32 linear the CPU engine uses: engine/kernels.c's GemmLinear where it builds and runs here,
-    else oneDNN's PackedLinear, else None (MKL's F.linear on the dense weights)."""
-    from engine import kernels
-
-    if kernels.available():
-        return kernels.GemmLinear
-    return PackedLinear if onednn_available() else None
-
-
-def pack_linears(model: Llama, make=PackedLinear) -> Llama:
-    """Replace every dense projection of every block by make(weight) (PackedLinear or engine.kernels.GemmLinear:
-    CPU, fp32).  Norms and RoPE unchanged; with our GemmLinear, the per-row path's decode steps also attend through
-    engine/kernels.c (prefill keeps SDPA)."""
-    from engine import kernels
-
-    for block in model.layers:
-        for name in kernels.PROJECTIONS:
-            if isinstance(getattr(block, name), nn.Linear):            # int8 ones (quantize_int8 first) stay
-                setattr(block, name, make(getattr(block, name).weight))
-    return attach_kernels(model)
-
-
-def attach_kernels(model: Llama) -> Llama:
-    """Decode steps through engine/kernels.c where the projections are its linears: the whole step in one call
-    (kernels.DecodeStep) where it supports the model, else one attention call per layer.  Called whenever the
-    projections change (pack_linears, quantize_int8): the step points at the weights it was made for."""
-    from engine import kernels
-
-    ours = all(isinstance(getattr(b, n), kernels.GemmLinear) for b in model.layers for n in kernels.PROJECTIONS)
-    model.decode_attention = kernels.decode_attention if ours else None
-    model.decode_step = kernels.DecodeStep(model) if ours and kernels.DecodeStep.supports(model) else None
-    return model
-
-
-def quantize_int8(model: Llama) -> Llama:
-    """Replace every projection of every block by an int8 one: engine.kernels.GemmInt8Linear on a CPU where our
-    kernels build, else the W8A8 Int8Linear.  Norms, RoPE, attention stay fp32."""
-    from engine import kernels
-
-    on_cpu = model.norm.weight.device.type == "cpu"
-    make = kernels.GemmInt8Linear if on_cpu and kernels.available() else Int8Linear
-    for block in model.layers:
-        for name in kernels.PROJECTIONS:
-            setattr(block, name, make(getattr(block, name)))
-    return attach_kernels(model)
-
-
-def share_weights_with_hf(model: Llama, hf) -> None:
-    """Point the HF LlamaModel's projection weights (built from the same state dict) at views of our fused
-    ones (same device and dtype only), so the process holds one copy of the GPT weights while the upstream
-    path keeps working.  (HF's own copies are often file-backed safetensors pages the OS can drop.)"""
-    s = model.s
-    for blk, layer in zip(model.layers, hf.layers):
-        if not isinstance(blk.wqkv, nn.Linear):
-            return
-        q, k, v = blk.wqkv.weight.split([s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim])
-        gate, up = blk.w13.weight.split([s.ffn, s.ffn])
-        pairs = ((layer.self_attn.q_proj, q), (layer.self_attn.k_proj, k), (layer.self_attn.v_proj, v),
-                 (layer.self_attn.o_proj, blk.wo.weight), (layer.mlp.gate_proj, gate), (layer.mlp.up_proj, up),
-                 (layer.mlp.down_proj, blk.w2.weight))
-        for lin, w in pairs:
-            if lin.weight.shape != w.shape or lin.weight.dtype != w.dtype or lin.weight.device != w.device:
-                return
-            lin.weight = nn.Parameter(w, requires_grad=False)

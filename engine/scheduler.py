@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
-from engine.generate import CodeModel, DecodeBatch, Row
+from engine.codemodel import CodeModel
+from engine.generate import DecodeBatch, Row
 from engine.llama import KVCache
 
 BUCKET_TOKENS = 128                # rows whose step counts fall in the same 128-token bucket decode together

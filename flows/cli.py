@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
         p.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default=d.dtype)
         p.add_argument("--int8", action="store_true", help="CPU: INT8 dynamic quantization of the GPT")
-        p.add_argument("--compile", action="store_true", help="CUDA: compiled decode step")
+        p.add_argument("--compile", action="store_true", help="CUDA: decode steps as CUDA graphs (not torch.compile)")
         p.add_argument("--max-batch", type=int, default=d.max_batch,
                        help="rows decoded together at most (default: 32 on CPU, 128 on CUDA; fewer when memory is short)")
         p.add_argument("--threads", type=int, default=None, help="torch CPU threads")

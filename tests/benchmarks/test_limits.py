@@ -36,7 +36,7 @@ def test_peak_gemm_fp32_is_the_best_of_blas_onednn_and_our_kernel(monkeypatch):
     torch = pytest.importorskip("torch")
     from benchmarks import limits
     from engine import kernels
-    from engine.llama import onednn_available
+    from engine.cpu import onednn_available
 
     rates = iter([5.0, 7.0, 6.0, 3.0])            # what each kernel's timing "measures", in call order
     outputs = []
@@ -67,7 +67,7 @@ def test_only_w8a8_int8_is_held_to_the_int8_peak():
     no int8 peak is measured for it; the W8A8 Int8Linear multiplies in int8."""
     torch = pytest.importorskip("torch")
     from benchmarks.limits import dtypes_of, int8_compute
-    from engine.llama import Int8Linear
+    from engine.cpu import Int8Linear
 
     w8a8 = _engine(True, Int8Linear(torch.nn.Linear(8, 8, bias=False)))
     weight_only = _engine(True, torch.nn.Linear(8, 8, bias=False))      # anything but an Int8Linear

@@ -98,16 +98,19 @@ def test_prompt_is_upstream_and_version_names_settings(engine):
     assert ids[-1] == tok.convert_tokens_to_ids("[Ptts]")
     assert engine.prompt_ids("[Stts]你好") == ids           # upstream strips its own control tokens
     assert engine.loaded.fingerprint in engine.version and "fp32" in engine.version and "cpu" in engine.version
-    assert engine.version.startswith("ours5-")                # engine/kernels.c's step changed the CPU's bits ...
-    settings = engine.version.removeprefix("ours5-")          # ... a v2, v3 or v4 book keeps its audio
-    assert engine.adopts == ("ours2-" + settings, "ours3-" + settings, "ours4-" + settings)
+    from engine.cpu import backend_name
+
+    assert engine.version.startswith("ours6-")                # -ffp-contract=off changed the CPU's bits ...
+    old = f"{engine.loaded.fingerprint}-fp32-cpu"             # ... a v2-v5 book (no back-end in the name) keeps
+    assert engine.adopts == tuple(f"ours{v}-{old}" for v in "2345")                   # its audio
+    assert engine.version == f"ours6-{old}-{backend_name()}"
 
 
-@pytest.mark.parametrize("kw, tag", [(dict(int8=True), "fp32-cpu+int8"), (dict(dtype="bf16"), "bf16-cpu")])
+@pytest.mark.parametrize("kw, tag", [(dict(int8=True), "+int8"), (dict(dtype="bf16"), "-aten_")])
 def test_int8_and_bf16_cpu_engines_are_batch_invariant(requests, kw, tag):
     from engine.engine import Engine
     e8 = Engine.load(EngineOptions(model="random-tiny", max_batch=2, **kw))
-    assert e8.version.endswith(tag)
+    assert tag in e8.version and ("fp32-cpu-" if "int8" in kw else "bf16-cpu-aten_") in e8.version
     reqs = requests[:4]
     out = {r.key: r for r in e8.synthesize(reqs)}
     for req in reqs[:2]:

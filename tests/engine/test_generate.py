@@ -6,9 +6,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from engine import codemodel as CM  # noqa: E402
 from engine import generate as G  # noqa: E402
 from engine import kernels  # noqa: E402
-from engine.llama import LlamaShape, build_llama, onednn_available  # noqa: E402
+from engine import sampling as S  # noqa: E402
+from engine.cpu import onednn_available  # noqa: E402
+from engine.llama import LlamaShape, build_llama  # noqa: E402
 
 C, V_TEXT, SPK_ID = 64, 100, 7
 
@@ -17,7 +20,7 @@ PACKED = [False, pytest.param(True, marks=pytest.mark.skipif(not onednn_availabl
           pytest.param("gemm", marks=pytest.mark.skipif(not kernels.available(), reason="engine/kernels.c not built"))]
 
 
-def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool | str = False) -> G.CodeModel:
+def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool | str = False) -> CM.CodeModel:
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(hidden_size=C, intermediate_size=128, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
@@ -25,35 +28,35 @@ def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool | str =
     hf = transformers.LlamaModel(cfg)
     llama = build_llama(LlamaShape.from_hf(cfg), hf.state_dict())
     head = torch.randn(4, 626, C) * 0.3
-    head[:, G.EOS] *= 0
-    model = G.CodeModel(llama, torch.randn(V_TEXT, C), torch.randn(4, 626, C) * 0.5, head, SPK_ID)
+    head[:, S.EOS] *= 0
+    model = CM.CodeModel(llama, torch.randn(V_TEXT, C), torch.randn(4, 626, C) * 0.5, head, SPK_ID)
     if packed:     # oneDNN packed linears (True) or engine/kernels.c's ("gemm"), as the engine runs on CPU in fp32
         model.pack(kernels.GemmLinear if packed == "gemm" else None)
     if eos_bias:   # EOS logit raised for every hidden state
         head_logits = model.logits
         bias = torch.zeros(4, 626)
-        bias[:, G.EOS] = eos_bias
+        bias[:, S.EOS] = eos_bias
         model.logits = lambda h: head_logits(h) + bias
     return model
 
 
 def full_vocabulary(logits, history, eos_allowed, p):
-    """`G.candidates` scattered back to the whole vocabulary: processed logits [B, Q, V], -inf = removed."""
-    x, idx = G.candidates(logits, history, eos_allowed, p)
+    """`S.candidates` scattered back to the whole vocabulary: processed logits [B, Q, V], -inf = removed."""
+    x, idx = S.candidates(logits, history, eos_allowed, p)
     return torch.full_like(logits, -torch.inf).scatter_(-1, idx, x)
 
 
 def gumbel_max(processed, keys, steps, cells):
     """Gumbel-max over the whole vocabulary: tokens [B, Q] ~ softmax(processed [B, Q, V]); cells [Q*V]."""
     B, Q, V = processed.shape
-    return (processed + G.gumbel_noise(keys, steps, cells).view(B, Q, V)).argmax(-1)
+    return (processed + S.gumbel_noise(keys, steps, cells).view(B, Q, V)).argmax(-1)
 
 
 def make_row(model, key, n_prompt, seed, end_at, forced=True, spk=None):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(8, V_TEXT, (n_prompt,), generator=g)
     ids[1] = SPK_ID
-    return G.Row(key=key, ids=ids, spk=spk, rng=G.row_key(seed), end_at=end_at,
+    return G.Row(key=key, ids=ids, spk=spk, rng=S.row_key(seed), end_at=end_at,
                  forced=forced)
 
 
@@ -66,15 +69,15 @@ def test_hash32_matches_plain_32bit_arithmetic():
         x = (x * 0x846CA68B) & 0xFFFFFFFF
         return x ^ (x >> 16)
     xs = [0, 1, 2, 0xFFFFFFFF, 0x12345678, 0x80000000, 987654321]
-    got = G.hash32(torch.tensor(xs, dtype=torch.long)).tolist()
-    assert got == [ref(x) for x in xs] == [G.hash32(x) for x in xs]
+    got = S.hash32(torch.tensor(xs, dtype=torch.long)).tolist()
+    assert got == [ref(x) for x in xs] == [S.hash32(x) for x in xs]
     assert len(set(got)) == len(xs)
 
 
 def test_candidates_match_upstream_processors():
     gen_logits = pytest.importorskip("ChatTTS.model.processors").gen_logits
     torch.manual_seed(1)
-    p = G.SamplingParams()
+    p = S.SamplingParams()
     B, Q, V = 3, 4, 626
     logits = torch.randn(B, Q, V) * 3
     for t in (0, 5, 40):                       # generated tokens so far (window of 16)
@@ -97,39 +100,39 @@ def test_candidates_match_upstream_processors():
 
 def test_candidate_sampling_equals_full_vocabulary_sampling():
     torch.manual_seed(5)
-    p, B = G.SamplingParams(), 64
+    p, B = S.SamplingParams(), 64
     logits = torch.randn(B, 4, 626) * 2
     hist = torch.randint(0, 627, (B, 4, 16))
     eos_ok = torch.rand(B) < 0.5
-    keys = torch.tensor([G.row_key(s) for s in range(B)])
+    keys = torch.tensor([S.row_key(s) for s in range(B)])
     steps = torch.randint(0, 500, (B,))
-    cells = G.hash32(torch.arange(4 * 626) + 1)
+    cells = S.hash32(torch.arange(4 * 626) + 1)
     full = gumbel_max(full_vocabulary(logits, hist, eos_ok, p), keys, steps, cells)
-    x, idx = G.candidates(logits, hist, eos_ok, p)
-    assert torch.equal(G.sample_candidates(x, idx, keys, steps, cells, 626), full)
+    x, idx = S.candidates(logits, hist, eos_ok, p)
+    assert torch.equal(S.sample_candidates(x, idx, keys, steps, cells, 626), full)
     assert len(set(full.flatten().tolist())) > 50        # really sampled, not constant
 
 
 def test_eos_mask():
     logits = torch.zeros(2, 4, 626)
-    logits[..., G.EOS] = 50
-    out = full_vocabulary(logits, torch.full((2, 4, 16), 626), torch.tensor([False, True]), G.SamplingParams())
-    assert torch.isinf(out[0, :, G.EOS]).all() and not torch.isinf(out[1, :, G.EOS]).any()
+    logits[..., S.EOS] = 50
+    out = full_vocabulary(logits, torch.full((2, 4, 16), 626), torch.tensor([False, True]), S.SamplingParams())
+    assert torch.isinf(out[0, :, S.EOS]).all() and not torch.isinf(out[1, :, S.EOS]).any()
 
 
 def test_gumbel_sampling_follows_softmax_and_is_counter_based():
     probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
     logits = probs.log().expand(4000, 1, 4).contiguous()
-    cells = G.hash32(torch.arange(4) + 1)
-    keys = torch.tensor([G.row_key(s) for s in range(4000)])
+    cells = S.hash32(torch.arange(4) + 1)
+    keys = torch.tensor([S.row_key(s) for s in range(4000)])
     tok = gumbel_max(logits, keys, torch.zeros(4000, dtype=torch.long), cells)[:, 0]
     freq = torch.bincount(tok, minlength=4).float() / 4000
     assert (freq - probs).abs().max() < 0.03, freq
     # same (key, step) -> same draw, whatever the batch around it; another step -> fresh noise
-    alone = G.gumbel_noise(keys[7:8], torch.tensor([3]), cells)
-    batched = G.gumbel_noise(keys[:16], torch.full((16,), 3), cells)
+    alone = S.gumbel_noise(keys[7:8], torch.tensor([3]), cells)
+    batched = S.gumbel_noise(keys[:16], torch.full((16,), 3), cells)
     assert torch.equal(alone[0], batched[7])
-    assert not torch.equal(alone, G.gumbel_noise(keys[7:8], torch.tensor([4]), cells))
+    assert not torch.equal(alone, S.gumbel_noise(keys[7:8], torch.tensor([4]), cells))
 
 
 # ------------------------------------------------------------------------------------------- decode loop
@@ -211,11 +214,11 @@ def test_prompt_embedding_applies_normalized_speaker():
 @torch.no_grad()
 def test_cuda_graph_step_matches_eager_and_is_deterministic():
     model = random_code_model()
-    cuda = G.CodeModel(model.llama.to("cuda"), model.emb_text.cuda(), model.emb_code.cuda(),
+    cuda = CM.CodeModel(model.llama.to("cuda"), model.emb_text.cuda(), model.emb_code.cuda(),
                        model.head.view(4, 626, C).cuda(), SPK_ID)
     specs = [(f"r{i}", 5 + 3 * i, 100 + i, 6 + 7 * (i % 4)) for i in range(7)]
     eager = _run(cuda, _fresh(cuda, specs), slots=3, exact=False)
-    G.enable_compile(cuda)
+    CM.enable_cuda_graphs(cuda)
     graphed = _run(cuda, _fresh(cuda, specs), slots=3, exact=False)
     again = _run(cuda, _fresh(cuda, specs), slots=3, exact=False)
     for key, _, _, T in specs:
@@ -254,10 +257,10 @@ def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monk
         sizes = _sizes_of_calls(monkeypatch)
         batched = _run(model, _fresh(model, specs), slots=9)
         assert {n for n, _ in sizes} >= {9, 1}                 # full and nearly empty steps both happened
-        least = (lambda n: n) if packed == "gemm" else (lambda n: max(n, G.EXACT_ROWS))
+        least = (lambda n: n) if packed == "gemm" else (lambda n: max(n, CM.EXACT_ROWS))
         assert all(size == model.call_size(n, 9) >= least(n) for n, size in sizes)
         if packed == "gemm":
-            assert {size for n, size in sizes if n < G.EXACT_ROWS}, "no step of fewer rows than EXACT_ROWS"
+            assert {size for n, size in sizes if n < CM.EXACT_ROWS}, "no step of fewer rows than EXACT_ROWS"
         for key, n, seed, T in specs:
             alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
             assert torch.equal(alone.hiddens, batched[key].hiddens), key
@@ -270,7 +273,7 @@ def test_a_call_size_outside_the_measured_ones_breaks_batched_equals_alone():
     """The invariance test above can fail: let steps run at every size (1..3 rows included: other kernels)."""
     torch.set_num_threads(1)
     model = random_code_model(packed=onednn_available())
-    measured = G.invariant_sizes(model, 4)
+    measured = CM.invariant_sizes(model, 4)
     assert 1 not in measured and 4 in measured
     model._sizes[(1, 4)] = tuple(range(1, 9))
     specs = [(f"r{i}", 5 + 3 * i, 300 + i, 4 + 5 * i) for i in range(4)]
@@ -287,11 +290,11 @@ def test_invariant_sizes_finds_the_sizes_of_a_ragged_kernel():
         return lambda x: x * 2 + (x.shape[0] % period) * 1e-3
 
     model.linears = lambda: real + [(ragged(4), C)]
-    assert G.invariant_sizes(model, 12) == (4, 8, 12, 16)
+    assert CM.invariant_sizes(model, 12) == (4, 8, 12, 16)
     model.linears = lambda: real + [(ragged(8), C)]
-    assert G.invariant_sizes(model, 12) == (4, 12)
+    assert CM.invariant_sizes(model, 12) == (4, 12)
     model.linears = lambda: real + [(lambda x: x + x.shape[0] * 1e-3, C)]
-    assert G.invariant_sizes(model, 12) == (G.EXACT_ROWS,)
+    assert CM.invariant_sizes(model, 12) == (CM.EXACT_ROWS,)
 
 
 @torch.no_grad()
@@ -301,7 +304,7 @@ def test_without_a_call_size_steps_fall_back_to_canonical_chunks(monkeypatch):
     specs = [(f"r{i}", 6 + i, 500 + i, 3 + 4 * (i % 3)) for i in range(11)]
     sizes = _sizes_of_calls(monkeypatch)
     batched = _run(model, _fresh(model, specs), slots=11)
-    assert sizes and all(size == G.EXACT_ROWS for _, size in sizes) and max(n for n, _ in sizes) == G.EXACT_ROWS
+    assert sizes and all(size == CM.EXACT_ROWS for _, size in sizes) and max(n for n, _ in sizes) == CM.EXACT_ROWS
     for key, n, seed, T in specs[:4]:
         alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
         assert torch.equal(alone.hiddens, batched[key].hiddens), key

@@ -4,15 +4,18 @@ oneDNN and SDPA where the kernels cannot be used."""
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from engine import kernels  # noqa: E402
-from engine.llama import PackedLinear, cpu_linear, onednn_available  # noqa: E402
-from tests.conftest import unavailable  # noqa: E402
+from engine.cpu import PackedLinear, cpu_linear, onednn_available  # noqa: E402
+from tests.conftest import ROOT, unavailable  # noqa: E402
 
 
 @pytest.fixture
@@ -61,14 +64,14 @@ def test_a_non_contiguous_input_is_taken_as_its_values(lin):
 
 @pytest.mark.parametrize("n, k", [(48, 64), (13, 96), (2504, 40)])
 def test_int8_weights_equal_the_dequantized_product_and_rows_are_invariant(lin, n, k):
-    """Weight-only int8 (engine.llama.quantize_weight's): x times the dequantized weights, fp32 activations; any
+    """Weight-only int8 (engine.cpu.quantize_weight's): x times the dequantized weights, fp32 activations; any
     call size gives a row the same bits, as the fp32 kernel."""
-    from engine.llama import quantize_weight
+    from engine.cpu import quantize_weight
 
     g = torch.Generator().manual_seed(n + k)
     w, x = torch.randn(n, k, generator=g), torch.randn(9, k, generator=g)
-    q = kernels.GemmInt8Linear(SimpleNamespace(weight=w))               # anything with a .weight
     wq, scale = quantize_weight(w)
+    q = kernels.GemmInt8Linear(wq, scale)
     y = q(x)
     torch.testing.assert_close(y, x @ (wq.float() * scale[:, None]).t(), atol=1e-4, rtol=1e-4)
     assert (y - x @ w.t()).abs().max() < 0.05 * (x @ w.t()).abs().max()          # int8's own rounding only
@@ -159,11 +162,87 @@ def test_the_build_is_cached_by_source_flags_and_compiler(lin, tmp_path, monkeyp
     assert other != first and sorted(tmp_path.iterdir()) == sorted([first, other])
 
 
-def test_a_failing_compiler_raises_and_leaves_no_file(tmp_path, monkeypatch):
+def test_a_failing_compiler_raises_and_leaves_only_the_remembered_failure(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "false")                                   # exits 1
     with pytest.raises(RuntimeError, match="false"):
         kernels.build(tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    [marker] = tmp_path.iterdir()                                       # no library, no temp, no object file
+    assert marker.name.endswith(kernels.FAILED_SUFFIX) and "false" in marker.read_text()
+    with pytest.raises(RuntimeError, match="remembered in"):
+        kernels.build(tmp_path)
+
+
+FAKE_CC = """#!/bin/sh
+echo "$@" >> "$(dirname "$0")/calls"
+if [ "$1" = "--version" ]; then echo "fakecc 1.0"; exit 0; fi
+echo "fakecc: error: no such luck" >&2
+exit 1
+"""
+
+
+def test_a_failed_build_is_not_retried_by_another_process(tmp_path):
+    """The first process's compiler failure is written beside the library; a second process reads it and raises
+    the same reason without running the compiler (only its --version, part of the key)."""
+    cc = tmp_path / "fakecc"
+    cc.write_text(FAKE_CC)
+    cc.chmod(0o755)
+    code = ("import sys; from engine import kernels\ntry:\n    kernels.build(sys.argv[1])\n"
+            "except RuntimeError as e:\n    print(e)")
+    env = {**os.environ, "CC": str(cc), "PYTHONPATH": str(ROOT)}
+    runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")], env=env, capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert "no such luck" in runs[0].stdout and "remembered in" not in runs[0].stdout
+    assert "no such luck" in runs[1].stdout and "remembered in" in runs[1].stdout
+    compiles = [c for c in (tmp_path / "calls").read_text().splitlines() if c != "--version"]
+    assert len(compiles) == 1 and " -c " in f" {compiles[0]} ", compiles          # the second run compiled nothing
+
+
+def test_the_build_key_names_the_machine_the_compiler_and_the_c_library(monkeypatch):
+    cc, args = "/usr/bin/cc", kernels.CFLAGS
+    base = kernels.build_key(cc, args, ())
+    assert kernels.build_key(cc, args, ()) == base
+    assert kernels.build_key("/usr/bin/gcc", args, ()) != base
+    assert kernels.build_key(cc, args + kernels.STRICT_FLAGS, ()) != base
+    assert kernels.build_key(cc, args, ("-fopenmp",)) != base
+    for attr, value in (("_compiler_version", lambda cc: "cc 99.0"), ("_libc", lambda: "glibc 9.99")):
+        with monkeypatch.context() as m:
+            m.setattr(kernels, attr, value)
+            assert kernels.build_key(cc, args, ()) != base, attr
+    with monkeypatch.context() as m:
+        m.setattr(kernels.platform, "machine", lambda: "aarch64")
+        assert kernels.build_key(cc, args, ()) != base
+    assert "-ffp-contract=off" in kernels.CFLAGS
+
+
+def test_the_strict_build_passes_and_loads_with_the_expected_abi(lin, tmp_path):
+    """-Wall -Wextra -Werror: the tests' build of kernels.c has no warning; the library it makes has this
+    module's ABI version and table layout."""
+    import ctypes
+
+    lib = ctypes.CDLL(str(kernels.build(tmp_path, strict=True)))
+    assert kernels._abi_problem(lib) is None
+
+
+def _fresh_library(monkeypatch, tmp_path):
+    monkeypatch.setenv("CHATTTS_RENDER_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_LIB", [])
+
+
+def test_a_library_of_another_abi_or_table_layout_is_not_used(lin, tmp_path, monkeypatch, caplog):
+    _fresh_library(monkeypatch, tmp_path)
+    monkeypatch.setattr(kernels, "ABI_VERSION", kernels.ABI_VERSION + 1)
+    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+        assert not kernels.available()
+    assert f"ABI version is {kernels.ABI_VERSION - 1}" in caplog.text
+    monkeypatch.undo()
+    _fresh_library(monkeypatch, tmp_path)
+    want = kernels.expected_layout()
+    monkeypatch.setattr(kernels, "expected_layout", lambda: (want[0] + 8,) + want[1:])   # a field more
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+        assert not kernels.available()
+    assert "table layout" in caplog.text
 
 
 def test_without_the_kernel_the_engine_uses_onednn(tmp_path, monkeypatch, caplog):
@@ -199,7 +278,8 @@ def test_the_engine_runs_its_cpu_fp32_linears_on_the_kernel(lin):
 # ------------------------------------------------------------------------------------- the whole decode step
 def _llama(q8: bool, heads=4, kv_heads=2):
     """A 3-layer Llama on our kernels with random weights (GQA: 4 query heads over 2 kv heads)."""
-    from engine.llama import LlamaShape, build_llama, pack_linears, quantize_int8
+    from engine.cpu import pack_linears, quantize_int8
+    from engine.llama import LlamaShape, build_llama
 
     s = LlamaShape(hidden=64, layers=3, heads=heads, kv_heads=kv_heads, ffn=96, rope_theta=10_000.0, eps=1e-6,
                    max_pos=64)
@@ -293,12 +373,159 @@ def test_the_decode_step_refuses_what_is_outside_the_cache(lin):
 
 def test_a_model_the_step_cannot_run_keeps_the_per_layer_path(lin):
     """Projections of mixed kernels (or padded output columns) get no fused step; decode attention stays."""
-    from engine.llama import attach_kernels
+    from engine.cpu import attach_kernels, quantize_weight
 
     model = _llama(False)
-    model.layers[1].wo = kernels.GemmInt8Linear(SimpleNamespace(weight=model.layers[1].wo.weight))
+    model.layers[1].wo = kernels.GemmInt8Linear(*quantize_weight(model.layers[1].wo.weight))
     attach_kernels(model)
     assert model.decode_step is None and model.decode_attention is kernels.decode_attention
     model.layers[1].wo = PackedLinear(torch.randn(64, 64)) if onednn_available() else torch.nn.Linear(64, 64)
     attach_kernels(model)
     assert model.decode_step is None and model.decode_attention is None
+
+
+# ------------------------------------------------------------------------------------------- the ctypes boundary
+def test_the_linear_entry_points_refuse_what_c_would_misread(lin):
+    lib = kernels.library()
+    w = torch.randn(12, 16)
+    with pytest.raises(ValueError, match="bfloat16"):
+        lin(w.bfloat16())                                                # dtype of a weight
+    with pytest.raises(ValueError, match="dimensions"):
+        lin(w[0])                                                        # a 1-D weight
+    with pytest.raises(ValueError, match="on meta"):
+        lin(torch.empty(12, 16, device="meta"))                          # device
+    f = lin(w)
+    with pytest.raises(ValueError, match="K = 16"):
+        f(torch.randn(3, 15))                                            # K
+    with pytest.raises(ValueError, match="float64"):
+        f(torch.randn(3, 16, dtype=torch.float64))                       # dtype of the input
+    with pytest.raises(ValueError, match="holds 255 values"):
+        kernels._apply(lib, torch.randn(3, 16), f.packed[:-1], 12, 16)   # a packed weight of another size
+    with pytest.raises(ValueError, match="contiguous"):
+        kernels._apply(lib, torch.randn(3, 16), torch.stack([f.packed, f.packed], 1)[:, 0], 12, 16)
+    from engine.cpu import quantize_weight
+
+    q = kernels.GemmInt8Linear(*quantize_weight(w))
+    with pytest.raises(ValueError, match="column scales"):
+        kernels._apply(lib, torch.randn(3, 16), q.packed, 12, 16)        # int8 weights without their scales
+    with pytest.raises(ValueError, match="15 column scales for 16"):
+        kernels._apply(lib, torch.randn(3, 16), q.packed, 12, 16, q.scale[:15])
+    with pytest.raises(ValueError, match="11 column scales for 12"):
+        kernels.GemmInt8Linear(q.packed.new_zeros(12, 16), torch.ones(11))
+    with pytest.raises(ValueError, match="int8"):
+        kernels.GemmInt8Linear(w, torch.ones(12))                        # fp32 weights as int8
+
+
+def test_decode_attention_refuses_slots_and_lengths_outside_the_cache(lin):
+    g = torch.Generator().manual_seed(5)
+    k, v = _cache(g)                                                     # 5 slots of 40 positions
+    q = torch.randn(2, 4, 1, 16, generator=g)
+    with pytest.raises(ValueError, match="length outside the cache"):
+        kernels.decode_attention(torch.tensor([0, 1]), [3, 41])(q, k, v)          # would read past the buffer
+    with pytest.raises(ValueError, match="length outside the cache"):
+        kernels.decode_attention(torch.tensor([0, 1]), [3, -1])(q, k, v)
+    with pytest.raises(ValueError, match="slot outside the cache"):
+        kernels.decode_attention(torch.tensor([0, 5]), [3, 4])(q, k, v)
+    attend = kernels.decode_attention(torch.tensor([0, 1]), [3, 4])
+    with pytest.raises(ValueError, match="float64"):
+        attend(q, k.double(), v.double())
+    with pytest.raises(ValueError, match="v_cache"):
+        attend(q, k, v[:, :, :39].contiguous())
+    with pytest.raises(ValueError, match="cache's D"):
+        attend(torch.randn(2, 4, 1, 8), k, v)
+    with pytest.raises(ValueError, match="a slot and a length each"):
+        attend(torch.randn(3, 4, 1, 16), k, v)
+    with pytest.raises(ValueError, match="integers"):
+        kernels.decode_attention(torch.tensor([0, 1]), [3.0, 4])
+
+
+def test_the_decode_step_refuses_a_length_past_the_cache_and_a_foreign_cache(lin):
+    from engine.llama import KVCache
+
+    model = _llama(False)
+    x, pos, cache, slots, lens = _step_inputs(model)                     # S = 40
+    with pytest.raises(ValueError, match="length outside the cache"):
+        model(x, pos, cache, slots, lengths=[7, 1, 41, 12, 0])           # would attend past the buffer
+    with pytest.raises(ValueError, match="float64"):
+        model(x.double(), pos, cache, slots, lengths=lens)
+    with pytest.raises(ValueError, match="positions"):
+        model.decode_step(x, pos.float(), cache, slots, lens)
+    other = KVCache(model.s, 6, 40, "cpu", torch.float32)
+    other.k = other.k[:2]                                                # a cache of 2 layers for 3
+    with pytest.raises(ValueError, match="2 layers"):
+        model(x, pos, other, slots, lengths=lens)
+    other = KVCache(model.s, 6, 40, "cpu", torch.float32)
+    other.slots = 7                                                      # geometry that lies about its slots
+    with pytest.raises(ValueError, match="cache.k has shape"):
+        model(x, pos, other, slots, lengths=lens)
+    other = KVCache(model.s, 6, 40, "cpu", torch.float32)
+    other.v[1] = other.v[1].transpose(2, 3).contiguous().transpose(2, 3)
+    with pytest.raises(ValueError, match="contiguous"):
+        model(x, pos, other, slots, lengths=lens)
+
+
+# ------------------------------------------------------------------------------------- the engine's name for it
+def _version_in_a_process(**env) -> str:
+    code = ("from engine.api import EngineOptions; from engine.engine import engine_version; "
+            "print(engine_version('fp', EngineOptions(), 'fp32'))")
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_the_cpu_engine_version_names_its_back_end_and_isa(lin):
+    """Our kernel and oneDNN make different bits: different versions (so content keys); oneDNN's name carries
+    the ISA it dispatches to, ONEDNN_MAX_CPU_ISA honoured."""
+    ours = _version_in_a_process()
+    off = _version_in_a_process(**{kernels.ENV: "off"})
+    avx2 = _version_in_a_process(**{kernels.ENV: "off", "ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert ours.startswith("ours6-fp-fp32-cpu-kernels-aten_") and ours != off
+    if onednn_available():
+        assert "-cpu-onednn-avx2-aten_" in avx2
+        assert off.startswith("ours6-fp-fp32-cpu-onednn-")
+    else:
+        assert "-cpu-mkl-" in off
+
+
+# ----------------------------------------------------------------------------------------------- the wheel
+SETUPTOOLS_LICENSE = 77              # the first setuptools that reads pyproject's license expression (PEP 639)
+
+
+def test_the_wheel_ships_the_kernel_source_and_an_installed_engine_builds_it(lin, tmp_path):
+    """A wheel built from the project (offline, no build isolation) and installed into a fresh venv: imported
+    from outside the source tree, engine/kernels.c is inside the installed package and the kernel loads."""
+    r = subprocess.run([sys.executable, "-c", "import setuptools; print(setuptools.__version__)"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0 or int(r.stdout.split(".")[0]) < SETUPTOOLS_LICENSE:
+        unavailable(f"setuptools >= {SETUPTOOLS_LICENSE} (the test extra) is not installed: {r.stdout.strip()}")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        (src / name).write_bytes((ROOT / name).read_bytes())
+    for pkg in ("engine", "flows", "tasks", "manifests"):
+        subprocess.run(["cp", "-r", str(ROOT / pkg), str(src / pkg)], check=True)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q"]
+    r = subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
+                              str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    r = subprocess.run(pip + ["--python", str(py), "install", "--no-deps", "--no-index", str(wheel)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    site = next((venv / "lib").glob("python*/site-packages"))
+    import sysconfig
+
+    (site / "parent_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")   # torch & co, not our tree
+    code = ("import engine, engine.kernels as k; from pathlib import Path; "
+            "print(Path(engine.__file__).parent); print(k.SOURCE.is_file()); print(k.available())")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([str(py), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**env, "CHATTTS_RENDER_CACHE": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    where, has_source, available = r.stdout.split()
+    assert Path(where).is_relative_to(site) and has_source == "True" and available == "True", r.stderr[-2000:]
+    assert list((tmp_path / "cache" / "kernels").glob("kernels-*.so"))    # built from the installed kernels.c

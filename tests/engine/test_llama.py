@@ -7,7 +7,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from engine import kernels  # noqa: E402
-from engine.llama import KVCache, LlamaShape, PackedLinear, build_llama, onednn_available, pack_linears  # noqa: E402
+from engine.cpu import PackedLinear, onednn_available, pack_linears  # noqa: E402
+from engine.llama import KVCache, LlamaShape, build_llama  # noqa: E402
 
 TOL = dict(atol=2e-5, rtol=1e-4)   # fp32
 
@@ -130,7 +131,7 @@ def test_cuda_half_precision_matches_hf_fp32_beyond_position_256(models, dtype):
 
 @torch.no_grad()
 def test_hf_model_shares_our_weights_and_still_works(models):
-    from engine.llama import share_weights_with_hf
+    from engine.codemodel import share_weights_with_hf
     cfg, hf, _ = models
     twin = transformers.LlamaModel(cfg).eval()
     twin.load_state_dict(hf.state_dict())
