@@ -20,7 +20,9 @@ from typing import Callable, Iterable, Iterator
 
 from engine.api import EngineOptions, Request, Result
 from engine.clip import sample_prompt
+from engine.loader import load_chattts
 from engine.units import expected_tokens
+from engine.vocoder import decode
 from engine.voice import check_voice, sample_voice, speaker_vector
 from engine.voicestring import Voice, decode_prompt, decode_voice
 
@@ -56,7 +58,7 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
     extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
     backend = ""
     if opts.device == "cpu" and int(version) >= 6:
-        from engine.cpu import backend_name    # torch: engine.engine stays importable without it
+        from engine.cpu import backend_name  # torch: engine.engine stays importable without it
 
         backend = f"-{backend_name(opts.int8, dtype)}"
     return f"ours{version}-{fingerprint}-{dtype}-{opts.device}{backend}{extras}"
@@ -81,7 +83,6 @@ class Engine:
 
         from engine.codemodel import CodeModel, enable_cuda_graphs
         from engine.cpu import cpu_linear
-        from engine.loader import load_chattts
 
         if opts.threads:
             torch.set_num_threads(opts.threads)
@@ -189,7 +190,6 @@ class Engine:
         """Yield a Result per request as rows finish (completion order).  Bad requests (voice, forced count,
         length) raise ValueError before any decoding."""
         from engine.scheduler import Scheduler
-        from engine.vocoder import decode
 
         rows = [self._row(r, i) for i, r in enumerate(requests)]
         exact = self.opts.device == "cpu"
