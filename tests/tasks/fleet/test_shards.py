@@ -136,3 +136,60 @@ def test_segments_left_reads_a_store_books_manifest(s3_server, tmp_path):
     url = f"s3://{bucket}/out/{book_dir.name}"
     with environ_with({**s3_server.env(), "CHATTTS_RENDER_SCRATCH": str(tmp_path / "scratch")}):
         assert shards.segments_left(tmp_path / "unused.txt", url, planned=True) == 2
+
+
+SHARD_RUN = """
+import sys
+from pathlib import Path
+from tasks import stages
+from tasks.errors import RenderFailed
+from tasks.fleet import shards
+from tasks.options import options_from_params
+book, out, token = sys.argv[1:4]
+opts = options_from_params(book, out=out, model="random-tiny")
+try:
+    print(stages.synthesize(opts.book_dir, opts, shard=shards.shard(opts.book_dir, 1, token)))
+except RenderFailed as e:
+    print(e, file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def test_a_shard_on_a_worker_with_the_kernel_off_refuses(tmp_path):
+    """The parent plans with our CPU kernel; shard 1 runs where the kernel is off (oneDNN: other arithmetic, so
+    another engine version and other content keys): it refuses with one line and writes nothing; the same shard
+    with the kernel on renders its rows."""
+    import os
+    import subprocess
+    import sys
+
+    from engine import kernels
+    from tasks import stages
+    from tasks.options import options_from_params
+    from tests.conftest import ROOT, unavailable
+
+    if not kernels.available():
+        unavailable("engine/kernels.c is not available here (no compiler or no AVX2/FMA)")
+    book = tmp_path / "book.txt"
+    book.write_text("第一章\n山高水长，风和日丽。\n春眠不觉晓，处处闻啼鸟。\n夜来风雨声，花落知多少。\n", encoding="utf-8")
+    opts = options_from_params(str(book), out=str(tmp_path / "out"), model="random-tiny")
+    book_dir = stages.prepare(opts)
+    plan = shards.start(book_dir, 2, opts.guard)
+    assert plan.shards[1]
+    files = sorted(p.relative_to(book_dir) for p in book_dir.rglob("*"))
+
+    def run(**env):
+        return subprocess.run([sys.executable, "-c", SHARD_RUN, str(book), str(tmp_path / "out"), plan.token],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+    off = run(CHATTTS_RENDER_KERNELS="off")
+    assert off.returncode == 1, off.stderr
+    line = off.stderr.strip()
+    assert "\n" not in line and f"{len(plan.shards[1])} segments to render were planned for engine" in line
+    assert "-kernels-" in line.split("but this process runs")[0] and "-onednn-" in line.split("runs")[1]
+    assert sorted(p.relative_to(book_dir) for p in book_dir.rglob("*")) == files          # nothing written
+    on = run()
+    assert on.returncode == 0, on.stderr
+    done = {r["content_key"] for r in manifests.load(book_dir).to_pylist() if r["status"] == "done"}
+    assert done == set(plan.shards[1])
