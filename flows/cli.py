@@ -4,10 +4,11 @@
     chattts-render status|inspect|package BOOK [options]
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
+    chattts-render --version
 
-Exit codes (EXIT_CODES): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
-usage, or the book is being rendered by another process; 3 the machine: a missing tool (ffmpeg) or an unusable
-output folder.  Every error is one line on stderr naming the file and the problem; a bad input creates and
+Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
+usage, or the book is being rendered by another process; 3 the machine: a missing tool (ffmpeg), no GPU for
+--device cuda, or an unusable output folder.  Every error is one line on stderr naming the file and the problem; a bad input creates and
 overwrites nothing."""
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ import os
 import sys
 from pathlib import Path
 
-from flows.commands import UsageError
+from flows.commands import PROG, UsageError, cpu_count
 
-PROG = "chattts-render"
 EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 1, 2, 3
 DEFAULT_COMMAND = "render"
+ROOT = Path(__file__).resolve().parents[1]        # the checkout (pyproject.toml), for package_version()
 VOICE_ACTIONS = ("audition", "save", "list")     # `voices BOOK` is `voices audition BOOK`
 
 
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = EngineOptions()
     top = _Parser(prog=PROG, description="Render books (EPUB, TXT) into audiobooks with ChatTTS. "
                   f"`{PROG} BOOK` is `{PROG} render BOOK`.")
+    top.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
@@ -70,11 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "or random-tiny / random-full (random weights, for tests and benchmarks)")
         p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
         p.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default=d.dtype)
-        p.add_argument("--int8", action="store_true", help="CPU: INT8 dynamic quantization of the GPT")
-        p.add_argument("--compile", action="store_true", help="CUDA: compiled decode step")
+        p.add_argument("--int8", action="store_true",
+                       help="CPU only: INT8 GPT weights (weight-only int8 with our CPU kernel, W8A8 dynamic "
+                            "quantization without it)")
+        p.add_argument("--compile", action="store_true",
+                       help="CUDA only: CUDA graphs of the decode step (not torch.compile)")
         p.add_argument("--max-batch", type=int, default=d.max_batch,
-                       help="rows decoded together at most (default: 32 on CPU, 128 on CUDA; fewer when memory is short)")
-        p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+                       help="rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
+                            "memory is short)")
+        p.add_argument("--threads", type=int, default=None,
+                       help=f"torch CPU threads, >= 1 (default: torch's, one per core); more than the {cpu_count()} "
+                            "CPUs here share them: slower, never faster")
 
     def voice(p: argparse.ArgumentParser, **kw) -> None:
         p.add_argument("--voice", **kw, help="seed:N, clip:RECORDING (3-30 s, transcript in RECORDING.txt or "
@@ -109,10 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
                       "(no re-rendering, the model is not loaded).")
     out(package)
     package.add_argument("--format", default="flac", help=formats)
+    package.add_argument("--allow-gaps", action="store_true",
+                         help="assemble chapters even if some segments are not rendered (silence in their place)")
     voices = sub.add_parser("voices", help="Hear candidate voices for a book; save and list named voices.")
     actions = voices.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
     aud = actions.add_parser("audition", help="candidate voices read the book's first ~15 s into OUT/<book>/voices/")
-    aud.add_argument("book", type=Path, help="the book: an .epub or a .txt file")
+    aud.add_argument("book", help="the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)")
     out(aud)
     engine(aud)
     text(aud)
@@ -129,7 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     catalogue = sub.add_parser("catalogue", help="Write OUT/index.html and OUT/feed.xml (a podcast feed) for "
                                "every book in an output root.", description="Write OUT/index.html (every book, "
                                "its status and player) and OUT/feed.xml (RSS 2.0 podcast feed of the finished books).")
-    catalogue.add_argument("out", type=Path, help="the output root (the --out of the renders)")
+    catalogue.add_argument("out", help="the output root (the --out of the renders): a folder or a store URL "
+                                       "(s3://bucket/prefix …: the books are read from it and the page and the "
+                                       "feed written back)")
+    catalogue.add_argument("--scratch", default=None, help="with OUT a URL: the local work folder (default: "
+                                                            "~/.cache/chattts-render/scratch)")
     catalogue.add_argument("--base-url", default=None,
                            help="the URL the output root is served at, e.g. http://nas.local:8000/ (absolute links "
                                 "in the feed, as podcast apps need; default: relative links)")
@@ -143,11 +157,11 @@ def exit_codes() -> dict[type, int]:
     from engine.api import ModelUnavailable
     from engine.voice import VoiceError
     from manifests.lock import BookLocked
-    from tasks.errors import BookError, OutputError, RenderFailed, StoreError, ToolMissing
+    from tasks.errors import BookError, DeviceUnavailable, OutputError, RenderFailed, StoreError, ToolMissing
 
     return {UsageError: EXIT_USAGE, BookError: EXIT_USAGE, VoiceError: EXIT_USAGE, ModelUnavailable: EXIT_USAGE,
             BookLocked: EXIT_USAGE, StoreError: EXIT_USAGE, ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,
-            RenderFailed: EXIT_FAILED}
+            DeviceUnavailable: EXIT_ENVIRONMENT, RenderFailed: EXIT_FAILED}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["voices"]:
         argv = _default_word(argv, 1, VOICE_ACTIONS, VOICE_ACTIONS[0])     # `voices BOOK` auditions
     try:
-        a = parser.parse_args(argv)
+        try:
+            a = parser.parse_args(argv)
+        except SystemExit as e:                      # --help, --version: printed, done
+            return int(e.code or 0)
         return a.func(a)
     except KeyboardInterrupt:
         _err(f"{PROG}: interrupted; run the same command again to resume")
@@ -181,9 +198,21 @@ def main(argv: list[str] | None = None) -> int:
 
 def _default_word(argv: list[str], at: int, words, default: str) -> list[str]:
     """argv with `default` inserted at `at` when the argument there is not one of `words` (nor a help flag)."""
-    if len(argv) > at and argv[at] not in (*words, "-h", "--help"):
+    if len(argv) > at and argv[at] not in (*words, "-h", "--help", "--version"):
         return argv[:at] + [default] + argv[at:]
     return argv
+
+
+def package_version() -> str:
+    """This package's version: its installed metadata, else (a checkout that is not installed) pyproject.toml's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PROG)
+    except PackageNotFoundError:
+        import tomllib
+
+        return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
 
 
 def _err(msg: str) -> None:

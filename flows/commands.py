@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+PROG = "chattts-render"
 EXIT_OK = 0
 
 
@@ -28,19 +29,38 @@ def engine_params(a: argparse.Namespace) -> dict:
             "max_batch": a.max_batch, "threads": a.threads}
 
 
-def options(book: Path, need_book: bool = True, **params):
+def options(book: Path | str, need_book: bool = True, **params):
     """RenderOptions for a command (ValueError → a usage error); with need_book, the book must be a file
-    (BookError).  status and package work from the book dir alone."""
+    (BookError).  status and package work from the book dir alone: without need_book a book URL is never
+    downloaded (its name gives the book dir)."""
     from tasks.errors import BookError
     from tasks.options import options_from_params
 
     try:
-        opts = options_from_params(str(book), **params)
+        opts = options_from_params(str(book), fetch=need_book, **params)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if need_book and not opts.book.is_file():
         raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
     return opts
+
+
+def note_threads(opts) -> None:
+    """One line on stderr when --threads asks for more threads than this process has CPUs (they share them)."""
+    import sys
+
+    threads, cpus = opts.engine.threads, cpu_count()
+    if threads is not None and threads > cpus:
+        print(f"{PROG}: note: --threads {threads} is more than the {cpus} CPUs this process may use; the threads "
+              "share them (slower, never faster)", file=sys.stderr)
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or taskset's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                           # no affinity masks on this OS
+        return os.cpu_count() or 1
 
 
 def prefect_server_configured() -> bool:
@@ -65,6 +85,7 @@ def cmd_render(a) -> int:
 
     params = render_params(a)
     opts = options(**params)
+    note_threads(opts)
     t0 = time.monotonic()
     progress = TqdmProgress()
     try:
@@ -121,7 +142,8 @@ def cmd_package(a) -> int:
     from tasks import stages
     from tasks.storage import attached
 
-    opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch)
+    opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch,
+                   allow_gaps=a.allow_gaps)
     _rendered(opts)
     with BookLock(opts.book_dir), attached(opts):
         stages.package(opts.book_dir, opts)
@@ -134,9 +156,8 @@ def cmd_voices(a) -> int:
     from flows.pipeline import audition
     from tasks.audition import AuditionOptions
 
-    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, **engine_params(a))
-    if opts.store is not None:
-        raise UsageError("voices: --out must be a folder (auditions are not published to a store)")
+    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, scratch=a.scratch, **engine_params(a))
+    note_threads(opts)
     try:
         aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)
     except ValueError as e:
@@ -146,6 +167,8 @@ def cmd_voices(a) -> int:
         print(note)
     print(f"{r['dir']}: {r['candidates']} voices ({r['rendered']} rendered, {r['cached']} from the cache); "
           f"open {r['dir'] / 'index.html'}")
+    if "store" in r:
+        print(f"{r['store']}: published ({r['published']} files)")
     return EXIT_OK
 
 
@@ -182,14 +205,23 @@ def _rendered(opts):
 
 
 def cmd_catalogue(a) -> int:
-    from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue
+    """OUT/index.html and OUT/feed.xml; OUT a folder or a store URL (read from the store, written back to it)."""
+    from tasks import storage
+    from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue, write_store_catalogue
 
     try:
         site = SiteOptions(base_url=a.base_url)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    entries = write_catalogue(a.out, site)
+    if storage.is_url(a.out):
+        store = storage.Store(a.out)
+        entries = write_store_catalogue(store, site, a.scratch)
+        page, feed = store.url + "/" + PAGE_NAME, store.url + "/" + FEED_NAME
+    else:
+        out = Path(storage.local_path(a.out))
+        entries = write_catalogue(out, site)
+        page, feed = out / PAGE_NAME, out / FEED_NAME
     counts = {s: sum(e.status == s for e in entries) for s in ("done", "partial", "failed")}
-    print(f"{a.out / PAGE_NAME}, {a.out / FEED_NAME}: {len(entries)} books "
+    print(f"{page}, {feed}: {len(entries)} books "
           f"({', '.join(f'{n} {s}' for s, n in counts.items())})")
     return EXIT_OK

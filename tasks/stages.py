@@ -10,10 +10,21 @@ from tasks.options import RenderOptions
 
 def get_engine(opts: RenderOptions):
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
-    so every stage and thread shares it."""
+    so every stage and thread shares it.  DeviceUnavailable when torch cannot use the GPU that the driver
+    shows (a torch built without CUDA: tasks.options.cuda_problem looks at the driver only)."""
     from engine.engine import Engine
+    from tasks.errors import DeviceUnavailable
 
-    return Engine.load(opts.engine)
+    try:
+        return Engine.load(opts.engine)
+    except ValueError:
+        import torch
+
+        if opts.engine.device == "cuda" and not torch.cuda.is_available():
+            raise DeviceUnavailable("cuda", "torch cannot use a CUDA device here (torch.cuda.is_available() "
+                                            "is False: a torch built without CUDA, or a driver too old for it); "
+                                            "use --device cpu") from None
+        raise
 
 
 def prepare(opts: RenderOptions) -> Path:
