@@ -52,11 +52,16 @@ def render_shard(opts: RenderOptions, index: int, token: str, *, call: Call = di
 
 
 def audition(opts: RenderOptions, aud) -> dict:
-    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/audition.py), under the book's lock."""
+    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/audition.py), under the book's lock;
+    with a store (--out URL), in the scratch folder and published to the store's OUT/<book>/voices/."""
     from tasks.audition import audition as run
+    from tasks.storage import attached_audition
 
-    with locked(opts):
-        return run(opts, aud, lambda: stages.get_engine(opts))
+    with locked(opts), attached_audition(opts) as store:
+        result = run(opts, aud, lambda: stages.get_engine(opts))
+    if store is not None:
+        result.update(store=f"{store.store.url}/{opts.book_dir.name}/voices", published=store.puts)
+    return result
 
 
 @contextmanager
