@@ -2,65 +2,13 @@
 Each returns the exit code 0 or raises; flows/cli.py parses the arguments and turns errors into exit codes."""
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from pathlib import Path
 
-PROG = "chattts-render"
+from flows.arguments import UsageError, engine_params, note_threads, options, render_params
+
 EXIT_OK = 0
-
-
-class UsageError(Exception):
-    """Bad arguments or option values: exit 2."""
-
-
-def render_params(a: argparse.Namespace) -> dict:
-    """The plain parameters of a render (the flow's and the deployment's parameters too)."""
-    return {"book": str(a.book), "out": str(a.out) if a.out else None, "voice": a.voice,
-            "formats": a.format.split(","), **engine_params(a), "allow_gaps": a.allow_gaps,
-            "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
-            "guard_attempts": a.guard_attempts, "clip_text": a.clip_text, "voice_anchor": a.voice_anchor,
-            "cast": a.cast, "scratch": a.scratch}
-
-
-def engine_params(a: argparse.Namespace) -> dict:
-    return {"model": a.model, "device": a.device, "dtype": a.dtype, "int8": a.int8, "compile": a.compile,
-            "max_batch": a.max_batch, "threads": a.threads}
-
-
-def options(book: Path | str, need_book: bool = True, **params):
-    """RenderOptions for a command (ValueError → a usage error); with need_book, the book must be a file
-    (BookError).  status and package work from the book dir alone: without need_book a book URL is never
-    downloaded (its name gives the book dir)."""
-    from tasks.errors import BookError
-    from tasks.options import options_from_params
-
-    try:
-        opts = options_from_params(str(book), fetch=need_book, **params)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if need_book and not opts.book.is_file():
-        raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
-    return opts
-
-
-def note_threads(opts) -> None:
-    """One line on stderr when --threads asks for more threads than this process has CPUs (they share them)."""
-    import sys
-
-    threads, cpus = opts.engine.threads, cpu_count()
-    if threads is not None and threads > cpus:
-        print(f"{PROG}: note: --threads {threads} is more than the {cpus} CPUs this process may use; the threads "
-              "share them (slower, never faster)", file=sys.stderr)
-
-
-def cpu_count() -> int:
-    """The CPUs this process may run on (its affinity mask: a container's or taskset's share)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:                           # no affinity masks on this OS
-        return os.cpu_count() or 1
 
 
 def prefect_server_configured() -> bool:

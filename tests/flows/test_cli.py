@@ -130,7 +130,7 @@ def test_threads_above_the_cpu_count_are_named_on_stderr(capsys):
     from types import SimpleNamespace
 
     from engine.api import EngineOptions
-    from flows.commands import cpu_count, note_threads
+    from flows.arguments import cpu_count, note_threads
 
     assert cpu_count() >= 1
     note_threads(SimpleNamespace(engine=EngineOptions(threads=cpu_count())))
