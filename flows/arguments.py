@@ -80,11 +80,14 @@ def options(book: Path | str, need_book: bool = True, **params):
     """RenderOptions for a command (ValueError → a usage error); with need_book, the book must be a file
     (BookError).  status and package work from the book dir alone: without need_book a book URL is never
     downloaded (its name gives the book dir)."""
+    from tasks import storage
     from tasks.errors import BookError
     from tasks.options import options_from_params
 
+    if not need_book and storage.is_url(str(book)):                # where a render would have fetched it to
+        book = storage.fetched_book_path(str(book), params.get("scratch"))
     try:
-        opts = options_from_params(str(book), fetch=need_book, **params)
+        opts = options_from_params(str(book), **params)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if need_book and not opts.book.is_file():

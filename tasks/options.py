@@ -64,13 +64,12 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
                         t2s: bool = True, guard: bool = True, guard_attempts: int | None = None,
                         clip_text: str | None = None, voice_anchor: bool = False,
-                        cast: str | None = None, scratch: str | None = None, fetch: bool = True) -> RenderOptions:
+                        cast: str | None = None, scratch: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
     device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu;
     "cuda" where there is none: DeviceUnavailable (before the book is fetched).
     `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used).  `out` or `book` as a store
-    URL (tasks/storage.py): the book is downloaded (unless not `fetch`: `status` and `package` need only its name)
-    and the render works in `scratch` (default: a cache folder)."""
+    URL (tasks/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
     from dataclasses import replace
 
     from tasks import storage
@@ -90,10 +89,7 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
 
     store = out if storage.is_url(out) else None
     out = storage.scratch_root(scratch, store) if store else out and storage.local_path(str(out))
-    if storage.is_url(book):
-        book = str(storage.fetch_book(book, scratch) if fetch else storage.fetched_book_path(book, scratch))
-    else:
-        book = storage.local_path(str(book))
+    book = str(storage.fetch_book(book, scratch)) if storage.is_url(book) else storage.local_path(str(book))
     pkg = PackageOptions() if formats is None else replace(PackageOptions(), formats=tuple(
         f.strip().lower() for f in formats if f.strip()))
     seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
