@@ -60,7 +60,7 @@ def cmd_status(a) -> int:
     from tasks.report import format_status
 
     opts = options(a.book, need_book=False, out=a.out, scratch=a.scratch)
-    print(format_status(summary(_rendered(opts))))
+    print(format_status(summary(_rendered(opts, a.book))))
     return EXIT_OK
 
 
@@ -92,7 +92,7 @@ def cmd_package(a) -> int:
 
     opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch,
                    allow_gaps=a.allow_gaps)
-    _rendered(opts)
+    _rendered(opts, a.book)
     with BookLock(opts.book_dir), attached(opts):
         stages.package(opts.book_dir, opts)
     print(f"{opts.book_dir}: packaged as {', '.join(opts.package.formats)}")
@@ -136,8 +136,8 @@ def cmd_voices_list(a) -> int:
     return EXIT_OK
 
 
-def _rendered(opts):
-    """The book's manifest table; BookError when the book was never rendered into this output."""
+def _rendered(opts, book: str):
+    """The book's manifest table; BookError naming `book` (as given) when it was never rendered into this output."""
     from manifests import load
     from tasks.errors import BookError
 
@@ -148,7 +148,7 @@ def _rendered(opts):
     else:
         table = load(opts.book_dir)
     if table.num_rows == 0:
-        raise BookError(str(opts.book), f"no render found in {opts.store or opts.book_dir}")
+        raise BookError(str(book), f"no render found in {opts.store or opts.book_dir}")
     return table
 
 

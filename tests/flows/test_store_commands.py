@@ -61,6 +61,10 @@ def test_status_and_package_with_a_store_never_download_the_book(published, s3_s
     status = run("status", book_url, "--out", url, "--scratch", str(tmp_path / "S"), env=s3_server.env())
     assert status.returncode == 0 and "done, 0 pending, 0 failed" in status.stdout, status.stderr
     assert not any("/book/" in f"/{f}" for f in files_under(tmp_path / "S")), files_under(tmp_path / "S")
+    other = run("status", f"{book_url[:-len('.txt')]}-2.txt", "--out", url, "--scratch", str(tmp_path / "S"),
+                env=s3_server.env())
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr     # named as given
+    assert other.stderr.startswith(f"chattts-render: {book_url[:-len('.txt')]}-2.txt: no render found in {url}")
 
     package = run("package", book_url, "--out", url, "--format", "wav", "--scratch", str(tmp_path / "P"),
                   env=s3_server.env())
