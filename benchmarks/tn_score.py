@@ -10,9 +10,9 @@ paddlespeech/textnorm_test_cases.txt (`input|output`), WeTextProcessing wetextpr
 (`input => output`); held-out heldout/*.tsv (`input<TAB>reading<TAB>source`, `#` comments), written before any
 rule was changed for it: `heldout` is the first batch (cases.tsv, whose misses then guided general rules),
 `heldout-2` the second (cases-2.tsv, scored on its own line: the one that says how unseen text is read;
-docs/text-frontend.md has its first-run rate and the one rule that came after it).  Both sides of a comparison go through the same punctuation/whitespace canonicalization
-(our punctuation table, no TN), so a case scores on its reading, not on which comma the golden file happened to
-use.
+docs/text-frontend.md has its first-run rate and the one rule that came after it).  Both sides of a comparison
+go through the same punctuation/whitespace canonicalization (our punctuation table, no TN), so a case scores on
+its reading, not on which comma the golden file happened to use.
 """
 from __future__ import annotations
 

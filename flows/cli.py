@@ -9,8 +9,8 @@ themselves: flows/commands.py).
 
 Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
 usage, or the book is being rendered by another process; 3 the machine: a missing tool (ffmpeg), no GPU for
---device cuda, or an unusable output folder.  Every error is one line on stderr naming the file and the problem; a bad input creates and
-overwrites nothing."""
+--device cuda, or an unusable output folder.  Every error is one line on stderr naming the file and the problem;
+a bad input creates and overwrites nothing."""
 from __future__ import annotations
 
 import argparse
