@@ -28,7 +28,7 @@ class EngineOptions:
     int8: bool = False             # CPU only: int8 GPT linears (weight-only on engine/kernels.c, else W8A8)
     compile: bool = False          # CUDA only: decode steps as captured CUDA graphs (--compile; not torch.compile)
     max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
-    threads: int | None = None     # torch CPU threads; None leaves torch's default
+    threads: int | None = None     # torch CPU threads, >= 1 (more than the CPUs: they share them); None: torch's
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -41,7 +41,9 @@ class EngineOptions:
         if self.int8 and self.dtype not in ("auto", "fp32"):
             raise ValueError(f'int8=True quantizes fp32 linears; drop dtype="{self.dtype}"')
         if self.max_batch is not None and self.max_batch < 1:
-            raise ValueError("max_batch must be at least 1")
+            raise ValueError(f"max_batch {self.max_batch}: must be at least 1")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads {self.threads}: must be at least 1")
 
     @property
     def batch(self) -> int:

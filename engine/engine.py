@@ -29,7 +29,7 @@ from engine.voicestring import Voice, decode_prompt, decode_voice
 ENGINE_VERSION = "6"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
                                    # 4: engine/kernels.c's linears on CPU; 5: its whole decode step; 6: it is built
                                    # with -ffp-contract=off, and a CPU version names its back-end: engine.cpu)
-# Earlier versions whose done audio a plan keeps (tasks/plan.py plan_rows: under its own old key and version, so
+# Earlier versions whose done audio a plan keeps (tasks/plan/rows.py plan_rows: under its own old key and version, so
 # no audio of one arithmetic is ever stored under another's key): the same model, voice, seed and sampling, only
 # the arithmetic's rounding differs.  Their names lack the CPU back-end (before 6 every CPU back-end shared one
 # name), so a book rendered with 2-5 on a machine is not rendered again there.

@@ -1,30 +1,32 @@
-"""chattts-render: the command line's parser and exit codes (the commands themselves: flows/commands.py).
+"""chattts-render: the command line's parser and exit codes (the shared options: flows/arguments.py; the commands
+themselves: flows/commands.py).
 
     chattts-render [render] BOOK [options]    render (the default command)
     chattts-render status|inspect|package BOOK [options]
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
+    chattts-render --version
 
-Exit codes (EXIT_CODES): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
-usage, or the book is being rendered by another process; 3 the machine: a missing tool (ffmpeg) or an unusable
-output folder.  Every error is one line on stderr naming the file and the problem; a bad input creates and
-overwrites nothing."""
+Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
+usage, or the book is being rendered by another process; 3 the machine: a missing tool (ffmpeg), no GPU for
+--device cuda, or an unusable output folder.  Every error is one line on stderr naming the file and the problem;
+a bad input creates and overwrites nothing."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from pathlib import Path
 
-from engine.api import EngineOptions, ModelUnavailable
+from engine.api import ModelUnavailable
 from engine.voice import VoiceError
-from flows.commands import (UsageError, cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
+from flows import arguments as arg
+from flows.arguments import PROG, UsageError, package_version
+from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
                             cmd_voices_list, cmd_voices_save)
 from tasks.audio.names import BOOK_FORMATS, FORMATS
-from tasks.errors import BookError, OutputError, RenderFailed, StoreError, ToolMissing
+from tasks.errors import BookError, DeviceUnavailable, OutputError, RenderFailed, StoreError, ToolMissing
 from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
-PROG = "chattts-render"
 EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 1, 2, 3
 DEFAULT_COMMAND = "render"
 VOICE_ACTIONS = ("audition", "save", "list")     # `voices BOOK` is `voices audition BOOK`
@@ -37,9 +39,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
 
-    d = EngineOptions()
     top = _Parser(prog=PROG, description="Render books (EPUB, TXT) into audiobooks with ChatTTS. "
                   f"`{PROG} BOOK` is `{PROG} render BOOK`.")
+    top.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
@@ -48,49 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    def out(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--out", default=None, help="output root: a folder (default: ./output) or a store URL "
-                                                    "(s3://bucket/prefix …, see --scratch)")
-        p.add_argument("--scratch", default=None, help="with --out URL: the local work folder (default: "
-                                                        "~/.cache/chattts-render/scratch; deletable any time)")
-
-    def text(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--lexicon", default=None,
-                       help="a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
-                            "and the book's <stem>.lexicon.tsv)")
-        p.add_argument("--no-t2s", action="store_true", help="keep Traditional characters")
-
-    def cast(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--cast", default=None, help="a cast file (TOML): voices for the narrator, quoted speech "
-                                                   "and named characters")
-
-    def engine(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--model", default=d.model,
-                       help="hf (Hugging Face cache/hub, default), a local ChatTTS asset dir, "
-                            "or random-tiny / random-full (random weights, for tests and benchmarks)")
-        p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
-        p.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default=d.dtype)
-        p.add_argument("--int8", action="store_true", help="CPU: INT8 dynamic quantization of the GPT")
-        p.add_argument("--compile", action="store_true", help="CUDA: decode steps as CUDA graphs (not torch.compile)")
-        p.add_argument("--max-batch", type=int, default=d.max_batch,
-                       help="rows decoded together at most (default: 32 on CPU, 128 on CUDA; fewer when memory is short)")
-        p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-
-    def voice(p: argparse.ArgumentParser, **kw) -> None:
-        p.add_argument("--voice", **kw, help="seed:N, clip:RECORDING (3-30 s, transcript in RECORDING.txt or "
-                       "--clip-text), a saved voice's NAME, a file holding a voice string, or the string itself")
-        p.add_argument("--clip-text", default=None, help="the transcript of a clip:RECORDING voice")
-
     formats = f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default flac)"
     render = command("render", cmd_render, "Render a book into an audiobook (resumes a killed render).")
-    out(render)
-    engine(render)
-    voice(render, default=None)                      # None: the book's stored voice, else seed:2222
+    arg.out(render)
+    arg.engine(render)
+    arg.voice(render, default=None)                  # None: the book's stored voice, else seed:2222
     render.add_argument("--voice-anchor", action="store_true",
                         help="condition every segment on the voice's own reading of a reference passage")
     render.add_argument("--format", default="flac", help=formats)
-    text(render)
-    cast(render)
+    arg.text(render)
+    arg.cast(render)
     render.add_argument("--chapters", default=None, help="render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
     render.add_argument("--allow-gaps", action="store_true",
                         help="assemble chapters even if some segments failed (silence in their place)")
@@ -99,29 +68,31 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--no-guard", action="store_true",
                         help="accept every segment as rendered (no duration check, no re-rolls)")
 
-    out(command("status", cmd_status, "Per-chapter progress of a book's render."))
+    arg.out(command("status", cmd_status, "Per-chapter progress of a book's render."))
     inspect = command("inspect", cmd_inspect, "Chapters, characters, segments and coverage of a book, "
                       "without loading the model.")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
-    text(inspect)
-    cast(inspect)
+    arg.text(inspect)
+    arg.cast(inspect)
     package = command("package", cmd_package, "Rebuild the outputs from the stored segment audio "
                       "(no re-rendering, the model is not loaded).")
-    out(package)
+    arg.out(package)
     package.add_argument("--format", default="flac", help=formats)
+    package.add_argument("--allow-gaps", action="store_true",
+                         help="assemble chapters even if some segments are not rendered (silence in their place)")
     voices = sub.add_parser("voices", help="Hear candidate voices for a book; save and list named voices.")
     actions = voices.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
     aud = actions.add_parser("audition", help="candidate voices read the book's first ~15 s into OUT/<book>/voices/")
-    aud.add_argument("book", type=Path, help="the book: an .epub or a .txt file")
-    out(aud)
-    engine(aud)
-    text(aud)
+    aud.add_argument("book", help="the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)")
+    arg.out(aud)
+    arg.engine(aud)
+    arg.text(aud)
     aud.add_argument("--count", type=int, default=DEFAULT_COUNT, help="seed candidates (default %(default)s)")
     aud.add_argument("--from-seed", type=int, default=DEFAULT_FROM_SEED, help="the first seed (default %(default)s)")
     aud.add_argument("--text", default=None, help="the passage to read (default: the first chapter's first ~15 s)")
     save = actions.add_parser("save", help="keep a voice under a name (~/.config/chattts-render/voices/)")
     save.add_argument("name", help="ASCII letters, digits, - and _")
-    voice(save, required=True)
+    arg.voice(save, required=True)
     save.add_argument("--force", action="store_true", help="replace a saved voice of that name")
     aud.set_defaults(func=cmd_voices)
     save.set_defaults(func=cmd_voices_save)
@@ -129,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     catalogue = sub.add_parser("catalogue", help="Write OUT/index.html and OUT/feed.xml (a podcast feed) for "
                                "every book in an output root.", description="Write OUT/index.html (every book, "
                                "its status and player) and OUT/feed.xml (RSS 2.0 podcast feed of the finished books).")
-    catalogue.add_argument("out", type=Path, help="the output root (the --out of the renders)")
+    catalogue.add_argument("out", help="the output root (the --out of the renders): a folder or a store URL "
+                                       "(s3://bucket/prefix …: the books are read from it and the page and the "
+                                       "feed written back)")
+    catalogue.add_argument("--scratch", default=None, help="with OUT a URL: the local work folder (default: "
+                                                            "~/.cache/chattts-render/scratch)")
     catalogue.add_argument("--base-url", default=None,
                            help="the URL the output root is served at, e.g. http://nas.local:8000/ (absolute links "
                                 "in the feed, as podcast apps need; default: relative links)")
@@ -144,7 +119,7 @@ def exit_codes() -> dict[type, int]:
 
     return {UsageError: EXIT_USAGE, BookError: EXIT_USAGE, VoiceError: EXIT_USAGE, ModelUnavailable: EXIT_USAGE,
             BookLocked: EXIT_USAGE, StoreError: EXIT_USAGE, ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,
-            RenderFailed: EXIT_FAILED}
+            DeviceUnavailable: EXIT_ENVIRONMENT, RenderFailed: EXIT_FAILED}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["voices"]:
         argv = _default_word(argv, 1, VOICE_ACTIONS, VOICE_ACTIONS[0])     # `voices BOOK` auditions
     try:
-        a = parser.parse_args(argv)
+        try:
+            a = parser.parse_args(argv)
+        except SystemExit as e:                      # --help, --version: printed, done
+            return int(e.code or 0)
         return a.func(a)
     except KeyboardInterrupt:
         _err(f"{PROG}: interrupted; run the same command again to resume")
@@ -178,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _default_word(argv: list[str], at: int, words, default: str) -> list[str]:
     """argv with `default` inserted at `at` when the argument there is not one of `words` (nor a help flag)."""
-    if len(argv) > at and argv[at] not in (*words, "-h", "--help"):
+    if len(argv) > at and argv[at] not in (*words, "-h", "--help", "--version"):
         return argv[:at] + [default] + argv[at:]
     return argv
 

@@ -2,18 +2,19 @@
 Each returns the exit code 0 or raises; flows/cli.py parses the arguments and turns errors into exit codes."""
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
+from flows.arguments import UsageError, engine_params, note_threads, options, render_params
 from flows.progress import TqdmProgress
 from tasks.errors import BookError
+from tasks.fleet import storage
 from tasks.fleet.storage import attached, load_manifest
 from tasks.ingest import load_book
 from tasks.site.audition import AuditionOptions
-from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue
+from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue, write_store_catalogue
 from tasks.site.report import format_status, summary_line
 from tasks.text.inspect import format_inspect, inspect_book
 from tasks.text.quotes import attribute_book, book_runs
@@ -21,38 +22,6 @@ from tasks.voice.cast import cast_report
 from tasks.voice.voices import format_saved, save_voice, saved_voices
 
 EXIT_OK = 0
-
-
-class UsageError(Exception):
-    """Bad arguments or option values: exit 2."""
-
-
-def render_params(a: argparse.Namespace) -> dict:
-    """The plain parameters of a render (the flow's and the deployment's parameters too)."""
-    return {"book": str(a.book), "out": str(a.out) if a.out else None, "voice": a.voice,
-            "formats": a.format.split(","), **engine_params(a), "allow_gaps": a.allow_gaps,
-            "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
-            "guard_attempts": a.guard_attempts, "clip_text": a.clip_text, "voice_anchor": a.voice_anchor,
-            "cast": a.cast, "scratch": a.scratch}
-
-
-def engine_params(a: argparse.Namespace) -> dict:
-    return {"model": a.model, "device": a.device, "dtype": a.dtype, "int8": a.int8, "compile": a.compile,
-            "max_batch": a.max_batch, "threads": a.threads}
-
-
-def options(book: Path, need_book: bool = True, **params):
-    """RenderOptions for a command (ValueError → a usage error); with need_book, the book must be a file
-    (BookError).  status and package work from the book dir alone."""
-    from tasks.options import options_from_params
-
-    try:
-        opts = options_from_params(str(book), **params)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if need_book and not opts.book.is_file():
-        raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
-    return opts
 
 
 def prefect_server_configured() -> bool:
@@ -75,6 +44,7 @@ def cmd_render(a) -> int:
 
     params = render_params(a)
     opts = options(**params)
+    note_threads(opts)
     t0 = time.monotonic()
     progress = TqdmProgress()
     try:
@@ -100,7 +70,7 @@ def cmd_status(a) -> int:
     from manifests import summary
 
     opts = options(a.book, need_book=False, out=a.out, scratch=a.scratch)
-    print(format_status(summary(_rendered(opts))))
+    print(format_status(summary(_rendered(opts, a.book))))
     return EXIT_OK
 
 
@@ -125,8 +95,9 @@ def cmd_package(a) -> int:
     from manifests.lock import BookLock
     from tasks import stages
 
-    opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch)
-    _rendered(opts)
+    opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch,
+                   allow_gaps=a.allow_gaps)
+    _rendered(opts, a.book)
     with BookLock(opts.book_dir), attached(opts):
         stages.package(opts.book_dir, opts)
     print(f"{opts.book_dir}: packaged as {', '.join(opts.package.formats)}")
@@ -137,9 +108,8 @@ def cmd_voices(a) -> int:
     """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
     from flows.pipeline import audition
 
-    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, **engine_params(a))
-    if opts.store is not None:
-        raise UsageError("voices: --out must be a folder (auditions are not published to a store)")
+    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, scratch=a.scratch, **engine_params(a))
+    note_threads(opts)
     try:
         aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)
     except ValueError as e:
@@ -149,6 +119,8 @@ def cmd_voices(a) -> int:
         print(note)
     print(f"{r['dir']}: {r['candidates']} voices ({r['rendered']} rendered, {r['cached']} from the cache); "
           f"open {r['dir'] / 'index.html'}")
+    if "store" in r:
+        print(f"{r['store']}: published ({r['published']} files)")
     return EXIT_OK
 
 
@@ -165,8 +137,8 @@ def cmd_voices_list(a) -> int:
     return EXIT_OK
 
 
-def _rendered(opts):
-    """The book's manifest table; BookError when the book was never rendered into this output."""
+def _rendered(opts, book: str):
+    """The book's manifest table; BookError naming `book` (as given) when it was never rendered into this output."""
     from manifests import load
 
     if opts.store is not None:
@@ -175,18 +147,26 @@ def _rendered(opts):
     else:
         table = load(opts.book_dir)
     if table.num_rows == 0:
-        raise BookError(str(opts.book), f"no render found in {opts.store or opts.book_dir}")
+        raise BookError(str(book), f"no render found in {opts.store or opts.book_dir}")
     return table
 
 
 def cmd_catalogue(a) -> int:
+    """OUT/index.html and OUT/feed.xml; OUT a folder or a store URL (read from the store, written back to it)."""
 
     try:
         site = SiteOptions(base_url=a.base_url)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    entries = write_catalogue(a.out, site)
+    if storage.is_url(a.out):
+        store = storage.Store(a.out)
+        entries = write_store_catalogue(store, site, a.scratch)
+        page, feed = store.url + "/" + PAGE_NAME, store.url + "/" + FEED_NAME
+    else:
+        out = Path(storage.local_path(a.out))
+        entries = write_catalogue(out, site)
+        page, feed = out / PAGE_NAME, out / FEED_NAME
     counts = {s: sum(e.status == s for e in entries) for s in ("done", "partial", "failed")}
-    print(f"{a.out / PAGE_NAME}, {a.out / FEED_NAME}: {len(entries)} books "
+    print(f"{page}, {feed}: {len(entries)} books "
           f"({', '.join(f'{n} {s}' for s, n in counts.items())})")
     return EXIT_OK

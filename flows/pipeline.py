@@ -9,7 +9,7 @@ from typing import Any, Callable
 from tasks import stages
 from tasks.errors import disk_full_error
 from tasks.fleet import shards
-from tasks.fleet.storage import attached, attached_shard
+from tasks.fleet.storage import attached, attached_audition, attached_shard
 from tasks.options import RenderOptions
 from tasks.site.audition import audition as run
 
@@ -53,10 +53,14 @@ def render_shard(opts: RenderOptions, index: int, token: str, *, call: Call = di
 
 
 def audition(opts: RenderOptions, aud) -> dict:
-    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/site/audition.py), under the book's lock."""
+    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/site/audition.py), under the book's lock;
+    with a store (--out URL), in the scratch folder and published to the store's OUT/<book>/voices/."""
 
-    with locked(opts):
-        return run(opts, aud, lambda: stages.get_engine(opts))
+    with locked(opts), attached_audition(opts) as store:
+        result = run(opts, aud, lambda: stages.get_engine(opts))
+    if store is not None:
+        result.update(store=f"{store.store.url}/{opts.book_dir.name}/voices", published=store.puts)
+    return result
 
 
 @contextmanager

@@ -11,8 +11,10 @@ holds on a server (a Prefect concurrency slot's lease, heartbeats) stays alive w
 Points: `ingest` (book read and the book's lock held, nothing written yet), `segment-written` (a segment's
 audio is on disk, its row not yet committed), `commit` (a manifest part is written and fsynced but not yet
 renamed into place), `assemble` (a chapter was assembled in memory, nothing of it written), `package-file`
-(an output's temp file is complete but not yet renamed into place).  Unset (always, outside tests) the check
-is one dict lookup.
+(an output's temp file is complete but not yet renamed into place).  These are POINTS: crashpoint() refuses any
+other name (ValueError), and so does a CHATTTS_RENDER_CRASH_AT that names one, so a misspelt point fails at
+once instead of never firing (tests/manifests/test_crashpoints.py checks every call in the code).  Unset
+(always, outside tests) the check is a set lookup and one dict lookup.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from pathlib import Path
 
 ENV = "CHATTTS_RENDER_CRASH_AT"
 DIR_ENV = "CHATTTS_RENDER_CRASH_DIR"
-POINTS = ("ingest", "segment-written", "commit", "assemble", "package-file")
+POINTS = frozenset({"ingest", "segment-written", "commit", "assemble", "package-file"})
 PAUSE = "pause"
 HOLD = "hold"
 HOLD_POLL_S = 0.05           # s between looks for the removal of a held point's marker
@@ -34,10 +36,14 @@ _hits: dict[str, int] = {}
 def crashpoint(name: str) -> None:
     """SIGKILL (or, with `:pause`, mark and SIGSTOP; with `:hold`, mark and wait) this process if
     CHATTTS_RENDER_CRASH_AT names this point and this is its n-th hit."""
+    if name not in POINTS:
+        raise ValueError(f"crash point {name!r} is not declared in manifests.crashpoints.POINTS")
     spec = os.environ.get(ENV)
     if not spec:
         return
     point, _, rest = spec.partition(":")
+    if point not in POINTS:
+        raise ValueError(f"{ENV}={spec}: {point!r} is not a crash point; the points: {', '.join(sorted(POINTS))}")
     if point != name:
         return
     n, _, mode = rest.partition(":")

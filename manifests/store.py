@@ -48,7 +48,6 @@ SCHEMA = pa.schema([
     ("role", pa.string()),             # narrator | dialogue (a cast); the row's voice is voice_id/spk_emb
     ("speaker", pa.string()),          # dialogue: the speaker the text names, "" when none
 ])
-KEY = ("chapter", "segment")
 # Columns added after the first manifests, and the value a part written without them means.
 COLUMN_DEFAULTS = {"role": "narrator", "speaker": ""}
 

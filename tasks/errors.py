@@ -3,6 +3,7 @@ and names the file or folder concerned; the CLI maps the class to its exit code 
 
     BookError      bad input: the book, a lexicon, a voice file, a chapter selection   -> exit 2
     ToolMissing    a program an output needs is not installed (ffmpeg, ffprobe)          -> exit 3
+    DeviceUnavailable  the engine's device is not there (--device cuda without a usable GPU) -> exit 3
     OutputError    the output folder cannot be used (not a folder, not writable, a name
                    that would leave it)                                                   -> exit 3
     StoreError     the store (--out URL) cannot be used: a bad URL, no credentials, unreachable -> exit 2
@@ -34,6 +35,14 @@ class BookError(_Located):
 
 class ToolMissing(_Located):
     """A program that an output format needs (ffmpeg, ffprobe) is not installed or not executable."""
+
+
+class DeviceUnavailable(_Located):
+    """The device the engine is asked to run on is not usable here (`--device cuda` without a GPU, a driver
+    or a CUDA build of torch); str(err) is "--device <device>: <why>"."""
+
+    def __init__(self, device: str, problem: str):
+        super().__init__(f"--device {device}", problem)
 
 
 class OutputError(_Located):

@@ -2,6 +2,7 @@
 holds its defaults; this is where they meet).  The CLI, the flow and the tests build one of these."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import book_slug
+from tasks.errors import DeviceUnavailable
 from tasks.fleet import storage
 from tasks.synthesize.guard import GuardOptions
 from tasks.text.normalize import Lexicon
@@ -18,6 +20,8 @@ from tasks.voice.cast import Cast, load_cast
 from tasks.voice.voices import parse_voice
 
 DEFAULT_OUT = Path("output")          # relative to the working directory
+CUDA_DRIVER_LIBS = ("libcuda.so.1", "libcuda.so")   # the NVIDIA driver's CUDA library (what torch loads too)
+CUDA_ERROR_NO_DEVICE = 100                           # CUresult: the driver sees no device
 
 
 @dataclass(frozen=True)
@@ -56,25 +60,28 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         clip_text: str | None = None, voice_anchor: bool = False,
                         cast: str | None = None, scratch: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
-    device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu.
+    device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu;
+    "cuda" where there is none: DeviceUnavailable (before the book is fetched).
     `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used).  `out` or `book` as a store
     URL (tasks/fleet/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
     from dataclasses import replace
 
-
-    store = out if storage.is_url(out) else None
-    out = storage.scratch_root(scratch, store) if store else out and storage.local_path(str(out))
-    book = str(storage.fetch_book(book, scratch)) if storage.is_url(book) else storage.local_path(str(book))
 
     if device == "auto":
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
 
-    eng = EngineOptions()
+    eng = EngineOptions()       # first: a usage error or a missing GPU is named before the book is fetched or read
     eng = replace(eng, **{k: v for k, v in dict(model=model, device=device, dtype=dtype, max_batch=max_batch,
                                                  threads=threads).items() if v is not None},
                   int8=int8, compile=compile)
+    if eng.device == "cuda" and (problem := cuda_problem()) is not None:
+        raise DeviceUnavailable(eng.device, problem)
+
+    store = out if storage.is_url(out) else None
+    out = storage.scratch_root(scratch, store) if store else out and storage.local_path(str(out))
+    book = str(storage.fetch_book(book, scratch)) if storage.is_url(book) else storage.local_path(str(book))
     pkg = PackageOptions() if formats is None else replace(PackageOptions(), formats=tuple(
         f.strip().lower() for f in formats if f.strip()))
     seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
@@ -86,6 +93,34 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
                          chapters=parse_chapters(chapters) if chapters else (), voice_anchor=voice_anchor,
                          cast=load_cast(cast) if cast else None, store=store)
+
+
+def cuda_problem() -> str | None:
+    """Why the engine cannot run on CUDA here, or None when the NVIDIA driver shows this process a device
+    (CUDA_VISIBLE_DEVICES applies).  Asks the driver's library through ctypes, in milliseconds, instead of
+    importing torch (~2 s): a machine without a GPU is refused before the book is read.  It only ever refuses
+    what torch would refuse too (torch reaches the GPU through this driver); a torch built without CUDA on a
+    GPU machine is refused when the engine loads (tasks.stages.get_engine)."""
+    import ctypes
+
+    for name in CUDA_DRIVER_LIBS:
+        try:
+            driver = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
+        return "no CUDA device is available (no NVIDIA driver on this machine); use --device cpu"
+    count = ctypes.c_int(0)
+    rc = driver.cuInit(0)
+    if rc == 0:
+        rc = driver.cuDeviceGetCount(ctypes.byref(count))
+    if rc == CUDA_ERROR_NO_DEVICE or (rc == 0 and count.value < 1):
+        return ("no CUDA device is available to this process (CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}); use --device cpu")
+    if rc != 0:
+        return f"the NVIDIA driver cannot start CUDA (cuInit error {rc}); use --device cpu"
+    return None
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:
@@ -105,8 +140,6 @@ GLOBAL_LEXICON = Path("~/.config/chattts-render/lexicon.tsv")   # or $CHATTTS_RE
 def lexicon_paths(book: Path, explicit: str | None = None) -> list[Path]:
     """The lexicons that apply, in order (later entries win): the global one, the book's
     (`<book stem>.lexicon.tsv` beside the book), then an explicit --lexicon file."""
-    import os
-
     glob = Path(os.environ.get("CHATTTS_RENDER_LEXICON", GLOBAL_LEXICON)).expanduser()
     paths = [p for p in (glob, book.with_name(book.stem + ".lexicon.tsv")) if p.is_file()]
     if explicit:

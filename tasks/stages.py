@@ -9,6 +9,7 @@ from engine.atomic import find_temps, remove_temp
 from engine.engine import Engine
 from tasks.audio.incremental import package_changed
 from tasks.audio.package import check_tools
+from tasks.errors import DeviceUnavailable
 from tasks.options import RenderOptions
 from tasks.plan.prepare import prepare_book
 from tasks.site.player import write_book_page
@@ -18,9 +19,19 @@ from tasks.synthesize.render import synthesize_book
 
 def get_engine(opts: RenderOptions):
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
-    so every stage and thread shares it."""
+    so every stage and thread shares it.  DeviceUnavailable when torch cannot use the GPU that the driver
+    shows (a torch built without CUDA: tasks.options.cuda_problem looks at the driver only)."""
 
-    return Engine.load(opts.engine)
+    try:
+        return Engine.load(opts.engine)
+    except ValueError:
+        import torch
+
+        if opts.engine.device == "cuda" and not torch.cuda.is_available():
+            raise DeviceUnavailable("cuda", "torch cannot use a CUDA device here (torch.cuda.is_available() "
+                                            "is False: a torch built without CUDA, or a driver too old for it); "
+                                            "use --device cpu") from None
+        raise
 
 
 def prepare(opts: RenderOptions) -> Path:

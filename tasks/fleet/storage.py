@@ -31,7 +31,7 @@ from pathlib import Path
 
 from engine.atomic import TEMP_PREFIX, atomic_path, read_json
 from engine.atomic import scratch as temp_in
-from tasks.bookdir import BOOK_JSON, COVERAGE_JSON, REPORT_NAME, SHARD_FILE, TEXT_JSON
+from tasks.bookdir import BOOK_JSON, COVERAGE_JSON, REPORT_NAME, SHARD_FILE, TEXT_JSON, VOICES_DIRNAME
 from tasks.errors import BookError, RenderFailed, StoreError
 
 SCRATCH_ENV = "CHATTTS_RENDER_SCRATCH"          # overrides the default scratch folder
@@ -123,11 +123,16 @@ class Store:
             return []
 
 
+def fetched_book_path(url: str, scratch: str | None) -> Path:
+    """Where fetch_book puts the book of this URL (its name there names the book dir)."""
+    return scratch_root(scratch, url) / "book" / url.rstrip("/").rsplit("/", 1)[-1]
+
+
 def fetch_book(url: str, scratch: str | None) -> Path:
     """A book given as a URL, downloaded into the scratch folder (BookError when it cannot be read)."""
     store = Store(url.rsplit("/", 1)[0])
-    name = url.rstrip("/").rsplit("/", 1)[-1]
-    local = scratch_root(scratch, url) / "book" / name
+    local = fetched_book_path(url, scratch)
+    name = local.name
     try:
         if not store.fs.isfile(url_key := store.key(name)):
             raise BookError(url, "no such file in the store")
@@ -280,6 +285,30 @@ def attached(opts):
 
 
 @contextmanager
+def attached_audition(opts):
+    """Around an audition (`voices BOOK --out URL`) in the scratch book dir, under its local lock: the store's
+    manifest first (the book's stored voice is a candidate), then the voices/ folder published (files no longer
+    there removed from the store).  No lease: an audition writes only voices/, which a render never publishes,
+    and reads the manifest as it is.  Without a store, nothing happens."""
+    if opts.store is None:
+        yield None
+        return
+
+    store = Store(opts.store)
+    store.check()
+    pub = Publisher(store, opts.book_dir)
+    pub.pull_manifest()
+    yield pub
+    folder = opts.book_dir / VOICES_DIRNAME
+    local = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+    for name in local:
+        pub.publish(f"{VOICES_DIRNAME}/{name}")
+    for name in store.names(pub._key(VOICES_DIRNAME)):
+        if name not in local:
+            pub.remove(f"{VOICES_DIRNAME}/{name}")
+
+
+@contextmanager
 def attached_shard(opts, writer: str):
     """Around one shard of a sharded render (flows/shards.py), whose parent holds the book (flock, lease,
     slot).  Yields the book dir the shard renders in: without a store the parent's own; with one, a scratch
@@ -313,6 +342,75 @@ def load_manifest(opts):
     store.check()
     with book_view(store, opts.book_dir.name, opts.out) as book_dir:
         return load(book_dir)
+
+
+@contextmanager
+def catalogue_view(store: Store, scratch: str | None = None):
+    """Every book of a store's output root as the catalogue reads it (`catalogue URL`), mirrored into a temp
+    folder of the store's scratch folder: yields (the temp folder, [(book dir, stat, rendering)]), each book dir
+    holding the book's manifest, book.json and report.json; `stat` answers for the store's own files (bytes and
+    modified time, tasks.site.library.Stat) and `rendering` is its live lease.  Nothing else is downloaded.
+    BookError when nothing is stored under the root (no such output root)."""
+    from tasks.fleet.lease import Lease
+
+    try:
+        listing = store.fs.ls(store.root, detail=True, refresh=True)
+    except FileNotFoundError:
+        listing = []
+    except Exception as e:  # noqa: BLE001 — every back-end's errors become one line
+        raise StoreError(store.url, describe(e)) from None
+    if not listing:
+        raise BookError(store.url, "no such output root in the store (nothing is stored under it)")
+    root = scratch_root(scratch, store.url)
+    root.mkdir(parents=True, exist_ok=True)
+    with temp_in(root, directory=True) as tmp:
+        books = []
+        for info in sorted(listing, key=lambda i: i["name"]):
+            slug = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            if info["type"] != "directory" or slug.startswith("."):
+                continue
+            pub = Publisher(store, tmp / slug)
+            pub.pull_manifest()
+            if not (pub.book_dir / "manifest").is_dir():
+                continue                                 # not a book: no manifest part in the store
+            top = {i["name"].rsplit("/", 1)[-1]: i for i in store.fs.ls(pub.prefix, detail=True, refresh=True)
+                   if i["type"] == "file"}
+            for rel in (BOOK_JSON, REPORT_NAME):
+                if rel in top:
+                    store.get(pub._key(rel), pub.book_dir / rel)
+            books.append((pub.book_dir, _store_stat(store, pub.prefix, top), Lease(store, pub.prefix).held()))
+        yield tmp, books
+
+
+def _store_stat(store: Store, prefix: str, top: dict[str, dict]):
+    """A book's tasks.site.library.Stat in the store: its top-level files from one listing, others asked for."""
+    def stat(rel: str) -> tuple[int, float | None] | None:
+        info = top.get(rel)
+        if info is None and "/" in rel:
+            try:
+                info = store.fs.info(f"{prefix}/{rel}")
+            except FileNotFoundError:
+                return None
+        if info is None or info.get("type") != "file":
+            return None
+        return int(info.get("size") or 0), _modified(store, info)
+    return stat
+
+
+def _modified(store: Store, info: dict) -> float | None:
+    """An object's modified time (s since the epoch) from its listing, in the back-end's own field."""
+    from datetime import datetime
+
+    for field in ("LastModified", "last_modified", "mtime", "created"):
+        value = info.get(field)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)):
+            return float(value)
+    try:
+        return store.fs.modified(info["name"]).timestamp()
+    except Exception:  # noqa: BLE001 — a back-end without modified times: the feed has no date for it
+        return None
 
 
 @contextmanager

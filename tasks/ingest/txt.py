@@ -293,41 +293,6 @@ def numbered_heading(line: str) -> str | None:
     return s if len(rest) <= 15 and not _has_sentence_punct(rest) else None
 
 
-_DIGITS = {"零": 0, "〇": 0, "○": 0, "一": 1, "壹": 1, "二": 2, "贰": 2, "貳": 2, "两": 2, "兩": 2, "三": 3, "叁": 3,
-           "參": 3, "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "陸": 6, "七": 7, "柒": 7, "八": 8, "捌": 8,
-           "九": 9, "玖": 9}
-_UNITS = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
-
-
-def cn_number(s: str) -> int | None:
-    """Chinese or arabic numeral to int: 一百二十, 十九, 一二○ (digit by digit), 廿一, 120, １２０."""
-    s = s.strip()
-    if not s:
-        return None
-    if s.isdigit():
-        return int(s)
-    if s[0] in "廿卅":
-        rest = cn_number(s[1:]) if len(s) > 1 else 0
-        return None if rest is None else (20 if s[0] == "廿" else 30) + rest
-    if not any(ch in _UNITS for ch in s):
-        if not all(ch in _DIGITS for ch in s):
-            return None
-        n = 0
-        for ch in s:
-            n = n * 10 + _DIGITS[ch]
-        return n
-    total, digit = 0, None
-    for ch in s:
-        if ch in _DIGITS:
-            digit = _DIGITS[ch]
-        elif ch in _UNITS:
-            total += (1 if digit is None else digit) * _UNITS[ch]
-            digit = None
-        else:
-            return None
-    return total + (digit or 0)
-
-
 def special_heading(line: str) -> str | None:
     s = _visible(line)
     return s if s and len(s) <= 30 and _SPECIAL_RE.match(s) else None

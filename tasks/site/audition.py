@@ -87,6 +87,10 @@ def passage(book, segment, text: str | None = None) -> str:
     if speakable_chars(out) == 0:
         raise BookError(book.meta.source_path, "the audition passage has nothing to speak"
                         + (" (--text)" if text is not None else " (first chapter)"))
+    if text is not None and (estimate_seconds(out) > MAX_PASSAGE_SECONDS or len(out) > segment.max_chars):
+        raise BookError(book.meta.source_path, f"the audition passage (--text) reads ~{estimate_seconds(out):.0f} s "
+                        f"({len(out)} characters); at most {MAX_PASSAGE_SECONDS:g} s and {segment.max_chars} "
+                        "characters")
     return out
 
 

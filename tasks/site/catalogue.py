@@ -3,7 +3,9 @@ its player) and `OUT/feed.xml` (the podcast feed, tasks.site.feed).  `chattts-re
 nightly flow and each render-book run it starts write both, atomically, after every book.
 
 Writers take an flock on OUT (blocking) for the scan and the two writes, so that the last one to write is the
-last one to have looked: two books finishing together never leave a page that misses one of them."""
+last one to have looked: two books finishing together never leave a page that misses one of them.  OUT may be a
+store URL (`catalogue s3://…`, write_store_catalogue): the books are read from the store and both files uploaded
+back; there is no lock across machines there (two writers at once each upload a whole file; the last one wins)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,10 +14,11 @@ from urllib.parse import urlsplit
 
 from engine.atomic import write_bytes
 from engine.units import hms
-from tasks.errors import BookError, OutputError
+from tasks.errors import BookError, OutputError, StoreError
+from tasks.fleet.storage import catalogue_view, describe
 from tasks.site.feed import FEED_NAME, feed_items, feed_xml
 from tasks.site.html import document, esc, href
-from tasks.site.library import DONE, FAILED, BookEntry, scan_output
+from tasks.site.library import DONE, FAILED, BookEntry, book_entry, scan_output
 
 PAGE_NAME = "index.html"
 
@@ -88,4 +91,29 @@ def write_catalogue(out: str | Path, opts: SiteOptions = SiteOptions()) -> list[
             raise OutputError(str(out), f"cannot write the catalogue ({e.strerror or e})") from None
     finally:
         lock.release()
+    return entries
+
+
+def write_store_catalogue(store, opts: SiteOptions = SiteOptions(), scratch: str | None = None) -> list[BookEntry]:
+    """write_catalogue for an output root in a store (a tasks.fleet.storage.Store): each book's manifest, book.json
+    and report.json are read from the store (tasks.fleet.storage.catalogue_view; its lease says whether it renders
+    now), and index.html and feed.xml are uploaded to the root, each only when it changed.  StoreError when the
+    store cannot be used, BookError when nothing is stored under the root (nothing is uploaded then)."""
+
+    store.check()
+    title = opts.title or f"Audiobooks: {store.root.rsplit('/', 1)[-1]}"
+    with catalogue_view(store, scratch) as (tmp, books):
+        entries = [e for e in (book_entry(d, stat, rendering) for d, stat, rendering in books) if e is not None]
+        language = next((e.language for e in entries if e.language), "zh").lower()
+        bodies = {PAGE_NAME: catalogue_page(entries, title).encode("utf-8"),
+                  FEED_NAME: feed_xml(entries, title, opts.link, language)}
+        for name, body in bodies.items():
+            key = store.key(name)
+            try:
+                if store.fs.isfile(key) and store.fs.cat_file(key) == body:
+                    continue                                 # unchanged: left alone, as in a folder
+                (tmp / name).write_bytes(body)
+                store.put(tmp / name, key)
+            except Exception as e:  # noqa: BLE001 — every back-end's errors become one line
+                raise StoreError(store.url, f"cannot write the catalogue's {name}: {describe(e)}") from None
     return entries

@@ -15,11 +15,14 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from tasks.audio.names import FORMATS
 from tasks.bookdir import PAGE_NAME, REPORT_NAME, read_book_json, read_report
 
 DONE, PARTIAL, FAILED = "done", "partial", "failed"
+Stat = Callable[[str], "tuple[int, float | None] | None"]   # a book file's (bytes, mtime s or None) by relative
+                                                            # path; None: no such file
 
 
 @dataclass(frozen=True)
@@ -44,19 +47,33 @@ class BookEntry:
     report_sha256: str               # changes when the packaged outputs change (the feed's guid)
 
 
-def book_entry(book_dir: Path) -> BookEntry | None:
-    """The entry of one book folder; None when it holds no manifest rows (not a book)."""
+def local_stat(book_dir: Path) -> Stat:
+    """The Stat of a book folder on this machine."""
+    def stat(rel: str) -> tuple[int, float] | None:
+        p = Path(book_dir) / rel
+        if not p.is_file():
+            return None
+        st = p.stat()
+        return st.st_size, st.st_mtime
+    return stat
+
+
+def book_entry(book_dir: Path, stat: Stat | None = None, rendering: bool | None = None) -> BookEntry | None:
+    """The entry of one book folder; None when it holds no manifest rows (not a book).  A book in a store
+    (tasks.fleet.storage.store_catalogue_view): book_dir holds its manifest, book.json and report.json, `stat` answers
+    for the store's files and `rendering` is its lease; by default both are the folder's own."""
     from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING, load
     from manifests.lock import render_in_flight
 
     book_dir = Path(book_dir)
+    stat = stat or local_stat(book_dir)
     rows = load(book_dir).to_pylist()
     if not rows:
         return None
     count = {s: sum(r["status"] == s for r in rows) for s in (STATUS_DONE, STATUS_PENDING, STATUS_FAILED)}
     failed = [r for r in rows if r["status"] == STATUS_FAILED]
     info, report = read_book_json(book_dir), read_report(book_dir)
-    rendering = render_in_flight(book_dir)
+    rendering = render_in_flight(book_dir) if rendering is None else rendering
     if rendering or count[STATUS_PENDING]:
         status, reason = PARTIAL, ""
     elif failed and not report.get("gaps"):
@@ -71,31 +88,31 @@ def book_entry(book_dir: Path) -> BookEntry | None:
         seconds = sum(c["seconds"] for c in report.get("chapters", []))
     else:
         seconds = sum(r["duration_s"] or 0.0 for r in rows if r["status"] == STATUS_DONE)
-    enclosure = _enclosure(book_dir, report)
-    report_path = book_dir / REPORT_NAME
+    enclosure = _enclosure(stat, report)
+    report_path, report_stat = book_dir / REPORT_NAME, stat(REPORT_NAME)
     cover = info.get("cover_file")
     return BookEntry(
         folder=book_dir.name, title=info.get("title") or book_dir.name, author=info.get("author", ""),
         language=info.get("language", ""), status=status, percent=round(100.0 * count[STATUS_DONE] / len(rows), 1),
         rendering=rendering, reason=reason, seconds=round(seconds, 3), chapters=len({r["chapter"] for r in rows}),
         formats=tuple(report.get("formats", [])) if report else (),
-        player=PAGE_NAME if (book_dir / PAGE_NAME).is_file() else None,
-        cover=cover if cover and (book_dir / cover).is_file() else None,
+        player=PAGE_NAME if stat(PAGE_NAME) else None,
+        cover=cover if cover and stat(cover) else None,
         enclosure=enclosure, enclosure_format=Path(enclosure).suffix[1:] if enclosure else None,
-        enclosure_bytes=(book_dir / enclosure).stat().st_size if enclosure else 0,
-        finished=(datetime.fromtimestamp(report_path.stat().st_mtime, timezone.utc).replace(microsecond=0)
-                  if report else None),
+        enclosure_bytes=stat(enclosure)[0] if enclosure else 0,
+        finished=(datetime.fromtimestamp(report_stat[1], timezone.utc).replace(microsecond=0)
+                  if report and report_stat and report_stat[1] is not None else None),
         report_sha256=hashlib.sha256(report_path.read_bytes()).hexdigest() if report else "")
 
 
-def _enclosure(book_dir: Path, report: dict) -> str | None:
+def _enclosure(stat: Stat, report: dict) -> str | None:
     """The book's M4B when packaged as one, else the first chapter audio file listed (not the EPUB's); None
     when it is not there."""
 
     files = report.get("files", [])
     first = next((f["file"] for f in files if f.get("format") == "m4b"), None) or next(
         (f["file"] for f in files if f.get("format") in FORMATS), None)
-    return first if first and (Path(book_dir) / first).is_file() else None
+    return first if first and stat(first) else None
 
 
 def scan_output(out: Path) -> list[BookEntry]:

@@ -84,8 +84,6 @@ REMOVAL_REASONS = {
     "symbol": "a symbol with no reading outside a number (currency, math, arrows, boxes)",
 }
 
-_CJK = "\u4e00-\u9fff\u3007"
-_RE_CJK = re.compile(f"[{_CJK}]")
 _RE_SURROGATE = re.compile("[\ud800-\udfff]")
 _RE_RARE = re.compile("[\u3400-\u4dbf\U00020000-\U0003ffff]")
 _RE_DIGIT = re.compile(r"[0-9０-９]")

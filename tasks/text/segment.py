@@ -1,4 +1,4 @@
-"""Segmentation: a chapter's normalized text cut into 15-30 s pieces ChatTTS speaks well.
+"""Segmentation: a chapter's normalized text cut into pieces of about 15 s (never over 20 s) ChatTTS speaks well.
 
 Sentences end at 。！？；… (and the closing quotes after them); sentences are packed into segments up to
 `target_seconds` (never over `max_seconds` or `max_chars`); a sentence over the limit is split at clause marks
@@ -299,6 +299,6 @@ def _source(units: list[str], d: _Draft) -> str:
 
 def segment_chapter(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
                     runs: Mapping[int, Sequence[Run]] | None = None) -> list[Segment]:
-    """The chapter as segments: title first, 15-30 s each, every source character in exactly one segment
-    (or removed with a reason - see tasks.text.coverage.audit_chapter).  `runs`: see iter_segments."""
+    """The chapter as segments: title first, about 15 s each (never over 20 s), every source character in exactly
+    one segment (or removed with a reason - see tasks.text.coverage.audit_chapter).  `runs`: see iter_segments."""
     return list(iter_segments(chapter, opts=opts, runs=runs))

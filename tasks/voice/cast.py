@@ -26,7 +26,6 @@ from tasks.text.quotes import fold, speaker_counts
 
 CAST_KEYS = ("narrator", "dialogue", "characters")
 MAX_NAME_CHARS = 16                  # characters in a character's name
-CHARACTER_PREFIX = "character:"      # the key of a character's voice in CastVoices
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
-from tests.flows.helpers import SAMPLE, cli, write_txt_book
+from tests.flows.helpers import SAMPLE, cli, cli_env, write_txt_book
 
 
 def test_cli_without_server_is_quiet_and_never_imports_prefect(tmp_path):
@@ -82,3 +84,77 @@ def test_a_missing_ffmpeg_stops_the_render_before_it_starts(tmp_path):
     assert r.returncode == 3, r.stderr
     assert r.stderr.count("\n") == 1 and "no-ffmpeg" in r.stderr and "ffmpeg" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_device_cuda_without_a_gpu_is_one_line_exit_3_before_the_book_is_read(tmp_path):
+    """`--device cuda` where the driver shows no GPU (none here, or CUDA_VISIBLE_DEVICES="" on a GPU machine):
+    exit 3, one line naming the device, before the book is read (a missing book is not even looked at), without
+    importing torch (~2 s), and the output folder is not created."""
+    code = ("import sys; from flows.cli import main; rc = main(sys.argv[1:]); "
+            "print('TORCH' if 'torch' in sys.modules else 'NO_TORCH'); sys.exit(rc)")
+    out = tmp_path / "out"
+    for book in (SAMPLE, tmp_path / "no-such-book.epub"):
+        p = subprocess.run([sys.executable, "-c", code, str(book), "--model", "random-tiny", "--device", "cuda",
+                            "--out", str(out)], cwd=tmp_path, env=cli_env(CUDA_VISIBLE_DEVICES=""),
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 3, p.stderr
+        assert p.stderr.count("\n") == 1 and p.stderr.startswith("chattts-render: --device cuda: ") \
+            and "--device cpu" in p.stderr, p.stderr
+        assert "NO_TORCH" in p.stdout and not out.exists()
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["--max-batch", "0"], 2, "max_batch 0: must be at least 1"),
+    (["--threads", "0"], 2, "threads 0: must be at least 1"),
+    (["--threads", "two"], 2, "--threads: invalid int value"),
+    (["--dtype", "fp16"], 2, 'dtype="fp16" needs device="cuda"'),
+    (["--compile"], 2, 'compile=True needs device="cuda"'),
+    (["--int8", "--device", "cuda"], 2, 'int8=True needs device="cpu"'),      # usage first, then the machine
+    (["--int8", "--dtype", "bf16"], 2, "int8=True quantizes fp32 linears"),
+    (["--compile", "--device", "cuda"], 3, "--device cuda: no CUDA device"),
+])
+def test_engine_option_errors_are_one_line_with_their_exit_code(tmp_path, args, code, words):
+    """Every engine setting a user can get wrong: one line, exit 2 (usage) or 3 (the machine), no traceback,
+    nothing created — for render and for voices alike."""
+    out = tmp_path / "out"
+    for command in ([str(SAMPLE)], ["voices", str(SAMPLE)]):
+        r = subprocess.run([sys.executable, "-m", "flows.cli", *command, "--model", "random-tiny", *args, "--out",
+                            str(out)], cwd=ROOT, env=cli_env(CUDA_VISIBLE_DEVICES=""), capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == code and r.stderr.count("\n") == 1 and words in r.stderr, (command, r.stderr)
+        assert "Traceback" not in r.stderr and not out.exists()
+
+
+def test_threads_above_the_cpu_count_are_named_on_stderr(capsys):
+    """--threads N is taken as asked; above the CPUs this process may use, one note says they share them."""
+    from types import SimpleNamespace
+
+    from engine.api import EngineOptions
+    from flows.arguments import cpu_count, note_threads
+
+    assert cpu_count() >= 1
+    note_threads(SimpleNamespace(engine=EngineOptions(threads=cpu_count())))
+    note_threads(SimpleNamespace(engine=EngineOptions()))
+    assert capsys.readouterr().err == ""
+    note_threads(SimpleNamespace(engine=EngineOptions(threads=cpu_count() + 1)))
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--threads {cpu_count() + 1} is more than the {cpu_count()} CPUs" in err
+
+
+def test_version_prints_the_package_version_and_exits_0(tmp_path, monkeypatch, capsys):
+    import tomllib
+    from importlib import metadata
+
+    from flows.cli import main, package_version
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    r = subprocess.run([sys.executable, "-m", "flows.cli", "--version"], cwd=tmp_path, env=cli_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"chattts-render {package_version()}\n", "")
+    assert main(["--version"]) == 0 and capsys.readouterr().out == f"chattts-render {package_version()}\n"
+
+    def not_installed(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)     # a checkout that is not installed
+    assert package_version() == declared

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,22 @@ def test_package_reencodes_without_loading_the_engine(rendered):
     assert r.returncode == 0, r.stderr
     assert "LOADED []" in r.stdout
     assert len(list(rendered.glob("*.wav"))) == 3 and len(list(rendered.glob("*.m4a"))) == 3
+
+
+def test_package_allow_gaps_is_the_option_its_error_asks_for(rendered, tmp_path, capsys):
+    """A failed segment: `package` refuses (exit 1) and names --allow-gaps; with it, the chapter is packaged
+    with silence in the segment's place, listed in report.json's gaps."""
+    import shutil
+
+    import manifests
+
+    book_dir = Path(shutil.copytree(rendered, tmp_path / "out" / rendered.name))
+    row = manifests.load(book_dir).to_pylist()[1]
+    manifests.commit(book_dir, [{**row, "status": "failed", "error": "test: a segment that failed"}])
+    args = ["package", str(SAMPLE), "--out", str(book_dir.parent), "--format", "wav"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--allow-gaps" in err, err
+    assert main([*args, "--allow-gaps"]) == 0, capsys.readouterr().err
+    gaps = json.loads((book_dir / "report.json").read_text(encoding="utf-8"))["gaps"]
+    assert [(g["chapter"], g["segment"]) for g in gaps] == [(row["chapter"], row["segment"])], gaps

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from manifests.crashpoints import ENV, HOLD, crashpoint
+from manifests import crashpoints
+from manifests.crashpoints import ENV, HOLD, POINTS, crashpoint
 from tests.conftest import ROOT
 from tests.flows.helpers import cli_env, pause_at, wait_held, wait_paused
 
@@ -72,3 +73,39 @@ def test_unknown_mode_is_refused(monkeypatch):
     monkeypatch.setenv(ENV, "commit:1:stop")
     with pytest.raises(ValueError, match="pause"):
         crashpoint("commit")
+
+
+def test_an_undeclared_point_or_spec_is_refused(monkeypatch):
+    """A misspelt point fails at once, also outside crash tests; so does a spec naming no declared point."""
+    monkeypatch.delenv(ENV, raising=False)
+    with pytest.raises(ValueError, match="'comit' is not declared"):
+        crashpoint("comit")
+    crashpoint("commit")                                      # declared, unset: nothing happens
+    monkeypatch.setenv(ENV, "segment-writen:1")
+    with pytest.raises(ValueError, match="'segment-writen' is not a crash point"):
+        crashpoint("commit")
+
+
+def _called_points() -> dict[str, list[str]]:
+    """Every name passed to crashpoint(...) in the code (not the tests), with where: read from the syntax tree,
+    so a call's name is checked whether or not a test ever reaches it."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    for package in ("engine", "flows", "manifests", "tasks", "benchmarks"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                name = getattr(node.func, "id", getattr(node.func, "attr", None)) if isinstance(node, ast.Call) else None
+                if name == "crashpoint":
+                    arg = node.args[0] if node.args else None
+                    assert isinstance(arg, ast.Constant) and isinstance(arg.value, str), \
+                        f"{path.relative_to(ROOT)}:{node.lineno}: crashpoint() needs a literal name"
+                    found.setdefault(arg.value, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_every_point_called_is_declared_and_every_declared_point_is_called():
+    called = _called_points()
+    assert set(called) - POINTS == set(), {p: called[p] for p in set(called) - POINTS}
+    assert POINTS - set(called) == set(), "declared but never called"
+    assert all(f"`{p}`" in crashpoints.__doc__ for p in POINTS)       # each is described

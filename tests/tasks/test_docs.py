@@ -39,3 +39,30 @@ def test_lexicon_example_in_docs_loads(tmp_path):
     f.write_text(block, encoding="utf-8")
     lex = Lexicon.load(f)
     assert normalize("他長大了，去銀行", lexicon=lex) == "他涨大了，去银杭"
+
+
+def test_readme_names_every_command_and_option_of_the_cli():
+    """README.md's Usage is the parser: every command in the usage block, every option somewhere in the README."""
+    import argparse
+    import re
+
+    from flows.cli import build_parser
+
+    readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")
+    usage = readme.split("## Usage", 1)[1].split("```", 2)[1]
+
+    def parsers(p: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+        yield path, p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from parsers(sub, (*path, name))
+
+    missing = []
+    for path, p in parsers(build_parser()):
+        if path and path != ("voices", "audition") and " ".join(path) not in usage:   # `voices BOOK` auditions
+            missing.append(" ".join(path))
+        for action in p._actions:
+            missing += [f"{' '.join(path)} {o}" for o in action.option_strings if o.startswith("--")
+                        and o != "--help" and not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", readme)]
+    assert missing == [], missing

@@ -166,6 +166,10 @@ def test_bad_audition_input_creates_nothing(tmp_path, capsys):
     assert main(["voices", "audition", str(SAMPLE), "--model", "random-tiny", "--text", "……", "--out",
                  str(out)]) == EXIT_USAGE
     assert "nothing to speak" in capsys.readouterr().err and not out.exists()
+    long = "天地玄黄，宇宙洪荒。" * 30                      # past a segment's length: the engine would refuse it
+    assert main(["voices", str(SAMPLE), "--model", "random-tiny", "--text", long, "--out", str(out)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the audition passage (--text) reads" in err and not out.exists(), err
     with pytest.raises(ValueError, match="count"):
         AuditionOptions(count=-1)
     with pytest.raises(ValueError, match="from-seed"):
