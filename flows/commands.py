@@ -77,7 +77,6 @@ def cmd_status(a) -> int:
 def cmd_inspect(a) -> int:
     import json
 
-
     opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast)
     book = load_book(opts.book)
     if opts.cast:

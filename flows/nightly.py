@@ -65,7 +65,6 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
     from prefect.context import get_run_context
     from prefect.deployments import run_deployment
 
-
     log = get_run_logger()
     site = SiteOptions(base_url=base_url)
     in_store = is_url(out)             # a store: its books' state is read there; no catalogue page (a folder's)

@@ -26,7 +26,6 @@ def fan_out(shards: int, call, on_done):
         from prefect import get_run_logger
         from prefect.context import get_run_context
 
-
         parent = get_run_context().flow_run            # a deployment's run (render_book_flow checks)
         plan = sharding.start(book_dir, shards, opts.guard)
         if store is not None:

@@ -66,7 +66,6 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     URL (tasks/fleet/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
     from dataclasses import replace
 
-
     if device == "auto":
         import torch
 

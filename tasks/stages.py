@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Callable
 
 from engine.atomic import find_temps, remove_temp
-from engine.engine import Engine
 from tasks.audio.incremental import package_changed
 from tasks.audio.package import check_tools
 from tasks.errors import DeviceUnavailable
@@ -21,6 +20,7 @@ def get_engine(opts: RenderOptions):
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
     so every stage and thread shares it.  DeviceUnavailable when torch cannot use the GPU that the driver
     shows (a torch built without CUDA: tasks.options.cuda_problem looks at the driver only)."""
+    from engine.engine import Engine            # the model's gateway: torch, ChatTTS (packaging never loads it)
 
     try:
         return Engine.load(opts.engine)

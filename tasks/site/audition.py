@@ -70,7 +70,6 @@ def passage(book, segment, text: str | None = None) -> str:
     nothing of it can be spoken."""
     from dataclasses import replace
 
-
     if text is not None:
         out = normalize(text, t2s=segment.t2s, lexicon=segment.lexicon, tn=segment.tn).strip()
     else:

@@ -33,7 +33,6 @@ def write_segment_audio(path: Path, audio: np.ndarray, sample_rate: int) -> None
 
     import soundfile as sf
 
-
     buf = io.BytesIO()
     sf.write(buf, audio, sample_rate, format="FLAC", subtype=AUDIO_SUBTYPE)
     path.parent.mkdir(parents=True, exist_ok=True)
