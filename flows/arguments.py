@@ -39,7 +39,6 @@ def cast(p: argparse.ArgumentParser) -> None:
 
 
 def engine(p: argparse.ArgumentParser) -> None:
-
     d = EngineOptions()
     p.add_argument("--model", default=d.model,
                    help="hf (Hugging Face cache/hub, default), a local ChatTTS asset dir, "

@@ -38,7 +38,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-
     top = _Parser(prog=PROG, description="Render books (EPUB, TXT) into audiobooks with ChatTTS. "
                   f"`{PROG} BOOK` is `{PROG} render BOOK`.")
     top.add_argument("--version", action="version", version=f"{PROG} {package_version()}")

@@ -124,14 +124,12 @@ def cmd_voices(a) -> int:
 
 
 def cmd_voices_save(a) -> int:
-
     path = save_voice(a.name, parse_voice_spec(a.voice, clip_text=a.clip_text), force=a.force)
     print(f"saved voice {a.name} ({path}); render with --voice {a.name}")
     return EXIT_OK
 
 
 def cmd_voices_list(a) -> int:
-
     print(format_saved(saved_voices()))
     return EXIT_OK
 

@@ -147,6 +147,5 @@ def lexicon_paths(book: Path, explicit: str | None = None) -> list[Path]:
 
 
 def load_lexicon(book: Path, explicit: str | None = None):
-
     paths = lexicon_paths(book, explicit)
     return Lexicon.load(*paths) if paths else None

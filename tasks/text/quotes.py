@@ -98,7 +98,6 @@ class Quote:
 
 @lru_cache(maxsize=65_536)
 def _fold_char(c: str) -> str:
-
     s = _FOLD_EXTRA.get(c) or _t2s(c)
     return s if len(s) == 1 else c
 
