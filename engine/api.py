@@ -67,5 +67,10 @@ class Result:
     tokens: int                    # GPT steps generated (T)
 
 
+class DeviceUnavailable(Exception):
+    """The device the engine is asked to run on is not usable here (`--device cuda` without a GPU, a driver or a
+    CUDA build of torch); str(err) is "--device <device>: <why>", one line."""
+
+
 class ModelUnavailable(Exception):
     """The model cannot be loaded (offline hub, missing asset dir); the message is one line for the user."""

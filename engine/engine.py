@@ -18,7 +18,7 @@ import math
 import threading
 from typing import Callable, Iterable, Iterator
 
-from engine.api import EngineOptions, Request, Result
+from engine.api import DeviceUnavailable, EngineOptions, Request, Result
 from engine.clip import sample_prompt
 from engine.loader import load_chattts
 from engine.units import expected_tokens
@@ -78,7 +78,8 @@ class Engine:
 
     @classmethod
     def load(cls, opts: EngineOptions) -> "Engine":
-        """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable."""
+        """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable, or
+        DeviceUnavailable when torch cannot use CUDA."""
         import torch
 
         from engine.codemodel import CodeModel, enable_cuda_graphs
@@ -87,7 +88,9 @@ class Engine:
         if opts.threads:
             torch.set_num_threads(opts.threads)
         if opts.device == "cuda" and not torch.cuda.is_available():
-            raise ValueError('device="cuda": no CUDA device is available')
+            raise DeviceUnavailable("--device cuda: torch cannot use a CUDA device here (torch.cuda.is_available() "
+                                    "is False: a torch built without CUDA, or a driver too old for it); use "
+                                    "--device cpu")
         dtype = _resolve_dtype(opts)
         key = (opts.model, opts.device, dtype, opts.int8, opts.compile)
         with _LOCK:

@@ -17,14 +17,14 @@ import argparse
 import os
 import sys
 
-from engine.api import ModelUnavailable
+from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 from flows import arguments as arg
 from flows.arguments import PROG, UsageError, package_version
 from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
                             cmd_voices_list, cmd_voices_save)
 from tasks.audio.names import BOOK_FORMATS, FORMATS
-from tasks.errors import BookError, DeviceUnavailable, OutputError, RenderFailed, StoreError, ToolMissing
+from tasks.errors import BookError, OutputError, RenderFailed, StoreError, ToolMissing
 from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
 EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 1, 2, 3

@@ -3,20 +3,19 @@ and names the file or folder concerned; the CLI maps the class to its exit code 
 
     BookError      bad input: the book, a lexicon, a voice file, a chapter selection   -> exit 2
     ToolMissing    a program an output needs is not installed (ffmpeg, ffprobe)          -> exit 3
-    DeviceUnavailable  the engine's device is not there (--device cuda without a usable GPU) -> exit 3
     OutputError    the output folder cannot be used (not a folder, not writable, a name
                    that would leave it)                                                   -> exit 3
     StoreError     the store (--out URL) cannot be used: a bad URL, no credentials, unreachable -> exit 2
     RenderFailed   the render stopped part-way (a stored segment file is gone, segments
                    failed); the manifest is intact and a rerun resumes                     -> exit 1
 
-The engine's own ModelUnavailable and VoiceError and the manifest's BookLocked live beside the code that
-raises them (engine/ and manifests/ do not import tasks/)."""
+The engine's own ModelUnavailable, DeviceUnavailable (no usable GPU for --device cuda: exit 3) and VoiceError
+and the manifest's BookLocked live beside the code that raises them (engine/ and manifests/ do not import tasks/)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.api import ModelUnavailable
+from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 
 
@@ -35,14 +34,6 @@ class BookError(_Located):
 
 class ToolMissing(_Located):
     """A program that an output format needs (ffmpeg, ffprobe) is not installed or not executable."""
-
-
-class DeviceUnavailable(_Located):
-    """The device the engine is asked to run on is not usable here (`--device cuda` without a GPU, a driver
-    or a CUDA build of torch); str(err) is "--device <device>: <why>"."""
-
-    def __init__(self, device: str, problem: str):
-        super().__init__(f"--device {device}", problem)
 
 
 class OutputError(_Located):
@@ -75,7 +66,7 @@ def disk_full_error(e: BaseException, where: Path) -> OSError | None:
 
     from manifests.lock import BookLocked
 
-    if isinstance(e, (_Located, ModelUnavailable, VoiceError, BookLocked)):
+    if isinstance(e, (_Located, ModelUnavailable, DeviceUnavailable, VoiceError, BookLocked)):
         return None
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
         return e

@@ -6,12 +6,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.api import EngineOptions
+from engine.api import DeviceUnavailable, EngineOptions
+from engine.device import cuda_problem
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import book_slug
-from tasks.errors import DeviceUnavailable
 from tasks.fleet import storage
 from tasks.synthesize.guard import GuardOptions
 from tasks.text.normalize import Lexicon
@@ -20,8 +20,6 @@ from tasks.voice.cast import Cast, load_cast
 from tasks.voice.voices import parse_voice
 
 DEFAULT_OUT = Path("output")          # relative to the working directory
-CUDA_DRIVER_LIBS = ("libcuda.so.1", "libcuda.so")   # the NVIDIA driver's CUDA library (what torch loads too)
-CUDA_ERROR_NO_DEVICE = 100                           # CUresult: the driver sees no device
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                                                  threads=threads).items() if v is not None},
                   int8=int8, compile=compile)
     if eng.device == "cuda" and (problem := cuda_problem()) is not None:
-        raise DeviceUnavailable(eng.device, problem)
+        raise DeviceUnavailable(f"--device {eng.device}: {problem}")
 
     store = out if storage.is_url(out) else None
     out = storage.scratch_root(scratch, store) if store else out and storage.local_path(str(out))
@@ -92,34 +90,6 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
                          chapters=parse_chapters(chapters) if chapters else (), voice_anchor=voice_anchor,
                          cast=load_cast(cast) if cast else None, store=store)
-
-
-def cuda_problem() -> str | None:
-    """Why the engine cannot run on CUDA here, or None when the NVIDIA driver shows this process a device
-    (CUDA_VISIBLE_DEVICES applies).  Asks the driver's library through ctypes, in milliseconds, instead of
-    importing torch (~2 s): a machine without a GPU is refused before the book is read.  It only ever refuses
-    what torch would refuse too (torch reaches the GPU through this driver); a torch built without CUDA on a
-    GPU machine is refused when the engine loads (tasks.stages.get_engine)."""
-    import ctypes
-
-    for name in CUDA_DRIVER_LIBS:
-        try:
-            driver = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    else:
-        return "no CUDA device is available (no NVIDIA driver on this machine); use --device cpu"
-    count = ctypes.c_int(0)
-    rc = driver.cuInit(0)
-    if rc == 0:
-        rc = driver.cuDeviceGetCount(ctypes.byref(count))
-    if rc == CUDA_ERROR_NO_DEVICE or (rc == 0 and count.value < 1):
-        return ("no CUDA device is available to this process (CUDA_VISIBLE_DEVICES="
-                f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}); use --device cpu")
-    if rc != 0:
-        return f"the NVIDIA driver cannot start CUDA (cuInit error {rc}); use --device cpu"
-    return None
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

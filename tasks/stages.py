@@ -8,7 +8,6 @@ from typing import Callable
 from engine.atomic import find_temps, remove_temp
 from tasks.audio.incremental import package_changed
 from tasks.audio.package import check_tools
-from tasks.errors import DeviceUnavailable
 from tasks.options import RenderOptions
 from tasks.plan.prepare import prepare_book
 from tasks.site.player import write_book_page
@@ -18,20 +17,10 @@ from tasks.synthesize.render import synthesize_book
 
 def get_engine(opts: RenderOptions):
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
-    so every stage and thread shares it.  DeviceUnavailable when torch cannot use the GPU that the driver
-    shows (a torch built without CUDA: tasks.options.cuda_problem looks at the driver only)."""
+    so every stage and thread shares it."""
     from engine.engine import Engine            # the model's gateway: torch, ChatTTS (packaging never loads it)
 
-    try:
-        return Engine.load(opts.engine)
-    except ValueError:
-        import torch
-
-        if opts.engine.device == "cuda" and not torch.cuda.is_available():
-            raise DeviceUnavailable("cuda", "torch cannot use a CUDA device here (torch.cuda.is_available() "
-                                            "is False: a torch built without CUDA, or a driver too old for it); "
-                                            "use --device cpu") from None
-        raise
+    return Engine.load(opts.engine)
 
 
 def prepare(opts: RenderOptions) -> Path:

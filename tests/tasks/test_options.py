@@ -79,47 +79,10 @@ def test_cli_guard_flags_become_params(tmp_path):
     assert p["guard"] is True and p["guard_attempts"] is None
 
 
-class FakeDriver:
-    """The two calls of the CUDA driver API that cuda_problem makes, answering as told."""
-
-    def __init__(self, init_rc: int = 0, count: int = 1):
-        self.init_rc, self.count = init_rc, count
-
-    def cuInit(self, flags):
-        return self.init_rc
-
-    def cuDeviceGetCount(self, ref):
-        ref._obj.value = self.count                 # ctypes.byref(c_int): the int it points at
-        return 0
-
-
-@pytest.mark.parametrize("driver, words", [
-    (None, "no NVIDIA driver on this machine"),
-    (FakeDriver(init_rc=100), "no CUDA device is available to this process"),     # CUDA_ERROR_NO_DEVICE
-    (FakeDriver(count=0), "no CUDA device is available to this process"),
-    (FakeDriver(init_rc=999), "cuInit error 999"),
-    (FakeDriver(count=2), None),
-])
-def test_cuda_problem_asks_the_driver_without_torch(monkeypatch, driver, words):
-    import ctypes
-
-    from tasks.options import CUDA_DRIVER_LIBS, cuda_problem
-
-    def cdll(name):
-        assert name in CUDA_DRIVER_LIBS
-        if driver is None:
-            raise OSError(f"{name}: cannot open shared object file")
-        return driver
-
-    monkeypatch.setattr(ctypes, "CDLL", cdll)
-    problem = cuda_problem()
-    assert problem is None if words is None else words in problem and problem.endswith("use --device cpu")
-
-
 def test_device_cuda_without_a_gpu_is_refused_before_the_book_is_fetched(monkeypatch, tmp_path):
     """A store URL book is not downloaded (nor its store reached) when the device is refused first."""
     import tasks.options
-    from tasks.errors import DeviceUnavailable
+    from engine.api import DeviceUnavailable
     from tasks.fleet import storage
 
     monkeypatch.setattr(tasks.options, "cuda_problem", lambda: "no CUDA device is available (test)")
@@ -131,31 +94,3 @@ def test_device_cuda_without_a_gpu_is_refused_before_the_book_is_fetched(monkeyp
     monkeypatch.setattr(tasks.options, "cuda_problem", lambda: None)   # a GPU here: the book is fetched
     with pytest.raises(pytest.fail.Exception, match="the book was fetched"):
         options_from_params("s3://books/novel.epub", device="cuda")
-
-
-def test_a_torch_that_cannot_use_the_gpu_is_device_unavailable_at_engine_load(monkeypatch, tmp_path):
-    """The driver shows a GPU but torch cannot use it (a CPU build of torch): Engine.load's ValueError becomes
-    DeviceUnavailable (exit 3); on the CPU, or with CUDA usable, the ValueError stays what it is."""
-    from dataclasses import replace
-
-    import torch
-
-    from engine.api import EngineOptions
-    from engine.engine import Engine
-    from tasks import stages
-    from tasks.errors import DeviceUnavailable
-
-    def load(opts):
-        raise ValueError("engine said no")
-
-    monkeypatch.setattr(Engine, "load", staticmethod(load))
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    opts = options_from_params(str(tmp_path / "b.epub"))
-    with pytest.raises(ValueError, match="engine said no"):
-        stages.get_engine(opts)
-    cuda = replace(opts, engine=EngineOptions(device="cuda"))
-    with pytest.raises(DeviceUnavailable, match="^--device cuda: torch cannot use a CUDA device"):
-        stages.get_engine(cuda)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    with pytest.raises(ValueError, match="engine said no"):
-        stages.get_engine(cuda)
