@@ -13,9 +13,10 @@ made `end_at` steps: its forced token count (EOS masked before it) or its cap of
 
 **Batch invariance.**  A row's result must not depend on its batch-mates.  On CPU an fp32 GEMM row can depend
 on the number of rows M of the call and on the block of rows it lands in (MKL: gemv for M=1, another kernel for
-M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel: rows go in blocks of 6, and a block of 1-3 rows
-takes another kernel, so M = 4, 5, 6, 10, 11, 12, 16, ... give the same bits), but, measured, not on its
-neighbours' values.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
+M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel on AVX2: rows go in blocks of 6, and a block of
+1-3 rows takes another kernel, so M = 4, 5, 6, 10, 11, 12, 16, ... give the same bits; on AVX-512 every M does),
+but, measured, not on its neighbours' values.  Which sizes hold is the CPU's and the library's business, never
+assumed.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
 sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer (`invariant_sizes`),
 and a decode step is one call over all active rows padded up to the smallest such size with a scratch slot;
 where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical shape: both ways give the same
@@ -219,9 +220,10 @@ def invariant_sizes(model: CodeModel, max_rows: int) -> tuple[int, ...]:
     """The call sizes M (ascending, from 1 up to max_rows rounded up to EXACT_ROWS, plus EXACT_ROWS) for which
     every row of every linear layer of `model` comes out bit-identical to the canonical calls of EXACT_ROWS rows.
     Kernel choice depends on shapes (and the thread split), not on values, so random inputs settle it for this
-    machine, library build and thread count (the caller keys it on those).  Measured here on 1 and 2 threads:
-    MKL 4, 8, 12, ... (M = 1..3 take other kernels, M = 5..11 not multiples of 4 differ on 2 threads: each thread
-    gets a ragged block); oneDNN packed 4, 5, 6, 10, 11, 12, ... (blocks of 6 rows; a block of 1-3 differs)."""
+    machine, library build and thread count (the caller keys it on those).  Measured on 1 and 2 threads: MKL
+    4, 8, 12, ... (M = 1..3 take other kernels, M = 5..11 not multiples of 4 differ on 2 threads: each thread
+    gets a ragged block); oneDNN packed on AVX2 (or ONEDNN_MAX_CPU_ISA=AVX2) 4, 5, 6, 10, 11, 12, ... (blocks of
+    6 rows; a block of 1-3 differs), on AVX-512 every size; engine/kernels.c every size."""
     top = -(-max_rows // EXACT_ROWS) * EXACT_ROWS + EXACT_ROWS
     gen = torch.Generator(device="cpu").manual_seed(0)
     layers = []
