@@ -381,6 +381,13 @@ class DecodeBatch:
 GRAPH_BUCKET = 256                 # attention length of captured graphs: multiples of this many positions
 
 
+def graph_bucket(longest: int, max_len: int) -> int:
+    """The attention length S of a non-exact (CUDA) decode step whose longest active row attends over `longest`
+    positions: the next multiple of GRAPH_BUCKET, at most the cache's max_len.  It is the batch's, not the
+    row's: on CUDA a row's rounding depends on (slot count, S) — docs/architecture.md, Determinism on CUDA."""
+    return min(max_len, -(-longest // GRAPH_BUCKET) * GRAPH_BUCKET)
+
+
 class GraphStep:
     """The non-exact decode step: *all* slots of a DecodeBatch in one call, attention over cache views of
     length S (a multiple of GRAPH_BUCKET).  Inactive slots are computed too (position 0 of their own unused
@@ -440,7 +447,7 @@ class GraphStep:
         self.keys[live] = torch.tensor([r.rng for r in rows], device=dev)
         self.eos_ok.zero_()
         self.eos_ok[live] = torch.tensor([eos_allowed(r) for r in rows], device=dev)
-        S = min(self.batch.max_len, -(-(max(pos) + 1) // GRAPH_BUCKET) * GRAPH_BUCKET)
+        S = graph_bucket(max(pos) + 1, self.batch.max_len)
         with torch.no_grad():
             self._graph(S).replay()
         return self.h[live], self.tok[live]
