@@ -5,8 +5,9 @@
     for result in engine.synthesize(requests):          # yields as segments finish (completion order)
         ...
 
-Determinism: a Result depends only on (text, spk_emb, seed, forced_tokens, engine version), never on the
-other requests it was batched with.
+Determinism: on CPU a Result depends only on (text, spk_emb, seed, forced_tokens, engine version), never on
+the other requests it was batched with; on CUDA its last bits can depend on the batch's shape (slot count,
+attention bucket): docs/architecture.md, "Determinism on CUDA".
 """
 from __future__ import annotations
 

@@ -13,12 +13,12 @@ made `end_at` steps: its forced token count (EOS masked before it) or its cap of
 
 **Batch invariance.**  A row's result must not depend on its batch-mates.  On CPU an fp32 GEMM row can depend
 on the number of rows M of the call and on the block of rows it lands in (MKL: gemv for M=1, another kernel for
-M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel: rows go in blocks of 6, and a block of 1-3 rows
-takes another kernel, so M = 4, 5, 6, 10, 11, 12, 16, ... give the same bits), but, measured, not on its
-neighbours' values.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
+M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel on AVX2: rows go in blocks of 6, and a block of
+1-3 rows takes another kernel, so M = 4, 5, 6, 10, 11, 12, 16, ... give the same bits; on AVX-512 every M does),
+but, measured, not on its neighbours' values.  Which sizes hold is the CPU's and the library's business, never
+assumed.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
 sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer
-(engine.codemodel.invariant_sizes),
-and a decode step is one call over all active rows padded up to the smallest such size with a scratch slot;
+(engine.codemodel.invariant_sizes), and a decode step is one call over all active rows padded up to the smallest such size with a scratch slot;
 where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical shape: both ways give the same
 bits).  Attention runs per row over its own prefix, and every per-row op (logits processing, sampling:
 engine/sampling.py) reduces over the row's own values only.  Sampling noise is counter-based — a hash of (row
@@ -179,6 +179,13 @@ class DecodeBatch:
 GRAPH_BUCKET = 256                 # attention length of captured graphs: multiples of this many positions
 
 
+def graph_bucket(longest: int, max_len: int) -> int:
+    """The attention length S of a non-exact (CUDA) decode step whose longest active row attends over `longest`
+    positions: the next multiple of GRAPH_BUCKET, at most the cache's max_len.  It is the batch's, not the
+    row's: on CUDA a row's rounding depends on (slot count, S) — docs/architecture.md, Determinism on CUDA."""
+    return min(max_len, -(-longest // GRAPH_BUCKET) * GRAPH_BUCKET)
+
+
 class GraphStep:
     """The non-exact decode step: *all* slots of a DecodeBatch in one call, attention over cache views of
     length S (a multiple of GRAPH_BUCKET).  Inactive slots are computed too (position 0 of their own unused
@@ -238,7 +245,7 @@ class GraphStep:
         self.keys[live] = torch.tensor([r.rng for r in rows], device=dev)
         self.eos_ok.zero_()
         self.eos_ok[live] = torch.tensor([eos_allowed(r) for r in rows], device=dev)
-        S = min(self.batch.max_len, -(-(max(pos) + 1) // GRAPH_BUCKET) * GRAPH_BUCKET)
+        S = graph_bucket(max(pos) + 1, self.batch.max_len)
         with torch.no_grad():
             self._graph(S).replay()
         return self.h[live], self.tok[live]

@@ -5,10 +5,15 @@ Two inputs, as upstream `Chat._decode_to_wavs` takes them:
   (upstream's default, `use_decoder=True`; this is what the real model sounds best with);
 - codes, integer (T, num_vq): the sampled audio codes -> `DVAE` (FSQ codebooks; `use_decoder=False`).
 Each step becomes 2 mel frames; Vocos' centred ISTFT turns F frames into 256 * (F - 1) samples, so a row of T
-steps is exactly (2T - 1) * 256 samples (engine.units.samples_for_tokens).  Nothing is deleted or padded:
-only rows of equal length share a batch (convolutions would carry padding into a shorter row's tail), and on
-CPU every row is decoded alone: measured, even equal-length rows batched together differ from the row decoded
-alone by ~5e-7 (batch-size-dependent GEMM blocking), and a segment's audio must not depend on its batch.
+steps is exactly (2T - 1) * 256 samples (engine.units.samples_for_tokens).  Nothing is deleted or padded.
+
+**Every row is decoded alone, on every device.**  A segment's audio must not depend on its batch-mates, and
+batching does change bits: measured on CPU, equal-length rows decoded together differ from the row decoded
+alone by ~5e-7 (batch-size-dependent GEMM/convolution blocking); rows of unequal length cannot share a call at
+all (convolutions would carry the padding into a shorter row's tail).  cuDNN and cuBLAS pick their algorithms
+by shape the same way, so CUDA decodes one row per call too (it used to group up to 16 equal-length rows).
+The cost of that on CUDA is unmeasured (no GPU in the session that made the change); on CPU, where rows were
+always decoded alone, benchmarks/README.md gives batched vs alone (benchmarks/vocoder_batching.py).
 """
 from __future__ import annotations
 
@@ -16,17 +21,12 @@ from typing import Any
 
 from engine.units import samples_for_tokens
 
-MAX_GROUP = 16                     # CUDA: rows decoded together at most (equal lengths only); CPU: 1
-
 
 def decode(model: Any, rows: list) -> list:
     """Waveforms (float32 numpy, mono, 24 kHz) for `rows`, in input order.  Each row is a tensor of shape
     (T, hidden) float (hidden states -> Decoder) or (T, num_vq) integer (codes -> DVAE); all rows of one
-    call must be of the same kind.  `model`: a LoadedModel or a loaded ChatTTS.Chat.  Rows of equal length are
-    decoded together, MAX_GROUP at most, on CUDA; on CPU each row alone (bit-exact per row)."""
-    import numpy as np
-    import torch
-
+    call must be of the same kind.  `model`: a LoadedModel or a loaded ChatTTS.Chat.  Each row is decoded
+    by itself (a batch of one): its samples depend on the row alone, on any device."""
     if not rows:
         return []
     kinds = {bool(r.dtype.is_floating_point) for r in rows}
@@ -40,34 +40,22 @@ def decode(model: Any, rows: list) -> list:
     vocos = model.vocos
     device = next(net.parameters()).device
     vocos_device = next(vocos.parameters()).device
-    max_group = 1 if device.type == "cpu" else MAX_GROUP
+    return [_decode_row(net, vocos, r, device, vocos_device, use_hidden) for r in rows]
 
-    out: list = [None] * len(rows)
-    order = sorted(range(len(rows)), key=lambda i: (rows[i].size(0), i))
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and rows[groups[-1][0]].size(0) == rows[i].size(0) and len(groups[-1]) < max_group:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
+
+def _decode_row(net, vocos, row, device, vocos_device, use_hidden: bool):
+    """One row (T, features) -> float32 numpy of samples_for_tokens(T) samples; T = 0: empty."""
+    import numpy as np
+    import torch
+
+    T = row.size(0)
+    if T == 0:
+        return np.zeros(0, dtype=np.float32)
     with torch.inference_mode():
-        for g in groups:
-            T = rows[g[0]].size(0)
-            if T == 0:
-                for i in g:
-                    out[i] = np.zeros(0, dtype=np.float32)
-                continue
-            if use_hidden:
-                x = torch.stack([rows[i].to(device, torch.float32) for i in g])       # (B, T, hidden)
-            else:
-                x = torch.stack([rows[i].to(device, torch.long) for i in g])          # (B, T, num_vq)
-            x = x.transpose(1, 2).contiguous()                                         # (B, C, T)
-            mel = net(x)                                                               # (B, 100, 2T)
-            wav = vocos.decode(mel.to(vocos_device, torch.float32))                    # (B, 256 (2T-1))
-            n = samples_for_tokens(T)
-            if wav.size(1) < n:
-                raise RuntimeError(f"decode: Vocos returned {wav.size(1)} samples for {T} steps, expected {n}")
-            wav = wav[:, :n].float().cpu().numpy()
-            for j, i in enumerate(g):
-                out[i] = np.ascontiguousarray(wav[j], dtype=np.float32)
-    return out
+        x = row.to(device, torch.float32 if use_hidden else torch.long)[None]         # (1, T, features)
+        mel = net(x.transpose(1, 2).contiguous())                                     # (1, 100, 2T)
+        wav = vocos.decode(mel.to(vocos_device, torch.float32))                       # (1, 256 (2T-1))
+    n = samples_for_tokens(T)
+    if wav.size(1) < n:
+        raise RuntimeError(f"decode: Vocos returned {wav.size(1)} samples for {T} steps, expected {n}")
+    return np.ascontiguousarray(wav[0, :n].float().cpu().numpy(), dtype=np.float32)

@@ -228,58 +228,142 @@ def test_cuda_graph_step_matches_eager_and_is_deterministic():
 
 
 # ------------------------------------------------------------------------------- one call per CPU step
-def _sizes_of_calls(monkeypatch):
-    sizes = []
-    orig = G.DecodeBatch._decode
+# Which call sizes are batch-invariant is the kernel's business and differs from CPU to CPU (oneDNN on AVX2: rows
+# in blocks of 6, a block of 1-3 rows takes another kernel; on AVX-512 every size is invariant; MKL: multiples
+# of 4 on 2 threads).  So these tests never assume sizes: they take what the engine measures on the machine they
+# run on (CM.invariant_sizes), search it for a size that breaks invariance, and where the real kernel has none
+# use BlockedLinear, a linear that is ragged on purpose, so that the check can fail on every machine.
+class BlockedLinear(torch.nn.Module):
+    """A test double with oneDNN-on-AVX2's row blocking, on any CPU: the rows of a call go in blocks of BLOCK,
+    and a row in a last block of fewer than FULL rows is summed in another order (the two halves of K apart),
+    so its bits depend on the call size: invariant sizes 4, 5, 6, 10, 11, 12, 16, ...  Every row is computed
+    by its own M = 1 call, so nothing of the machine's own GEMM blocking shows through."""
 
-    def spy(self, rows, size):
-        sizes.append((len(rows), size))
-        return orig(self, rows, size)
+    BLOCK, FULL = 6, 4
 
-    monkeypatch.setattr(G.DecodeBatch, "_decode", spy)
-    return sizes
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.weight = weight                                                    # [N, K] fp32
+        self.out_features, self.in_features = weight.shape
+
+    def forward(self, x):                                                       # x [..., K] -> [..., N]
+        x2, w, h = x.reshape(-1, self.in_features), self.weight, self.in_features // 2
+        M = x2.shape[0]
+        short_from = M - M % self.BLOCK if M % self.BLOCK < self.FULL else M    # first row of a short block
+        rows = [torch.nn.functional.linear(r, w) if i < short_from
+                else torch.nn.functional.linear(r[:, :h], w[:, :h]) + torch.nn.functional.linear(r[:, h:], w[:, h:])
+                for i, r in enumerate(x2.split(1))]
+        return torch.cat(rows).view(*x.shape[:-1], self.out_features)
+
+
+KERNELS = PACKED + ["blocked"]     # + the double: its expectations hold on every CPU
+BLOCKED_SIZES_TO_16 = (4, 5, 6, 10, 11, 12, 16)
+
+
+def kernel_model(kernel, seed: int = 0) -> CM.CodeModel:
+    """random_code_model on a real kernel (MKL False, oneDNN True, engine/kernels.c "gemm") or the double."""
+    if kernel == "blocked":
+        return random_code_model(seed).pack(BlockedLinear)
+    return random_code_model(seed, packed=kernel)
+
+
+def _calls_per_step(monkeypatch):
+    """Spy: one (active rows, [(rows, size) of each _decode call]) per DecodeBatch.step."""
+    steps = []
+    step, decode = G.DecodeBatch.step, G.DecodeBatch._decode
+
+    def spy_step(self):
+        steps.append((len(self.rows), []))
+        return step(self)
+
+    def spy_decode(self, rows, size):
+        steps[-1][1].append((len(rows), size))
+        return decode(self, rows, size)
+
+    monkeypatch.setattr(G.DecodeBatch, "step", spy_step)
+    monkeypatch.setattr(G.DecodeBatch, "_decode", spy_decode)
+    return steps
+
+
+def _not_alone(model, specs, slots: int, alone: dict | None = None) -> list[str]:
+    """The keys of `specs` whose hidden states decoded together in `slots` slots (continuous refill) differ from
+    the row decoded alone (`alone`: {key: row} computed before, else decoded here); [] = batch-invariant."""
+    batched = _run(model, _fresh(model, specs), slots=slots)
+    alone = alone or {s[0]: _run(model, _fresh(model, [s]), slots=1)[s[0]] for s in specs}
+    assert set(batched) == set(alone) == {s[0] for s in specs}
+    return [k for k in alone if not torch.equal(alone[k].hiddens, batched[k].hiddens)]
+
+
+def _top(max_rows: int) -> int:
+    """The largest call size CM.invariant_sizes(model, max_rows) considers."""
+    return -(-max_rows // CM.EXACT_ROWS) * CM.EXACT_ROWS + CM.EXACT_ROWS
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("packed", PACKED)
+@pytest.mark.parametrize("packed", KERNELS)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monkeypatch):
-    """With measured call sizes, a CPU step is one call over all active rows padded to the next one — and rows
-    still come out bit-identical to decoding alone, on 1 and on 2 threads, with MKL, oneDNN and engine/kernels.c
-    (whose every call size is invariant: no padding at all)."""
+    """With measured call sizes, a CPU step is one call over all active rows padded to the smallest measured
+    size that holds them (or, where none does, canonical chunks of EXACT_ROWS) — and rows still come out
+    bit-identical to decoding alone, on 1 and on 2 threads, with MKL, oneDNN, engine/kernels.c and the
+    ragged-on-purpose double."""
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        model = random_code_model(packed=packed)
-        if model.call_size(9, 9) is None:
-            pytest.skip("no batch-invariant call size on this machine's BLAS (the engine uses fixed chunks)")
+        model = kernel_model(packed)
+        measured = CM.invariant_sizes(model, 9)                  # what this machine's kernel allows
+        assert CM.EXACT_ROWS in measured and set(measured) <= set(range(1, _top(9) + 1))
+        if packed == "blocked":
+            assert measured == BLOCKED_SIZES_TO_16
         specs = [(f"r{i}", 5 + 3 * i, 300 + i, 4 + 5 * (i % 5)) for i in range(13)]
-        sizes = _sizes_of_calls(monkeypatch)
-        batched = _run(model, _fresh(model, specs), slots=9)
-        assert {n for n, _ in sizes} >= {9, 1}                 # full and nearly empty steps both happened
-        least = (lambda n: n) if packed == "gemm" else (lambda n: max(n, CM.EXACT_ROWS))
-        assert all(size == model.call_size(n, 9) >= least(n) for n, size in sizes)
-        if packed == "gemm":
-            assert {size for n, size in sizes if n < CM.EXACT_ROWS}, "no step of fewer rows than EXACT_ROWS"
-        for key, n, seed, T in specs:
-            alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
-            assert torch.equal(alone.hiddens, batched[key].hiddens), key
+        steps = _calls_per_step(monkeypatch)
+        assert _not_alone(model, specs, slots=9) == []
+        assert {n for n, _ in steps} >= {9, 1}                  # full and nearly empty steps both happened
+        for active, calls in steps:
+            fit = next((m for m in measured if m >= active), None)
+            if fit is not None:
+                assert calls == [(active, fit)], (active, calls)
+            else:
+                assert {size for _, size in calls} == {CM.EXACT_ROWS} and sum(n for n, _ in calls) == active
+        small = [calls for active, calls in steps if active < CM.EXACT_ROWS]
+        if measured[0] < CM.EXACT_ROWS:                          # no needless padding where small calls are exact
+            assert any(size < CM.EXACT_ROWS for calls in small for _, size in calls)
+        if any(m not in measured for m in range(1, 10)):        # some step had to be padded
+            assert any(size > n for _, calls in steps for n, size in calls)
     finally:
         torch.set_num_threads(old)
 
 
 @torch.no_grad()
-def test_a_call_size_outside_the_measured_ones_breaks_batched_equals_alone():
-    """The invariance test above can fail: let steps run at every size (1..3 rows included: other kernels)."""
-    torch.set_num_threads(1)
-    model = random_code_model(packed=onednn_available())
-    measured = CM.invariant_sizes(model, 4)
-    assert 1 not in measured and 4 in measured
-    model._sizes[(1, 4)] = tuple(range(1, 9))
-    specs = [(f"r{i}", 5 + 3 * i, 300 + i, 4 + 5 * i) for i in range(4)]
-    batched = _run(model, _fresh(model, specs), slots=4)
-    alone = {s[0]: _run(model, _fresh(model, [s]), slots=4)[s[0]] for s in specs}
-    assert any(not torch.equal(alone[k].hiddens, batched[k].hiddens) for k in alone)
+@pytest.mark.parametrize("packed", KERNELS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_calls_at_an_unmeasured_size_break_batched_equals_alone(threads, packed, monkeypatch):
+    """The invariance check above can fail: search the call sizes this machine's kernel does not keep invariant,
+    then break the engine on purpose — it calls at exactly the number of active rows, unpadded, at such a size —
+    and the same check must see rows differ from their alone run.  Where the kernel is invariant at every size
+    (engine/kernels.c; oneDNN on AVX-512) there is nothing to break with it: the ragged-on-purpose double
+    stands in, so this never passes vacuously."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model = kernel_model(packed)
+        measured = CM.invariant_sizes(model, 9)
+        unmeasured = [m for m in range(1, 10) if m not in measured]
+        if not unmeasured:
+            model = kernel_model("blocked")
+            measured = CM.invariant_sizes(model, 9)
+            unmeasured = [m for m in range(1, 10) if m not in measured]
+        assert unmeasured, "the double must have call sizes that break invariance"
+        m = unmeasured[-1]                                      # the widest such call within 9 rows
+        specs = [(f"r{i}", 5 + 2 * i, 700 + i, 7) for i in range(m)]   # equal lengths: every step has m rows
+        alone = {s[0]: _run(model, _fresh(model, [s]), slots=1)[s[0]] for s in specs}
+        assert _not_alone(model, specs, slots=m, alone=alone) == []          # the engine as it is: invariant
+        steps = _calls_per_step(monkeypatch)
+        monkeypatch.setattr(model, "call_size", lambda rows, max_rows: rows)  # broken: no padding at all
+        assert _not_alone(model, specs, slots=m, alone=alone), f"calls of {m} rows went unnoticed"
+        assert steps and all(calls == [(m, m)] for _, calls in steps)        # really called at size m
+    finally:
+        torch.set_num_threads(old)
 
 
 def test_invariant_sizes_finds_the_sizes_of_a_ragged_kernel():
@@ -302,9 +386,11 @@ def test_without_a_call_size_steps_fall_back_to_canonical_chunks(monkeypatch):
     model = random_code_model()
     model._sizes[(torch.get_num_threads(), 11)] = ()         # as if the BLAS were batch-variant everywhere
     specs = [(f"r{i}", 6 + i, 500 + i, 3 + 4 * (i % 3)) for i in range(11)]
-    sizes = _sizes_of_calls(monkeypatch)
+    steps = _calls_per_step(monkeypatch)
     batched = _run(model, _fresh(model, specs), slots=11)
-    assert sizes and all(size == CM.EXACT_ROWS for _, size in sizes) and max(n for n, _ in sizes) == CM.EXACT_ROWS
+    assert max(active for active, _ in steps) == 11
+    for active, calls in steps:                               # chunks of exactly EXACT_ROWS, covering every row
+        assert {size for _, size in calls} == {CM.EXACT_ROWS} and sum(n for n, _ in calls) == active
     for key, n, seed, T in specs[:4]:
         alone = _run(model, _fresh(model, [(key, n, seed, T)]), slots=1)[key]
         assert torch.equal(alone.hiddens, batched[key].hiddens), key
