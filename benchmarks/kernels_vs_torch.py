@@ -12,18 +12,21 @@ same `keys` keys).  Two levels, every case timed in the same run, the variants a
   streams them) on B rows.  fp32: `ours` (engine.kernels.GemmLinear) against `onednn` (engine.llama.PackedLinear)
   and `mkl` (F.linear on the dense weight).  int8 weight-only, the same int8 weights and per-channel scales:
   `ours_int8` (GemmInt8Linear) against `aten_int8` (torch.ops.aten._weight_int8pack_mm(x, w [N, K] int8,
-  scales [N] fp32)).
+  scales [N]) with fp32 x and scales, as ours) and `aten_int8_bf16` (the same with x and scales rounded to
+  bf16: the only dtype torch 2.11's CPU kernel vectorizes; not our numerics).
 - **step**: a decode step of the whole GPT (every layer and the final norm; the cache write, RoPE, attention
   included).  `ours` (engine.kernels.DecodeStep: one C call) against the per-layer torch path: `eager_onednn`
   (the engine's fallback: engine.llama.Llama.forward, oneDNN packed linears, per-row SDPA), `eager` (the same
   Block.forward on the dense MKL linears, one masked SDPA call over all rows: what CUDA runs) and `compile`
   (that Block.forward through torch.compile (inductor), one compiled graph for all 20 layers); int8:
-  `ours_int8` (DecodeStep on int8 weights) against `eager_aten_int8` (Block.forward, masked SDPA, projections
-  through _weight_int8pack_mm).
+  `ours_int8` (DecodeStep on int8 weights) against `eager_aten_int8` and `eager_aten_int8_bf16` (Block.forward,
+  masked SDPA, projections through _weight_int8pack_mm in fp32 / bf16 activations).
 
-Each number is the median over --reps calls after --warmup calls, and with --repeat K the median of K such
+Each number is the median over up to --reps calls after --warmup calls, the variants of a case taking turns call
+by call (a variant leaves the turns once its calls took BUDGET_S), and with --repeat K the median of K such
 runs; `ratio` = variant time / ours (fp32) or / ours_int8 (int8): above 1, ours is faster.  Every variant's
-output is checked against ours (max abs difference, `max_diff`).  Compile time is reported, not counted.
+output is checked against ours (max abs difference, `max_diff`; the run fails beyond TOLERANCE, BF16_TOLERANCE
+for the bf16 variants).  Compile time is reported, not counted.
 """
 from __future__ import annotations
 
@@ -45,11 +48,13 @@ KEYS = 256                         # keys in every row's cache (a step attends o
 WARMUP = 3                         # untimed calls per case
 REPS = 10                          # timed calls per case (median)
 FP32 = ("ours", "onednn", "mkl")
-INT8 = ("ours_int8", "aten_int8")
+INT8 = ("ours_int8", "aten_int8", "aten_int8_bf16")
 STEP32 = ("ours", "eager_onednn", "eager", "compile")
-STEP8 = ("ours_int8", "eager_aten_int8")
+STEP8 = ("ours_int8", "eager_aten_int8", "eager_aten_int8_bf16")
 TOLERANCE = 1e-2                   # max |variant - ours| a variant may differ by (fp32 sums in other orders;
                                    # int8: the same quantized weights) before the run fails
+BF16_TOLERANCE = 0.25              # the same for variants that round the activations to bf16 (*_bf16)
+BUDGET_S = 1.5                     # a variant stops being timed once its timed calls took this long (>= 3 calls)
 
 
 def build(hidden: int, layers: int, heads: int, ffn: int, keys: int, seed: int = 0):
@@ -75,22 +80,28 @@ def build(hidden: int, layers: int, heads: int, ffn: int, keys: int, seed: int =
 
 
 class AtenInt8Linear(nn.Module):
-    """Weight-only int8 through torch.ops.aten._weight_int8pack_mm: x [M, K] fp32, w [N, K] int8, scales [N] fp32
-    (the int8 weights and scales engine.llama.quantize_weight makes: the same as GemmInt8Linear's)."""
+    """Weight-only int8 through torch.ops.aten._weight_int8pack_mm(x [M, K], w [N, K] int8, scales [N]) (the int8
+    weights and scales engine.llama.quantize_weight makes: the same as GemmInt8Linear's).  x and scales fp32, or
+    with `bf16` both rounded to bf16 (the output back to fp32): torch 2.11's CPU kernel is vectorized for bf16
+    activations only (fp32 takes a scalar loop)."""
 
-    def __init__(self, linear):
+    def __init__(self, linear, bf16: bool = False):
+        import torch
+
         from engine.llama import quantize_weight
 
         super().__init__()
         wq, scale = quantize_weight(linear.weight)
+        self.dtype = torch.bfloat16 if bf16 else torch.float32
         self.register_buffer("wq", wq)                                             # [N, K] int8
-        self.register_buffer("scale", scale)                                       # [N] fp32
+        self.register_buffer("scale", scale.to(self.dtype))                        # [N]
         self.in_features, self.out_features = wq.shape[1], wq.shape[0]
 
-    def forward(self, x):                                                         # x [..., K] -> [..., N]
+    def forward(self, x):                                                         # x [..., K] fp32 -> [..., N]
         import torch
 
-        y = torch.ops.aten._weight_int8pack_mm(x.reshape(-1, self.in_features), self.wq, self.scale)
+        x2 = x.reshape(-1, self.in_features).to(self.dtype)
+        y = torch.ops.aten._weight_int8pack_mm(x2, self.wq, self.scale).float()
         return y.view(*x.shape[:-1], self.out_features)
 
 
@@ -108,11 +119,12 @@ def variants(dense) -> dict:
     out = {"mkl": dense, "ours": pack_linears(twin(), kernels.GemmLinear), "ours_int8": quantize_int8(twin())}
     if onednn_available():
         out["onednn"] = pack_linears(twin(), PackedLinear)
-    aten = twin()
-    for b in aten.layers:
-        for n in kernels.PROJECTIONS:
-            setattr(b, n, AtenInt8Linear(getattr(b, n)))
-    out["aten_int8"] = aten
+    for name, bf16 in (("aten_int8", False), ("aten_int8_bf16", True)):
+        aten = twin()
+        for b in aten.layers:
+            for n in kernels.PROJECTIONS:
+                setattr(b, n, AtenInt8Linear(getattr(b, n), bf16))
+        out[name] = aten
     if out["ours"].decode_step is None or out["ours_int8"].decode_step is None:
         raise RuntimeError("engine/kernels.c's decode step does not support this shape")
     return out
@@ -161,7 +173,8 @@ def step_cases(models: dict, B: int, keys: int, int8: bool, compile_: bool) -> t
         return lambda: m(x, pos, cache, None, mask=mask)
 
     if int8:
-        return {"ours_int8": per_row(models["ours_int8"]), "eager_aten_int8": masked(models["aten_int8"])}, {}
+        return {"ours_int8": per_row(models["ours_int8"]), "eager_aten_int8": masked(models["aten_int8"]),
+                "eager_aten_int8_bf16": masked(models["aten_int8_bf16"])}, {}
     cases = {"ours": per_row(models["ours"])}
     if "onednn" in models:
         cases["eager_onednn"] = per_row(models["onednn"])
@@ -172,16 +185,25 @@ def step_cases(models: dict, B: int, keys: int, int8: bool, compile_: bool) -> t
     return cases, compiled_s
 
 
-def _timed(fn, warmup: int, reps: int) -> float:
-    """Median seconds of fn() over reps calls after warmup calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
+def _timed(cases: dict, warmup: int, reps: int) -> dict:
+    """{variant: median seconds of a call}: warmup calls each, then up to reps rounds, one call of every variant
+    per round (so a change in the machine's load hits them alike); a variant whose timed calls took BUDGET_S
+    (after at least 3) leaves the rounds."""
+    for fn in cases.values():
+        for _ in range(warmup):
+            t0 = time.perf_counter()
+            fn()
+            if time.perf_counter() - t0 > BUDGET_S / 3:                  # slow: one warm-up is enough
+                break
+    times: dict = {k: [] for k in cases}
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for k, fn in cases.items():
+            if len(times[k]) >= 3 and sum(times[k]) > BUDGET_S:
+                continue
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _compiled_step(dense, x, pos, cache, mask):
@@ -233,9 +255,11 @@ def run_once(models: dict, rows: list[int], threads: list[int], keys: int, compi
                         base = "ours_int8" if int8 else "ours"
                         ref = cases[base]()
                         diffs = {k: _diff(fn(), ref) for k, fn in cases.items() if k != base}
-                        ms = {k: _timed(fn, warmup, reps) * 1e3 for k, fn in cases.items()}
+                        ms = {k: v * 1e3 for k, v in _timed(cases, warmup, reps).items()}
                         out.append({"level": level, "kind": "int8" if int8 else "fp32", "threads": th, "rows": B,
                                     "ms": ms, "max_diff": diffs, "compile_s": comp})
+                        print(f"{level} {out[-1]['kind']} threads {th} rows {B}: "
+                              + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()), file=sys.stderr, flush=True)
                         del cases
     return out
 
@@ -300,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(a.repeat)]
     merged = merge(runs)
     bad = [(c["level"], c["kind"], c["rows"], k, d) for c in merged for k, d in c["max_diff"].items()
-           if not d <= TOLERANCE]
+           if not d <= (BF16_TOLERANCE if k.endswith("_bf16") else TOLERANCE)]
     print(table(merged))
     for c in merged:
         if c["compile_s"]:
@@ -314,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     if bad:
-        print(f"kernels_vs_torch: outputs disagree with ours beyond {TOLERANCE}: {bad}", file=sys.stderr)
+        print(f"kernels_vs_torch: outputs disagree with ours beyond {TOLERANCE} ({BF16_TOLERANCE} for bf16): {bad}",
+              file=sys.stderr)
         return 1
     return 0
 

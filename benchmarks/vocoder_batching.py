@@ -2,6 +2,7 @@
 batched call (what it did on CUDA before), in one run.
 
     python -m benchmarks.vocoder_batching --model random-full --rows 8 --tokens 150 --threads 2 --repeat 3
+    python -m benchmarks.vocoder_batching --model random-full --rows 16 --device cuda    # what CUDA gave up
 
 `rows` hidden-state rows of `tokens` GPT steps each (random, the GPT's hidden size): `alone` decodes them one
 call per row through engine.vocoder.decode, `batched` stacks them into one Decoder call and one Vocos call.
@@ -29,9 +30,10 @@ def batched(loaded, rows):
     """The rows (equal lengths) through one Decoder call and one Vocos call -> [numpy waveform]."""
     import torch
 
+    device = next(loaded.decoder.parameters()).device
     with torch.inference_mode():
-        x = torch.stack(rows).transpose(1, 2).contiguous()                   # (B, hidden, T)
-        wav = loaded.vocos.decode(loaded.decoder(x).float())                 # (B, 256 (2T-1))
+        x = torch.stack(rows).to(device).transpose(1, 2).contiguous()       # (B, hidden, T)
+        wav = loaded.vocos.decode(loaded.decoder(x).float()).cpu()           # (B, 256 (2T-1))
     n = samples_for_tokens(rows[0].shape[0])
     return [w[:n].numpy() for w in wav]
 
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=150)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.vocoder import decode
 
     torch.set_num_threads(a.threads)
-    loaded = load_chattts(a.model)
+    loaded = load_chattts(a.model, a.device)
     hidden = loaded.gpt.config.hidden_size
     g = torch.Generator().manual_seed(0)
     rows = [torch.randn(a.tokens, hidden, generator=g) for _ in range(a.rows)]
@@ -70,13 +73,13 @@ def main(argv: list[str] | None = None) -> int:
                 together = out
     audio_s = a.rows * samples_for_tokens(a.tokens) / SAMPLE_RATE
     med = {k: statistics.median(v) for k, v in times.items()}
-    r = {"model": a.model, "rows": a.rows, "tokens": a.tokens, "threads": a.threads, "repeat": a.repeat,
-         "audio_s": round(audio_s, 2),
+    r = {"model": a.model, "device": a.device, "rows": a.rows, "tokens": a.tokens, "threads": a.threads,
+         "repeat": a.repeat, "audio_s": round(audio_s, 2),
          "s_per_audio_s": {k: round(v / audio_s, 4) for k, v in med.items()},
          "runs_s": {k: [round(t, 3) for t in v] for k, v in times.items()},
          "ratio_alone_over_batched": round(med["alone"] / med["batched"], 3),
          "max_diff_batched_vs_alone": float(max(np.abs(x - y).max() for x, y in zip(alone, together)))}
-    print(f"Decoder+Vocos, {a.rows} rows x {a.tokens} tokens, {a.threads} threads: alone "
+    print(f"Decoder+Vocos on {a.device}, {a.rows} rows x {a.tokens} tokens, {a.threads} threads: alone "
           f"{r['s_per_audio_s']['alone']:.4f} s per audio s, batched {r['s_per_audio_s']['batched']:.4f}; "
           f"alone / batched = {r['ratio_alone_over_batched']:.2f}; batched differs from alone by up to "
           f"{r['max_diff_batched_vs_alone']:.1e}")

@@ -30,7 +30,8 @@ def _check(r: dict, rows: list[int], compiled: bool) -> None:
         for name, ms in c["ms"].items():
             assert ms > 0 and c["ratio"][name] == pytest.approx(ms / base, abs=0.01)
             assert len(c["runs_ms"][name]) == r["repeat"]
-        assert all(0 <= d <= bench.TOLERANCE for d in c["max_diff"].values()), c["max_diff"]
+        for name, d in c["max_diff"].items():                   # bf16 activations: rounded, looser
+            assert 0 <= d <= (bench.BF16_TOLERANCE if name.endswith("_bf16") else bench.TOLERANCE), (name, d)
         assert bool(c["compile_s"]) == (compiled and c["level"] == "step" and c["kind"] == "fp32")
 
 

@@ -321,15 +321,13 @@ def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monk
         assert {n for n, _ in steps} >= {9, 1}                  # full and nearly empty steps both happened
         for active, calls in steps:
             fit = next((m for m in measured if m >= active), None)
-            if fit is not None:
+            if fit is not None:                                 # one call, padded where active is unmeasured
                 assert calls == [(active, fit)], (active, calls)
             else:
                 assert {size for _, size in calls} == {CM.EXACT_ROWS} and sum(n for n, _ in calls) == active
         small = [calls for active, calls in steps if active < CM.EXACT_ROWS]
         if measured[0] < CM.EXACT_ROWS:                          # no needless padding where small calls are exact
             assert any(size < CM.EXACT_ROWS for calls in small for _, size in calls)
-        if any(m not in measured for m in range(1, 10)):        # some step had to be padded
-            assert any(size > n for _, calls in steps for n, size in calls)
     finally:
         torch.set_num_threads(old)
 
