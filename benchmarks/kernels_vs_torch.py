@@ -9,7 +9,7 @@ rows, each with a KV cache of --keys keys (every row decodes at position keys-1,
 same `keys` keys).  Two levels, every case timed in the same run, the variants alternating:
 
 - **linears**: the 80 block projections of the 20 layers (distinct weights: streamed from memory as a decode step
-  streams them) on B rows.  fp32: `ours` (engine.kernels.GemmLinear) against `onednn` (engine.llama.PackedLinear)
+  streams them) on B rows.  fp32: `ours` (engine.kernels.GemmLinear) against `onednn` (engine.cpu.PackedLinear)
   and `mkl` (F.linear on the dense weight).  int8 weight-only, the same int8 weights and per-channel scales:
   `ours_int8` (GemmInt8Linear) against `aten_int8` (torch.ops.aten._weight_int8pack_mm(x, w [N, K] int8,
   scales [N]) with fp32 x and scales, as ours) and `aten_int8_bf16` (the same with x and scales rounded to
@@ -81,14 +81,14 @@ def build(hidden: int, layers: int, heads: int, ffn: int, keys: int, seed: int =
 
 class AtenInt8Linear(nn.Module):
     """Weight-only int8 through torch.ops.aten._weight_int8pack_mm(x [M, K], w [N, K] int8, scales [N]) (the int8
-    weights and scales engine.llama.quantize_weight makes: the same as GemmInt8Linear's).  x and scales fp32, or
+    weights and scales engine.cpu.quantize_weight makes: the same as GemmInt8Linear's).  x and scales fp32, or
     with `bf16` both rounded to bf16 (the output back to fp32): torch 2.11's CPU kernel is vectorized for bf16
     activations only (fp32 takes a scalar loop)."""
 
     def __init__(self, linear, bf16: bool = False):
         import torch
 
-        from engine.llama import quantize_weight
+        from engine.cpu import quantize_weight
 
         super().__init__()
         wq, scale = quantize_weight(linear.weight)
@@ -111,7 +111,7 @@ def variants(dense) -> dict:
     import copy
 
     from engine import kernels
-    from engine.llama import PackedLinear, onednn_available, pack_linears, quantize_int8
+    from engine.cpu import PackedLinear, onednn_available, pack_linears, quantize_int8
 
     def twin():                                   # a structural copy that shares every weight tensor
         return copy.deepcopy(dense, memo={id(t): t for t in list(dense.parameters()) + list(dense.buffers())})

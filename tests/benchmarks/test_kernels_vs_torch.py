@@ -15,7 +15,7 @@ TINY = ["--shape", "64", "2", "4", "128", "--keys", "24", "--threads", "1", "--w
 
 def _check(r: dict, rows: list[int], compiled: bool) -> None:
     from benchmarks import kernels_vs_torch as bench
-    from engine.llama import onednn_available
+    from engine.cpu import onednn_available
 
     onednn = onednn_available()
     expect = {("linears", "fp32"): {"ours", "mkl"} | ({"onednn"} if onednn else set()),

@@ -47,7 +47,7 @@ def test_invariance_tests_pass_at_each_cpu_dispatch_level(level):
     if level == "avx2" and platform.machine().lower() not in ("x86_64", "amd64"):
         pytest.skip("AVX2 is an x86-64 level")
     env = child_env(level)
-    probe = ("import torch; from engine.llama import PackedLinear; "
+    probe = ("import torch; from engine.cpu import PackedLinear; "
              "PackedLinear(torch.ones(8, 8))(torch.ones(4, 8))")       # oneDNN prints its ISA when it starts
     r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env={**env, "ONEDNN_VERBOSE": "1", "PYTHONPATH": str(ROOT)})
