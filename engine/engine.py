@@ -28,7 +28,8 @@ from engine.voicestring import Voice, decode_prompt, decode_voice
 
 ENGINE_VERSION = "6"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
                                    # 4: engine/kernels.c's linears on CPU; 5: its whole decode step; 6: it is built
-                                   # with -ffp-contract=off, and a CPU version names its back-end: engine.cpu)
+                                   # with -ffp-contract=off, and a CPU version names its back-end: engine.cpu;
+                                   # the vocoder decodes every row alone on CUDA too)
 # Earlier versions whose done audio a plan keeps (tasks/plan/rows.py plan_rows: under its own old key and version, so
 # no audio of one arithmetic is ever stored under another's key): the same model, voice, seed and sampling, only
 # the arithmetic's rounding differs.  Their names lack the CPU back-end (before 6 every CPU back-end shared one
@@ -39,7 +40,6 @@ PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds 
 # With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
 SAMPLE_PROMPT = "[Stts]{speaker}{txt_smp}[speed_%d]{text}[Ptts]" % SPEED
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
-GPU_DECODE_GROUP = 16              # CUDA: finished rows collected before a Decoder+Vocos call
 
 _LOCK = threading.Lock()
 _MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, compile) -> CodeModel, loaded once per process
@@ -198,21 +198,9 @@ class Engine:
         exact = self.opts.device == "cpu"
         sched = Scheduler(self.model, self.opts.batch, exact=exact)
         self.last_batch_sizes = sched.batch_sizes
-        group = 1 if exact else GPU_DECODE_GROUP
-        ready = []
-
-        def flush():
-            wavs = decode(self.loaded, [r.hiddens for r in ready])
-            for r, wav in zip(ready, wavs):
-                res = Result(key=r.key, audio=wav, tokens=r.tokens)
-                if progress is not None:
-                    progress(res)
-                yield res
-            ready.clear()
-
         for row in sched.run(rows):              # (no grad mode held across yields: weights need no grad)
-            ready.append(row)
-            if len(ready) >= group:
-                yield from flush()
-        if ready:
-            yield from flush()
+            (wav,) = decode(self.loaded, [row.hiddens])   # each row alone, on every device (engine/vocoder.py)
+            res = Result(key=row.key, audio=wav, tokens=row.tokens)
+            if progress is not None:
+                progress(res)
+            yield res
