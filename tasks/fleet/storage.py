@@ -263,21 +263,27 @@ def _mirrored(name: str) -> bool:
     return bool(PART_RE.match(name)) or name == SOURCE_RECORD
 
 
+def _publisher(opts) -> Publisher | None:
+    """A publisher of opts.book_dir into its store, checked (StoreError when it cannot be used); None without one."""
+    if opts.store is None:
+        return None
+    store = Store(opts.store)
+    store.check()
+    return Publisher(store, opts.book_dir)
+
+
 @contextmanager
 def attached(opts):
     """Around a render (or `package`) of opts.book_dir, under its local lock: with a store (opts.store),
     check it, take the book's lease, pull, publish every commit, and publish the outputs at the end.
     Without one, nothing happens (the local render is exactly what it was)."""
-    if opts.store is None:
-        yield None
-        return
     from manifests.store import on_commit
     from tasks.fleet.lease import Lease
 
-    store = Store(opts.store)
-    store.check()
-    pub = Publisher(store, opts.book_dir)
-    with Lease(store, pub.prefix):
+    if (pub := _publisher(opts)) is None:
+        yield None
+        return
+    with Lease(pub.store, pub.prefix):
         pub.pull()
         with on_commit(opts.book_dir, pub.on_commit):
             yield pub
@@ -290,20 +296,16 @@ def attached_audition(opts):
     manifest first (the book's stored voice is a candidate), then the voices/ folder published (files no longer
     there removed from the store).  No lease: an audition writes only voices/, which a render never publishes,
     and reads the manifest as it is.  Without a store, nothing happens."""
-    if opts.store is None:
+    if (pub := _publisher(opts)) is None:
         yield None
         return
-
-    store = Store(opts.store)
-    store.check()
-    pub = Publisher(store, opts.book_dir)
     pub.pull_manifest()
     yield pub
     folder = opts.book_dir / VOICES_DIRNAME
     local = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
     for name in local:
         pub.publish(f"{VOICES_DIRNAME}/{name}")
-    for name in store.names(pub._key(VOICES_DIRNAME)):
+    for name in pub.store.names(pub._key(VOICES_DIRNAME)):
         if name not in local:
             pub.remove(f"{VOICES_DIRNAME}/{name}")
 
