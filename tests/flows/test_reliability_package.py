@@ -13,7 +13,7 @@ from tasks.audio.incremental import CHAPTERS_JSON
 from tasks.audio.options import PackageOptions
 from tasks.options import RenderOptions
 from tasks.synthesize.render import synthesize_book
-from tests.tasks.synthesize.render.test_guard import StubEngine, make_book
+from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
 
 def stamps(book_dir):

@@ -119,7 +119,7 @@ def test_package_follows_the_text_record(tmp_path):
     from tasks.bookdir import TEXT_JSON
     from tasks.options import RenderOptions
     from tasks.synthesize.render import synthesize_book
-    from tests.tasks.synthesize.render.test_guard import TEXTS, StubEngine, make_book
+    from tests.tasks.synthesize.test_guard import TEXTS, StubEngine, make_book
 
     book_dir, _ = make_book(tmp_path)
     synthesize_book(book_dir, StubEngine(lambda req: 1.0))

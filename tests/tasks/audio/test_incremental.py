@@ -13,7 +13,7 @@ from tasks.audio.options import PackageOptions
 from tasks.book import BookMeta
 from tasks.options import RenderOptions
 from tasks.synthesize.render import synthesize_book
-from tests.tasks.synthesize.render.test_guard import StubEngine, make_book
+from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
 
 def test_signature_follows_every_input_and_nothing_else(tmp_path):

@@ -14,7 +14,7 @@ from tasks.errors import RenderFailed
 from tasks.fleet import shards
 from tasks.synthesize.guard import GuardOptions
 from tasks.synthesize.render import synthesize_book
-from tests.tasks.synthesize.render.test_guard import StubEngine, make_book
+from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
 TEXT = st.text(alphabet="山水风月花鸟，。", min_size=1, max_size=60)
 # rows as (key, text); a repeated key is a repeated sentence (same text)

@@ -9,7 +9,7 @@ import manifests
 from tasks.errors import RenderFailed
 from tasks.fleet.shards import Shard
 from tasks.synthesize.render import synthesize_book
-from tests.tasks.synthesize.render.test_guard import StubEngine, make_book
+from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
 
 class OtherEngine(StubEngine):
