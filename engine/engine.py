@@ -51,10 +51,11 @@ def _resolve_dtype(opts: EngineOptions) -> str:
     return "bf16" if opts.device == "cuda" else "fp32"
 
 
-def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str = ENGINE_VERSION) -> str:
+def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str | None = None) -> str:
     """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
     hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
     decide the bits); CUDA's names only whether the decode step runs as CUDA graphs (+compile)."""
+    version = version or ENGINE_VERSION           # read when called (tests set an older one)
     extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
     backend = ""
     if opts.device == "cpu" and int(version) >= 6:
