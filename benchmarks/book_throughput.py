@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "split_share": {k: round(v / wall, 4) for k, v in split.items()},
         "engine_alone": alone, "pipeline_overhead": round(overhead, 4),
         "peak_gemm_gflops": {k: round(v, 1) for k, v in peaks.items()}, "gflop_per_audio_s": cost,
-        "ceiling_audio_s": round(ceiling, 3), "limit_fraction": round(alone["audio_s_per_wall_s"] / ceiling, 4),
+        "ceiling_audio_s": round(ceiling, 3), "limit_fraction": float(f"{alone['audio_s_per_wall_s'] / ceiling:.4g}"),
         "render_counts": {k: v for k, v in render["counts"].items() if k != "book_dir"},
     }
     print("peak GEMM: " + format_peaks(peaks) + "; GFLOP per audio s: "

@@ -433,7 +433,7 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
         if peaks:
             ceil = ceiling_audio_s(cost, peaks, e.dtype, int8_compute(e))
             entry.update(ceiling_audio_s=round(ceil, 3),
-                         limit_fraction=round(result[name]["audio_s_per_wall_s"] / ceil, 4))
+                         limit_fraction=float(f"{result[name]['audio_s_per_wall_s'] / ceil:.4g}"))
             log(f"{name}: ceiling {ceil:.2f} audio-s/wall-s (compute-bound at peak GEMM), ours "
                 f"{result[name]['audio_s_per_wall_s']:.3f} = limit_fraction {entry['limit_fraction']:.3f} "
                 f"(batch {args.batch}; the book benchmark measures it at the default batch)")

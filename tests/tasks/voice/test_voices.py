@@ -93,7 +93,7 @@ def test_a_stored_clip_voice_is_reused_not_encoded_again(engine, tmp_path, monke
     def no_encoding(*a, **k):
         raise AssertionError("encoded again")
 
-    monkeypatch.setattr("engine.clip.clip_voice", no_encoding)
+    monkeypatch.setattr("engine.voice.clip_voice", no_encoding)   # where resolve_voice calls it
     assert book_voice(spec, stored, engine) == stored
     assert book_voice(None, stored, engine) == stored
     with pytest.raises(AssertionError, match="encoded again"):           # another transcript: a new voice
