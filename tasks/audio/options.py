@@ -1,5 +1,5 @@
-"""What packaging's writers share: the chapter formats, PackageOptions (its defaults and the one validator) and a
-chapter prepared for encoding (tasks/audio/package.py prepares it; verify.py, epub3.py and package.py write it)."""
+"""What packaging's writers share: PackageOptions (its defaults and the one validator) and a chapter prepared
+for encoding (tasks/audio/package.py prepares it; verify.py, epub3.py and package.py write it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

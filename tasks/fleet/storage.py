@@ -31,14 +31,15 @@ from pathlib import Path
 
 from engine.atomic import TEMP_PREFIX, atomic_path, read_json
 from engine.atomic import scratch as temp_in
-from tasks.bookdir import BOOK_JSON, COVERAGE_JSON, REPORT_NAME, SHARD_FILE, TEXT_JSON, VOICES_DIRNAME
+from tasks.bookdir import (BOOK_JSON, COVERAGE_JSON, REPORT_NAME, SEGMENTS_DIRNAME, SHARD_FILE, TEXT_JSON,
+                           VOICES_DIRNAME)
 from tasks.errors import BookError, RenderFailed, StoreError
 
 SCRATCH_ENV = "CHATTTS_RENDER_SCRATCH"          # overrides the default scratch folder
 SCRATCH_DEFAULT = Path("~/.cache/chattts-render/scratch")
 LOCAL_PROTOCOLS = ("file", "local")
 STORE_ID_CHARS = 16                             # hex chars of the store URL's hash naming its scratch folder
-NOT_PUBLISHED = ("manifest", "segments", "voices")   # published per commit (the first two) or not at all
+NOT_PUBLISHED = ("manifest", SEGMENTS_DIRNAME, VOICES_DIRNAME)   # per commit (the first two) or never
 # Why a store cannot be used, by the exception's class name (back-ends raise their own classes).
 NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError", "DefaultCredentialsError")
 UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ConnectionError",

@@ -14,7 +14,6 @@ audio).  The voices/ folder holds copies the page plays.
 from __future__ import annotations
 
 import html
-import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from engine.atomic import write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds, speakable_chars
 from engine.voice import MAX_SEED, VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
 from tasks.audio.names import safe_name
-from tasks.bookdir import PAGE_NAME, VOICES_DIRNAME, audio_relpath
+from tasks.bookdir import PAGE_NAME, VOICES_DIRNAME, audio_relpath, json_bytes
 from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.plan.rows import content_key, derive_seed
@@ -180,9 +179,7 @@ def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]]
 
 def _write_page(folder: Path, info: dict) -> None:
     """voices.json and index.html (self-contained: inline style and script, relative audio links)."""
-
-    write_bytes(folder / VOICES_JSON, json.dumps(info, ensure_ascii=False, indent=1).encode("utf-8"),
-                keep_same=True)
+    write_bytes(folder / VOICES_JSON, json_bytes(info), keep_same=True)
     write_bytes(folder / PAGE_NAME, page_html(info).encode("utf-8"), keep_same=True)
 
 
