@@ -47,9 +47,20 @@ SCHEMA = pa.schema([
     ("attempts", pa.int32()),
     ("role", pa.string()),             # narrator | dialogue (a cast); the row's voice is voice_id/spk_emb
     ("speaker", pa.string()),          # dialogue: the speaker the text names, "" when none
+    # proof (tasks/qa): the take kept and what the checks heard.  Every take's audio and check result live beside
+    # each other in segments/ (tasks/bookdir.take_relpath, check_relpath); `takes` lists them without embeddings
+    ("take", pa.int32()),              # the take whose audio is audio_path, 1-based (0: none yet)
+    ("takes", pa.string()),            # JSON list, one object per take tried: take, seed, audio_path, samples,
+                                       #   checks, transcript, cer, similarity, verdict, reason
+    ("qa", pa.string()),               # the kept take's verdict: pass | flag | inconclusive | "" (not checked)
+    ("qa_checks", pa.string()),        # the checks run on the kept take, comma-separated: duration,asr,drift
+    ("transcript", pa.string()),       # what the ASR heard in the kept take ("" when not transcribed)
+    ("cer", pa.float64()),             # the kept take's error rate against `text` (null: not transcribed)
+    ("similarity", pa.float64()),      # its speaker-embedding cosine to the voice's reference (null: not measured)
 ])
-# Columns added after the first manifests, and the value a part written without them means.
-COLUMN_DEFAULTS = {"role": "narrator", "speaker": ""}
+# Columns added after the first manifests, and the value a part written without them means.  A done row of a
+# manifest before takes is take 1 (its audio is audio_relpath(content_key)): load() fills `take` from status.
+COLUMN_DEFAULTS = {"role": "narrator", "speaker": "", "takes": "[]", "qa": "", "qa_checks": "", "transcript": ""}
 
 
 def manifest_dir(book_dir: str | Path) -> Path:
@@ -133,6 +144,10 @@ def _with_defaults(table: pa.Table) -> pa.Table:
         i = table.schema.get_field_index(name)
         if table.column(i).null_count:
             table = table.set_column(i, name, pc.fill_null(table.column(i), value))
+    i = table.schema.get_field_index("take")
+    if table.column(i).null_count:         # before takes: a done row's audio is its one take
+        done = pc.cast(pc.equal(table.column("status"), STATUS_DONE), pa.int32())
+        table = table.set_column(i, "take", pc.fill_null(table.column(i), done))
     return table
 
 

@@ -7,7 +7,9 @@ next.  Every stage names these files through this module (and manifests/ for man
       coverage.json             COVERAGE_JSON: the text audit's per-chapter report
       cover.png|jpg             the book's cover, as the book had it
       manifest/                 manifests/: the Parquet parts, source.json, the lock
-      segments/<k[:2]>/<k>.flac audio_relpath(content key): every segment's audio, content-addressed
+      segments/<k[:2]>/<k>.flac audio_relpath(content key): every segment's audio, content-addressed;
+                                take_relpath(key, n): take n (<k>.t<n>.flac from the second take on), and
+                                check_relpath(key, n): what the checks (tasks/qa) found in that take
       report.json               REPORT_NAME: what packaging wrote (chapters, files, loudness, gaps)
       .chapters.json            CHAPTERS_JSON: per-chapter input signatures of the last packaging (incremental)
       index.html                PAGE_NAME: the book's web player
@@ -36,6 +38,7 @@ SHARD_FILE = ".shards.json"
 LEASE_NAME = ".lease.json"
 SEGMENTS_DIRNAME = "segments"
 AUDIO_EXT = ".flac"
+CHECK_EXT = ".qa.json"
 SLUG_MAX_CHARS = 80
 
 
@@ -47,8 +50,21 @@ def book_slug(path: Path) -> str:
 
 
 def audio_relpath(key: str) -> str:
-    """A segment's audio file, relative to the book folder, named by its content key."""
-    return f"{SEGMENTS_DIRNAME}/{key[:2]}/{key}{AUDIO_EXT}"
+    """A segment's audio file, relative to the book folder, named by its content key (its first take)."""
+    return take_relpath(key, 1)
+
+
+def take_relpath(key: str, take: int) -> str:
+    """Take `take` (1-based) of a segment: the first is audio_relpath(key); a re-take is <key>.t<take>.flac."""
+    if take < 1:
+        raise ValueError("takes are 1-based")
+    return f"{SEGMENTS_DIRNAME}/{key[:2]}/{key}{'' if take == 1 else f'.t{take}'}{AUDIO_EXT}"
+
+
+def check_relpath(key: str, take: int) -> str:
+    """The check result of a take (JSON: transcript, error rate, speaker embedding, verdict), beside its audio:
+    a check belongs to its audio, so a resumed render never checks a take twice."""
+    return take_relpath(key, take)[: -len(AUDIO_EXT)] + CHECK_EXT
 
 
 def cover_file(cover: bytes) -> str:

@@ -92,16 +92,22 @@ def _epub_texts(book_dir: Path, by_chapter: dict[int, list[dict]]) -> dict[int, 
 
 
 def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, opts: RenderOptions) -> str:
-    """Hash of everything a chapter's output files depend on: its segments (content keys, or the gap's text
-    when not done), pauses and source texts, its title, the chapter count, the book's tags and cover, and the
+    """Hash of everything a chapter's output files depend on: its segments (content keys and takes, or the gap's
+    text when not done), pauses and source texts, its title, the chapter count, the book's tags and cover, and the
     assemble/package options."""
-    segs = [[r["content_key"] if r["status"] == STATUS_DONE else f"gap:{r['text']}", r["pause_after"],
+    segs = [[_audio_id(r) if r["status"] == STATUS_DONE else f"gap:{r['text']}", r["pause_after"],
              r["source_text"]] for r in rows]
     book = [meta.title, meta.author, meta.language, meta.cover_mime,
             hashlib.sha256(meta.cover or b"").hexdigest()]
     blob = json.dumps([SIGNATURE_VERSION, title, n_chapters, book, segs, _options_json(opts)],
                       ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _audio_id(row: dict) -> str:
+    """Which audio a done row stands for: its content key, and the take when it is not the first."""
+    take = row.get("take") or 1
+    return row["content_key"] if take == 1 else f"{row['content_key']}.t{take}"
 
 
 def _options_json(opts: RenderOptions):

@@ -27,6 +27,8 @@ from tasks.voice.voices import voice_id
 
 GUARD_REASON_PREFIX = "guard:"   # manifest `error` of a segment the quality guard failed (tasks/synthesize/guard.py)
 MAX_ATTEMPTS = 3                 # renders per segment, the first included (GuardOptions.max_attempts' default)
+# A row's proof columns (manifests.SCHEMA) before any take: a done row carries its kept take's over a re-plan.
+QA_EMPTY = {"take": 0, "takes": "[]", "qa": "", "qa_checks": "", "transcript": "", "cer": None, "similarity": None}
 
 
 def derive_seed(text: str, vid: str) -> int:
@@ -57,7 +59,8 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
 
     def is_done(key: str) -> bool:
         old = previous.get(key)
-        return old is not None and old["status"] == STATUS_DONE and (book_dir / audio_relpath(key)).is_file()
+        return (old is not None and old["status"] == STATUS_DONE
+                and (book_dir / (old.get("audio_path") or audio_relpath(key))).is_file())
 
     rows = []
     for s in segments:
@@ -70,15 +73,18 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
         key = keys[version]
         rel, old = audio_relpath(key), previous.get(key)
         hopeless = not done and old is not None and is_final_failure(old, attempts)   # same audio again
+        kept = {c: old.get(c, QA_EMPTY[c]) for c in QA_EMPTY} if done else dict(QA_EMPTY)   # the take kept
+        if done:
+            kept["take"] = kept["take"] or 1
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
             "segment": s.index, "text": s.text, "source_text": s.source_text, "pause_after": s.pause_after,
-            "content_key": key, "audio_path": rel,
+            "content_key": key, "audio_path": old.get("audio_path") or rel if done else rel,
             "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
             "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,
             "voice_id": vid, "spk_emb": emb, "seed": seed, "engine_version": version,
             "error": old["error"] if hopeless else "", "attempts": old["attempts"] if done or hopeless else 0,
-            "role": s.role, "speaker": s.speaker,
+            "role": s.role, "speaker": s.speaker, **kept,
         })
     return rows
 

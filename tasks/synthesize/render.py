@@ -101,7 +101,8 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
         frames = _audio_frames(book_dir / r["audio_path"])
         if frames:
             adopted.append({**r, "status": STATUS_DONE, "samples": frames,
-                            "duration_s": frames / SAMPLE_RATE, "error": "", "attempts": max(r["attempts"], 1)})
+                            "duration_s": frames / SAMPLE_RATE, "error": "", "attempts": max(r["attempts"], 1),
+                            "take": 1})
         else:
             pending.append(r)
     check_engine(book_dir, pending, engine.version)
@@ -143,7 +144,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
             write_segment_audio(book_dir / rs[0]["audio_path"], audio, SAMPLE_RATE)
             crashpoint("segment-written")
             finish([{**r, "status": STATUS_DONE, "samples": n, "duration_s": n / SAMPLE_RATE,
-                     "error": "", "attempts": attempt} for r in rs])
+                     "error": "", "attempts": attempt, "take": 1} for r in rs])
             counts["rendered"] += len(rs)
     finally:
         commit(book_dir, batch)   # whatever finished is kept, also when the engine fails
