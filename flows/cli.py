@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="renders per segment when its duration does not fit its text (default 3)")
     render.add_argument("--no-guard", action="store_true",
                         help="accept every segment as rendered (no duration check, no re-rolls)")
+    arg.qa(render)
 
     arg.out(command("status", cmd_status, "Per-chapter progress of a book's render."))
     inspect = command("inspect", cmd_inspect, "Chapters, characters, segments and coverage of a book, "
