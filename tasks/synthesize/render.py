@@ -11,8 +11,6 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
-import numpy as np
-
 from engine.api import Request
 from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
