@@ -58,6 +58,15 @@ def engine(p: argparse.ArgumentParser) -> None:
                         "CPUs here share them: slower, never faster")
 
 
+def qa(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--qa", choices=("off", "suspect", "full"), default=None,
+                   help="hear every segment (full: ASR + speaker check, flagged ones re-taken; suspect: ASR only "
+                        "where the duration or the voice is odd; default: full for a real model when the qa "
+                        "extra is installed, off for random weights)")
+    p.add_argument("--asr-model", default=None, help="the ASR model of --qa: a faster-whisper name (Hugging "
+                   "Face cache/hub, default base) or a local model directory")
+
+
 def voice(p: argparse.ArgumentParser, **kw) -> None:
     p.add_argument("--voice", **kw, help="seed:N, clip:RECORDING (3-30 s, transcript in RECORDING.txt or "
                    "--clip-text), a saved voice's NAME, a file holding a voice string, or the string itself")
@@ -70,7 +79,7 @@ def render_params(a: argparse.Namespace) -> dict:
             "formats": a.format.split(","), **engine_params(a), "allow_gaps": a.allow_gaps,
             "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
             "guard_attempts": a.guard_attempts, "clip_text": a.clip_text, "voice_anchor": a.voice_anchor,
-            "cast": a.cast, "scratch": a.scratch}
+            "cast": a.cast, "scratch": a.scratch, "qa": a.qa, "asr_model": a.asr_model}
 
 
 def engine_params(a: argparse.Namespace) -> dict:

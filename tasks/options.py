@@ -13,6 +13,7 @@ from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import book_slug
 from tasks.fleet import storage
+from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import GuardOptions
 from tasks.text.normalize import Lexicon
 from tasks.text.segment import SegmentOptions
@@ -37,6 +38,7 @@ class RenderOptions:
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
     cast: Cast | None = None          # voices per role and character (tasks/voice/cast.py); None: one narrator
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
+    qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: full for a real model, off for random
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -56,10 +58,12 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
                         t2s: bool = True, guard: bool = True, guard_attempts: int | None = None,
                         clip_text: str | None = None, voice_anchor: bool = False,
-                        cast: str | None = None, scratch: str | None = None) -> RenderOptions:
+                        cast: str | None = None, scratch: str | None = None, qa: str | None = None,
+                        asr_model: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
     device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu;
     "cuda" where there is none: DeviceUnavailable (before the book is fetched).
+    `qa`: off | suspect | full (None: by the model, tasks.stages.qa_options); `asr_model` alone keeps that default.
     `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used).  `out` or `book` as a store
     URL (tasks/fleet/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
     from dataclasses import replace
@@ -83,13 +87,15 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
         f.strip().lower() for f in formats if f.strip()))
     seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
     grd = replace(GuardOptions(), enabled=guard, **({} if guard_attempts is None else {"max_attempts": guard_attempts}))
+    qa_opts = None if qa is None and asr_model is None else QAOptions(
+        mode=qa or "full", device=eng.device, **({} if asr_model is None else {"asr_model": asr_model}))
     if clip_text is not None and voice is None:
         raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
     return RenderOptions(book=Path(book), out=Path(out) if out else DEFAULT_OUT,
                          voice=parse_voice(voice, clip_text, seg) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
                          chapters=parse_chapters(chapters) if chapters else (), voice_anchor=voice_anchor,
-                         cast=load_cast(cast) if cast else None, store=store)
+                         cast=load_cast(cast) if cast else None, store=store, qa=qa_opts)
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

@@ -10,6 +10,8 @@ from tasks.audio.incremental import package_changed
 from tasks.audio.package import check_tools
 from tasks.options import RenderOptions
 from tasks.plan.prepare import prepare_book
+from tasks.qa.checker import checker_for
+from tasks.qa.options import QAOptions
 from tasks.site.player import write_book_page
 from tasks.synthesize.anchor import anchored
 from tasks.synthesize.render import synthesize_book
@@ -28,6 +30,8 @@ def prepare(opts: RenderOptions) -> Path:
     returns the book dir.  A tool the output formats need (ffmpeg) is looked for first: missing, the render stops
     before it reads the book or loads the model."""
     check_tools(opts.package)
+    if opts.qa is not None and opts.qa.mode != "off":
+        checker_for(opts.qa).load()             # the QA extra and model: missing, one line before anything is made
     anchor = (lambda voice, stored, engine: anchored(voice, stored, engine, opts.guard)) if opts.voice_anchor \
         else None
     return prepare_book(opts, lambda: get_engine(opts), anchor=anchor)
@@ -39,10 +43,24 @@ def synthesize(book_dir: Path, opts: RenderOptions,
     shard's rows, and no compaction (other shards still commit: the parent compacts once they all ended)."""
     from manifests import compact
 
-    counts = synthesize_book(Path(book_dir), get_engine(opts), on_done=on_done, guard=opts.guard, shard=shard)
+    engine = get_engine(opts)
+    qa = qa_options(opts, engine)
+    counts = synthesize_book(Path(book_dir), engine, on_done=on_done, guard=opts.guard, shard=shard, qa=qa,
+                             checker=checker_for(qa) if qa.mode != "off" else None)
     if shard is None:
         compact(book_dir)
     return counts
+
+
+def qa_options(opts: RenderOptions, engine) -> QAOptions:
+    """The render's proof: as asked; by default full for a real model when the QA extra and its ASR model are
+    installed (off when they are not: nothing to hear with), off for random weights (their audio is noise)."""
+    if opts.qa is not None:
+        return opts.qa
+    if engine.loaded.is_random:
+        return QAOptions(mode="off")
+    full = QAOptions(mode="full", device=opts.engine.device)
+    return full if checker_for(full).available() else QAOptions(mode="off")
 
 
 def package(book_dir: Path, opts: RenderOptions) -> Path:

@@ -113,7 +113,8 @@ def audition(opts, aud: AuditionOptions, get_engine) -> dict:
     """Render the audition of `opts.book` into OUT/<book>/voices/ (see the module docstring).  The caller holds
     the book's lock.  Returns {dir, candidates, rendered, cached, notes}."""
     from manifests import load
-    from tasks.synthesize.render import render_guarded, write_segment_audio
+    from tasks.synthesize.render import render_guarded
+    from tasks.synthesize.segment_audio import write_segment_audio
 
     book = load_book(opts.book)                          # BookError: nothing written yet
     text = passage(book, opts.segment, aud.text)
@@ -154,7 +155,7 @@ def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]]
                  failed: dict[str, tuple[object, str]]) -> list[dict]:
     """Copy each candidate's audio into voices/ as NN-<name>.flac (a guard failure: its last rendering); remove
     the files of candidates no longer listed.  Returns the voices.json entries."""
-    from tasks.synthesize.render import _audio_frames, write_segment_audio
+    from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 
     folder = book_dir / VOICES_DIRNAME
     folder.mkdir(parents=True, exist_ok=True)
@@ -166,7 +167,7 @@ def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]]
             write_segment_audio(dest, audio, SAMPLE_RATE)
         else:
             write_bytes(dest, (book_dir / audio_relpath(key)).read_bytes(), keep_same=True)
-        frames = _audio_frames(dest) or 0
+        frames = audio_frames(dest) or 0
         entries.append({"name": c.name, "spec": c.flag, "option": f"--voice {shlex.quote(c.flag)}",
                         "seed": c.seed, "fingerprint": voice_id(voice), "file": dest.name,
                         "duration_s": frames / SAMPLE_RATE, "samples": frames, "guard": reason})

@@ -11,41 +11,15 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
-import numpy as np
-
 from engine.api import Request
-from engine.atomic import write_bytes
 from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
 from tasks.errors import RenderFailed
 from tasks.plan.rows import to_render
+from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 
 COMMIT_EVERY_ROWS = 8          # rows per manifest part while rendering
 COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anything finished
-AUDIO_SUBTYPE = "PCM_24"       # FLAC sample format of stored segment audio
-
-
-def write_segment_audio(path: Path, audio: np.ndarray, sample_rate: int) -> None:
-    """Encode in memory, then write the bytes crash-safely and fsynced (engine.atomic: a done row names this
-    file, and audio on disk is adopted as done).  soundfile writing into a Python file object swallows the
-    file's write errors — a full disk would leave a truncated file — so the encoder never touches the disk."""
-    import io
-
-    import soundfile as sf
-
-    buf = io.BytesIO()
-    sf.write(buf, audio, sample_rate, format="FLAC", subtype=AUDIO_SUBTYPE)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes(path, buf.getvalue(), durable=True)
-
-
-def _audio_frames(path: Path) -> int | None:
-    import soundfile as sf
-
-    try:
-        return sf.info(str(path)).frames
-    except (OSError, RuntimeError, sf.LibsndfileError):
-        return None
 
 
 def render_guarded(engine, items: dict[str, tuple[str, str, int]], guard) -> Iterator[tuple]:
@@ -71,13 +45,16 @@ def render_guarded(engine, items: dict[str, tuple[str, str, int]], guard) -> Ite
 
 
 def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], None] | None = None,
-                    guard=None, shard=None) -> dict:
+                    guard=None, shard=None, qa=None, checker=None) -> dict:
     """Render every pending row of the book's manifest (and failed rows that may succeed on another try).
     Returns counts {rendered, adopted, already_done, failed, total}.  `on_done(done, total)` is called as
     rows finish.  Each result passes the quality guard (tasks.synthesize.guard) or is re-rolled with a derived seed; a
     segment that fails every attempt is committed as failed with the reason and its attempt count.
     With shard (tasks.fleet.shards.Shard): only the rows of its content keys, committed as its parts (its writer
-    tag), while other shards render the rest of the book at the same time."""
+    tag), while other shards render the rest of the book at the same time.
+    With qa (tasks.qa.options.QAOptions, mode suspect or full): every take is kept and heard beside synthesis,
+    flagged takes re-taken (tasks/synthesize/proof.py; checker: a tasks.qa.checker.Checker, made from qa when
+    None)."""
     import manifests
     from manifests import STATUS_DONE, STATUS_FAILED, load
     from tasks.synthesize.guard import GuardOptions
@@ -94,11 +71,12 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     done_count = counts["already_done"]
     commit = partial(manifests.commit, writer=shard.writer if shard is not None else "")
 
+    proofed = qa is not None and qa.mode != "off"
     # Adopt audio that was written before a crash but never committed (only audio that passed the guard is
-    # ever written, so it is adopted as is).
+    # ever written, so it is adopted as is).  With proof, takes on disk are heard instead (proof.py).
     pending, adopted = [], []
     for r in todo:
-        frames = _audio_frames(book_dir / r["audio_path"])
+        frames = None if proofed else audio_frames(book_dir / r["audio_path"])
         if frames:
             adopted.append({**r, "status": STATUS_DONE, "samples": frames,
                             "duration_s": frames / SAMPLE_RATE, "error": "", "attempts": max(r["attempts"], 1),
@@ -130,6 +108,22 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
             batch, last_commit = [], time.monotonic()
         if on_done:
             on_done(done_count, total)
+
+    if proofed:
+        from tasks.qa.checker import Checker
+        from tasks.synthesize.proof import render_proofed
+
+        checker = checker or Checker(qa)
+        if by_key:
+            checker.load()                  # a missing extra or model: one line before anything renders
+        try:
+            got = render_proofed(book_dir, engine, by_key, qa, guard, checker, finish, rows)
+        finally:
+            commit(book_dir, batch)
+        counts["rendered"] += got["rendered"]
+        counts["failed"] += got["failed"]
+        counts["retaken"] = got["retaken"]
+        return counts
 
     items = {k: (rs[0]["text"], rs[0]["spk_emb"], rs[0]["seed"]) for k, rs in by_key.items()}
     try:

@@ -1,0 +1,131 @@
+"""Hear one take: the checks a segment's audio gets, as the record kept beside that audio.
+
+    checker = Checker(QAOptions(mode="full"))
+    record = checker.hear(text, audio, SAMPLE_RATE, asr=True, embed=True)
+    # {"checks": ["asr", "drift"], "transcript": …, "cer": 0.08, "asr": "pass", "speech_s": 4.1,
+    #  "embedding": <base64 float16 [256]>, "language": "zh", "reason": ""}
+
+The drift gate needs the voice's reference, which only the book's own takes give: `voice_reference` (the
+centroid of the takes the ASR did not flag, 3 s of speech or more) and the cutoff relative to their spread
+(tasks.qa.verdict.drift_cutoff) are computed once per voice and kept in the book's qa.json, so a resumed or
+edited render judges every take against the same reference.  The models load on first use, once per Checker.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from tasks.errors import QAUnavailable
+from tasks.qa.asr import load_transcriber
+from tasks.qa.compare import detect_language
+from tasks.qa.options import QAOptions
+from tasks.qa.speaker import decode_vector, encode_vector, load_encoder, similarity
+from tasks.qa.verdict import FLAG, asr_verdict, drift_cutoff, drift_verdict
+
+MIN_REFERENCE_TAKES = 3       # takes a voice's reference needs; fewer: no drift gate for that voice (yet)
+
+
+@functools.lru_cache(maxsize=2)
+def checker_for(opts: QAOptions) -> "Checker":
+    """The process's checker for these options: its models load once, whichever stage asks first."""
+    return Checker(opts)
+
+
+class Checker:
+    """The ASR model and the speaker encoder of one render, loaded on first use (from the checker thread)."""
+
+    def __init__(self, opts: QAOptions, transcriber=None, encoder=None):
+        self.opts = opts
+        self._transcriber, self._encoder = transcriber, encoder
+        self._lock = threading.Lock()
+
+    @property
+    def transcriber(self):
+        with self._lock:
+            if self._transcriber is None:
+                self._transcriber = load_transcriber(self.opts.asr_model, self.opts.device)
+            return self._transcriber
+
+    @property
+    def encoder(self):
+        with self._lock:
+            if self._encoder is None:
+                self._encoder = load_encoder(self.opts.device)
+            return self._encoder
+
+    def load(self, asr: bool = True) -> None:
+        """Load the models now (a missing extra or model: QAUnavailable before anything renders)."""
+        if asr:
+            self.transcriber
+        self.encoder
+
+    def available(self) -> bool:
+        """Whether the models load (the default proof of a real model needs the QA extra and its ASR model)."""
+        try:
+            self.load()
+        except QAUnavailable:
+            return False
+        return True
+
+    def hear(self, text: str, audio: np.ndarray, sample_rate: int, *, asr: bool, embed: bool = True) -> dict:
+        """The checks of one take that need no other take: the transcript and its verdict (asr), the speaker
+        embedding (embed; judged later against the voice's reference)."""
+        language = detect_language(text)
+        rec = {"checks": [], "language": language, "transcript": "", "cer": None, "asr": "", "reason": "",
+               "speech_s": None, "embedding": "", "similarity": None, "drift": ""}
+        if asr:
+            heard = self.transcriber.transcribe(np.asarray(audio, dtype=np.float32), sample_rate, language)
+            check = asr_verdict(text, heard, language, self.opts)
+            rec.update(transcript=heard.text, cer=_round(check.cer), asr=check.verdict,
+                       reason=check.reason if check.verdict != "pass" else "")
+            rec["checks"].append("asr")
+        if embed:
+            emb = self.encoder.embed(np.asarray(audio, dtype=np.float32), sample_rate)
+            rec["speech_s"] = round(float(emb.speech_s), 3)
+            if emb.vector is not None:
+                rec["embedding"] = encode_vector(emb.vector)
+        return rec
+
+
+def voice_reference(records: Sequence[dict]) -> np.ndarray | None:
+    """A voice's reference embedding: the unit centroid of its takes' embeddings that the ASR did not flag (takes
+    of 3 s of speech or more carry one).  None with fewer than MIN_REFERENCE_TAKES."""
+    vecs = [decode_vector(r["embedding"]) for r in records if r.get("embedding") and r.get("asr") != FLAG
+            and not r.get("duration")]
+    if len(vecs) < MIN_REFERENCE_TAKES:
+        return None
+    c = np.mean(np.stack(vecs).astype(np.float64), axis=0)
+    return (c / np.linalg.norm(c)).astype(np.float32)
+
+
+def reference_cutoff(records: Sequence[dict], reference: np.ndarray, opts: QAOptions) -> float:
+    """The drift cutoff for a voice: relative to the similarities of its own reference takes, with the floor."""
+    return drift_cutoff([similarity_to(r, reference) for r in records if r.get("embedding")], opts)
+
+
+def similarity_to(record: dict, reference: np.ndarray) -> float:
+    return float(similarity(decode_vector(record["embedding"]), reference))
+
+
+def judge_drift(record: dict, reference: np.ndarray | None, cutoff: float | None) -> dict:
+    """The record with its similarity to the voice's reference and the drift verdict (unchanged when the take has
+    no embedding — under 3 s of speech — or the voice no reference)."""
+    if reference is None or cutoff is None or not record.get("embedding"):
+        return record
+    sim = similarity_to(record, reference)
+    verdict = drift_verdict(sim, cutoff)
+    out = {**record, "similarity": _round(sim), "drift": verdict,
+           "checks": sorted(set(record.get("checks", [])) | {"drift"}, key=CHECK_ORDER.index)}
+    if verdict == FLAG and not out.get("reason"):
+        out["reason"] = f"drift: speaker similarity {sim:.3f} below this voice's cutoff {cutoff:.3f}"
+    return out
+
+
+CHECK_ORDER = ["duration", "asr", "drift"]
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 4)

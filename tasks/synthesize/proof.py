@@ -1,0 +1,235 @@
+"""Synthesize with proof: every take is kept and heard beside synthesis; a flagged take is re-taken.
+
+One request per distinct content key, as render.py.  Take k (1-based) renders with reroll_seed(seed, k) into
+tasks.bookdir.take_relpath(key, k) (durable), then the checker thread hears it while the engine decodes on
+(tasks.qa.checker.Checker.hear: the ASR — mode full: every take; suspect: the takes whose duration is odd and
+those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  After
+each pass over the engine:
+
+- each voice's reference is frozen in the book's qa.json once its takes give one (tasks.qa.checker.voice_reference,
+  the cutoff from the book's own spread), and the drift gate judges every take against it;
+- a take flagged by any check (duration, asr, drift) is re-taken in the next pass, up to max_takes; an
+  inconclusive one never is;
+- a segment that is decided keeps its best take (tasks.qa.verdict.take_rank): the row is done with that take's
+  audio and what the checks found, or failed when every take failed the duration guard.
+
+A killed render loses nothing and hears nothing twice: takes on disk are never rendered again, and a take whose
+record is on disk is never checked again; only a decided row is committed.
+"""
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from engine.api import Request
+from engine.atomic import read_json, write_bytes
+from engine.units import SAMPLE_RATE, estimate_seconds
+from manifests.crashpoints import crashpoint
+from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
+from tasks.qa.checker import CHECK_ORDER, Checker, judge_drift, reference_cutoff, voice_reference
+from tasks.qa.options import QAOptions
+from tasks.qa.speaker import decode_vector, encode_vector
+from tasks.qa.verdict import FLAG, PASS, combine, take_rank
+from tasks.synthesize.guard import check as guard_check
+from tasks.synthesize.guard import reroll_seed
+from tasks.synthesize.segment_audio import read_audio, write_segment_audio
+
+SUSPECT_RATIO = (0.6, 1.6)    # duration / expected outside this: `--qa suspect` transcribes the take
+RECORD_VERSION = 1            # of a take's check record (<key>[.t<k>].qa.json)
+PUBLIC = ("take", "seed", "audio_path", "samples", "checks", "transcript", "cer", "similarity", "verdict",
+          "reason")          # a take as the manifest's `takes` lists it (no embedding)
+
+
+@dataclass
+class _Segment:
+    rows: list[dict]                                  # the manifest rows of this content key
+    takes: dict[int, dict | None] = field(default_factory=dict)   # take -> its record (None: not heard yet)
+
+    @property
+    def first(self) -> dict:
+        return self.rows[0]
+
+
+def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QAOptions, guard,
+                   checker: Checker, finish: Callable[[list[dict]], None], all_rows: list[dict]) -> dict:
+    """Render, hear and decide every key of by_key (see the module docstring).  finish(rows) commits decided
+    rows.  Returns counts {rendered, failed, retaken}."""
+    segs = {k: _Segment(rs, _takes_on_disk(book_dir, k)) for k, rs in by_key.items()}
+    counts = {"rendered": 0, "failed": 0, "retaken": 0}
+    refs = _read_references(book_dir)
+    open_keys = set(segs)
+    with ThreadPoolExecutor(1, thread_name_prefix="qa") as pool:
+        while open_keys:
+            futures: list[Future] = []
+            for k in sorted(open_keys):                 # takes on disk not heard yet (a killed render's)
+                for t, rec in segs[k].takes.items():
+                    if rec is None:
+                        audio = read_audio(book_dir / take_relpath(k, t))
+                        futures.append(pool.submit(_hear, book_dir, k, t, segs[k], audio, qa, guard, checker))
+            need = {k: _next_take(segs[k], qa) for k in sorted(open_keys) if not segs[k].takes}
+            if futures:                                  # heard first: their verdict decides a re-take
+                _collect(futures, segs)
+                futures = []
+            need.update({k: t for k in sorted(open_keys) if k not in need
+                         and (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes})
+            counts["retaken"] += sum(t > 1 for t in need.values())
+            requests = [Request(key=f"{k}#{t}", text=segs[k].first["text"], spk_emb=segs[k].first["spk_emb"],
+                                seed=reroll_seed(segs[k].first["seed"], t)) for k, t in need.items()]
+            for res in engine.synthesize(requests):
+                k, t = res.key.rsplit("#", 1)
+                write_segment_audio(book_dir / take_relpath(k, int(t)), res.audio, SAMPLE_RATE)
+                crashpoint("take-written")
+                segs[k].takes[int(t)] = None
+                futures.append(pool.submit(_hear, book_dir, k, int(t), segs[k], res.audio, qa, guard, checker))
+                _collect([f for f in futures if f.done()], segs)
+            _collect(futures, segs)
+            refs = _judge_voices(book_dir, segs, refs, qa, checker, pool, all_rows)
+            decided = {k for k in open_keys if _next_take(segs[k], qa) is None}
+            for k in sorted(decided):
+                rows = _decide(segs[k], k)
+                counts["failed" if rows[0]["status"] == "failed" else "rendered"] += len(rows)
+                finish(rows)
+            open_keys -= decided
+    return counts
+
+
+def _hear(book_dir: Path, key: str, take: int, seg: _Segment, audio: np.ndarray, qa: QAOptions, guard,
+          checker: Checker) -> tuple[str, int, dict]:
+    """The checker thread: one take's duration check, ASR and embedding → its record on disk."""
+    text = seg.first["text"]
+    duration = guard_check(text, audio, SAMPLE_RATE, guard) or ""
+    ratio = len(audio) / SAMPLE_RATE / max(estimate_seconds(text), 1e-6)
+    odd = bool(duration) or not SUSPECT_RATIO[0] <= ratio <= SUSPECT_RATIO[1]
+    asr = qa.mode == "full" or (qa.mode == "suspect" and odd)
+    rec = checker.hear(text, audio, SAMPLE_RATE, asr=asr and not duration) if not duration else \
+        {"checks": [], "transcript": "", "cer": None, "asr": "", "reason": "", "speech_s": None, "embedding": "",
+         "similarity": None, "drift": ""}
+    rec = {**rec, "version": RECORD_VERSION, "take": take, "seed": reroll_seed(seg.first["seed"], take),
+           "audio_path": take_relpath(key, take), "samples": int(len(audio)), "duration": duration}
+    if duration:
+        rec["checks"], rec["reason"] = ["duration"], duration
+    elif guard.enabled:
+        rec["checks"] = ["duration", *rec["checks"]]
+    _write_record(book_dir, key, take, rec)
+    return key, take, rec
+
+
+def _collect(futures: list[Future], segs: dict[str, _Segment]) -> None:
+    for f in futures:
+        key, take, rec = f.result()                     # a checker error stops the render (rows stay pending)
+        segs[key].takes[take] = rec
+
+
+def _judge_voices(book_dir: Path, segs: dict[str, _Segment], refs: dict, qa: QAOptions, checker: Checker,
+                  pool: ThreadPoolExecutor, all_rows: list[dict]) -> dict:
+    """Freeze each voice's reference once its takes give one; judge every take not judged yet against it; in
+    suspect mode, transcribe the takes the drift gate flags."""
+    by_voice: dict[str, list[tuple[str, int, dict]]] = {}
+    for k, s in segs.items():
+        for t, rec in s.takes.items():
+            if rec is not None:
+                by_voice.setdefault(s.first["voice_id"], []).append((k, t, rec))
+    changed = False
+    for vid, items in sorted(by_voice.items()):
+        if vid not in refs:
+            kept = [_kept_record(book_dir, r) for r in all_rows if r["voice_id"] == vid and r["status"] == "done"]
+            records = [rec for _, _, rec in items] + [r for r in kept if r]
+            ref = voice_reference(records)
+            if ref is None:
+                continue
+            refs[vid] = {"reference": encode_vector(ref), "cutoff": round(reference_cutoff(records, ref, qa), 4),
+                         "takes": sum(bool(r.get("embedding")) for r in records)}
+            changed = True
+        ref, cutoff = decode_vector(refs[vid]["reference"]), refs[vid]["cutoff"]
+        redo = []
+        for k, t, rec in items:
+            if rec.get("embedding") and rec.get("similarity") is None:
+                rec = judge_drift(rec, ref, cutoff)
+                segs[k].takes[t] = rec
+                if rec["drift"] == FLAG and qa.mode == "suspect" and "asr" not in rec["checks"]:
+                    redo.append((k, t, rec))
+                else:
+                    _write_record(book_dir, k, t, rec)
+        for k, t, rec in redo:                           # what did the odd voice say?
+            audio = read_audio(book_dir / rec["audio_path"])
+            heard = pool.submit(checker.hear, segs[k].first["text"], audio, SAMPLE_RATE, asr=True, embed=False)
+            h = heard.result()
+            rec = {**rec, **{f: h[f] for f in ("transcript", "cer", "asr", "language")},
+                   "checks": sorted(set(rec["checks"]) | {"asr"}, key=CHECK_ORDER.index),
+                   "reason": rec["reason"] or h["reason"]}
+            segs[k].takes[t] = rec
+            _write_record(book_dir, k, t, rec)
+    if changed:
+        write_bytes(book_dir / QA_JSON, json_bytes({"version": 1, "voices": refs}), durable=True)
+    return refs
+
+
+def verdict_of(rec: dict) -> str:
+    """A heard take's verdict: flag when any check flags it, else inconclusive when one could not tell."""
+    return combine(FLAG if rec.get("duration") else PASS, rec.get("asr") or PASS, rec.get("drift") or PASS)
+
+
+def _next_take(seg: _Segment, qa: QAOptions) -> int | None:
+    """The take to render next, None when the segment is decided (a take passed or was inconclusive, or
+    max_takes were tried).  Takes not heard yet, or not judged by a drift gate that exists, are undecided."""
+    if not seg.takes:
+        return 1
+    last = max(seg.takes)
+    rec = seg.takes[last]
+    if rec is None:
+        return last                                     # being heard
+    if verdict_of(rec) != FLAG or last >= qa.max_takes:
+        return None
+    return last + 1
+
+
+def _decide(seg: _Segment, key: str) -> list[dict]:
+    """The rows of a decided segment: done with its best take, or failed when every take failed the guard."""
+    recs = [seg.takes[t] for t in sorted(seg.takes)]
+    public = json.dumps([_public(r) for r in recs], ensure_ascii=False)
+    if all(r.get("duration") for r in recs):
+        return [{**r, "status": "failed", "samples": 0, "duration_s": 0.0, "take": 0, "takes": public,
+                 "error": f"{recs[-1]['duration']} after {len(recs)} attempts", "attempts": len(recs)}
+                for r in seg.rows]
+    best = min((r for r in recs if not r.get("duration")),
+               key=lambda r: (take_rank(verdict_of(r), r.get("cer"), r.get("similarity")), r["take"]))
+    return [{**r, "status": "done", "audio_path": best["audio_path"], "samples": best["samples"],
+             "duration_s": best["samples"] / SAMPLE_RATE, "error": "", "attempts": len(recs), "take": best["take"],
+             "takes": public, "qa": verdict_of(best),
+             "qa_checks": ",".join(best["checks"]), "transcript": best.get("transcript") or "",
+             "cer": best.get("cer"), "similarity": best.get("similarity")} for r in seg.rows]
+
+
+def _public(rec: dict) -> dict:
+    return {**{f: rec.get(f) for f in PUBLIC}, "verdict": verdict_of(rec)}
+
+
+def _kept_record(book_dir: Path, row: dict) -> dict | None:
+    return read_json(book_dir / check_relpath(row["content_key"], row.get("take") or 1)) or None
+
+
+def _takes_on_disk(book_dir: Path, key: str) -> dict[int, dict | None]:
+    """Takes 1, 2, … whose audio is on disk, with their records (None: not heard yet)."""
+    takes: dict[int, dict | None] = {}
+    t = 1
+    while (book_dir / take_relpath(key, t)).is_file():
+        rec = read_json(book_dir / check_relpath(key, t)) or None
+        takes[t] = rec if rec and rec.get("version") == RECORD_VERSION else None
+        t += 1
+    return takes
+
+
+def _read_references(book_dir: Path) -> dict:
+    data = read_json(book_dir / QA_JSON) or {}
+    return dict(data.get("voices", {})) if data.get("version") == 1 else {}
+
+
+def _write_record(book_dir: Path, key: str, take: int, rec: dict) -> None:
+    write_bytes(book_dir / check_relpath(key, take), json_bytes(rec), durable=True)
+
+
