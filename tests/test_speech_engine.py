@@ -109,13 +109,15 @@ def test_script_helpers(clips):
     assert tokens == 4 and len(a) == 7 * HOP and a[:1536].all() and not a[1536:].any()
 
 
-def prepared(tmp_path, clips, monkeypatch, formats=("flac",)):
-    """The corpus book prepared through tasks.stages with the stand-in; (opts, book_dir, engine with its script)."""
+def prepared(tmp_path, clips, monkeypatch, formats=("flac",), qa="off"):
+    """The corpus book prepared through tasks.stages with the stand-in (QA off: the stand-in is no random model,
+    so a render's default would hear it); (opts, book_dir, engine with its script)."""
     from tasks import stages
     from tasks.options import options_from_params
 
     book = write_corpus_book(tmp_path / "speech.txt", clips)
-    opts = options_from_params(str(book), out=str(tmp_path / "out"), voice=VOICE, formats=list(formats))
+    opts = options_from_params(str(book), out=str(tmp_path / "out"), voice=VOICE, formats=list(formats),
+                              qa=qa)
     engine = SpeechEngine({})
     monkeypatch.setattr(stages, "get_engine", lambda o: engine)
     book_dir = stages.prepare(opts)
