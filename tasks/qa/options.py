@@ -14,6 +14,7 @@ DRIFT_FLOOR = 0.70        # cosine: the absolute cutoff (same-speaker pairs ≥ 
 DRIFT_MIN_VALUES = 20     # similarities needed before their percentile counts (fewer: the floor alone)
 MIN_SPEECH_S = 3.0        # s of speech (after the VAD trim) below which no speaker embedding is judged
 MAX_TAKES = 3             # renders per segment the QA may ask for, the first included
+REFERENCE_TAKES = 5       # a voice's drift reference: its book's first accepted takes, in reading order
 QA_MODES = ("off", "suspect", "full")
 DEVICES = ("cpu", "cuda")
 
@@ -30,6 +31,7 @@ class QAOptions:
     drift_floor: float = DRIFT_FLOOR
     min_speech_s: float = MIN_SPEECH_S
     max_takes: int = MAX_TAKES
+    reference_takes: int = REFERENCE_TAKES
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -53,3 +55,6 @@ class QAOptions:
             raise ValueError(f"qa min_speech_s {self.min_speech_s} must be > 0")
         if isinstance(self.max_takes, bool) or not isinstance(self.max_takes, int) or self.max_takes < 1:
             raise ValueError(f"qa max_takes {self.max_takes!r} must be an integer >= 1 (the first take included)")
+        if isinstance(self.reference_takes, bool) or not isinstance(self.reference_takes, int) \
+                or self.reference_takes < 1:
+            raise ValueError(f"qa reference_takes {self.reference_takes!r} must be an integer >= 1")
