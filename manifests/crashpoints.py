@@ -25,7 +25,7 @@ from pathlib import Path
 
 ENV = "CHATTTS_RENDER_CRASH_AT"
 DIR_ENV = "CHATTTS_RENDER_CRASH_DIR"
-POINTS = frozenset({"ingest", "segment-written", "commit", "assemble", "package-file"})
+POINTS = frozenset({"ingest", "segment-written", "take-heard", "commit", "assemble", "package-file"})
 PAUSE = "pause"
 HOLD = "hold"
 HOLD_POLL_S = 0.05           # s between looks for the removal of a held point's marker

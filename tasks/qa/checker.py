@@ -6,7 +6,8 @@
     #  "embedding": <base64 float16 [256]>, "language": "zh", "reason": ""}
 
 The drift gate needs the voice's reference, which only the book's own takes give: `voice_reference` (the
-centroid of the takes the ASR did not flag, 3 s of speech or more) and the cutoff relative to their spread
+centroid of the book's first accepted takes in reading order: 3 s of speech or more, not flagged by the ASR or
+the duration guard) and the cutoff relative to the book's spread
 (tasks.qa.verdict.drift_cutoff) are computed once per voice and kept in the book's qa.json, so a resumed or
 edited render judges every take against the same reference.  The models load on first use, once per Checker.
 """
@@ -25,7 +26,7 @@ from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector, load_encoder, similarity
 from tasks.qa.verdict import FLAG, asr_verdict, drift_cutoff, drift_verdict
 
-MIN_REFERENCE_TAKES = 3       # takes a voice's reference needs; fewer: no drift gate for that voice (yet)
+MIN_REFERENCE_TAKES = 3       # accepted takes in the whole book below which a voice gets no drift gate
 
 
 @functools.lru_cache(maxsize=2)
@@ -80,7 +81,7 @@ class Checker:
             heard = self.transcriber.transcribe(np.asarray(audio, dtype=np.float32), sample_rate, language)
             check = asr_verdict(text, heard, language, self.opts)
             rec.update(transcript=heard.text, cer=_round(check.cer), asr=check.verdict,
-                       reason=check.reason if check.verdict != "pass" else "")
+                       reason=f"asr: {check.reason}" if check.verdict != "pass" else "")
             rec["checks"].append("asr")
         if embed:
             emb = self.encoder.embed(np.asarray(audio, dtype=np.float32), sample_rate)
@@ -90,12 +91,16 @@ class Checker:
         return rec
 
 
-def voice_reference(records: Sequence[dict]) -> np.ndarray | None:
-    """A voice's reference embedding: the unit centroid of its takes' embeddings that the ASR did not flag (takes
-    of 3 s of speech or more carry one).  None with fewer than MIN_REFERENCE_TAKES."""
-    vecs = [decode_vector(r["embedding"]) for r in records if r.get("embedding") and r.get("asr") != FLAG
-            and not r.get("duration")]
-    if len(vecs) < MIN_REFERENCE_TAKES:
+def accepted(record: dict | None) -> bool:
+    """A take that may stand for its voice: heard, 3 s of speech or more, not flagged by the duration or the ASR."""
+    return bool(record and record.get("embedding") and record.get("asr") != FLAG and not record.get("duration"))
+
+
+def voice_reference(records: Sequence[dict], opts: QAOptions) -> np.ndarray | None:
+    """A voice's reference embedding: the unit centroid of its first opts.reference_takes accepted takes, in
+    reading order.  None with fewer than min(MIN_REFERENCE_TAKES, reference_takes)."""
+    vecs = [decode_vector(r["embedding"]) for r in records if accepted(r)][:opts.reference_takes]
+    if len(vecs) < min(MIN_REFERENCE_TAKES, opts.reference_takes):
         return None
     c = np.mean(np.stack(vecs).astype(np.float64), axis=0)
     return (c / np.linalg.norm(c)).astype(np.float32)

@@ -9,11 +9,15 @@ MIN_UNITS = 12            # comparable units of the intended text below which th
                           # toneless syllables (one per Han character, one per Latin word) for Chinese, letters
                           # of the words for English (English compares by words; 12 letters ≈ 2-3 words ≈ 1 s)
 LOW_LOGPROB = -1.0        # Whisper avg_logprob (nats/token) below which a transcript is too unsure to judge
+                          # (Whisper's own log_prob_threshold; right pairs here ≥ -0.39, noise ≤ -1.28)
+NO_SPEECH_PROB = 0.6      # Whisper no_speech_prob above which, with avg_logprob < low_logprob, nothing was said
+                          # (Whisper's own no_speech_threshold; noise here 0.71-0.76, speech ≤ 0.44)
 DRIFT_PERCENTILE = 7.5    # % : the book's own similarity spread, the low percentile a drift cutoff starts from
-DRIFT_FLOOR = 0.70        # cosine: the absolute cutoff (same-speaker pairs ≥ 0.79, other speakers ≤ 0.71 here)
+DRIFT_FLOOR = 0.78        # cosine: the absolute cutoff (other-speaker pairs here ≤ 0.757, same-speaker ≥ 0.840)
 DRIFT_MIN_VALUES = 20     # similarities needed before their percentile counts (fewer: the floor alone)
 MIN_SPEECH_S = 3.0        # s of speech (after the VAD trim) below which no speaker embedding is judged
 MAX_TAKES = 3             # renders per segment the QA may ask for, the first included
+REFERENCE_TAKES = 5       # a voice's drift reference: its book's first accepted takes, in reading order
 QA_MODES = ("off", "suspect", "full")
 DEVICES = ("cpu", "cuda")
 
@@ -30,6 +34,7 @@ class QAOptions:
     drift_floor: float = DRIFT_FLOOR
     min_speech_s: float = MIN_SPEECH_S
     max_takes: int = MAX_TAKES
+    reference_takes: int = REFERENCE_TAKES
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -53,3 +58,6 @@ class QAOptions:
             raise ValueError(f"qa min_speech_s {self.min_speech_s} must be > 0")
         if isinstance(self.max_takes, bool) or not isinstance(self.max_takes, int) or self.max_takes < 1:
             raise ValueError(f"qa max_takes {self.max_takes!r} must be an integer >= 1 (the first take included)")
+        if isinstance(self.reference_takes, bool) or not isinstance(self.reference_takes, int) \
+                or self.reference_takes < 1:
+            raise ValueError(f"qa reference_takes {self.reference_takes!r} must be an integer >= 1")

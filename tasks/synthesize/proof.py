@@ -31,7 +31,8 @@ from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
 from manifests.crashpoints import crashpoint
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
-from tasks.qa.checker import CHECK_ORDER, Checker, judge_drift, reference_cutoff, voice_reference
+from tasks.qa.checker import (CHECK_ORDER, Checker, accepted, judge_drift, reference_cutoff,
+                              voice_reference)
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
 from tasks.qa.verdict import FLAG, PASS, combine, take_rank
@@ -72,6 +73,7 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
                         audio = read_audio(book_dir / take_relpath(k, t))
                         futures.append(pool.submit(_hear, book_dir, k, t, segs[k], audio, qa, guard, checker))
             need = {k: _next_take(segs[k], qa) for k in sorted(open_keys) if not segs[k].takes}
+            heard = bool(futures)
             if futures:                                  # heard first: their verdict decides a re-take
                 _collect(futures, segs)
                 futures = []
@@ -83,13 +85,17 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
             for res in engine.synthesize(requests):
                 k, t = res.key.rsplit("#", 1)
                 write_segment_audio(book_dir / take_relpath(k, int(t)), res.audio, SAMPLE_RATE)
-                crashpoint("take-written")
+                crashpoint("segment-written")
                 segs[k].takes[int(t)] = None
                 futures.append(pool.submit(_hear, book_dir, k, int(t), segs[k], res.audio, qa, guard, checker))
                 _collect([f for f in futures if f.done()], segs)
             _collect(futures, segs)
             refs = _judge_voices(book_dir, segs, refs, qa, checker, pool, all_rows)
-            decided = {k for k in open_keys if _next_take(segs[k], qa) is None}
+            waiting = {s.first["voice_id"] for k, s in segs.items() if k in open_keys
+                       and s.first["voice_id"] not in refs and _next_take(s, qa) is not None}
+            decided = {k for k in open_keys if _next_take(segs[k], qa) is None and not _waits(segs[k], waiting)}
+            if not decided and not requests and not heard:
+                raise RuntimeError("proof: no segment could be decided and none rendered")   # a bug, not input
             for k in sorted(decided):
                 rows = _decide(segs[k], k)
                 counts["failed" if rows[0]["status"] == "failed" else "rendered"] += len(rows)
@@ -116,6 +122,7 @@ def _hear(book_dir: Path, key: str, take: int, seg: _Segment, audio: np.ndarray,
     elif guard.enabled:
         rec["checks"] = ["duration", *rec["checks"]]
     _write_record(book_dir, key, take, rec)
+    crashpoint("take-heard")
     return key, take, rec
 
 
@@ -127,46 +134,65 @@ def _collect(futures: list[Future], segs: dict[str, _Segment]) -> None:
 
 def _judge_voices(book_dir: Path, segs: dict[str, _Segment], refs: dict, qa: QAOptions, checker: Checker,
                   pool: ThreadPoolExecutor, all_rows: list[dict]) -> dict:
-    """Freeze each voice's reference once its takes give one; judge every take not judged yet against it; in
+    """Freeze each voice's reference once its book gives one; judge every take not judged yet against it; in
     suspect mode, transcribe the takes the drift gate flags."""
-    by_voice: dict[str, list[tuple[str, int, dict]]] = {}
-    for k, s in segs.items():
-        for t, rec in s.takes.items():
-            if rec is not None:
-                by_voice.setdefault(s.first["voice_id"], []).append((k, t, rec))
     changed = False
-    for vid, items in sorted(by_voice.items()):
+    for vid in sorted({s.first["voice_id"] for s in segs.values()}):
+        if vid not in refs and (frozen := _reference(book_dir, vid, segs, qa, all_rows)) is not None:
+            refs[vid], changed = frozen, True
         if vid not in refs:
-            kept = [_kept_record(book_dir, r) for r in all_rows if r["voice_id"] == vid and r["status"] == "done"]
-            records = [rec for _, _, rec in items] + [r for r in kept if r]
-            ref = voice_reference(records)
-            if ref is None:
-                continue
-            refs[vid] = {"reference": encode_vector(ref), "cutoff": round(reference_cutoff(records, ref, qa), 4),
-                         "takes": sum(bool(r.get("embedding")) for r in records)}
-            changed = True
+            continue
         ref, cutoff = decode_vector(refs[vid]["reference"]), refs[vid]["cutoff"]
-        redo = []
-        for k, t, rec in items:
-            if rec.get("embedding") and rec.get("similarity") is None:
+        for k, s in sorted(segs.items()):
+            if s.first["voice_id"] != vid:
+                continue
+            for t, rec in sorted(s.takes.items()):
+                if rec is None or not rec.get("embedding") or rec.get("similarity") is not None:
+                    continue
                 rec = judge_drift(rec, ref, cutoff)
-                segs[k].takes[t] = rec
                 if rec["drift"] == FLAG and qa.mode == "suspect" and "asr" not in rec["checks"]:
-                    redo.append((k, t, rec))
-                else:
-                    _write_record(book_dir, k, t, rec)
-        for k, t, rec in redo:                           # what did the odd voice say?
-            audio = read_audio(book_dir / rec["audio_path"])
-            heard = pool.submit(checker.hear, segs[k].first["text"], audio, SAMPLE_RATE, asr=True, embed=False)
-            h = heard.result()
-            rec = {**rec, **{f: h[f] for f in ("transcript", "cer", "asr", "language")},
-                   "checks": sorted(set(rec["checks"]) | {"asr"}, key=CHECK_ORDER.index),
-                   "reason": rec["reason"] or h["reason"]}
-            segs[k].takes[t] = rec
-            _write_record(book_dir, k, t, rec)
+                    rec = _transcribed(book_dir, s, rec, checker, pool)        # what did the odd voice say?
+                s.takes[t] = rec
+                _write_record(book_dir, k, t, rec)
     if changed:
         write_bytes(book_dir / QA_JSON, json_bytes({"version": 1, "voices": refs}), durable=True)
     return refs
+
+
+def _reference(book_dir: Path, vid: str, segs: dict[str, _Segment], qa: QAOptions,
+               all_rows: list[dict]) -> dict | None:
+    """A voice's reference and cutoff once they can be told: its first accepted takes in reading order
+    (checker.voice_reference), waiting on a segment still undecided before them; the cutoff from every heard take
+    of the voice (the book's own spread, with the floor).  None: not yet, or the book has too few."""
+    ordered, heard = [], []
+    for r in all_rows:                                   # reading order (manifests.load sorts)
+        if r["voice_id"] != vid:
+            continue
+        seg = segs.get(r["content_key"])
+        if seg is None:
+            rec = _kept_record(book_dir, r) if r["status"] == "done" else None
+            recs = [rec] if rec else []
+        else:
+            recs = [rec for _, rec in sorted(seg.takes.items()) if rec is not None]
+        heard += recs
+        good = next((rec for rec in recs if accepted(rec)), None)
+        if good is not None:
+            ordered.append(good)
+        elif seg is not None and len(ordered) < qa.reference_takes and _next_take(seg, qa) is not None:
+            return None                                  # an earlier segment may still give an accepted take
+    ref = voice_reference(ordered, qa)
+    if ref is None:
+        return None
+    return {"reference": encode_vector(ref), "cutoff": round(reference_cutoff(heard, ref, qa), 4),
+            "takes": min(len(ordered), qa.reference_takes), "heard": sum(bool(r.get("embedding")) for r in heard)}
+
+
+def _transcribed(book_dir: Path, seg: _Segment, rec: dict, checker: Checker, pool: ThreadPoolExecutor) -> dict:
+    audio = read_audio(book_dir / rec["audio_path"])
+    h = pool.submit(checker.hear, seg.first["text"], audio, SAMPLE_RATE, asr=True, embed=False).result()
+    return {**rec, **{f: h[f] for f in ("transcript", "cer", "asr", "language")},
+            "checks": sorted(set(rec["checks"]) | {"asr"}, key=CHECK_ORDER.index),
+            "reason": rec["reason"] or h["reason"]}
 
 
 def verdict_of(rec: dict) -> str:
@@ -186,6 +212,12 @@ def _next_take(seg: _Segment, qa: QAOptions) -> int | None:
     if verdict_of(rec) != FLAG or last >= qa.max_takes:
         return None
     return last + 1
+
+
+def _waits(seg: _Segment, waiting: set[str]) -> bool:
+    """Its last take waits on the drift gate: it has an embedding, and its voice's reference is still to come."""
+    rec = seg.takes[max(seg.takes)]
+    return seg.first["voice_id"] in waiting and bool(rec and rec.get("embedding")) and rec.get("similarity") is None
 
 
 def _decide(seg: _Segment, key: str) -> list[dict]:
