@@ -5,9 +5,9 @@
 
 One process, one model load and one load of the QA models (Whisper base, the speaker encoder) before any timing.
 The book is one reader's sentences from the speech corpus (../shared/corpus/speech: THCHS-30's three test clips,
-one voice, so the drift gate sees a book's one voice), `--copies` rounds of them, each round ending its sentences
-differently (。！；？: the same words, so the same recording says them, but another segment text, rendered on its
-own), after a 第一章 title.  Each mode renders it into a fresh output through `flows.pipeline.render` — what
+one voice, so the drift gate sees a book's one voice), `--copies` rounds of them, each round's copies another
+text (a comma at another place: the same words, so the same recording says them, but another segment text,
+rendered and heard on its own), after a 第一章 title.  Each mode renders it into a fresh output through `flows.pipeline.render` — what
 `chattts-render render BOOK --qa MODE` runs: prepare, synthesize (with QA every take is kept and heard beside
 synthesis, flagged takes re-taken), package (flac) — with the random-full engine wrapped so that the checks hear
 real speech of each segment's duration:
@@ -53,17 +53,26 @@ VOICE = "seed:2222"                # the book's voice (the render's default)
 # One reader (THCHS-30's test clips: speaker similarity 0.92-0.94 between them, another reader's <= 0.76), so the
 # drift gate sees one voice, as in a real book: a corpus of several readers would be re-taken for its voices.
 READER = ("zh_thchs30_test_1.wav", "zh_thchs30_test_2.wav", "zh_thchs30_test_3.wav")
-ENDINGS = ("。", "！", "；", "？")   # each copy of a sentence ends differently: another text, rendered on its own
 COPIES = 4                         # copies of the reader's sentences (default book: 12 of them + the title)
 TITLE = "第一章"
 
 
+def variant(text: str, k: int, copies: int) -> str:
+    """Copy k of a sentence: the first as it is, the others with a comma at their own place (the same words, so
+    the same recording says them, but another segment text: rendered, and heard, on its own)."""
+    if k == 0:
+        return text
+    at = max(1, min(len(text) - 1, k * len(text) // copies))
+    return f"{text[:at]}，{text[at:]}"
+
+
 def write_reader_book(path: Path, clips: dict, copies: int) -> Path:
     """A one-chapter TXT book: `书名`, a 第一章 heading, then `copies` rounds of the reader's sentences, one
-    paragraph each, each round with its own ending (ENDINGS: the same words, another segment text)."""
+    paragraph each (variant: each round's copy another text)."""
     lines = ["书名：朗读测试", "", TITLE, ""]
     for k in range(copies):
-        lines += [f"\u3000\u3000{clips[name].text}{ENDINGS[k % len(ENDINGS)]}" for name in READER]
+        for name in READER:                        # a blank line after each: every paragraph is its own segment
+            lines += [f"\u3000\u3000{variant(clips[name].text, k, copies)}。", ""]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -75,8 +84,14 @@ def reader_script(book_dir: Path, clips: dict) -> dict:
     from tests.speech_engine import book_script, tiled
 
     reader = {name: clips[name] for name in READER}
-    return book_script(book_dir, reader,
-                       fill=lambda row: tiled(reader[READER[0]], round(estimate_seconds(row["text"]) * SAMPLE_RATE)))
+
+    def title(row: dict):
+        if row["source_text"].strip() != TITLE:
+            raise ValueError(f"{book_dir}: segment {row['chapter']}.{row['segment']} ({row['source_text']!r}) is "
+                             "neither the title nor one of the reader's sentences")
+        return tiled(reader[READER[0]], round(estimate_seconds(row["text"]) * SAMPLE_RATE))
+
+    return book_script(book_dir, reader, fill=title)
 
 
 class Speaking:
