@@ -14,6 +14,7 @@ next.  Every stage names these files through this module (and manifests/ for man
       report.json               REPORT_NAME: what packaging wrote (chapters, files, loudness, gaps)
       .chapters.json            CHAPTERS_JSON: per-chapter input signatures of the last packaging (incremental)
       index.html                PAGE_NAME: the book's web player
+      qa.html                   QA_PAGE: what the checks found (tasks/site/qa.py), written beside the player
       voices/                   VOICES_DIRNAME: an audition (voices.json, index.html, one file per candidate)
       .shards.json              SHARD_FILE: a sharded render's split (fleet/shards.py)
     <store prefix>/.lease.json  LEASE_NAME: the store render's lease (fleet/lease.py)
@@ -35,6 +36,7 @@ REPORT_NAME = "report.json"
 CHAPTERS_JSON = ".chapters.json"
 QA_JSON = "qa.json"
 PAGE_NAME = "index.html"
+QA_PAGE = "qa.html"
 VOICES_DIRNAME = "voices"
 SHARD_FILE = ".shards.json"
 LEASE_NAME = ".lease.json"

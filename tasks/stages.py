@@ -8,11 +8,12 @@ from typing import Callable
 from engine.atomic import find_temps, remove_temp
 from tasks.audio.incremental import package_changed
 from tasks.audio.package import check_tools
-from tasks.options import RenderOptions
+from tasks.options import DEFAULT_OUT, RenderOptions
 from tasks.plan.prepare import prepare_book
 from tasks.qa.checker import checker_for
 from tasks.qa.options import QAOptions
 from tasks.site.player import write_book_page
+from tasks.site.qa import qa_summary, write_qa_page
 from tasks.synthesize.anchor import anchored
 from tasks.synthesize.render import synthesize_book
 
@@ -65,13 +66,23 @@ def qa_options(opts: RenderOptions, engine) -> QAOptions:
 
 def package(book_dir: Path, opts: RenderOptions) -> Path:
     """Remove a killed run's temp files, then write the outputs of the chapters whose inputs changed
-    (tasks.audio.incremental) and the book's web player (index.html).  Needs no engine: `chattts-render
-    package` calls this alone.  Callers hold the book's lock (render, `chattts-render package`)."""
+    (tasks.audio.incremental; report.json's "qa": what the checks found), the QA page (qa.html) and the book's
+    web player (index.html).  Needs no engine: `chattts-render package` calls this alone.  Callers hold the
+    book's lock (render, `chattts-render package`)."""
 
     clean_temp_files(book_dir)
-    book_dir = package_changed(Path(book_dir), opts)
-    write_book_page(book_dir)
+    book_dir = package_changed(Path(book_dir), opts, report_extra=lambda rows: {"qa": qa_summary(rows)})
+    write_qa_page(book_dir, fix_out(opts))
+    write_book_page(book_dir, fix_out(opts))
     return book_dir
+
+
+def fix_out(opts: RenderOptions) -> str | None:
+    """The output root a `fix` command names with --out: the store URL or the folder the render was given;
+    None for the default folder (no --out needed)."""
+    if opts.store:
+        return opts.store
+    return None if Path(opts.out) == DEFAULT_OUT else str(opts.out)
 
 
 def clean_temp_files(book_dir: Path) -> int:
