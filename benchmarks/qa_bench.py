@@ -1,0 +1,292 @@
+"""What the proof costs: render wall time of one book with `--qa off`, `suspect` and `full`, as ratios, in one run.
+
+    python -m benchmarks.qa_bench --json F                  # random-full, the corpus book (9 segments, ~62 s)
+    python -m benchmarks.qa_bench --chapters 1 --repeat 2   # 5 segments, each mode twice (medians)
+
+One process, one model load and one load of the QA models (Whisper, the speaker encoder) before any timing.  The
+book is the speech corpus's nine Chinese sentences (../shared/corpus/speech, tests/speech_engine.write_corpus_book:
+two chapters, one segment per sentence).  Each mode renders it into a fresh output through
+`flows.pipeline.render` — what `chattts-render render BOOK --qa MODE` runs: prepare, synthesize (with QA: every
+take kept and heard beside synthesis, flagged takes re-taken), package (flac) — with the random-full engine
+wrapped so that the checks hear real speech of each segment's duration:
+
+- each request is forced to the length of its sentence's recording (Request.forced_tokens: the fewest GPT steps
+  that hold it), so the engine does a real render's work for that much audio;
+- each Result's audio is replaced by that recording, padded with silence to the Result's (2T-1)*256 samples,
+  before the guard and the checks see it.
+
+So the ASR and the encoder do their real work on real speech that says the segment's text, and a re-take happens
+only where the checks would ask for one on a right recording.  Printed per mode: wall seconds and the ratio to
+off, CPU seconds (the process's user + system: the neighbours on a shared machine do not count) and its ratio,
+seconds inside the engine, inside the ASR (transcribe calls) and inside the encoder (embed calls) — the checks run
+on the checker thread beside the engine, so they overlap it —, takes rendered, re-takes, verdicts.  Then ASR and
+encoder seconds per audio second: during the renders (beside the engine) and alone (each recording once, after
+the renders, nothing else running in the process).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.book_throughput import EngineClock  # noqa: E402
+from benchmarks.engine_vs_upstream import finish  # noqa: E402
+
+MODES = ("off", "suspect", "full")
+SPEECH_DIR = ROOT.parent / "shared" / "corpus" / "speech"
+FORMATS = ("flac",)
+VOICE = "seed:2222"                # the book's voice (the render's default)
+
+
+class Speaking:
+    """An engine whose results say the script's recordings: forced to each recording's length, its audio replaced
+    by it (see the module docstring).  Everything else is the wrapped engine's."""
+
+    def __init__(self, engine, script: dict):
+        self._engine, self.script = engine, script
+        self.takes = 0                                   # requests rendered
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def synthesize(self, requests, progress=None):
+        from engine.api import Result
+        from tests.speech_engine import padded
+
+        requests = list(requests)
+        missing = [r for r in requests if r.text not in self.script]
+        if missing:
+            raise ValueError(f"request {missing[0].key}: no recording for {missing[0].text!r}")
+        speech = {r.key: padded(self.script[r.text].audio) for r in requests}   # key -> (audio, T)
+        self.takes += len(requests)
+        forced = [dataclasses.replace(r, forced_tokens=speech[r.key][1]) for r in requests]
+        for res in self._engine.synthesize(forced, progress):
+            audio, tokens = speech[res.key]
+            if len(res.audio) != len(audio) or res.tokens != tokens:
+                raise AssertionError(f"{res.key}: the engine made {len(res.audio)} samples, forced to {len(audio)}")
+            yield Result(key=res.key, audio=audio, tokens=res.tokens)
+
+
+class Clock:
+    """Seconds spent inside a method of a class (every instance, any thread), the calls, and the audio seconds
+    they were given (`audio_s(args)`), while the context is open."""
+
+    def __init__(self, cls, name: str, audio_s):
+        self.cls, self.name, self.audio_s = cls, name, audio_s
+        self.seconds = self.audio = 0.0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self):
+        self._inner = inner = getattr(self.cls, self.name)
+        clock = self
+
+        def timed(obj, *args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return inner(obj, *args, **kwargs)
+            finally:
+                with clock._lock:
+                    clock.seconds += time.perf_counter() - t0
+                    clock.calls += 1
+                    clock.audio += clock.audio_s(args)
+
+        setattr(self.cls, self.name, timed)
+        return self
+
+    def __exit__(self, *exc):
+        setattr(self.cls, self.name, self._inner)
+
+    def reset(self) -> None:
+        self.seconds = self.audio = 0.0
+        self.calls = 0
+
+
+def _one_s(args) -> float:                  # transcribe(audio, sample_rate, language) / embed(audio, sample_rate)
+    return len(args[0]) / args[1]
+
+
+def _many_s(args) -> float:                 # transcribe_many([(audio, sample_rate, language), ...])
+    return sum(len(a) / sr for a, sr, *_ in args[0])
+
+
+def cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def render_once(opts, clocks: dict) -> dict:
+    """flows.pipeline.render of these options, timed: wall, CPU, engine, ASR and encoder seconds."""
+    from flows.pipeline import render
+
+    clocks["engine"].seconds = 0.0
+    for name in ("transcribe", "transcribe_many", "embed"):
+        clocks[name].reset()
+    t0, c0 = time.perf_counter(), cpu_s()
+    counts = render(opts)
+    wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+    asr = clocks["transcribe"], clocks["transcribe_many"]
+    return {"wall_s": wall, "cpu_s": cpu, "engine_s": clocks["engine"].seconds,
+            "asr_s": sum(c.seconds for c in asr), "asr_calls": sum(c.calls for c in asr),
+            "asr_audio_s": sum(c.audio for c in asr), "encoder_s": clocks["embed"].seconds,
+            "encoder_calls": clocks["embed"].calls, "encoder_audio_s": clocks["embed"].audio,
+            "counts": {k: v for k, v in counts.items() if k != "book_dir"}}
+
+
+def verdicts(book_dir: Path) -> dict:
+    """The book's rows by their kept take's verdict ("" without QA) and take number."""
+    import manifests
+
+    rows = manifests.load(book_dir).to_pylist()
+    return {"verdicts": dict(Counter(r["qa"] or "-" for r in rows)),
+            "kept_takes": dict(Counter(str(r["take"]) for r in rows)), "segments": len(rows),
+            "audio_s": round(sum(r["duration_s"] for r in rows), 2)}
+
+
+def alone(clips, checker) -> dict:
+    """ASR and encoder seconds per audio second with nothing else running: each recording once (after a warm-up
+    call of each on the first)."""
+    from engine.units import SAMPLE_RATE
+
+    first = clips[0].audio
+    checker.transcriber.transcribe(first, SAMPLE_RATE, "zh")
+    checker.encoder.embed(first, SAMPLE_RATE)
+    audio_s = sum(c.seconds for c in clips)
+    t0 = time.perf_counter()
+    for c in clips:
+        checker.transcriber.transcribe(c.audio, SAMPLE_RATE, "zh")
+    asr = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for c in clips:
+        checker.encoder.embed(c.audio, SAMPLE_RATE)
+    enc = time.perf_counter() - t0
+    return {"audio_s": round(audio_s, 2), "asr_s": round(asr, 2), "encoder_s": round(enc, 2),
+            "asr_s_per_audio_s": round(asr / audio_s, 4), "encoder_s_per_audio_s": round(enc / audio_s, 4)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="random-full")
+    ap.add_argument("--threads", type=int, default=2, help="the engine's torch threads (the ASR runs on 1)")
+    ap.add_argument("--batch", type=int, default=None, help="max_batch (default: the engine's default)")
+    ap.add_argument("--chapters", default=None, help="only these chapters of the corpus book (1: 5 segments)")
+    ap.add_argument("--repeat", type=int, default=1, help="render each mode this many times, alternating; medians")
+    ap.add_argument("--asr-model", default="base")
+    ap.add_argument("--speech", type=Path, default=SPEECH_DIR, help="the speech corpus folder")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if not (args.speech / "transcripts.tsv").is_file():
+        print(f"{args.speech}: no transcripts.tsv (pass --speech, the corpus's speech folder)", file=sys.stderr)
+        return 2
+    if args.repeat < 1:
+        print(f"--repeat {args.repeat}: must be at least 1", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+
+    import torch
+
+    from engine.engine import Engine
+    from tasks import stages
+    from tasks.options import options_from_params
+    from tasks.qa.asr import Transcriber
+    from tasks.qa.checker import checker_for
+    from tasks.qa.speaker import SpeakerEncoder
+    from tests.speech_engine import book_script, corpus_clips, sentences, write_corpus_book
+
+    torch.set_num_threads(args.threads)
+    clips = corpus_clips(args.speech)
+    with tempfile.TemporaryDirectory(prefix="qa-bench-") as tmp:
+        book = write_corpus_book(Path(tmp) / "speech.txt", clips)
+
+        def options(mode: str, run: int):
+            return options_from_params(str(book), out=str(Path(tmp) / f"out-{mode}-{run}"), model=args.model,
+                                       voice=VOICE, formats=list(FORMATS), max_batch=args.batch,
+                                       threads=args.threads, chapters=args.chapters, qa=mode,
+                                       asr_model=args.asr_model)
+
+        t0 = time.perf_counter()
+        engine = stages.get_engine(options("off", 0))                       # the model, loaded once, untimed
+        load_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for mode in MODES[1:]:                                              # the QA models, loaded once, untimed
+            checker_for(options(mode, 0).qa).load()
+        qa_load_s = time.perf_counter() - t0
+        probe = stages.prepare(options("off", "probe"))                     # the plan: which recording says what
+        speaking = Speaking(engine, book_script(probe, clips))
+        used = [c for c in sentences(clips) if c in set(speaking.script.values())]
+        print(f"engine {engine.version} loaded in {load_s:.1f} s; QA models ({args.asr_model}, speaker encoder) "
+              f"in {qa_load_s:.1f} s; batch {engine.opts.batch}, {args.threads} threads; book: {len(used)} "
+              f"segments, {sum(c.seconds for c in used):.1f} s of speech ({args.speech.name}/, "
+              f"chapters {args.chapters or 'all'})", flush=True)
+
+        stages_get = stages.get_engine
+        stages.get_engine = lambda opts: speaking
+        runs: dict[str, list[dict]] = {m: [] for m in MODES}
+        try:
+            with (EngineClock() as eclock, Clock(Transcriber, "transcribe", _one_s) as t1,
+                  Clock(Transcriber, "transcribe_many", _many_s) as t2, Clock(SpeakerEncoder, "embed", _one_s) as e):
+                clocks = {"engine": eclock, "transcribe": t1, "transcribe_many": t2, "embed": e}
+                for k in range(args.repeat):
+                    for mode in MODES:
+                        takes0 = speaking.takes
+                        opts = options(mode, k + 1)
+                        r = render_once(opts, clocks)
+                        r.update(verdicts(opts.book_dir), takes=speaking.takes - takes0)
+                        runs[mode].append(r)
+                        print(f"  {mode:8s} run {k + 1}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU; engine "
+                              f"{r['engine_s']:.1f} s, ASR {r['asr_s']:.1f} s ({r['asr_calls']} calls, "
+                              f"{r['asr_audio_s']:.1f} s audio), encoder {r['encoder_s']:.1f} s "
+                              f"({r['encoder_calls']} calls); {r['takes']} takes, verdicts {r['verdicts']}",
+                              flush=True)
+        finally:
+            stages.get_engine = stages_get
+        solo = alone(used, checker_for(options("full", 0).qa))
+
+    med = {m: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "engine_s", "asr_s",
+                                                                  "asr_audio_s", "encoder_s", "encoder_audio_s")}
+           for m, rs in runs.items()}
+    result = {"model": args.model, "engine": engine.version, "threads": args.threads, "batch": engine.opts.batch,
+              "asr_model": args.asr_model, "repeat": args.repeat, "chapters": args.chapters,
+              "segments": len(used), "speech_s": round(sum(c.seconds for c in used), 2),
+              "engine_load_s": round(load_s, 1), "qa_load_s": round(qa_load_s, 1),
+              "modes": {m: {**{k: round(v, 2) for k, v in med[m].items()}, "runs": [_rounded(r) for r in runs[m]]}
+                        for m in MODES},
+              "wall_ratio": {m: round(med[m]["wall_s"] / med["off"]["wall_s"], 4) for m in MODES},
+              "cpu_ratio": {m: round(med[m]["cpu_s"] / med["off"]["cpu_s"], 4) for m in MODES},
+              "in_render": {m: {"asr_s_per_audio_s": _per(med[m]["asr_s"], med[m]["asr_audio_s"]),
+                                "encoder_s_per_audio_s": _per(med[m]["encoder_s"], med[m]["encoder_audio_s"])}
+                            for m in MODES[1:]},
+              "alone": solo}
+    for m in MODES:
+        print(f"{m:8s} wall {med[m]['wall_s']:.1f} s (x{result['wall_ratio'][m]:.3f} of off), CPU "
+              f"{med[m]['cpu_s']:.1f} s (x{result['cpu_ratio'][m]:.3f})")
+    for m in MODES[1:]:
+        p = result["in_render"][m]
+        print(f"{m:8s} in the render: ASR {p['asr_s_per_audio_s']} s per audio s, encoder "
+              f"{p['encoder_s_per_audio_s']} s per audio s (beside the engine)")
+    print(f"alone: ASR {solo['asr_s_per_audio_s']:.4f} s per audio s, encoder {solo['encoder_s_per_audio_s']:.4f} s "
+          f"per audio s ({solo['audio_s']:.1f} s of speech, each recording once)")
+    return finish(result, start, args.json, print)
+
+
+def _per(seconds: float, audio_s: float) -> float | None:
+    return round(seconds / audio_s, 4) if audio_s else None
+
+
+def _rounded(r: dict) -> dict:
+    return {k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
