@@ -5,10 +5,12 @@ themselves: flows/commands.py).
     chattts-render status|inspect|package BOOK [options]
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
+    chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
     chattts-render --version
 
 Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
-usage, or the book is being rendered by another process; 3 the machine: a missing tool (ffmpeg), no GPU for
+usage, or the book is being rendered by another process, or a QA check cannot run (its extra or ASR model is
+missing); 3 the machine: a missing tool (ffmpeg), no GPU for
 --device cuda, or an unusable output folder.  Every error is one line on stderr naming the file and the problem;
 a bad input creates and overwrites nothing."""
 from __future__ import annotations
@@ -21,10 +23,11 @@ from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 from flows import arguments as arg
 from flows.arguments import PROG, UsageError, package_version
+from flows.check import add_check_command
 from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
                             cmd_voices_list, cmd_voices_save)
 from tasks.audio.names import BOOK_FORMATS, FORMATS
-from tasks.errors import BookError, OutputError, RenderFailed, StoreError, ToolMissing
+from tasks.errors import BookError, OutputError, QAUnavailable, RenderFailed, StoreError, ToolMissing
 from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
 EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 1, 2, 3
@@ -109,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="the URL the output root is served at, e.g. http://nas.local:8000/ (absolute links "
                                 "in the feed, as podcast apps need; default: relative links)")
     catalogue.set_defaults(func=cmd_catalogue)
+    add_check_command(sub)
     top.commands = tuple(sub.choices)                # for main(): is argv[0] a command or a book?
     return top
 
@@ -118,7 +122,8 @@ def exit_codes() -> dict[type, int]:
     from manifests.lock import BookLocked
 
     return {UsageError: EXIT_USAGE, BookError: EXIT_USAGE, VoiceError: EXIT_USAGE, ModelUnavailable: EXIT_USAGE,
-            BookLocked: EXIT_USAGE, StoreError: EXIT_USAGE, ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,
+            BookLocked: EXIT_USAGE, StoreError: EXIT_USAGE, QAUnavailable: EXIT_USAGE,
+            ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,
             DeviceUnavailable: EXIT_ENVIRONMENT, RenderFailed: EXIT_FAILED}
 
 

@@ -6,6 +6,7 @@ and names the file or folder concerned; the CLI maps the class to its exit code 
     OutputError    the output folder cannot be used (not a folder, not writable, a name
                    that would leave it)                                                   -> exit 3
     StoreError     the store (--out URL) cannot be used: a bad URL, no credentials, unreachable -> exit 2
+    QAUnavailable  a QA check cannot run: the qa extra or the ASR model is missing            -> exit 2
     RenderFailed   the render stopped part-way (a stored segment file is gone, segments
                    failed); the manifest is intact and a rerun resumes                     -> exit 1
 
@@ -47,6 +48,11 @@ class StoreError(_Located):
 
 class RenderFailed(_Located):
     """The render stopped part-way for a reason a rerun may fix; the manifest is intact."""
+
+
+class QAUnavailable(_Located):
+    """A QA check cannot run: its extra (faster-whisper, resemblyzer, pypinyin) is not installed, or the ASR
+    model named is not there.  str(err) names the model or package and what to do."""
 
 
 class GapsError(RenderFailed):

@@ -38,6 +38,7 @@ LAYERS = (                   # lowest first; a module may import its own layer a
     ("tasks.text",),
     ("tasks.voice",),
     ("tasks.plan",),
+    ("tasks.qa",),
     ("tasks.synthesize",),
     ("tasks.audio",),
     ("tasks.fleet",),

@@ -1,0 +1,55 @@
+"""The QA checks' thresholds and options: an ASR check (what a recording says against what it should say) and a
+drift gate (its speaker embedding against the voice's reference).  Where each number comes from: docs/qa.md."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_CER = 0.4             # unit error rate (edit distance / intended units) above which a recording is flagged
+MIN_UNITS = 12            # comparable units of the intended text below which the ASR check is inconclusive:
+                          # toneless syllables (one per Han character, one per Latin word) for Chinese, letters
+                          # of the words for English (English compares by words; 12 letters ≈ 2-3 words ≈ 1 s)
+LOW_LOGPROB = -1.0        # Whisper avg_logprob (nats/token) below which a transcript is too unsure to judge
+DRIFT_PERCENTILE = 7.5    # % : the book's own similarity spread, the low percentile a drift cutoff starts from
+DRIFT_FLOOR = 0.70        # cosine: the absolute cutoff (same-speaker pairs ≥ 0.79, other speakers ≤ 0.71 here)
+DRIFT_MIN_VALUES = 20     # similarities needed before their percentile counts (fewer: the floor alone)
+MIN_SPEECH_S = 3.0        # s of speech (after the VAD trim) below which no speaker embedding is judged
+MAX_TAKES = 3             # renders per segment the QA may ask for, the first included
+QA_MODES = ("off", "suspect", "full")
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class QAOptions:
+    mode: str = "off"                       # off | suspect (only segments the guard or drift gate finds odd) | full
+    asr_model: str = "base"                 # a faster-whisper size name or a local model directory
+    device: str = "cpu"                     # cpu (int8) | cuda (float16)
+    max_cer: float = MAX_CER
+    min_units: int = MIN_UNITS
+    low_logprob: float = LOW_LOGPROB
+    drift_percentile: float = DRIFT_PERCENTILE
+    drift_floor: float = DRIFT_FLOOR
+    min_speech_s: float = MIN_SPEECH_S
+    max_takes: int = MAX_TAKES
+
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if self.mode not in QA_MODES:
+            raise ValueError(f"qa mode {self.mode!r} must be one of {', '.join(QA_MODES)}")
+        if not isinstance(self.asr_model, str) or not self.asr_model.strip():
+            raise ValueError("qa asr_model must name a faster-whisper model or a model directory")
+        if self.device not in DEVICES:
+            raise ValueError(f"qa device {self.device!r} must be one of {', '.join(DEVICES)}")
+        if not 0 < self.max_cer:
+            raise ValueError(f"qa max_cer {self.max_cer} must be > 0")
+        if isinstance(self.min_units, bool) or not isinstance(self.min_units, int) or self.min_units < 1:
+            raise ValueError(f"qa min_units {self.min_units!r} must be an integer >= 1")
+        if not self.low_logprob <= 0:
+            raise ValueError(f"qa low_logprob {self.low_logprob} must be <= 0 (a log probability)")
+        if not 0 <= self.drift_percentile < 50:
+            raise ValueError(f"qa drift_percentile {self.drift_percentile} must be in [0, 50)")
+        if not -1 <= self.drift_floor <= 1:
+            raise ValueError(f"qa drift_floor {self.drift_floor} must be a cosine in [-1, 1]")
+        if not self.min_speech_s > 0:
+            raise ValueError(f"qa min_speech_s {self.min_speech_s} must be > 0")
+        if isinstance(self.max_takes, bool) or not isinstance(self.max_takes, int) or self.max_takes < 1:
+            raise ValueError(f"qa max_takes {self.max_takes!r} must be an integer >= 1 (the first take included)")

@@ -1,0 +1,98 @@
+"""The QA verdicts: what a transcript and a speaker similarity mean for one recording, and which take is best.
+
+    ASR    inconclusive  the intended text has fewer than min_units comparable units (too short to judge)
+           flag          nothing intelligible was heard (no units in the transcript)
+           pass          cer <= max_cer (even when Whisper is unsure: the match itself is the evidence)
+           inconclusive  cer > max_cer but Whisper's avg_logprob < low_logprob (its transcript is not trusted)
+           flag          cer > max_cer
+    drift  inconclusive  no embedding (less than min_speech_s of speech)
+           flag          similarity to the voice's reference < cutoff = max(drift_floor, the drift_percentile-th
+                         percentile of the book's similarities, once there are DRIFT_MIN_VALUES of them)
+           pass          otherwise
+A flag is re-taken (up to max_takes); an inconclusive result is reported, never re-taken."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from tasks.qa.asr import Transcript
+from tasks.qa.compare import Comparison, compare
+from tasks.qa.options import DRIFT_MIN_VALUES, QAOptions
+
+PASS, FLAG, INCONCLUSIVE = "pass", "flag", "inconclusive"
+VERDICTS = (PASS, INCONCLUSIVE, FLAG)          # best first: take_rank's order, combine's (worst wins)
+
+
+@dataclass(frozen=True)
+class AsrCheck:
+    cer: float
+    comparison: Comparison
+    verdict: str
+    reason: str                                 # one line; "" for a pass
+
+
+def comparable_count(comparison: Comparison, language: str) -> int:
+    """How much the intended text gives to compare: syllables (and Latin words) for zh, letters for en."""
+    return sum(len(u) for u in comparison.ref) if language == "en" else len(comparison.ref)
+
+
+def asr_verdict(intended: str, transcript: Transcript, language: str, opts: QAOptions = QAOptions()) -> AsrCheck:
+    c = compare(intended, transcript.text, language)
+    n, what = comparable_count(c, language), ("letters" if language == "en" else "syllables")
+    if n < opts.min_units:
+        return AsrCheck(c.cer, c, INCONCLUSIVE, f"too short to judge: {n} {what} (< {opts.min_units})")
+    if not c.hyp:
+        return AsrCheck(c.cer, c, FLAG, f"nothing intelligible heard (no_speech_prob "
+                                        f"{transcript.no_speech_prob:.2f}); expected {len(c.ref)} units")
+    if c.cer <= opts.max_cer:
+        return AsrCheck(c.cer, c, PASS, "")
+    if transcript.avg_logprob < opts.low_logprob:
+        return AsrCheck(c.cer, c, INCONCLUSIVE, f"cer {c.cer:.2f} > {opts.max_cer:g} but the transcript is unsure "
+                                                f"(avg_logprob {transcript.avg_logprob:.2f} < {opts.low_logprob:g})")
+    return AsrCheck(c.cer, c, FLAG, f"cer {c.cer:.2f} > {opts.max_cer:g}: heard {_clip(transcript.text)!r}")
+
+
+def drift_cutoff(similarities: Sequence[float], opts: QAOptions = QAOptions()) -> float:
+    """The similarity below which a recording has drifted from its voice."""
+    values = [float(s) for s in similarities if s is not None and math.isfinite(s)]
+    if len(values) < DRIFT_MIN_VALUES:
+        return opts.drift_floor
+    return max(opts.drift_floor, _percentile(values, opts.drift_percentile))
+
+
+def drift_verdict(similarity: float | None, cutoff: float) -> str:
+    if similarity is None or not math.isfinite(similarity):
+        return INCONCLUSIVE
+    return FLAG if similarity < cutoff else PASS
+
+
+def combine(*verdicts: str | None) -> str:
+    """One verdict of several checks' (None: a check that did not run): flag > inconclusive > pass."""
+    for v in verdicts:
+        if v is not None and v not in VERDICTS:
+            raise ValueError(f"unknown verdict {v!r}")
+    given = [v for v in verdicts if v is not None]
+    return max(given, key=VERDICTS.index) if given else PASS
+
+
+def take_rank(verdict: str, cer: float | None, similarity: float | None) -> tuple:
+    """Sort key of a take, the best first: pass < inconclusive < flag, then lower cer, then higher similarity
+    (a missing cer or similarity sorts after any value)."""
+    return (VERDICTS.index(verdict),
+            cer if cer is not None and math.isfinite(cer) else math.inf,
+            -similarity if similarity is not None and math.isfinite(similarity) else math.inf)
+
+
+def _percentile(values: list[float], p: float) -> float:
+    """The p-th percentile, linear interpolation between order statistics (numpy's default method)."""
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100
+    lo = math.floor(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def _clip(text: str, n: int = 60) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= n else t[:n - 1] + "…"
