@@ -3,6 +3,7 @@ themselves: flows/commands.py).
 
     chattts-render [render] BOOK [options]    render (the default command)
     chattts-render status|inspect|package BOOK [options]
+    chattts-render fix BOOK C.S... --retake | --takes | --take K | --text T | --seed N | --voice SPEC
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
     chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
@@ -24,6 +25,7 @@ from engine.voice import VoiceError
 from flows import arguments as arg
 from flows.arguments import PROG, UsageError, package_version
 from flows.check import add_check_command
+from flows import fix as fix_command
 from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
                             cmd_voices_list, cmd_voices_save)
 from tasks.audio.names import BOOK_FORMATS, FORMATS
@@ -71,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="accept every segment as rendered (no duration check, no re-rolls)")
     arg.qa(render)
 
+    fix_command.arguments(command("fix", fix_command.cmd_fix, "Fix single segments of a rendered book: a new take, "
+                                  "an earlier take, or another text, seed or voice; only their chapters are "
+                                  "re-packaged."))
     arg.out(command("status", cmd_status, "Per-chapter progress of a book's render."))
     inspect = command("inspect", cmd_inspect, "Chapters, characters, segments and coverage of a book, "
                       "without loading the model.")
