@@ -24,8 +24,8 @@ from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 from flows import arguments as arg
 from flows.arguments import PROG, UsageError, package_version
-from flows.check import add_check_command
 from flows import fix as fix_command
+from flows.check import add_check_command
 from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
                             cmd_voices_list, cmd_voices_save)
 from tasks.audio.names import BOOK_FORMATS, FORMATS
@@ -73,9 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="accept every segment as rendered (no duration check, no re-rolls)")
     arg.qa(render)
 
-    fix_command.arguments(command("fix", fix_command.cmd_fix, "Fix single segments of a rendered book: a new take, "
-                                  "an earlier take, or another text, seed or voice; only their chapters are "
-                                  "re-packaged."))
     arg.out(command("status", cmd_status, "Per-chapter progress of a book's render."))
     inspect = command("inspect", cmd_inspect, "Chapters, characters, segments and coverage of a book, "
                       "without loading the model.")
@@ -118,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "in the feed, as podcast apps need; default: relative links)")
     catalogue.set_defaults(func=cmd_catalogue)
     add_check_command(sub)
+    fix_command.arguments(command("fix", fix_command.cmd_fix, "Fix single segments of a rendered book: a new take, "
+                                  "an earlier take, or another text, seed or voice; only their chapters are "
+                                  "re-packaged."))
     top.commands = tuple(sub.choices)                # for main(): is argv[0] a command or a book?
     return top
 

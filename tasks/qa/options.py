@@ -9,8 +9,11 @@ MIN_UNITS = 12            # comparable units of the intended text below which th
                           # toneless syllables (one per Han character, one per Latin word) for Chinese, letters
                           # of the words for English (English compares by words; 12 letters ≈ 2-3 words ≈ 1 s)
 LOW_LOGPROB = -1.0        # Whisper avg_logprob (nats/token) below which a transcript is too unsure to judge
+                          # (Whisper's own log_prob_threshold; right pairs here ≥ -0.39, noise ≤ -1.28)
+NO_SPEECH_PROB = 0.6      # Whisper no_speech_prob above which, with avg_logprob < low_logprob, nothing was said
+                          # (Whisper's own no_speech_threshold; noise here 0.71-0.76, speech ≤ 0.44)
 DRIFT_PERCENTILE = 7.5    # % : the book's own similarity spread, the low percentile a drift cutoff starts from
-DRIFT_FLOOR = 0.70        # cosine: the absolute cutoff (same-speaker pairs ≥ 0.79, other speakers ≤ 0.71 here)
+DRIFT_FLOOR = 0.78        # cosine: the absolute cutoff (other-speaker pairs here ≤ 0.757, same-speaker ≥ 0.840)
 DRIFT_MIN_VALUES = 20     # similarities needed before their percentile counts (fewer: the floor alone)
 MIN_SPEECH_S = 3.0        # s of speech (after the VAD trim) below which no speaker embedding is judged
 MAX_TAKES = 3             # renders per segment the QA may ask for, the first included

@@ -1,9 +1,13 @@
 """The QA verdicts: what a transcript and a speaker similarity mean for one recording, and which take is best.
 
     ASR    inconclusive  the intended text has fewer than min_units comparable units (too short to judge)
-           flag          nothing intelligible was heard (no units in the transcript)
+           flag          nothing intelligible was heard: no units, or Whisper's own silence rule
+                         (no_speech_prob > NO_SPEECH_PROB and avg_logprob < low_logprob)
            pass          cer <= max_cer (even when Whisper is unsure: the match itself is the evidence)
-           inconclusive  cer > max_cer but Whisper's avg_logprob < low_logprob (its transcript is not trusted)
+           flag          the length gap alone exceeds max_cer: |len(ref) - len(hyp)| / len(ref) > max_cer (the
+                         edit distance is at least the gap, so no reading of the unsure units could pass it:
+                         a truncation, a dropped or a babbled clause)
+           inconclusive  avg_logprob < low_logprob (Whisper is unsure which words it heard)
            flag          cer > max_cer
     drift  inconclusive  no embedding (less than min_speech_s of speech)
            flag          similarity to the voice's reference < cutoff = max(drift_floor, the drift_percentile-th
@@ -18,7 +22,7 @@ from typing import Sequence
 
 from tasks.qa.asr import Transcript
 from tasks.qa.compare import Comparison, compare
-from tasks.qa.options import DRIFT_MIN_VALUES, QAOptions
+from tasks.qa.options import DRIFT_MIN_VALUES, NO_SPEECH_PROB, QAOptions
 
 PASS, FLAG, INCONCLUSIVE = "pass", "flag", "inconclusive"
 VERDICTS = (PASS, INCONCLUSIVE, FLAG)          # best first: take_rank's order, combine's (worst wins)
@@ -42,12 +46,17 @@ def asr_verdict(intended: str, transcript: Transcript, language: str, opts: QAOp
     n, what = comparable_count(c, language), ("letters" if language == "en" else "syllables")
     if n < opts.min_units:
         return AsrCheck(c.cer, c, INCONCLUSIVE, f"too short to judge: {n} {what} (< {opts.min_units})")
-    if not c.hyp:
-        return AsrCheck(c.cer, c, FLAG, f"nothing intelligible heard (no_speech_prob "
-                                        f"{transcript.no_speech_prob:.2f}); expected {len(c.ref)} units")
+    unsure = transcript.avg_logprob < opts.low_logprob
+    if not c.hyp or (unsure and transcript.no_speech_prob > NO_SPEECH_PROB):
+        return AsrCheck(c.cer, c, FLAG, f"no speech heard (no_speech_prob {transcript.no_speech_prob:.2f}, "
+                                        f"avg_logprob {transcript.avg_logprob:.2f}): "
+                                        f"{_clip(transcript.text)!r} for {len(c.ref)} units")
     if c.cer <= opts.max_cer:
         return AsrCheck(c.cer, c, PASS, "")
-    if transcript.avg_logprob < opts.low_logprob:
+    if abs(len(c.ref) - len(c.hyp)) > opts.max_cer * len(c.ref):
+        return AsrCheck(c.cer, c, FLAG, f"cer {c.cer:.2f} > {opts.max_cer:g}: heard {len(c.hyp)} of {len(c.ref)} "
+                                        f"units ({_clip(transcript.text)!r})")
+    if unsure:
         return AsrCheck(c.cer, c, INCONCLUSIVE, f"cer {c.cer:.2f} > {opts.max_cer:g} but the transcript is unsure "
                                                 f"(avg_logprob {transcript.avg_logprob:.2f} < {opts.low_logprob:g})")
     return AsrCheck(c.cer, c, FLAG, f"cer {c.cer:.2f} > {opts.max_cer:g}: heard {_clip(transcript.text)!r}")
