@@ -28,6 +28,7 @@ from tasks.synthesize.proof import public_take, render_takes, verdict_of
 from tasks.synthesize.segment_audio import audio_frames
 
 TAKES_HEADER = ("segment", "take", "seed", "verdict", "cer", "similarity", "seconds", "kept")
+TAKES_WIDTHS = (8, 5, 20, 13, 6, 10, 8, 4)      # characters per column of `fix --takes`
 
 
 def find_rows(rows: list[dict], names: list[str], book: str) -> list[dict]:
@@ -77,13 +78,13 @@ def _seed_of_take(row: dict, take: int) -> int:
 
 def takes_table(book_dir: Path, rows: list[dict]) -> str:
     """`fix --takes`: one line per take of each row (the kept one marked)."""
-    lines = ["  ".join(f"{h:>10}" for h in TAKES_HEADER)]
+    lines = [" ".join(f"{h:>{w}}" for h, w in zip(TAKES_HEADER, TAKES_WIDTHS))]
     for r in rows:
         for e in take_entries(book_dir, r):
             cells = (segment_name(r["chapter"], r["segment"]), e["take"], e["seed"], e.get("verdict") or "-",
                      _num(e.get("cer")), _num(e.get("similarity")), f"{(e.get('samples') or 0) / SAMPLE_RATE:.2f}",
                      "*" if e["take"] == (r.get("take") or 0) and r["status"] == "done" else "")
-            lines.append("  ".join(f"{c!s:>10}" for c in cells))
+            lines.append(" ".join(f"{c!s:>{w}}" for c, w in zip(cells, TAKES_WIDTHS)))
     return "\n".join(lines)
 
 
