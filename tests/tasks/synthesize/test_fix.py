@@ -212,3 +212,44 @@ def test_a_retake_refuses_audio_another_engine_made(tmp_path):
         retake(book_dir, engine, find_rows(rows_of(book_dir), ["1.1"], "book.txt"), "book.txt", None,
                GuardOptions(), None)
     assert engine.calls == []
+
+
+class EchoTranscriber:
+    """Hears what the segment says when the audio is long enough, nothing otherwise (a stand-in for Whisper)."""
+
+    def __init__(self, texts: dict[int, str]):
+        self.texts = texts                                   # samples -> transcript
+
+    def transcribe(self, audio, sample_rate, language):
+        from tasks.qa.asr import Transcript
+
+        return Transcript(self.texts.get(len(audio), ""), -0.2, 0.01, language)
+
+
+class NoVoice:
+    def embed(self, audio, sample_rate):
+        from tasks.qa.speaker import Embedding
+
+        return Embedding(None, 1.0)
+
+
+def test_a_retake_with_qa_on_is_heard_and_its_record_kept(tmp_path):
+    from tasks.qa.checker import Checker
+    from tasks.qa.options import QAOptions
+
+    engine = Engine(lambda req: 1.0)
+    book_dir, _ = rendered_book(tmp_path, engine)
+    (row,) = find_rows(rows_of(book_dir), ["2.2"], "book.txt")
+    n = row["samples"]                                          # StubEngine: every take of a text has this length
+    qa = QAOptions(mode="full", min_units=4)                  # a 10-character line is conclusive
+    checker = Checker(qa, transcriber=EchoTranscriber({n: row["text"]}), encoder=NoVoice())
+    (new,) = retake(book_dir, engine, [row], "book.txt", qa, GuardOptions(), checker)
+    assert (new["take"], new["qa"], new["cer"], new["transcript"]) == (2, "pass", 0.0, row["text"])
+    assert new["qa_checks"] == "duration,asr"
+    entries = json.loads(new["takes"])
+    assert [(e["take"], e["verdict"]) for e in entries] == [(1, ""), (2, "pass")]   # take 1 was never heard
+    choose_take(book_dir, [new], 1, "book.txt")
+    (back,) = find_rows(rows_of(book_dir), ["2.2"], "book.txt")
+    assert (back["take"], back["qa"], back["cer"]) == (1, "", None)   # take 1 has no check record
+    choose_take(book_dir, [back], 2, "book.txt")
+    assert find_rows(rows_of(book_dir), ["2.2"], "book.txt")[0]["qa"] == "pass"   # from take 2's record
