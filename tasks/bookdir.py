@@ -11,6 +11,7 @@ next.  Every stage names these files through this module (and manifests/ for man
                                 take_relpath(key, n): take n (<k>.t<n>.flac from the second take on), and
                                 check_relpath(key, n): what the checks (tasks/qa) found in that take
       qa.json                   QA_JSON: each voice's reference for the drift gate, frozen (tasks/synthesize/proof.py)
+      fixes.json                FIXES_JSON: per-segment overrides of `chattts-render fix` (tasks/plan/fixes.py)
       report.json               REPORT_NAME: what packaging wrote (chapters, files, loudness, gaps)
       .chapters.json            CHAPTERS_JSON: per-chapter input signatures of the last packaging (incremental)
       index.html                PAGE_NAME: the book's web player
@@ -35,6 +36,7 @@ COVERAGE_JSON = "coverage.json"
 REPORT_NAME = "report.json"
 CHAPTERS_JSON = ".chapters.json"
 QA_JSON = "qa.json"
+FIXES_JSON = "fixes.json"
 PAGE_NAME = "index.html"
 QA_PAGE = "qa.html"
 VOICES_DIRNAME = "voices"
