@@ -146,7 +146,8 @@ def book_page(book_dir: Path) -> str:
     body = (f'{head}\n<main class="player">\n<nav class="chapters" aria-label="chapters"><ol>\n{nav}</ol></nav>\n'
             f'<section class="reader">\n<audio id="audio" controls preload="metadata"></audio>\n{silent}'
             '<p class="keys">space: play / pause · ← →: previous / next sentence · click a sentence to play '
-            f'from it · ⚑ after a sentence: flag it for a re-take</p>\n<div id="text">\n{texts}</div>\n'
+            f'from it · ⚑ after a sentence: flag it for a re-take{_marks_legend(chapters)}</p>\n'
+            f'<div id="text">\n{texts}</div>\n'
             f"{FLAGS_PANEL}</section>\n</main>\n"
             f"{_summary(book_table(book_dir))}\n{json_script('player-data', data)}")
     return document(f"{title} — {author}" if author else title, body, lang=info.get("language", "zh"),
@@ -160,6 +161,14 @@ def _qa_link(book_dir: Path, rows: list[dict]) -> str:
     s = qa_summary(rows)
     return (f'<p class="qa-link"><a href="{QA_PAGE}">quality checks</a>: {s["checked"]} of {s["total"]} segments '
             f'checked, {s["flagged"]} flagged, {s["retaken"]} re-taken</p>\n')
+
+
+def _marks_legend(chapters: list[PlayerChapter]) -> str:
+    """The keys line's note on the checks' marks, when some sentence carries one."""
+    marks = {s.qa for c in chapters for p in c.paragraphs for s in p.sentences if s.qa in QA_TITLES}
+    return (" · " + ", ".join(t for q, t in ((FLAG, "red line: flagged by the checks"),
+                                             (INCONCLUSIVE, "dashed: the checks could not decide")) if q in marks)
+            if marks else "")
 
 
 def _flags_data(book_dir: Path, title: str, key: str) -> dict:

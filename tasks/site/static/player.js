@@ -189,7 +189,8 @@
     const a = document.getElementById("flags-download");
     if (download) URL.revokeObjectURL(download);
     const lines = [fix.title, `# ${fixCommand(fix.from)}`, ...names];
-    download = URL.createObjectURL(new Blob([lines.map((l) => l + "\n").join("")], { type: "text/plain;charset=utf-8" }));
+    const body = lines.map((l) => l + "\n").join("");
+    download = URL.createObjectURL(new Blob([body], { type: "text/plain;charset=utf-8" }));
     a.href = download;
     a.download = fix.file;
   }
