@@ -133,21 +133,27 @@ def compare_language(language: str) -> str:
 
 def marked_transcript(intended: str, transcript: str, language: str) -> str:
     """The transcript as HTML with the differences from the intended text marked (<del> intended but not heard,
-    <ins> heard but not intended); the plain transcript when the comparison is not available."""
+    <ins> heard but not intended); the plain transcript when the comparison is not available.  The ops cover
+    what is compared (syllables, words), not the punctuation and spaces between them: each op's heard text is
+    found in the transcript after the previous one, and what lies between is kept as it is."""
     if compare is None or not transcript:
         return esc(transcript)
     try:
         ops = compare(intended, transcript, language).ops
     except Exception:  # noqa: BLE001 — a comparison that cannot run here (its extra missing) leaves plain text
         return esc(transcript)
-    out = []
+    out, at = [], 0
     for op, ref, hyp in ops:
+        found = transcript.find(hyp, at) if hyp else -1
+        if found >= 0:
+            out.append(esc(transcript[at:found]))
+            at = found + len(hyp)
         if op == "equal":
             out.append(esc(hyp))
         else:
             out.append((f"<del>{esc(ref)}</del>" if ref and op in ("sub", "del") else "")
                        + (f"<ins>{esc(hyp)}</ins>" if hyp and op in ("sub", "ins") else ""))
-    return "".join(out)
+    return "".join(out) + esc(transcript[at:])
 
 
 # ----------------------------------------------------------------------------------------------- the page

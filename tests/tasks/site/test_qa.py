@@ -145,6 +145,10 @@ def test_marked_transcript_marks_the_differences_and_falls_back_to_plain_text(mo
     monkeypatch.setattr(qa, "compare", fake_compare)
     assert qa.marked_transcript("道可道非常道", "道可到非常<道", "zh") == "道可<del>道</del><ins>到</ins>非常<ins>&lt;</ins>道"
     assert qa.marked_transcript("天地之始", "天地", "zh") == "天地<del>之始</del>"
+    words = [("equal", "Hello", "hello"), ("sub", "small", "big"), ("equal", "world", "world"), ("del", "now", "")]
+    monkeypatch.setattr(qa, "compare", lambda *_: SimpleNamespace(ops=words))     # ops over words, no punctuation
+    assert qa.marked_transcript("Hello small world now.", "hello, big world.", "en") \
+        == "hello, <del>small</del><ins>big</ins> world<del>now</del>."
     monkeypatch.setattr(qa, "compare", None)                   # tasks/qa not there: the plain transcript
     assert qa.marked_transcript("天地之始", "天<地", "zh") == "天&lt;地"
 
