@@ -1,17 +1,20 @@
 """What the proof costs: render wall time of one book with `--qa off`, `suspect` and `full`, as ratios, in one run.
 
-    python -m benchmarks.qa_bench --json F                  # random-full, the corpus book (9 segments, ~62 s)
-    python -m benchmarks.qa_bench --chapters 1 --repeat 2   # 5 segments, each mode twice (medians)
+    python -m benchmarks.qa_bench --json F               # random-full, 13 segments (~105 s of speech), 2 threads
+    python -m benchmarks.qa_bench --copies 2 --repeat 2  # 7 segments, each mode twice (medians)
 
-One process, one model load and one load of the QA models (Whisper, the speaker encoder) before any timing.  The
-book is the speech corpus's nine Chinese sentences (../shared/corpus/speech, tests/speech_engine.write_corpus_book:
-two chapters, one segment per sentence).  Each mode renders it into a fresh output through
-`flows.pipeline.render` — what `chattts-render render BOOK --qa MODE` runs: prepare, synthesize (with QA: every
-take kept and heard beside synthesis, flagged takes re-taken), package (flac) — with the random-full engine
-wrapped so that the checks hear real speech of each segment's duration:
+One process, one model load and one load of the QA models (Whisper base, the speaker encoder) before any timing.
+The book is one reader's sentences from the speech corpus (../shared/corpus/speech: THCHS-30's three test clips,
+one voice, so the drift gate sees a book's one voice), `--copies` rounds of them, each round's copies another
+text (a comma at another place: the same words, so the same recording says them, but another segment text,
+rendered and heard on its own), after a 第一章 title.  Each mode renders it into a fresh output through `flows.pipeline.render` — what
+`chattts-render render BOOK --qa MODE` runs: prepare, synthesize (with QA every take is kept and heard beside
+synthesis, flagged takes re-taken), package (flac) — with the random-full engine wrapped so that the checks hear
+real speech of each segment's duration:
 
-- each request is forced to the length of its sentence's recording (Request.forced_tokens: the fewest GPT steps
-  that hold it), so the engine does a real render's work for that much audio;
+- each request is forced to the length of the recording that says its text (Request.forced_tokens: the fewest GPT
+  steps that hold it), so the engine does a real render's work for that much audio; the title, which no recording
+  says, gets the reader's speech cut to the title's expected length (too short for the ASR to judge);
 - each Result's audio is replaced by that recording, padded with silence to the Result's (2T-1)*256 samples,
   before the guard and the checks see it.
 
@@ -19,9 +22,9 @@ So the ASR and the encoder do their real work on real speech that says the segme
 only where the checks would ask for one on a right recording.  Printed per mode: wall seconds and the ratio to
 off, CPU seconds (the process's user + system: the neighbours on a shared machine do not count) and its ratio,
 seconds inside the engine, inside the ASR (transcribe calls) and inside the encoder (embed calls) — the checks run
-on the checker thread beside the engine, so they overlap it —, takes rendered, re-takes, verdicts.  Then ASR and
-encoder seconds per audio second: during the renders (beside the engine) and alone (each recording once, after
-the renders, nothing else running in the process).
+on the checker thread beside the engine, so they overlap it —, takes rendered, verdicts.  Then ASR and encoder
+seconds per audio second: during the renders (beside the engine) and alone (each recording once, after the
+renders, nothing else running in the process).
 """
 from __future__ import annotations
 
@@ -47,6 +50,48 @@ MODES = ("off", "suspect", "full")
 SPEECH_DIR = ROOT.parent / "shared" / "corpus" / "speech"
 FORMATS = ("flac",)
 VOICE = "seed:2222"                # the book's voice (the render's default)
+# One reader (THCHS-30's test clips: speaker similarity 0.92-0.94 between them, another reader's <= 0.76), so the
+# drift gate sees one voice, as in a real book: a corpus of several readers would be re-taken for its voices.
+READER = ("zh_thchs30_test_1.wav", "zh_thchs30_test_2.wav", "zh_thchs30_test_3.wav")
+COPIES = 4                         # copies of the reader's sentences (default book: 12 of them + the title)
+TITLE = "第一章"
+
+
+def variant(text: str, k: int, copies: int) -> str:
+    """Copy k of a sentence: the first as it is, the others with a comma at their own place (the same words, so
+    the same recording says them, but another segment text: rendered, and heard, on its own)."""
+    if k == 0:
+        return text
+    at = max(1, min(len(text) - 1, k * len(text) // copies))
+    return f"{text[:at]}，{text[at:]}"
+
+
+def write_reader_book(path: Path, clips: dict, copies: int) -> Path:
+    """A one-chapter TXT book: `书名`, a 第一章 heading, then `copies` rounds of the reader's sentences, one
+    paragraph each (variant: each round's copy another text)."""
+    lines = ["书名：朗读测试", "", TITLE, ""]
+    for k in range(copies):
+        for name in READER:                        # a blank line after each: every paragraph is its own segment
+            lines += [f"\u3000\u3000{variant(clips[name].text, k, copies)}。", ""]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def reader_script(book_dir: Path, clips: dict) -> dict:
+    """The manifest's texts -> the recording that says each (tests/speech_engine.book_script); the title, which no
+    recording says, gets the reader's speech cut to its expected length (the ASR finds it too short to judge)."""
+    from engine.units import SAMPLE_RATE, estimate_seconds
+    from tests.speech_engine import book_script, tiled
+
+    reader = {name: clips[name] for name in READER}
+
+    def title(row: dict):
+        if row["source_text"].strip() != TITLE:
+            raise ValueError(f"{book_dir}: segment {row['chapter']}.{row['segment']} ({row['source_text']!r}) is "
+                             "neither the title nor one of the reader's sentences")
+        return tiled(reader[READER[0]], round(estimate_seconds(row["text"]) * SAMPLE_RATE))
+
+    return book_script(book_dir, reader, fill=title)
 
 
 class Speaking:
@@ -180,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="random-full")
     ap.add_argument("--threads", type=int, default=2, help="the engine's torch threads (the ASR runs on 1)")
     ap.add_argument("--batch", type=int, default=None, help="max_batch (default: the engine's default)")
-    ap.add_argument("--chapters", default=None, help="only these chapters of the corpus book (1: 5 segments)")
+    ap.add_argument("--copies", type=int, default=COPIES, help=f"rounds of the reader's 3 sentences ({COPIES})")
     ap.add_argument("--repeat", type=int, default=1, help="render each mode this many times, alternating; medians")
     ap.add_argument("--asr-model", default="base")
     ap.add_argument("--speech", type=Path, default=SPEECH_DIR, help="the speech corpus folder")
@@ -189,9 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.speech / "transcripts.tsv").is_file():
         print(f"{args.speech}: no transcripts.tsv (pass --speech, the corpus's speech folder)", file=sys.stderr)
         return 2
-    if args.repeat < 1:
-        print(f"--repeat {args.repeat}: must be at least 1", file=sys.stderr)
-        return 2
+    for flag, value in (("--repeat", args.repeat), ("--copies", args.copies)):
+        if value < 1:
+            print(f"{flag} {value}: must be at least 1", file=sys.stderr)
+            return 2
     start = time.perf_counter()
 
     import torch
@@ -202,17 +248,17 @@ def main(argv: list[str] | None = None) -> int:
     from tasks.qa.asr import Transcriber
     from tasks.qa.checker import checker_for
     from tasks.qa.speaker import SpeakerEncoder
-    from tests.speech_engine import book_script, corpus_clips, sentences, write_corpus_book
+    from tests.speech_engine import corpus_clips
 
     torch.set_num_threads(args.threads)
     clips = corpus_clips(args.speech)
     with tempfile.TemporaryDirectory(prefix="qa-bench-") as tmp:
-        book = write_corpus_book(Path(tmp) / "speech.txt", clips)
+        book = write_reader_book(Path(tmp) / "reader.txt", clips, args.copies)
 
         def options(mode: str, run: int):
             return options_from_params(str(book), out=str(Path(tmp) / f"out-{mode}-{run}"), model=args.model,
                                        voice=VOICE, formats=list(FORMATS), max_batch=args.batch,
-                                       threads=args.threads, chapters=args.chapters, qa=mode,
+                                       threads=args.threads, qa=mode,
                                        asr_model=args.asr_model)
 
         t0 = time.perf_counter()
@@ -223,12 +269,12 @@ def main(argv: list[str] | None = None) -> int:
             checker_for(options(mode, 0).qa).load()
         qa_load_s = time.perf_counter() - t0
         probe = stages.prepare(options("off", "probe"))                     # the plan: which recording says what
-        speaking = Speaking(engine, book_script(probe, clips))
-        used = [c for c in sentences(clips) if c in set(speaking.script.values())]
+        speaking = Speaking(engine, reader_script(probe, clips))
+        speech_s = sum(c.seconds for c in speaking.script.values())
         print(f"engine {engine.version} loaded in {load_s:.1f} s; QA models ({args.asr_model}, speaker encoder) "
-              f"in {qa_load_s:.1f} s; batch {engine.opts.batch}, {args.threads} threads; book: {len(used)} "
-              f"segments, {sum(c.seconds for c in used):.1f} s of speech ({args.speech.name}/, "
-              f"chapters {args.chapters or 'all'})", flush=True)
+              f"in {qa_load_s:.1f} s; batch {engine.opts.batch}, {args.threads} threads; book: "
+              f"{len(speaking.script)} segments, {speech_s:.1f} s of speech ({', '.join(READER)} x {args.copies} "
+              f"and the title)", flush=True)
 
         stages_get = stages.get_engine
         stages.get_engine = lambda opts: speaking
@@ -251,14 +297,14 @@ def main(argv: list[str] | None = None) -> int:
                               flush=True)
         finally:
             stages.get_engine = stages_get
-        solo = alone(used, checker_for(options("full", 0).qa))
+        solo = alone([clips[name] for name in READER], checker_for(options("full", 0).qa))
 
     med = {m: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "engine_s", "asr_s",
                                                                   "asr_audio_s", "encoder_s", "encoder_audio_s")}
            for m, rs in runs.items()}
     result = {"model": args.model, "engine": engine.version, "threads": args.threads, "batch": engine.opts.batch,
-              "asr_model": args.asr_model, "repeat": args.repeat, "chapters": args.chapters,
-              "segments": len(used), "speech_s": round(sum(c.seconds for c in used), 2),
+              "asr_model": args.asr_model, "repeat": args.repeat, "copies": args.copies,
+              "segments": len(speaking.script), "speech_s": round(speech_s, 2),
               "engine_load_s": round(load_s, 1), "qa_load_s": round(qa_load_s, 1),
               "modes": {m: {**{k: round(v, 2) for k, v in med[m].items()}, "runs": [_rounded(r) for r in runs[m]]}
                         for m in MODES},

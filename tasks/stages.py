@@ -8,7 +8,7 @@ from typing import Callable
 from engine.atomic import find_temps, remove_temp
 from tasks.audio.incremental import package_changed
 from tasks.audio.package import check_tools
-from tasks.options import DEFAULT_OUT, RenderOptions
+from tasks.options import RenderOptions
 from tasks.plan.prepare import prepare_book
 from tasks.qa.checker import checker_for
 from tasks.qa.options import QAOptions
@@ -72,17 +72,9 @@ def package(book_dir: Path, opts: RenderOptions) -> Path:
 
     clean_temp_files(book_dir)
     book_dir = package_changed(Path(book_dir), opts, report_extra=lambda rows: {"qa": qa_summary(rows)})
-    write_qa_page(book_dir, fix_out(opts))
-    write_book_page(book_dir, fix_out(opts))
+    write_qa_page(book_dir)
+    write_book_page(book_dir)
     return book_dir
-
-
-def fix_out(opts: RenderOptions) -> str | None:
-    """The output root a `fix` command names with --out: the store URL or the folder the render was given;
-    None for the default folder (no --out needed)."""
-    if opts.store:
-        return opts.store
-    return None if Path(opts.out) == DEFAULT_OUT else str(opts.out)
 
 
 def clean_temp_files(book_dir: Path) -> int:

@@ -188,20 +188,27 @@ def _bare(text: str) -> str:
     return "".join(ch for ch in text if ch not in CLOSERS and not ch.isspace())
 
 
-def book_script(book_dir: Path, clips: Mapping[str, Clip]) -> dict[str, Clip]:
+def book_script(book_dir: Path, clips: Mapping[str, Clip], fill=None) -> dict[str, Clip]:
     """Each planned segment's normalized text (the manifest's, as tasks/text made it) -> the clip of the sentence
-    its source text is.  ValueError naming the segment when a segment is not exactly one corpus sentence."""
+    its source text is.  A segment that is not exactly one corpus sentence gets fill(row) (a Clip), or, without
+    `fill`, a ValueError naming it."""
     import manifests
 
     by_text = {_bare(c.text): c for c in sentences(clips)}
     out: dict[str, Clip] = {}
     for r in manifests.load(book_dir).to_pylist():
         clip = by_text.get(_bare(r["source_text"]))
-        if clip is None:
+        if clip is None and fill is None:
             raise ValueError(f"{book_dir}: segment {r['chapter']}.{r['segment']} ({r['source_text']!r}) is not "
                              "exactly one corpus sentence")
-        out[r["text"]] = clip
+        out[r["text"]] = clip if clip is not None else fill(r)
     return out
+
+
+def tiled(clip: Clip, samples: int) -> Clip:
+    """`clip`'s recording repeated and cut to `samples` (speech of a given length; it says something else)."""
+    reps = -(-samples // max(1, len(clip.audio)))
+    return Clip(f"{clip.name}[tiled {samples}]", np.tile(clip.audio, reps)[:samples].copy(), "", clip.speaker)
 
 
 # -------------------------------------------------------------------------------------------------- the engine

@@ -15,7 +15,8 @@ from tasks.synthesize.guard import reroll_seed
 from tasks.voice.voices import voice_id
 from tests.conftest import corpus_path
 from tests.speech_engine import (TRUNCATE_SHARE, SpeechEngine, book_script, corpus_clips, noise, other_sentence,
-                                 other_speaker, padded, sentences, truncated, write_corpus_book)
+                                 other_speaker, padded, sentences, tiled, truncated,
+                                 write_corpus_book)
 
 VOICE = "seed:2222"
 S0764 = "zh_aishell1_S0764_W0121.wav"          # 16 kHz mono, 4.20 s
@@ -105,6 +106,9 @@ def test_script_helpers(clips):
     assert o.speaker not in ("S0764", "") and not o.speaker.startswith("thchs?")
     assert other_speaker(clips["zh_thchs30_test_1.wav"], clips).speaker not in ("D4", "thchs?1")
     assert len(sentences(clips)) == len(clips) - 1            # the 0 dB-noise copy says D4_751's sentence again
+    t = tiled(right, 2 * len(right.audio) + 5)
+    np.testing.assert_array_equal(t.audio, np.concatenate([right.audio, right.audio, right.audio[:5]]))
+    assert tiled(right, 7).audio.shape == (7,) and t.text == ""
     a, tokens = padded(np.ones(512 * 3, np.float32))
     assert tokens == 4 and len(a) == 7 * HOP and a[:1536].all() and not a[1536:].any()
 

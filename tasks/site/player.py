@@ -38,6 +38,7 @@ from tasks.site.report import book_table
 STORAGE_PREFIX = "chattts-render:"       # localStorage key of a book's position: prefix + folder + title
 FLAGS_SUFFIX = ":flags"                  # + this: the segments flagged on the page (a JSON list of C.S names)
 FLAGS_FILE = "{folder}-flagged.txt"      # the flagged list's download, for `fix --from`
+FLAGS_OPTION = "--retake"                # what the fix command of the flagged segments asks for
 QA_TITLES = {FLAG: "the checks flagged this segment", INCONCLUSIVE: "the checks could not decide on this segment"}
 
 
@@ -111,9 +112,8 @@ def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
             for text, t in zip(split_sentences(run.text), timed, strict=True)]
 
 
-def book_page(book_dir: Path, out: str | None = None) -> str:
-    """The player page of a packaged book (see the module docstring); `out`: the output root the render was
-    given, for the fix commands (None: the default, no --out)."""
+def book_page(book_dir: Path) -> str:
+    """The player page of a packaged book (see the module docstring)."""
     from manifests import load
     from tasks.audio.encode import MEDIA_TYPES
 
@@ -142,15 +142,16 @@ def book_page(book_dir: Path, out: str | None = None) -> str:
             "types": MEDIA_TYPES, "book": {k: href(v) for k, v in book_files.items()},
             "chapters": [{"files": {k: href(v) for k, v in c.files.items()}, "offset": c.offset_s,
                           "seconds": c.seconds} for c in chapters],
-            "flags": _flags_data(book_dir, title, key, out)}
+            "flags": _flags_data(book_dir, title, key)}
     body = (f'{head}\n<main class="player">\n<nav class="chapters" aria-label="chapters"><ol>\n{nav}</ol></nav>\n'
             f'<section class="reader">\n<audio id="audio" controls preload="metadata"></audio>\n{silent}'
             '<p class="keys">space: play / pause · ← →: previous / next sentence · click a sentence to play '
-            f'from it · ⚑ after a sentence: flag it for a re-take</p>\n<div id="text">\n{texts}</div>\n'
+            f'from it · ⚑ after a sentence: flag it for a re-take{_marks_legend(chapters)}</p>\n'
+            f'<div id="text">\n{texts}</div>\n'
             f"{FLAGS_PANEL}</section>\n</main>\n"
             f"{_summary(book_table(book_dir))}\n{json_script('player-data', data)}")
     return document(f"{title} — {author}" if author else title, body, lang=info.get("language", "zh"),
-                    scripts=("player.js",))
+                    scripts=("fix.js", "player.js"))
 
 
 def _qa_link(book_dir: Path, rows: list[dict]) -> str:
@@ -162,14 +163,22 @@ def _qa_link(book_dir: Path, rows: list[dict]) -> str:
             f'checked, {s["flagged"]} flagged, {s["retaken"]} re-taken</p>\n')
 
 
-def _flags_data(book_dir: Path, title: str, key: str, out: str | None) -> dict:
-    """What the page's flag list needs: its storage key, the fix command's head and tail (the flagged C.S names
-    go between them), the download's file name and its first lines (comments: the book, the --from command)."""
+def _marks_legend(chapters: list[PlayerChapter]) -> str:
+    """The keys line's note on the checks' marks, when some sentence carries one."""
+    marks = {s.qa for c in chapters for p in c.paragraphs for s in p.sentences if s.qa in QA_TITLES}
+    return (" · " + ", ".join(t for q, t in ((FLAG, "red line: flagged by the checks"),
+                                             (INCONCLUSIVE, "dashed: the checks could not decide")) if q in marks)
+            if marks else "")
+
+
+def _flags_data(book_dir: Path, title: str, key: str) -> dict:
+    """What the page's flag list needs: its storage key, the fix command's head and option (the flagged C.S names
+    go between them; static/fix.js adds --out), the download's file name, its first line (a comment naming the
+    book) and the command that reads it (fix --from, also a comment line of the file)."""
     book, file = fix_book(book_dir), FLAGS_FILE.format(folder=book_dir.name)
-    head = fix_command(book, [])
-    return {"key": key + FLAGS_SUFFIX, "head": head, "tail": fix_command(book, [], "--retake", out)[len(head) + 1:],
-            "file": file, "header": f"# {title}: segments flagged in the player, one C.S per line\n"
-                                    f"# {fix_command(book, [], f'--from {shlex.quote(file)} --retake', out)}\n"}
+    return {"key": key + FLAGS_SUFFIX, "head": fix_command(book, []), "option": FLAGS_OPTION, "file": file,
+            "title": f"# {title}: segments flagged in the player, one C.S per line",
+            "from": fix_command(book, [], f"--from {shlex.quote(file)} {FLAGS_OPTION}")}
 
 
 FLAGS_PANEL = """<section id="flags" aria-labelledby="flags-title">
@@ -183,6 +192,9 @@ flags stay in this browser.</p>
 <textarea id="fix-command" readonly rows="2"></textarea>
 <p><a id="flags-download" href="#">download the list</a> (for <code>fix --from</code>) ·
 <button type="button" id="flags-clear">clear the flags</button></p>
+<p class="keys">The command runs where the render ran (the book path is the one it was given); opened from a file
+it names this output folder (--out). Served over http(s), add <code>--out OUT</code> when the book was not
+rendered into ./output.</p>
 </div>
 </section>
 """
@@ -222,9 +234,9 @@ def _summary(rows: list[dict]) -> str:
             f"<th>gaps</th></tr></thead>\n<tbody>\n{body}</tbody></table></details>")
 
 
-def write_book_page(book_dir: Path, out: str | None = None) -> Path:
+def write_book_page(book_dir: Path) -> Path:
     """Write OUT/<book>/index.html atomically (left alone when unchanged); its path."""
 
     path = inside(Path(book_dir), PAGE_NAME)
-    write_bytes(path, book_page(book_dir, out).encode("utf-8"), keep_same=True)
+    write_bytes(path, book_page(book_dir).encode("utf-8"), keep_same=True)
     return path

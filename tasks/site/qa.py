@@ -9,9 +9,10 @@ but not intended) and the `chattts-render fix` commands that re-take it or choos
 
 A segment is named `C.S` wherever a user sees it (1-based chapter and segment, segment_name).  The fix commands
 name the book as book.json's `source_path` has it (the path the render was given, so they run from where the
-render ran) and `--out` when the render had one (`out`: the output root as the user gave it).  Static and
-offline like the player: one self-contained file, relative links to the takes' audio in segments/, its bytes a
-function of the book dir and `out`.
+render ran); the page's script (static/fix.js) adds `--out` with the folder the page lies in when it is opened
+from a file (the output root; over http(s) it is not known and the page says so).  Static and offline like the
+player: one self-contained file, relative links to the takes' audio in segments/, its bytes a function of the
+book dir alone (the same book rendered into two output roots writes the same page).
 """
 from __future__ import annotations
 
@@ -115,10 +116,9 @@ def qa_summary(rows: list[dict]) -> dict:
     }
 
 
-def fix_command(book: str, names: list[str], option: str = "", out: str | None = None) -> str:
-    """`chattts-render fix BOOK C.S... [option] [--out OUT]`, every path shell-quoted."""
-    return " ".join([FIX, shlex.quote(book), *names, *([option] if option else []),
-                     *(["--out", shlex.quote(out)] if out else [])])
+def fix_command(book: str, names: list[str], option: str = "") -> str:
+    """`chattts-render fix BOOK C.S... [option]`, the book's path shell-quoted (the page's script adds --out)."""
+    return " ".join([FIX, shlex.quote(book), *names, *([option] if option else [])])
 
 
 def fix_book(book_dir: Path) -> str:
@@ -133,21 +133,27 @@ def compare_language(language: str) -> str:
 
 def marked_transcript(intended: str, transcript: str, language: str) -> str:
     """The transcript as HTML with the differences from the intended text marked (<del> intended but not heard,
-    <ins> heard but not intended); the plain transcript when the comparison is not available."""
+    <ins> heard but not intended); the plain transcript when the comparison is not available.  The ops cover
+    what is compared (syllables, words), not the punctuation and spaces between them: each op's heard text is
+    found in the transcript after the previous one, and what lies between is kept as it is."""
     if compare is None or not transcript:
         return esc(transcript)
     try:
         ops = compare(intended, transcript, language).ops
     except Exception:  # noqa: BLE001 — a comparison that cannot run here (its extra missing) leaves plain text
         return esc(transcript)
-    out = []
+    out, at = [], 0
     for op, ref, hyp in ops:
+        found = transcript.find(hyp, at) if hyp else -1
+        if found >= 0:
+            out.append(esc(transcript[at:found]))
+            at = found + len(hyp)
         if op == "equal":
             out.append(esc(hyp))
         else:
             out.append((f"<del>{esc(ref)}</del>" if ref and op in ("sub", "del") else "")
                        + (f"<ins>{esc(hyp)}</ins>" if hyp and op in ("sub", "ins") else ""))
-    return "".join(out)
+    return "".join(out) + esc(transcript[at:])
 
 
 # ----------------------------------------------------------------------------------------------- the page
@@ -186,11 +192,17 @@ COUNTS = (("checked", "checked"), ("passed", "passed"), ("retaken", "re-taken"),
 
 
 def _copy(command: str) -> str:
-    return (f'<code class="cmd">{esc(command)}</code> '
-            f'<button type="button" class="copy" data-command="{esc(command)}">copy</button>')
+    """A fix command and its copy button (static/qa.js adds --out to both: static/fix.js)."""
+    return (f'<code class="cmd" data-fix="{esc(command)}">{esc(command)}</code> '
+            f'<button type="button" class="copy" data-fix="{esc(command)}">copy</button>')
 
 
-def _segment(row: dict, language: str, book: str, out: str | None, folder: Path) -> str:
+OUT_NOTE = ('<p class="keys">The commands run where the render ran (the book path is the one it was given); opened '
+            "from a file they name this output folder (--out). Served over http(s), add <code>--out OUT</code> "
+            "when the book was not rendered into ./output.</p>\n")
+
+
+def _segment(row: dict, language: str, book: str, folder: Path) -> str:
     """One flagged or re-taken segment: its fields, texts, transcript, takes and fix commands."""
     name = segment_name(row)
     info = {"verdict": row.get("qa") or "not checked", "CER": _num(_round(row.get("cer"))),
@@ -208,7 +220,7 @@ def _segment(row: dict, language: str, book: str, out: str | None, folder: Path)
         audio = (f'<audio controls preload="none" src="{esc(href(*path.split("/")))}"></audio>'
                  if path and (folder / path).is_file() else '<span class="muted">(no audio)</span>')
         kept = t.get("take") == row.get("take")
-        action = "kept" if kept else _copy(fix_command(book, [name], f"--take {t.get('take')}", out))
+        action = "kept" if kept else _copy(fix_command(book, [name], f"--take {t.get('take')}"))
         heard = marked_transcript(row["text"], t.get("transcript") or "", language)
         takes.append(f'<tr class="take{" kept" if kept else ""}" data-take="{esc(t.get("take"))}">'
                      f'<td>{esc(t.get("take"))}</td><td>{audio}</td><td>{esc(t.get("verdict") or "")}</td>'
@@ -223,12 +235,11 @@ def _segment(row: dict, language: str, book: str, out: str | None, folder: Path)
             '<table class="takes"><thead><tr><th>take</th><th>listen</th><th>verdict</th><th class="num">CER</th>'
             '<th class="num">similarity</th><th>heard</th><th>reason</th><th>choose it</th></tr></thead>\n<tbody>'
             f'{"".join(takes)}</tbody></table>\n'
-            f'<p class="retake">re-take it: {_copy(fix_command(book, [name], "--retake", out))}</p>\n</section>\n')
+            f'<p class="retake">re-take it: {_copy(fix_command(book, [name], "--retake"))}</p>\n</section>\n')
 
 
-def qa_page(book_dir: Path, out: str | None = None) -> str:
-    """qa.html of a book (see the module docstring); `out`: the output root the render was given (None: the
-    default, no --out in the commands)."""
+def qa_page(book_dir: Path) -> str:
+    """qa.html of a book (see the module docstring)."""
     from manifests import load
 
     book_dir = Path(book_dir)
@@ -249,20 +260,21 @@ def qa_page(book_dir: Path, out: str | None = None) -> str:
     for v in s["similarity"]:
         dists += _distribution(v, f"similarity, {v['label']}", f"voice {v['voice']}; 1: the reference itself")
     by_name = {segment_name(r): r for r in rows}
-    listed = "".join(_segment(by_name[e["segment"]], language, book, out, book_dir) for e in s["segments"])
+    listed = "".join(_segment(by_name[e["segment"]], language, book, book_dir) for e in s["segments"])
     every = [e["segment"] for e in s["segments"] if e["verdict"] == FLAG]
-    batch = (f'<p>re-take every segment still flagged: {_copy(fix_command(book, every, "--retake", out))}</p>\n'
+    batch = (f'<p>re-take every segment still flagged: {_copy(fix_command(book, every, "--retake"))}</p>\n'
              if every else "")
     none = '<p id="none-listed">None.</p>\n'
     body = (f"{head}<section class=\"dists\">\n{dists}</section>\n"
             f'<h2>Flagged or re-taken segments ({len(s["segments"])})</h2>\n'
+            f'{OUT_NOTE if s["segments"] else ""}'
             '<p><label for="clipboard">Copied command:</label> <input id="clipboard" readonly value=""></p>\n'
             f"{batch}{listed or none}")
-    return document(f"Quality checks — {title}", body, lang=info.get("language", "zh"), scripts=("qa.js",))
+    return document(f"Quality checks — {title}", body, lang=info.get("language", "zh"), scripts=("fix.js", "qa.js"))
 
 
-def write_qa_page(book_dir: Path, out: str | None = None) -> Path:
+def write_qa_page(book_dir: Path) -> Path:
     """Write OUT/<book>/qa.html atomically (left alone when unchanged); its path."""
     path = inside(Path(book_dir), QA_PAGE)
-    write_bytes(path, qa_page(book_dir, out).encode("utf-8"), keep_same=True)
+    write_bytes(path, qa_page(book_dir).encode("utf-8"), keep_same=True)
     return path

@@ -184,11 +184,13 @@
       li.append(name, " ", segText.get(n).replace(/\s+/g, " "), " ", remove);
       return li;
     }));
-    document.getElementById("fix-command").value = names.length ? `${fix.head} ${names.join(" ")} ${fix.tail}` : "";
+    document.getElementById("fix-command").value =
+      names.length ? fixCommand(`${fix.head} ${names.join(" ")} ${fix.option}`) : "";
     const a = document.getElementById("flags-download");
     if (download) URL.revokeObjectURL(download);
-    download = URL.createObjectURL(new Blob([fix.header + names.map((n) => n + "\n").join("")],
-                                            { type: "text/plain;charset=utf-8" }));
+    const lines = [fix.title, `# ${fixCommand(fix.from)}`, ...names];
+    const body = lines.map((l) => l + "\n").join("");
+    download = URL.createObjectURL(new Blob([body], { type: "text/plain;charset=utf-8" }));
     a.href = download;
     a.download = fix.file;
   }

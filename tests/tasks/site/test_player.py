@@ -64,9 +64,7 @@ def book(rendered_book, tmp_path):
 
 def test_render_and_package_write_the_page(book):
     page = book / "index.html"
-    assert page.is_file()                         # the render wrote it
-    assert main(["package", str(SAMPLE), "--out", str(book.parent), "--format", "flac,m4b"]) == 0
-    first = page.read_bytes()                     # (its fix commands name this output root: --out)
+    first = page.read_bytes()
     page.unlink()
     (book / "002 - 第一章.flac").unlink()         # this chapter is packaged again, the others carried over
     assert main(["package", str(SAMPLE), "--out", str(book.parent), "--format", "flac,m4b"]) == 0

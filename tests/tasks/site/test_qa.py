@@ -92,8 +92,14 @@ def doc(path: Path):
     return html.fromstring(path.read_bytes())
 
 
-def fix(book: Path, *words: str) -> str:
-    return f"chattts-render fix {shlex.quote(str(SAMPLE))} {' '.join(words)} --out {shlex.quote(str(book.parent))}"
+def fix(*words: str) -> str:
+    """A fix command as the pages write it (without --out)."""
+    return f"chattts-render fix {shlex.quote(str(SAMPLE))} {' '.join(words)}"
+
+
+def fix_out(book: Path, *words: str) -> str:
+    """A fix command as a page opened from its file shows it: --out names the output root it lies in."""
+    return f"{fix(*words)} --out {shlex.quote(str(book.parent))}"
 
 
 # ------------------------------------------------------------------------------------------------ qa_summary
@@ -139,6 +145,10 @@ def test_marked_transcript_marks_the_differences_and_falls_back_to_plain_text(mo
     monkeypatch.setattr(qa, "compare", fake_compare)
     assert qa.marked_transcript("道可道非常道", "道可到非常<道", "zh") == "道可<del>道</del><ins>到</ins>非常<ins>&lt;</ins>道"
     assert qa.marked_transcript("天地之始", "天地", "zh") == "天地<del>之始</del>"
+    words = [("equal", "Hello", "hello"), ("sub", "small", "big"), ("equal", "world", "world"), ("del", "now", "")]
+    monkeypatch.setattr(qa, "compare", lambda *_: SimpleNamespace(ops=words))     # ops over words, no punctuation
+    assert qa.marked_transcript("Hello small world now.", "hello, big world.", "en") \
+        == "hello, <del>small</del><ins>big</ins> world<del>now</del>."
     monkeypatch.setattr(qa, "compare", None)                   # tasks/qa not there: the plain transcript
     assert qa.marked_transcript("天地之始", "天<地", "zh") == "天&lt;地"
 
@@ -186,10 +196,11 @@ def test_the_page_and_the_report_agree_on_a_checked_book(book, monkeypatch):
     assert fields == {"verdict": "flag", "CER": "0.450", "similarity": "0.790", "take kept": "2",
                       "reason": REASON_FLAG}
     commands = [c.text_content() for c in flagged.xpath(".//code[@class='cmd']")]
-    assert commands == [fix(book, "2.2", "--take 1"), fix(book, "2.2", "--retake")]
-    assert [b.get("data-command") for b in flagged.xpath(".//button[@class='copy']")] == commands
+    assert commands == [fix("2.2", "--take 1"), fix("2.2", "--retake")]
+    assert [c.get("data-fix") for c in flagged.xpath(".//code[@class='cmd']")] == commands
+    assert [b.get("data-fix") for b in flagged.xpath(".//button[@class='copy']")] == commands
     assert page.xpath("//p[contains(., 're-take every segment still flagged')]/code")[0].text_content() \
-        == fix(book, "2.2", "--retake")
+        == fix("2.2", "--retake")
 
     player = doc(book / "index.html")
     assert player.xpath("//p[@class='qa-link']/a/@href") == ["qa.html"]
@@ -210,7 +221,8 @@ def test_a_book_without_checks_says_so(book):
                                     "inconclusive": 0, "not_checked": 12}
     page = doc(book / "qa.html")
     assert page.xpath("//*[@id='no-checks']") and page.xpath("//*[@id='none-listed']")
-    assert {d.get("data-count"): int(d.findtext("dd")) for d in page.xpath("//dl[@class='qa-counts']/div")}["not_checked"] == 12
+    shown = {d.get("data-count"): int(d.findtext("dd")) for d in page.xpath("//dl[@class='qa-counts']/div")}
+    assert shown == {k: v for k, v in counts(report["qa"]).items() if k != "total"}
     assert "12 segments" in page.xpath("//header[@class='qa']")[0].text_content()
     assert not page.xpath("//section[@class='qa-seg']")
     assert "https://" not in (book / "qa.html").read_text(encoding="utf-8")
@@ -239,21 +251,20 @@ def test_a_verdict_that_changes_alone_rewrites_report_json_alone(book):
     assert (book / "report.json").stat().st_mtime_ns == before
 
 
-def test_the_default_output_root_is_not_named(book, monkeypatch):
-    """Rendered into ./output (the default), the commands carry no --out."""
-    from tasks.site.player import book_page
-
-    out = book.parent.parent / "output"
-    out.mkdir()
-    moved = out / book.name
-    book.rename(moved)
-    monkeypatch.chdir(out.parent)
-    assert main(["package", str(SAMPLE), "--format", FORMATS]) == 0
-    page = doc(moved / "index.html")
-    data = json.loads(page.xpath("//script[@id='player-data']")[0].text)
+def test_the_pages_do_not_depend_on_the_output_root(book, tmp_path):
+    """The same book packaged in two output roots writes the same qa.html and index.html (the --out of their
+    commands comes from where the page is opened)."""
+    prove(book)
+    other = tmp_path / "elsewhere" / book.name
+    shutil.copytree(book, other)
+    package(book)
+    assert main(["package", str(SAMPLE), "--out", str(other.parent), "--format", FORMATS]) == 0
+    for name in ("qa.html", "index.html", "report.json"):
+        assert (book / name).read_bytes() == (other / name).read_bytes(), name
+    assert str(book.parent) not in (book / "qa.html").read_text(encoding="utf-8")
+    data = json.loads(doc(book / "index.html").xpath("//script[@id='player-data']")[0].text)
     assert data["flags"]["head"] == f"chattts-render fix {shlex.quote(str(SAMPLE))}"
-    assert data["flags"]["tail"] == "--retake"
-    assert "--out" not in book_page(moved)
+    assert data["flags"]["from"] == f"{data['flags']['head']} --from daodejing-flagged.txt --retake"
 
 
 def test_the_catalogue_links_a_books_qa_page(book):
@@ -317,23 +328,36 @@ def test_qa_page_in_a_real_browser(browser, book, monkeypatch, tmp_path):
     assert browser.execute_script("return document.querySelectorAll('section.qa-seg audio').length;") == 4
     copy = sections[0].find_elements(By.CSS_SELECTOR, "button.copy")[0]
     copy.click()
-    assert browser.find_element(By.ID, "clipboard").get_attribute("value") == fix(book, "2.2", "--take 1")
+    assert browser.find_element(By.ID, "clipboard").get_attribute("value") == fix_out(book, "2.2", "--take 1")
+    assert [c.text for c in sections[0].find_elements(By.CSS_SELECTOR, "code.cmd")] == [
+        fix_out(book, "2.2", "--take 1"), fix_out(book, "2.2", "--retake")]
     assert copy.text == "copied"
     _screenshot(browser, "qa.png", tmp_path)
     assert console_errors(browser) == []
 
 
-def test_player_flags_in_a_real_browser(browser, book, tmp_path):
+@pytest.fixture
+def odd_book(rendered_book, tmp_path):
+    """The rendered book in an output root whose path needs shell quoting (a space, CJK, a quote)."""
+    dest = tmp_path / "my books 书's" / rendered_book.name
+    shutil.copytree(rendered_book, dest)
+    return dest
+
+
+def test_player_flags_in_a_real_browser(browser, odd_book, tmp_path):
     """The player: a sentence's flag button (reached with Tab, pressed with Enter, or clicked) lists its
-    segment; the command names every flagged segment in book order; the download (a Blob) is the --from list;
-    flags survive a reload and a second press removes one; the checks' flags are marked."""
+    segment; the command names every flagged segment in book order and the output root the page lies in,
+    shell-quoted; the download (a Blob) is the --from list; flags survive a reload and a second press removes
+    one; the checks' flags are marked."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     from tests.browser import console_errors
 
+    book = odd_book
     prove(book)
     package(book)
+    assert "'" in fix_out(book)
     browser.set_window_size(1100, 900)
     browser.get((book / "index.html").as_uri())
     assert console_errors(browser) == []
@@ -348,7 +372,7 @@ def test_player_flags_in_a_real_browser(browser, book, tmp_path):
     browser.find_elements(By.CSS_SELECTOR, f"{shown} button.flag[data-seg='2.3']")[0].click()
     _wait(browser, "document.getElementById('flag-count').textContent === '2'")
     assert [e.text.split(" ")[0] for e in browser.find_elements(By.CSS_SELECTOR, "#flag-list li")] == ["2.3", "3.2"]
-    want = fix(book, "2.3", "3.2", "--retake")
+    want = fix_out(book, "2.3", "3.2", "--retake")
     assert browser.find_element(By.ID, "fix-command").get_attribute("value") == want
     assert all(b.get_attribute("aria-pressed") == "true"
                for b in browser.find_elements(By.CSS_SELECTOR, "button.flag[data-seg='2.3']"))
@@ -358,8 +382,7 @@ def test_player_flags_in_a_real_browser(browser, book, tmp_path):
         "const done = arguments[0]; fetch(document.getElementById('flags-download').href)"
         ".then((r) => r.text()).then(done, (e) => done('error: ' + e));")
     header = ("# 道德经（前三章）: segments flagged in the player, one C.S per line\n"
-              f"# chattts-render fix {shlex.quote(str(SAMPLE))} --from daodejing-flagged.txt --retake "
-              f"--out {shlex.quote(str(book.parent))}\n")
+              f"# {fix_out(book, '--from daodejing-flagged.txt --retake')}\n")
     assert text == header + "2.3\n3.2\n"
     assert [ln for ln in text.splitlines() if not ln.startswith("#")] == ["2.3", "3.2"]   # what --from reads
     marked = browser.find_elements(By.CSS_SELECTOR, f"{shown} .s.qa-flag")
@@ -371,7 +394,7 @@ def test_player_flags_in_a_real_browser(browser, book, tmp_path):
     assert browser.find_element(By.ID, "fix-command").get_attribute("value") == want
     browser.find_elements(By.CSS_SELECTOR, "#flag-list button.unflag")[0].click()   # remove 2.3
     _wait(browser, "document.getElementById('flag-count').textContent === '1'")
-    assert browser.find_element(By.ID, "fix-command").get_attribute("value") == fix(book, "3.2", "--retake")
+    assert browser.find_element(By.ID, "fix-command").get_attribute("value") == fix_out(book, "3.2", "--retake")
     stored = browser.execute_script("return localStorage.getItem('chattts-render:daodejing:道德经（前三章）:flags');")
     assert json.loads(stored) == ["3.2"]
     browser.find_element(By.ID, "flags-clear").click()
