@@ -26,10 +26,7 @@ from tasks.audio.names import inside
 from tasks.bookdir import PAGE_NAME, QA_PAGE, read_book_json
 from tasks.site.html import document, esc, href
 
-try:                       # the checks' text comparison; absent from a tree without tasks/qa: plain transcripts
-    from tasks.qa.compare import compare
-except ImportError:
-    compare = None
+from tasks.qa.compare import compare
 
 FIX = "chattts-render fix"
 CER_RANGE = (0.0, 1.0)            # the CER histogram's span; a CER above 1 (insertions) counts in the last bar
@@ -136,7 +133,7 @@ def marked_transcript(intended: str, transcript: str, language: str) -> str:
     <ins> heard but not intended); the plain transcript when the comparison is not available.  The ops cover
     what is compared (syllables, words), not the punctuation and spaces between them: each op's heard text is
     found in the transcript after the previous one, and what lies between is kept as it is."""
-    if compare is None or not transcript:
+    if not transcript:
         return esc(transcript)
     try:
         ops = compare(intended, transcript, language).ops

@@ -2,7 +2,6 @@
 the bundled base model's checksum, resampling, deterministic transcripts, batched = one by one."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest

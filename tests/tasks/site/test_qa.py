@@ -149,13 +149,12 @@ def test_marked_transcript_marks_the_differences_and_falls_back_to_plain_text(mo
     monkeypatch.setattr(qa, "compare", lambda *_: SimpleNamespace(ops=words))     # ops over words, no punctuation
     assert qa.marked_transcript("Hello small world now.", "hello, big world.", "en") \
         == "hello, <del>small</del><ins>big</ins> world<del>now</del>."
-    monkeypatch.setattr(qa, "compare", None)                   # tasks/qa not there: the plain transcript
-    assert qa.marked_transcript("天地之始", "天<地", "zh") == "天&lt;地"
+    assert qa.marked_transcript("天地之始", "", "zh") == ""                # nothing heard: nothing to mark
 
     def broken(*_):
         raise ImportError("pypinyin")
     monkeypatch.setattr(qa, "compare", broken)                 # its extra missing: plain text, packaging goes on
-    assert qa.marked_transcript("天地之始", "天地", "zh") == "天地"
+    assert qa.marked_transcript("天地之始", "天<地", "zh") == "天&lt;地"
 
 
 # ------------------------------------------------------------------------------------ a real packaged book
