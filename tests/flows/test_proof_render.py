@@ -98,3 +98,22 @@ def test_the_manifest_the_report_and_the_page_agree(rendered, browser):
     for t in bad:                                # every take of a re-taken segment can be heard on the page
         sec = sections[segment_name(rows[t])]
         assert len(sec.find_elements(By.TAG_NAME, "audio")) == len(takes(rows[t]))
+
+
+def test_a_render_whose_asr_model_is_missing_is_one_line_exit_2_and_creates_nothing(tmp_path):
+    from tests.flows.helpers import cli
+
+    out = tmp_path / "out"
+    r = cli(str(write_tiny(tmp_path)), "--model", "random-tiny", "--out", str(out),
+            "--qa", "full", "--asr-model", str(tmp_path / "no-such-model"))
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no-such-model" in lines[0] and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def write_tiny(tmp_path):
+    book = tmp_path / "tiny.txt"
+    book.write_text("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n\n第二章　草木\n　　草木有本心，何求美人折。\n",
+                    encoding="utf-8")
+    return book
