@@ -24,9 +24,8 @@ from pathlib import Path
 from engine.atomic import write_bytes
 from tasks.audio.names import inside
 from tasks.bookdir import PAGE_NAME, QA_PAGE, read_book_json
-from tasks.site.html import document, esc, href
-
 from tasks.qa.compare import compare
+from tasks.site.html import document, esc, href
 
 FIX = "chattts-render fix"
 CER_RANGE = (0.0, 1.0)            # the CER histogram's span; a CER above 1 (insertions) counts in the last bar
@@ -111,6 +110,13 @@ def qa_summary(rows: list[dict]) -> dict:
                       "similarity": _round(r.get("similarity")), "take": r.get("take") or 0,
                       "takes": len(takes_of(r)), "reason": kept_take(r).get("reason") or ""} for r in listed],
     }
+
+
+def qa_line(book_dir: Path, rows: list[dict]) -> str:
+    """The line a render with --qa ends with: what the checks found, and where to look."""
+    q = qa_summary(rows)
+    return (f"{book_dir}: qa: {q['checked']} segments checked, {q['passed']} passed, {q['retaken']} re-taken, "
+            f"{q['flagged']} still flagged, {q['inconclusive']} inconclusive; see {Path(book_dir) / QA_PAGE}")
 
 
 def fix_command(book: str, names: list[str], option: str = "") -> str:

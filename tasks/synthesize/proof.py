@@ -31,8 +31,8 @@ from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
 from manifests.crashpoints import crashpoint
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
-from tasks.qa.checker import (CHECK_ORDER, Checker, accepted, judge_drift, reference_cutoff,
-                              voice_reference)
+from tasks.qa.checker import (CHECK_ORDER, Checker, accepted, judge_drift,
+                              reference_cutoff, voice_reference)
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
 from tasks.qa.verdict import FLAG, PASS, combine, take_rank
