@@ -35,6 +35,9 @@ def render(*args: str, env: dict[str, str], **popen) -> subprocess.CompletedProc
                           capture_output=True, text=True, timeout=600, **popen)
 
 
+NAMES_THE_BOOK = {"book.json", "index.html", "qa.html"}   # book.json's source_path: where the render read the book
+
+
 def store_files(fs, prefix: str) -> dict[str, str]:
     """sha256 of every object under prefix, by relative key (what a user downloading the book gets)."""
     fs.invalidate_cache()
@@ -95,10 +98,14 @@ def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_r
     after = store_manifest(fs, prefix, tmp_path / "after")
     assert {r["status"] for r in after} == {"done"} and {r["attempts"] for r in after} == {1}
     stored = without_manifest(store_files(fs, prefix))
-    assert {k: v for k, v in stored.items() if k != "book.json"} == {
-        k: v for k, v in without_manifest(local_reference[0]).items() if k != "book.json"}
+    assert {k: v for k, v in stored.items() if k not in NAMES_THE_BOOK} == {
+        k: v for k, v in without_manifest(local_reference[0]).items() if k not in NAMES_THE_BOOK}
     book_json = json.loads(fs.cat_file(f"{prefix}/book.json"))            # source_path: where B read the book
-    assert book_json.pop("source_path").endswith("/book/novel.txt") and book_json == local_reference[1]
+    b_source = book_json.pop("source_path")
+    assert b_source.endswith("/book/novel.txt") and book_json == local_reference[1]
+    for page in NAMES_THE_BOOK - {"book.json"}:     # the pages' fix commands name the book where B read it
+        assert fs.cat_file(f"{prefix}/{page}").decode().replace(b_source, str(book)) == \
+            (local_reference[2] / page).read_text(encoding="utf-8"), page
     assert not fs.exists(f"{prefix}/.lease.json"), "the lease outlived its render"
 
     status = render("status", str(book), "--out", url, "--scratch", str(tmp_path / "C"), env=s3_server.env())
