@@ -85,8 +85,8 @@ def _items(a: argparse.Namespace) -> list[tuple[Path, str]]:
 
 def _table(results, with_similarity: bool) -> None:
     width = max(len(Path(r.file).name) for r in results)
-    sim_head = "  sim " if with_similarity else ""
-    print(f"{'verdict':<12}  cer {sim_head} {'file':<{width}}  transcript / reason")
+    sim_head = "   sim" if with_similarity else ""
+    print(f"{'verdict':<12} {'cer':>4}{sim_head}  {'file':<{width}}  transcript / reason")
     for r in results:
         sim = (f"  {r.similarity:.2f}" if r.similarity is not None else "     -") if with_similarity else ""
         said = r.transcript if len(r.transcript) <= TRANSCRIPT_COLUMN else r.transcript[:TRANSCRIPT_COLUMN - 1] + "…"

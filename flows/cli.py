@@ -3,6 +3,7 @@ themselves: flows/commands.py).
 
     chattts-render [render] BOOK [options]    render (the default command)
     chattts-render status|inspect|package BOOK [options]
+    chattts-render fix BOOK C.S... --retake | --takes | --take K | --text T | --seed N | --voice SPEC
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
     chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
@@ -23,6 +24,7 @@ from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 from flows import arguments as arg
 from flows.arguments import PROG, UsageError, package_version
+from flows import fix as fix_command
 from flows.check import add_check_command
 from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
                             cmd_voices_list, cmd_voices_save)
@@ -113,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "in the feed, as podcast apps need; default: relative links)")
     catalogue.set_defaults(func=cmd_catalogue)
     add_check_command(sub)
+    fix_command.arguments(command("fix", fix_command.cmd_fix, "Fix single segments of a rendered book: a new take, "
+                                  "an earlier take, or another text, seed or voice; only their chapters are "
+                                  "re-packaged."))
     top.commands = tuple(sub.choices)                # for main(): is argv[0] a command or a book?
     return top
 

@@ -7,14 +7,17 @@ import time
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
-from flows.arguments import UsageError, engine_params, note_threads, options, render_params
+from flows.arguments import (UsageError, engine_params, note_threads, options,
+                             render_params)
 from flows.progress import TqdmProgress
 from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.fleet.storage import attached, load_manifest
 from tasks.ingest import load_book
 from tasks.site.audition import AuditionOptions
-from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue, write_store_catalogue
+from tasks.site.catalogue import (FEED_NAME, PAGE_NAME, SiteOptions,
+                                  write_catalogue, write_store_catalogue)
+from tasks.site.qa import qa_line
 from tasks.site.report import format_status, summary_line
 from tasks.text.inspect import format_inspect, inspect_book
 from tasks.text.quotes import attribute_book, book_runs
@@ -60,6 +63,8 @@ def cmd_render(a) -> int:
         progress.close()
     book_dir = result["book_dir"]
     print(summary_line(book_dir, summary(load(book_dir)), result, time.monotonic() - t0))
+    if "retaken" in result:                             # the render heard its segments (--qa)
+        print(qa_line(book_dir, load(book_dir).to_pylist()))
     if "store" in result:
         print(f"{result['store']}: published as it rendered ({result['published']} files, {result['publish_s']:.1f} s "
               f"uploading; {result['pull_s']:.1f} s pulling before the run)")

@@ -11,9 +11,11 @@ next.  Every stage names these files through this module (and manifests/ for man
                                 take_relpath(key, n): take n (<k>.t<n>.flac from the second take on), and
                                 check_relpath(key, n): what the checks (tasks/qa) found in that take
       qa.json                   QA_JSON: each voice's reference for the drift gate, frozen (tasks/synthesize/proof.py)
+      fixes.json                FIXES_JSON: per-segment overrides of `chattts-render fix` (tasks/plan/fixes.py)
       report.json               REPORT_NAME: what packaging wrote (chapters, files, loudness, gaps)
       .chapters.json            CHAPTERS_JSON: per-chapter input signatures of the last packaging (incremental)
       index.html                PAGE_NAME: the book's web player
+      qa.html                   QA_PAGE: what the checks found (tasks/site/qa.py), written beside the player
       voices/                   VOICES_DIRNAME: an audition (voices.json, index.html, one file per candidate)
       .shards.json              SHARD_FILE: a sharded render's split (fleet/shards.py)
     <store prefix>/.lease.json  LEASE_NAME: the store render's lease (fleet/lease.py)
@@ -34,7 +36,9 @@ COVERAGE_JSON = "coverage.json"
 REPORT_NAME = "report.json"
 CHAPTERS_JSON = ".chapters.json"
 QA_JSON = "qa.json"
+FIXES_JSON = "fixes.json"
 PAGE_NAME = "index.html"
+QA_PAGE = "qa.html"
 VOICES_DIRNAME = "voices"
 SHARD_FILE = ".shards.json"
 LEASE_NAME = ".lease.json"

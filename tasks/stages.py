@@ -13,6 +13,7 @@ from tasks.plan.prepare import prepare_book
 from tasks.qa.checker import checker_for
 from tasks.qa.options import QAOptions
 from tasks.site.player import write_book_page
+from tasks.site.qa import qa_summary, write_qa_page
 from tasks.synthesize.anchor import anchored
 from tasks.synthesize.render import synthesize_book
 
@@ -65,11 +66,13 @@ def qa_options(opts: RenderOptions, engine) -> QAOptions:
 
 def package(book_dir: Path, opts: RenderOptions) -> Path:
     """Remove a killed run's temp files, then write the outputs of the chapters whose inputs changed
-    (tasks.audio.incremental) and the book's web player (index.html).  Needs no engine: `chattts-render
-    package` calls this alone.  Callers hold the book's lock (render, `chattts-render package`)."""
+    (tasks.audio.incremental; report.json's "qa": what the checks found), the QA page (qa.html) and the book's
+    web player (index.html).  Needs no engine: `chattts-render package` calls this alone.  Callers hold the
+    book's lock (render, `chattts-render package`)."""
 
     clean_temp_files(book_dir)
-    book_dir = package_changed(Path(book_dir), opts)
+    book_dir = package_changed(Path(book_dir), opts, report_extra=lambda rows: {"qa": qa_summary(rows)})
+    write_qa_page(book_dir)
     write_book_page(book_dir)
     return book_dir
 

@@ -20,7 +20,7 @@ from manifests import STATUS_DONE, load
 from manifests.crashpoints import crashpoint
 from tasks.audio.assemble import ChapterAudio, Piece, assemble_arrays, assemble_chapter, load_piece, trim_bounds
 from tasks.audio.names import chapter_file_names
-from tasks.audio.package import package_book, write_output
+from tasks.audio.package import package_book, report_bytes, write_output
 from tasks.audio.readalong import load_text, units_from_segments
 from tasks.bookdir import CHAPTERS_JSON, REPORT_NAME, load_meta
 from tasks.errors import GapsError
@@ -32,7 +32,8 @@ if TYPE_CHECKING:                     # the render's options (tasks/options.py c
 SIGNATURE_VERSION = 2                 # bump when the signature's inputs or report.json's rows change
 
 
-def package_changed(book_dir: Path, opts: RenderOptions) -> Path:
+def package_changed(book_dir: Path, opts: RenderOptions,
+                    report_extra: Callable[[list[dict]], dict] | None = None) -> Path:
     """Assemble every chapter from its stored segment audio and write the outputs (chapter files, M4B,
     subtitles, report.json).  Needs no engine.  The caller holds the book's lock and has removed a killed
     run's temp files (tasks.stages.package).
@@ -41,7 +42,10 @@ def package_changed(book_dir: Path, opts: RenderOptions) -> Path:
     .chapters.json.  A chapter whose signature and files are unchanged is neither assembled nor written again
     (its report rows are carried over) — unless an M4B is wanted and another chapter changed: the M4B is built
     from every chapter's audio, so then the unchanged chapters are assembled (not re-encoded).  When nothing
-    changed, packaging is skipped entirely."""
+    changed, packaging is skipped entirely.
+
+    `report_extra(rows)` gives report.json top-level keys computed from the manifest rows (the stages pass what
+    the checks found, tasks.site.qa); when only those changed, report.json alone is rewritten."""
     book_dir = Path(book_dir)
     meta, titles = load_meta(book_dir)
     rows = load(book_dir).to_pylist()
@@ -54,14 +58,17 @@ def package_changed(book_dir: Path, opts: RenderOptions) -> Path:
     previous = (read_json(report) or None) if state and state.get("report") == _sha_file(report) else None
     same = {i for i in sigs if previous is not None and _chapter_unchanged(book_dir, state, i, sigs[i])}
     book_files = (state or {}).get("book_files", {})
+    extra = report_extra(rows) if report_extra else {}
     if (same == set(sigs) and state.get("book") == _book_signature(sigs, opts, texts)
             and all(_sha_file(book_dir / n) == h for n, h in book_files.items())):
-        return book_dir                                    # nothing changed: the outputs are current
+        if previous is not None and any(previous.get(k) != v for k, v in extra.items()):
+            _refresh_report(book_dir, state, {**previous, **extra})
+        return book_dir                                    # nothing else changed: the outputs are current
     gaps = [_gap_entry(r) for rs in by_chapter.values() for r in rs if r["status"] != STATUS_DONE]
     chapters = [(i, titles.get(i, ""), _chapter_loader(by_chapter[i], opts, book_dir))
                 for i in sorted(by_chapter)]
     rep = package_book(book_dir, chapters, meta, opts.package, skip=same, previous=previous,
-                       extra={"gaps": gaps} if gaps else None, texts=texts)
+                       extra={**({"gaps": gaps} if gaps else {}), **extra} or None, texts=texts)
     _write_state(book_dir, sigs, n_total, opts, rep.files, titles, texts)
     return book_dir
 
@@ -156,6 +163,16 @@ def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: Rende
             "book_files": book_files, "report": book_files.get(REPORT_NAME)}
     write_output(Path(book_dir) / CHAPTERS_JSON,
                  (json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _refresh_report(book_dir: Path, state: dict, data: dict) -> None:
+    """Rewrite report.json alone (its extra keys changed, no output did) and record its new hash in
+    .chapters.json, so the next packaging still finds it current."""
+    write_output(Path(book_dir) / REPORT_NAME, report_bytes(data))
+    sha = _sha_file(Path(book_dir) / REPORT_NAME)
+    state = {**state, "report": sha, "book_files": {**state.get("book_files", {}), REPORT_NAME: sha}}
+    write_output(Path(book_dir) / CHAPTERS_JSON,
+                 (json.dumps(state, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def _gap_entry(r: dict) -> dict:

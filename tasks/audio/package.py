@@ -227,8 +227,13 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     data = {**_report_data(meta, opts), "chapters": chapter_rows, "files": [r.as_json() for r in reports],
             **(extra or {})}
     report_path = inside(book_dir, REPORT_NAME)
-    write_output(report_path, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+    write_output(report_path, report_bytes(data))
     return Report(book_dir, files + [report_path], reports, data)
+
+
+def report_bytes(data: dict) -> bytes:
+    """report.json's bytes for what it holds."""
+    return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
 
 def _report_data(meta: BookMeta, opts: PackageOptions) -> dict:

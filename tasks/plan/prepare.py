@@ -9,6 +9,7 @@ stage, whose `anchor` function the composition passes in.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -16,9 +17,10 @@ from typing import Callable, Sequence
 from engine.atomic import write_bytes
 from manifests.crashpoints import crashpoint
 from tasks.book import ROLE_NARRATOR, Book, Segment
-from tasks.bookdir import BOOK_JSON, COVERAGE_JSON, TEXT_JSON, book_json, cover_file, json_bytes, text_json
+from tasks.bookdir import BOOK_JSON, COVERAGE_JSON, FIXES_JSON, TEXT_JSON, book_json, cover_file, json_bytes, text_json
 from tasks.errors import BookError
 from tasks.ingest import load_book
+from tasks.plan.fixes import load_fixes, match_fixes, parse_name, save_fixes
 from tasks.plan.rows import plan_rows
 from tasks.text.coverage import audit_chapter
 from tasks.text.quotes import attribute_book, book_runs
@@ -44,15 +46,24 @@ def prepare_book(opts, get_engine, anchor: Anchor | None = None) -> Path:
     book_dir = opts.book_dir
     old = load(book_dir).to_pylist() if book_dir.exists() else []
     engine = get_engine()                            # only a good book loads the model
-    stored = next((r for r in old if r["role"] == ROLE_NARRATOR), old[0])["spk_emb"] if old else None
+    fixes = load_fixes(book_dir)                     # `chattts-render fix`: per-segment overrides
+    voiced = {parse_name(n) for n, f in fixes.items() if f.voice is not None}   # their voice is not the book's
+    own = [r for r in old if (r["chapter"], r["segment"]) not in voiced] or old
+    stored = next((r for r in own if r["role"] == ROLE_NARRATOR), own[0])["spk_emb"] if own else None
     spk_emb = book_voice(opts.voice or (opts.cast and opts.cast.narrator), stored, engine)
     if anchor is not None:                           # the narrator's (a cast's dialogue has its own voices)
         spk_emb = anchor(spk_emb, stored, engine)
     voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of if opts.cast else None
+    overrides, dropped = match_fixes(fixes, segments)
     rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
                      previous={r["content_key"]: r for r in old}, guard=opts.guard, voice_of=voice_of,
-                     adopts=engine.adopts)
+                     adopts=engine.adopts, fixes=overrides,
+                     previous_at={(r["chapter"], r["segment"]): r for r in old})
     book_dir.mkdir(parents=True, exist_ok=True)
+    if dropped:                                      # the book changed there: never apply a fix to another sentence
+        save_fixes(book_dir, {n: f for n, f in fixes.items() if n not in dropped})
+        print(f"chattts-render: note: {book_dir / FIXES_JSON}: dropped the fix of segment(s) {', '.join(dropped)}: "
+              "the book's text there changed since the fix was made", file=sys.stderr)
     if _plan_signature(rows) != _plan_signature(old):
         commit(book_dir, rows)
     info = book_json(book)

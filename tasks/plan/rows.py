@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import uuid
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from tasks.book import Book, Segment
 from tasks.bookdir import audio_relpath
+from tasks.plan.fixes import Fix
 from tasks.voice.voices import voice_id
 
 GUARD_REASON_PREFIX = "guard:"   # manifest `error` of a segment the quality guard failed (tasks/synthesize/guard.py)
@@ -41,15 +42,29 @@ def content_key(text: str, vid: str, seed: int, engine_version: str) -> str:
     return hashlib.sha256(f"{text}\x1f{vid}\x1f{seed}\x1f{engine_version}".encode()).hexdigest()[:32]
 
 
+def spoken(text: str, spk_emb: str, fix: Fix | None = None) -> tuple[str, str, str, int]:
+    """What the engine is given for a segment: (text, voice string, voice id, seed).  A fix (tasks/plan/fixes.py)
+    replaces the text, the voice or the seed; the seed not fixed is derived from the (fixed) text and voice."""
+    if fix is not None:
+        text, spk_emb = fix.text if fix.text is not None else text, fix.voice or spk_emb
+    vid = voice_id(spk_emb)
+    return text, spk_emb, vid, fix.seed if fix is not None and fix.seed is not None else derive_seed(text, vid)
+
+
 def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_version: str,
               book_dir: Path, previous: dict[str, dict] | None = None, guard=None,
-              voice_of: Callable[[str, str], str] | None = None, adopts: Sequence[str] = ()) -> list[dict]:
+              voice_of: Callable[[str, str], str] | None = None, adopts: Sequence[str] = (),
+              fixes: Mapping[tuple[int, int], Fix] | None = None,
+              previous_at: Mapping[tuple[int, int], dict] | None = None) -> list[dict]:
     """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
     a key that was done and whose audio is on disk stays done with its sample count and attempts; a key the
     guard failed after all of `guard`'s attempts (GuardOptions) stays failed.  Every segment speaks with
     `spk_emb`, or with voice_of(role, speaker) (a cast: tasks/cast.CastVoices.voice_of).  A segment not done
     under `engine_version` whose key under one of the `adopts` versions is done (audio on disk) keeps that row's
-    key, audio and engine version."""
+    key, audio and engine version.  `fixes`: overrides by 0-based (chapter, segment) (tasks.plan.fixes.match_fixes):
+    the row speaks the fix's text (source_text and subtitles stay the book's), voice and seed.  `previous_at`: the
+    old plan's rows by (chapter, segment): a row whose key is unchanged keeps its own kept take (a sentence repeated
+    in the book shares its key, and each place may keep another take: `chattts-render fix --take`)."""
     from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
 
     attempts = guard.max_attempts if guard is not None else MAX_ATTEMPTS
@@ -64,21 +79,21 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
 
     rows = []
     for s in segments:
-        emb = voice_of(s.role, s.speaker) if voice_of else spk_emb
-        vid = voice_id(emb)
-        seed = derive_seed(s.text, vid)
-        keys = {v: content_key(s.text, vid, seed, v) for v in (engine_version, *adopts)}
+        text, emb, vid, seed = spoken(s.text, voice_of(s.role, s.speaker) if voice_of else spk_emb,
+                                      (fixes or {}).get((s.chapter, s.index)))
+        keys = {v: content_key(text, vid, seed, v) for v in (engine_version, *adopts)}
         done_as = next((v for v, k in keys.items() if is_done(k)), None)   # ours first, then the adopted
         done, version = done_as is not None, done_as or engine_version      # not done: render under ours
         key = keys[version]
-        rel, old = audio_relpath(key), previous.get(key)
+        here = (previous_at or {}).get((s.chapter, s.index))
+        rel, old = audio_relpath(key), here if here is not None and here["content_key"] == key else previous.get(key)
         hopeless = not done and old is not None and is_final_failure(old, attempts)   # same audio again
         kept = {c: old.get(c, QA_EMPTY[c]) for c in QA_EMPTY} if done else dict(QA_EMPTY)   # the take kept
         if done:
             kept["take"] = kept["take"] or 1
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
-            "segment": s.index, "text": s.text, "source_text": s.source_text, "pause_after": s.pause_after,
+            "segment": s.index, "text": text, "source_text": s.source_text, "pause_after": s.pause_after,
             "content_key": key, "audio_path": old.get("audio_path") or rel if done else rel,
             "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
             "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,

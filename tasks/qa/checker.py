@@ -23,7 +23,8 @@ from tasks.errors import QAUnavailable
 from tasks.qa.asr import load_transcriber
 from tasks.qa.compare import detect_language
 from tasks.qa.options import QAOptions
-from tasks.qa.speaker import decode_vector, encode_vector, load_encoder, similarity
+from tasks.qa.speaker import (decode_vector, encode_vector, load_encoder,
+                              similarity)
 from tasks.qa.verdict import FLAG, asr_verdict, drift_cutoff, drift_verdict
 
 MIN_REFERENCE_TAKES = 3       # accepted takes in the whole book below which a voice gets no drift gate

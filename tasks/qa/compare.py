@@ -135,19 +135,29 @@ def _wetext_en():
 # ------------------------------------------------------------------------------------------- alignment
 
 def _align(ref: list[str], hyp: list[str]) -> list[tuple[str, int | None, int | None]]:
-    """A minimal edit script: (op, ref index | None, hyp index | None) in order (Levenshtein, unit costs)."""
+    """A minimal edit script: (op, ref index | None, hyp index | None) in order.  Levenshtein with unit costs;
+    among the minimal scripts, the one with the most equal units (甚至出现交易 / 甚至交易停滞 is 2 deletions
+    and 2 insertions around 交易, not 4 substitutions)."""
     n, m = len(ref), len(hyp)
-    d = [list(range(m + 1))] + [[i] + [0] * m for i in range(1, n + 1)]     # [n+1][m+1] distances
+    # d[i][j] = (edits, -equal units) of ref[:i] against hyp[:j], compared as tuples   [n+1][m+1]
+    d = [[(j, 0) for j in range(m + 1)]] + [[(i, 0)] + [(0, 0)] * m for i in range(1, n + 1)]
     for i in range(1, n + 1):
         row, prev, r = d[i], d[i - 1], ref[i - 1]
         for j in range(1, m + 1):
-            row[j] = min(prev[j - 1] + (r != hyp[j - 1]), prev[j] + 1, row[j - 1] + 1)
+            e, q = prev[j - 1]
+            diag = (e, q - 1) if r == hyp[j - 1] else (e + 1, q)
+            up, left = prev[j], row[j - 1]
+            row[j] = min(diag, (up[0] + 1, up[1]), (left[0] + 1, left[1]))
     steps, i, j = [], n, m
     while i or j:
-        if i and j and d[i][j] == d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]):
-            steps.append(("equal" if ref[i - 1] == hyp[j - 1] else "sub", i - 1, j - 1))
-            i, j = i - 1, j - 1
-        elif i and d[i][j] == d[i - 1][j] + 1:
+        if i and j:
+            e, q = d[i - 1][j - 1]
+            same = ref[i - 1] == hyp[j - 1]
+            if d[i][j] == ((e, q - 1) if same else (e + 1, q)):
+                steps.append(("equal" if same else "sub", i - 1, j - 1))
+                i, j = i - 1, j - 1
+                continue
+        if i and d[i][j] == (d[i - 1][j][0] + 1, d[i - 1][j][1]):
             steps.append(("del", i - 1, None))
             i -= 1
         else:

@@ -51,6 +51,8 @@ def catalogue_page(entries: list[BookEntry], title: str) -> str:
         name = esc(e.title)
         if e.player:
             name = f'<a href="{esc(href(e.folder, e.player))}">{name}</a>'
+        if e.qa:
+            name += f' <a class="qa" href="{esc(href(e.folder, e.qa))}">quality checks</a>'
         cover = f'<img src="{esc(href(e.folder, e.cover))}" alt="">' if e.cover else ""
         if e.status == DONE:
             status = "done" + (f" ({esc(e.reason)})" if e.reason else "")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.audio.names import FORMATS
-from tasks.bookdir import PAGE_NAME, REPORT_NAME, read_book_json, read_report
+from tasks.bookdir import PAGE_NAME, QA_PAGE, REPORT_NAME, read_book_json, read_report
 
 DONE, PARTIAL, FAILED = "done", "partial", "failed"
 Stat = Callable[[str], "tuple[int, float | None] | None"]   # a book file's (bytes, mtime s or None) by relative
@@ -39,6 +39,7 @@ class BookEntry:
     chapters: int
     formats: tuple[str, ...]         # as packaged (report.json)
     player: str | None               # the player page's file name, when written
+    qa: str | None                   # the QA page's file name (tasks/site/qa.py), when written
     cover: str | None                # the cover's file name
     enclosure: str | None            # the M4B, else the first chapter file of the first format
     enclosure_format: str | None
@@ -97,6 +98,7 @@ def book_entry(book_dir: Path, stat: Stat | None = None, rendering: bool | None 
         rendering=rendering, reason=reason, seconds=round(seconds, 3), chapters=len({r["chapter"] for r in rows}),
         formats=tuple(report.get("formats", [])) if report else (),
         player=PAGE_NAME if stat(PAGE_NAME) else None,
+        qa=QA_PAGE if stat(QA_PAGE) else None,
         cover=cover if cover and stat(cover) else None,
         enclosure=enclosure, enclosure_format=Path(enclosure).suffix[1:] if enclosure else None,
         enclosure_bytes=stat(enclosure)[0] if enclosure else 0,

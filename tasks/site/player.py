@@ -5,6 +5,12 @@ the chapter list with durations, one audio player, the chapter's original text w
 highlighted and scrolled into view (click one to play from it; space, ←/→), the position remembered per book
 (localStorage), and the per-chapter duration and loudness summary of report.json (tasks.site.report.book_table).
 
+Proof and pickups: every spoken sentence knows its segment's name, C.S (tasks.site.qa.segment_name); a flag
+button after it puts that segment on the page's list of re-takes (kept per book in localStorage), which shows
+the exact `chattts-render fix` command for all of them and offers the list as a text file for `fix --from`
+(made in the browser, no server).  Sentences the checks flagged (the row's `qa` is "flag") carry a mark and the
+reason as a title, inconclusive ones a lighter mark; the page links the QA page (qa.html) when there is one.
+
 Where its numbers come from — nothing is measured again:
 - the cue of every segment: report.json's `cues_ms` per chapter, the milliseconds the subtitles print
   (tasks.audio.subtitles.timed), split into sentences by tasks.audio.subtitles.by_sentence as the
@@ -16,6 +22,7 @@ Where its numbers come from — nothing is measured again:
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +30,16 @@ from engine.atomic import write_bytes
 from engine.units import hms
 from tasks.audio.names import inside
 from tasks.audio.subtitles import TimedText
-from tasks.bookdir import PAGE_NAME, read_book_json, read_report
+from tasks.bookdir import PAGE_NAME, QA_PAGE, read_book_json, read_report
 from tasks.site.html import document, esc, href, json_script
+from tasks.site.qa import FLAG, INCONCLUSIVE, fix_book, fix_command, kept_take, qa_summary, segment_name
 from tasks.site.report import book_table
 
 STORAGE_PREFIX = "chattts-render:"       # localStorage key of a book's position: prefix + folder + title
+FLAGS_SUFFIX = ":flags"                  # + this: the segments flagged on the page (a JSON list of C.S names)
+FLAGS_FILE = "{folder}-flagged.txt"      # the flagged list's download, for `fix --from`
+FLAGS_OPTION = "--retake"                # what the fix command of the flagged segments asks for
+QA_TITLES = {FLAG: "the checks flagged this segment", INCONCLUSIVE: "the checks could not decide on this segment"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,9 @@ class Sentence:
     start_ms: int | None = None          # its cue on the chapter's timeline; None: text no segment speaks
     end_ms: int | None = None
     gap: bool = False                    # the segment was not rendered (--allow-gaps): silence in its place
+    segment: str = ""                    # its segment's name, C.S ("" for text no segment speaks)
+    qa: str = ""                         # the segment's verdict from the checks (pass | flag | inconclusive | "")
+    reason: str = ""                     # why, for flag and inconclusive
 
 
 @dataclass(frozen=True)
@@ -53,14 +68,15 @@ class PlayerChapter:
     paragraphs: tuple[Paragraph, ...]
 
 
-def player_chapters(book_dir: Path, report: dict) -> list[PlayerChapter]:
-    """The packaged chapters in reading order, with their files, M4B offsets and timed sentences."""
+def player_chapters(book_dir: Path, report: dict, manifest: list[dict] | None = None) -> list[PlayerChapter]:
+    """The packaged chapters in reading order, with their files, M4B offsets and timed sentences (`manifest`:
+    the book's rows, when the caller has loaded them)."""
     from manifests import load
     from tasks.audio.encode import MEDIA_TYPES
     from tasks.audio.readalong import load_text, read_along
 
     rows: dict[int, list[dict]] = {}
-    for r in load(book_dir).to_pylist():                  # sorted by (chapter, segment)
+    for r in manifest if manifest is not None else load(book_dir).to_pylist():   # sorted by (chapter, segment)
         rows.setdefault(r["chapter"], []).append(r)
     files: dict[int, dict] = {}
     for f in report.get("files", []):
@@ -87,18 +103,24 @@ def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
 
     if run.segment is None:
         return [Sentence(run.text)]
-    cue, gap = cues[run.segment], rows[run.segment]["status"] != STATUS_DONE
+    row = rows[run.segment]
+    cue, gap = cues[run.segment], row["status"] != STATUS_DONE
+    qa = row.get("qa") or ""
+    reason = (kept_take(row).get("reason") or "") if qa in QA_TITLES else ""
     timed = by_sentence([TimedText(cue.start_ms, cue.end_ms, run.text)])
-    return [Sentence(text, t.start_ms, t.end_ms, gap) for text, t in zip(split_sentences(run.text), timed, strict=True)]
+    return [Sentence(text, t.start_ms, t.end_ms, gap, segment_name(row), qa, reason)
+            for text, t in zip(split_sentences(run.text), timed, strict=True)]
 
 
 def book_page(book_dir: Path) -> str:
     """The player page of a packaged book (see the module docstring)."""
+    from manifests import load
     from tasks.audio.encode import MEDIA_TYPES
 
     book_dir = Path(book_dir)
     info, report = read_book_json(book_dir), read_report(book_dir)
-    chapters = player_chapters(book_dir, report)
+    rows = load(book_dir).to_pylist()
+    chapters = player_chapters(book_dir, report, rows)
     title, author = info.get("title") or book_dir.name, info.get("author", "")
     total = sum(c.seconds for c in chapters)
     book_files = {f["format"]: f["file"] for f in report.get("files", []) if f.get("chapter") is None}
@@ -110,32 +132,88 @@ def book_page(book_dir: Path) -> str:
             + (f'<img class="cover" src="{esc(href(cover))}" alt="">\n' if cover and (book_dir / cover).is_file()
                else "")
             + f'<div><h1>{esc(title)}</h1>\n<p class="author">{esc(author)}</p>\n'
-            f'<p class="total">{len(chapters)} chapters · <span id="total">{hms(total)}</span></p></div>\n'
-            "</header>")
+            f'<p class="total">{len(chapters)} chapters · <span id="total">{hms(total)}</span></p>\n'
+            f"{_qa_link(book_dir, rows)}</div>\n</header>")
     nav = "".join(f'<li><button type="button" data-chapter="{i}"><span class="title">{esc(c.title)}</span> '
                   f'<span class="duration">{hms(c.seconds)}</span></button></li>\n' for i, c in enumerate(chapters))
     texts = "".join(_chapter_text(i, c) for i, c in enumerate(chapters))
-    data = {"key": f"{STORAGE_PREFIX}{book_dir.name}:{title}", "formats": report.get("formats", []),
+    key = f"{STORAGE_PREFIX}{book_dir.name}:{title}"
+    data = {"key": key, "formats": report.get("formats", []),
             "types": MEDIA_TYPES, "book": {k: href(v) for k, v in book_files.items()},
             "chapters": [{"files": {k: href(v) for k, v in c.files.items()}, "offset": c.offset_s,
-                          "seconds": c.seconds} for c in chapters]}
+                          "seconds": c.seconds} for c in chapters],
+            "flags": _flags_data(book_dir, title, key)}
     body = (f'{head}\n<main class="player">\n<nav class="chapters" aria-label="chapters"><ol>\n{nav}</ol></nav>\n'
             f'<section class="reader">\n<audio id="audio" controls preload="metadata"></audio>\n{silent}'
             '<p class="keys">space: play / pause · ← →: previous / next sentence · click a sentence to play '
-            f'from it</p>\n<div id="text">\n{texts}</div>\n</section>\n</main>\n'
+            f'from it · ⚑ after a sentence: flag it for a re-take{_marks_legend(chapters)}</p>\n'
+            f'<div id="text">\n{texts}</div>\n'
+            f"{FLAGS_PANEL}</section>\n</main>\n"
             f"{_summary(book_table(book_dir))}\n{json_script('player-data', data)}")
     return document(f"{title} — {author}" if author else title, body, lang=info.get("language", "zh"),
-                    scripts=("player.js",))
+                    scripts=("fix.js", "player.js"))
+
+
+def _qa_link(book_dir: Path, rows: list[dict]) -> str:
+    """The header's line linking qa.html (with its counts), when the book has one."""
+    if not (book_dir / QA_PAGE).is_file():
+        return ""
+    s = qa_summary(rows)
+    return (f'<p class="qa-link"><a href="{QA_PAGE}">quality checks</a>: {s["checked"]} of {s["total"]} segments '
+            f'checked, {s["flagged"]} flagged, {s["retaken"]} re-taken</p>\n')
+
+
+def _marks_legend(chapters: list[PlayerChapter]) -> str:
+    """The keys line's note on the checks' marks, when some sentence carries one."""
+    marks = {s.qa for c in chapters for p in c.paragraphs for s in p.sentences if s.qa in QA_TITLES}
+    return (" · " + ", ".join(t for q, t in ((FLAG, "red line: flagged by the checks"),
+                                             (INCONCLUSIVE, "dashed: the checks could not decide")) if q in marks)
+            if marks else "")
+
+
+def _flags_data(book_dir: Path, title: str, key: str) -> dict:
+    """What the page's flag list needs: its storage key, the fix command's head and option (the flagged C.S names
+    go between them; static/fix.js adds --out), the download's file name, its first line (a comment naming the
+    book) and the command that reads it (fix --from, also a comment line of the file)."""
+    book, file = fix_book(book_dir), FLAGS_FILE.format(folder=book_dir.name)
+    return {"key": key + FLAGS_SUFFIX, "head": fix_command(book, []), "option": FLAGS_OPTION, "file": file,
+            "title": f"# {title}: segments flagged in the player, one C.S per line",
+            "from": fix_command(book, [], f"--from {shlex.quote(file)} {FLAGS_OPTION}")}
+
+
+FLAGS_PANEL = """<section id="flags" aria-labelledby="flags-title">
+<h2 id="flags-title">Flagged for a re-take: <span id="flag-count">0</span></h2>
+<p id="flags-empty" class="keys">Nothing flagged.  ⚑ after a sentence (or Tab to it and press Enter) flags its segment;
+flags stay in this browser.</p>
+<ol id="flag-list"></ol>
+<div id="flag-actions" hidden>
+<p><label for="fix-command">Re-take them all:</label>
+<button type="button" id="copy-fix">copy</button></p>
+<textarea id="fix-command" readonly rows="2"></textarea>
+<p><a id="flags-download" href="#">download the list</a> (for <code>fix --from</code>) ·
+<button type="button" id="flags-clear">clear the flags</button></p>
+<p class="keys">The command runs where the render ran (the book path is the one it was given); opened from a file
+it names this output folder (--out). Served over http(s), add <code>--out OUT</code> when the book was not
+rendered into ./output.</p>
+</div>
+</section>
+"""
 
 
 def _chapter_text(position: int, chapter: PlayerChapter) -> str:
-    """The chapter's article: a paragraph per block, a span with its cue times per spoken sentence."""
+    """The chapter's article: a paragraph per block, a span with its cue times per spoken sentence, then its
+    flag button."""
     def html(s: Sentence) -> str:
         text = esc(s.text).replace("\n", "<br>")
         if s.start_ms is None:
             return text
-        return (f'<span class="s{" gap" if s.gap else ""}" data-start="{s.start_ms / 1000:.3f}" '
-                f'data-end="{s.end_ms / 1000:.3f}">{text}</span>')
+        mark = f" qa-{s.qa}" if s.qa in QA_TITLES else ""
+        note = (f' title="{esc(QA_TITLES[s.qa] + (": " + s.reason if s.reason else ""))}"'
+                if s.qa in QA_TITLES else "")
+        return (f'<span class="s{" gap" if s.gap else ""}{mark}" data-start="{s.start_ms / 1000:.3f}" '
+                f'data-end="{s.end_ms / 1000:.3f}" data-seg="{esc(s.segment)}"{note}>{text}</span>'
+                f'<button type="button" class="flag" data-seg="{esc(s.segment)}" aria-pressed="false" '
+                f'aria-label="flag {esc(s.segment)} for a re-take"></button>')
 
     paragraphs = "".join(("<p class=\"title\">" if p.title else "<p>") + "".join(html(s) for s in p.sentences)
                          + "</p>\n" for p in chapter.paragraphs)

@@ -31,8 +31,8 @@ from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
 from manifests.crashpoints import crashpoint
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
-from tasks.qa.checker import (CHECK_ORDER, Checker, accepted, judge_drift, reference_cutoff,
-                              voice_reference)
+from tasks.qa.checker import (CHECK_ORDER, Checker, accepted, judge_drift,
+                              reference_cutoff, voice_reference)
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
 from tasks.qa.verdict import FLAG, PASS, combine, take_rank
@@ -265,3 +265,43 @@ def _write_record(book_dir: Path, key: str, take: int, rec: dict) -> None:
     write_bytes(book_dir / check_relpath(key, take), json_bytes(rec), durable=True)
 
 
+
+
+# ------------------------------------------------------------- chosen takes (`chattts-render fix --retake`)
+
+def render_takes(book_dir: Path, engine, wanted: dict[str, tuple[dict, int]], qa: QAOptions | None, guard,
+                 checker: Checker | None) -> dict[str, dict]:
+    """Render take t of each key (wanted: key -> (a row of that key, t)) with reroll_seed(seed, t) into
+    take_relpath(key, t), durable.  With qa on (and its checker) each take is heard as render_proofed hears one
+    and judged against its voice's frozen reference (qa.json) when there is one; its record is written beside it.
+    Returns key -> the take's record; without qa, one that is not written (take, seed, audio_path, samples and
+    the duration check: `version` absent, nothing was heard)."""
+    heard = checker is not None and qa is not None and qa.mode != "off"
+    refs = _read_references(book_dir) if heard else {}
+    requests = [Request(key=f"{k}#{t}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], t))
+                for k, (row, t) in wanted.items()]
+    out = {}
+    for res in engine.synthesize(requests):
+        k, t = res.key.rsplit("#", 1)
+        row, t = wanted[k][0], int(t)
+        write_segment_audio(book_dir / take_relpath(k, t), res.audio, SAMPLE_RATE)
+        if heard:
+            rec = _hear(book_dir, k, t, _Segment([row]), res.audio, qa, guard, checker)[2]
+            if (ref := refs.get(row["voice_id"])) is not None:
+                rec = judge_drift(rec, decode_vector(ref["reference"]), ref["cutoff"])
+                _write_record(book_dir, k, t, rec)
+        else:
+            reason = guard_check(row["text"], res.audio, SAMPLE_RATE, guard) or ""
+            rec = {"take": t, "seed": reroll_seed(row["seed"], t), "audio_path": take_relpath(k, t),
+                   "samples": int(len(res.audio)), "checks": ["duration"] if guard.enabled else [],
+                   "transcript": "", "cer": None, "similarity": None, "duration": reason, "reason": reason}
+        out[k] = rec
+    return out
+
+
+def public_take(rec: dict) -> dict:
+    """A take as the manifest's `takes` lists it; a take nothing heard (no record version) has verdict "" unless
+    the duration check failed it."""
+    if rec.get("version") is None:
+        return {**{f: rec.get(f) for f in PUBLIC}, "verdict": FLAG if rec.get("duration") else ""}
+    return _public(rec)

@@ -45,13 +45,14 @@ def render_guarded(engine, items: dict[str, tuple[str, str, int]], guard) -> Ite
 
 
 def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], None] | None = None,
-                    guard=None, shard=None, qa=None, checker=None) -> dict:
+                    guard=None, shard=None, qa=None, checker=None, keys=None) -> dict:
     """Render every pending row of the book's manifest (and failed rows that may succeed on another try).
     Returns counts {rendered, adopted, already_done, failed, total}.  `on_done(done, total)` is called as
     rows finish.  Each result passes the quality guard (tasks.synthesize.guard) or is re-rolled with a derived seed; a
     segment that fails every attempt is committed as failed with the reason and its attempt count.
     With shard (tasks.fleet.shards.Shard): only the rows of its content keys, committed as its parts (its writer
     tag), while other shards render the rest of the book at the same time.
+    With keys (a set of content keys): only the rows of those keys (`chattts-render fix`), the rest left as they are.
     With qa (tasks.qa.options.QAOptions, mode suspect or full): every take is kept and heard beside synthesis,
     flagged takes re-taken (tasks/synthesize/proof.py; checker: a tasks.qa.checker.Checker, made from qa when
     None)."""
@@ -63,6 +64,8 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     rows = load(book_dir).to_pylist()
     if shard is not None:
         rows = [r for r in rows if r["content_key"] in shard.keys]
+    if keys is not None:
+        rows = [r for r in rows if r["content_key"] in keys]
     total = len(rows)
     unfinished = sum(r["status"] != STATUS_DONE for r in rows)
     todo = to_render(rows, guard.max_attempts)                  # final failures are left: the same audio again

@@ -69,6 +69,15 @@ def _wait_marker(crash_dir: Path, point: str, ready: Callable[[Path], bool], exi
         time.sleep(PAUSE_POLL_S)
 
 
+BOOK_PAGES = ("index.html", "qa.html")      # their fix commands name the book as book.json's source_path has it
+
+
+def pages_digest(read: Callable[[str], str], source: str) -> dict[str, str]:
+    """sha256 of a book's pages with the book's path (where this render read it) taken out: two renders of one
+    book read from two places write the same pages but for that path."""
+    return {p: hashlib.sha256(read(p).replace(source, "BOOK").encode()).hexdigest() for p in BOOK_PAGES}
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     """sha256 of every file under root, by relative path."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()

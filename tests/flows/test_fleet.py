@@ -21,7 +21,7 @@ import pytest
 
 import manifests
 from tests.conftest import ROOT
-from tests.flows.helpers import cli_env, pause_at, tree_digest, wait_paused, write_txt_book
+from tests.flows.helpers import cli_env, pages_digest, pause_at, tree_digest, wait_paused, write_txt_book
 from tests.s3server import S3Server, free_port
 
 BOOK_CHAPTERS, BOOK_SENTENCES = 3, 12        # about 15 segments: several manifest commits
@@ -95,10 +95,13 @@ def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_r
     after = store_manifest(fs, prefix, tmp_path / "after")
     assert {r["status"] for r in after} == {"done"} and {r["attempts"] for r in after} == {1}
     stored = without_manifest(store_files(fs, prefix))
-    assert {k: v for k, v in stored.items() if k != "book.json"} == {
-        k: v for k, v in without_manifest(local_reference[0]).items() if k != "book.json"}
     book_json = json.loads(fs.cat_file(f"{prefix}/book.json"))            # source_path: where B read the book
-    assert book_json.pop("source_path").endswith("/book/novel.txt") and book_json == local_reference[1]
+    b_source = book_json.pop("source_path")
+    assert b_source.endswith("/book/novel.txt") and book_json == local_reference[1]
+    stored.update(pages_digest(lambda p: fs.cat_file(f"{prefix}/{p}").decode(), b_source))
+    want = without_manifest(local_reference[0])
+    want.update(pages_digest(lambda p: (local_reference[2] / p).read_text(encoding="utf-8"), str(book)))
+    assert {k: v for k, v in stored.items() if k != "book.json"} == {k: v for k, v in want.items() if k != "book.json"}
     assert not fs.exists(f"{prefix}/.lease.json"), "the lease outlived its render"
 
     status = render("status", str(book), "--out", url, "--scratch", str(tmp_path / "C"), env=s3_server.env())

@@ -8,6 +8,7 @@ one-shard render byte for byte.  And the nightly scan against the store.
 Run alone: `python -m pytest -m server tests/flows/test_pgfleet.py -q`."""
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import time
@@ -17,7 +18,7 @@ import pytest
 
 import manifests
 from manifests.crashpoints import HOLD
-from tests.flows.helpers import pause_at, tree_digest, wait_held, write_txt_book
+from tests.flows.helpers import pages_digest, pause_at, tree_digest, wait_held, write_txt_book
 from tests.flows.prefect_service import FLEET_SECTION, PrefectService, doc_commands, doc_lines
 from tests.flows.test_fleet import render, store_files, store_manifest, without_manifest
 from tests.flows.test_server import artifacts, params, run_logs, wait_final, wait_run
@@ -98,7 +99,8 @@ def local_render(book, tmp_path_factory):
     r = render(str(book), "--model", "random-tiny", "--out", str(out), env={})
     assert r.returncode == 0, r.stderr
     files = without_manifest(tree_digest(out / "novel"))
-    files.pop("book.json")
+    source = json.loads(files.pop("book.json") and (out / "novel" / "book.json").read_text())["source_path"]
+    files.update(pages_digest(lambda p: (out / "novel" / p).read_text(encoding="utf-8"), source))
     return files, without_plan(manifests.load(out / "novel").to_pylist())
 
 
@@ -110,6 +112,8 @@ def in_store(fs, bucket: str, tmp: Path) -> tuple[dict, list[dict]]:
     """The book as the store holds it, as local_render gives it."""
     files = without_manifest(store_files(fs, f"{bucket}/out/novel"))
     assert files.pop("book.json")
+    source = json.loads(fs.cat_file(f"{bucket}/out/novel/book.json"))["source_path"]
+    files.update(pages_digest(lambda p: fs.cat_file(f"{bucket}/out/novel/{p}").decode(), source))
     return files, without_plan(store_manifest(fs, f"{bucket}/out/novel", tmp))
 
 

@@ -136,3 +136,52 @@ def test_twenty_random_sigkills_resume_byte_identical(fork_server, reference, tm
         assert outputs(book_dir) == ref
     print(f"{kills} kills survived in {lives} render lives ({early} runs finished before their kill time), "
           f"reference render {ref_s:.1f} s; killed during: {where}")
+
+
+def heard(book_dir: Path) -> dict[str, tuple[int, bytes]]:
+    """Every take's check record on disk: (mtime, bytes)."""
+    return {str(p.relative_to(book_dir)): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted((book_dir / "segments").glob("*/*.qa.json"))}
+
+
+def test_sigkill_mid_qa_resumes_without_hearing_a_take_twice(fork_server, tmp_path):
+    """`--qa full`: killed right after a take was heard (its record written, nothing committed), and again
+    later; each rerun keeps every record on disk as it was (a check belongs to its audio: never heard twice),
+    renders no take again, and the book finishes with every row done and its takes in the manifest."""
+    import json
+
+    from tests.conftest import unavailable
+
+    try:
+        from tasks.qa.checker import Checker
+        from tasks.qa.options import QAOptions
+
+        Checker(QAOptions(mode="full")).load()
+    except Exception as e:
+        unavailable(f"the QA checks cannot load here: {e}")
+    book = tmp_path / "tiny.txt"
+    book.write_text(TINY_BOOK, encoding="utf-8")
+    out = tmp_path / "out"
+    book_dir = out / "tiny"
+    args = (str(book), "--model", "random-tiny", "--out", str(out), "--qa", "full")
+    for point in ("take-heard:2", "take-heard:3"):
+        before = heard(book_dir) if (book_dir / "segments").is_dir() else {}
+        takes = {p: (book_dir / p).stat().st_mtime_ns for p in
+                 (str(q.relative_to(book_dir)) for q in (book_dir / "segments").glob("*/*.flac"))} \
+            if before else {}
+        r = fork_server.run(*args, env={"CHATTTS_RENDER_CRASH_AT": point})
+        assert r["rc"] == -9 and not r["killed"], (point, r["output"][-2000:])
+        now = heard(book_dir)
+        assert {k: now[k] for k in before} == before, "a take was heard again"
+        assert len(now) >= len(before) + 1
+        assert all((book_dir / p).stat().st_mtime_ns == m for p, m in takes.items()), "a take was rendered again"
+    before = heard(book_dir)
+    r = fork_server.run(*args)
+    assert r["rc"] == 0, r["output"][-3000:]
+    now = heard(book_dir)
+    assert {k: now[k] for k in before} == before
+    rows = manifests.load(book_dir).to_pylist()
+    assert rows and all(r["status"] == "done" and r["take"] >= 1 and r["qa_checks"] for r in rows)
+    listed = {t["audio_path"] for r in rows for t in json.loads(r["takes"])}
+    assert listed == {str(p.relative_to(book_dir)) for p in (book_dir / "segments").glob("*/*.flac")}
+    assert_no_temps(book_dir)

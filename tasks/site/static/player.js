@@ -104,6 +104,8 @@
   });
 
   text.addEventListener("click", (e) => {
+    const flag = e.target.closest("button.flag");
+    if (flag) { toggleFlag(flag.dataset.seg); return; }
     const span = e.target.closest(".s");
     if (span) go(current, parseFloat(span.dataset.start), true);
   });
@@ -117,8 +119,9 @@
     else if (k >= c.starts.length && current + 1 < chapters.length) go(current + 1, 0, !audio.paused);
   }
   document.addEventListener("keydown", (e) => {
-    if (e.altKey || e.ctrlKey || e.metaKey || e.target === audio || e.target.closest("input, textarea, select")) {
-      return;                    // the audio controls and form fields keep their own keys
+    if (e.altKey || e.ctrlKey || e.metaKey || e.target === audio
+        || e.target.closest("input, textarea, select, button.flag, #flags")) {
+      return;                    // the audio controls, form fields and the flag buttons keep their own keys
     }
     if (e.key === " ") audio.paused ? start() : audio.pause();
     else if (e.key === "ArrowLeft") step(-1);
@@ -140,6 +143,83 @@
     } catch (err) { /* unreadable: start at the beginning */ }
     return null;
   }
+  // Segments flagged for a re-take, per book (a list of C.S names), with the fix command and the --from file.
+  const fix = data.flags;
+  const flagButtons = Array.from(text.querySelectorAll("button.flag"));
+  const segText = new Map();     // C.S -> its sentences' text, in reading order
+  text.querySelectorAll(".s[data-seg]").forEach((s) => {
+    segText.set(s.dataset.seg, (segText.get(s.dataset.seg) || "") + s.textContent);
+  });
+  const bookOrder = (a, b) => {
+    const [x, y] = [a, b].map((n) => n.split(".").map(Number));
+    return x[0] - y[0] || x[1] - y[1];
+  };
+  function loadFlags() {
+    try {
+      const list = JSON.parse(localStorage.getItem(fix.key) || "[]");
+      return Array.isArray(list) ? list.filter((n) => segText.has(n)) : [];    // (a segment no longer here: gone)
+    } catch (err) { return []; }
+  }
+  const flags = new Set(loadFlags());
+  let download = null;           // the list's object URL
+  function flagged() { return Array.from(flags).sort(bookOrder); }
+  function showFlags() {
+    const names = flagged();
+    flagButtons.forEach((b) => b.setAttribute("aria-pressed", String(flags.has(b.dataset.seg))));
+    text.querySelectorAll(".s[data-seg]").forEach((s) => s.classList.toggle("flagged", flags.has(s.dataset.seg)));
+    document.getElementById("flag-count").textContent = String(names.length);
+    document.getElementById("flags-empty").hidden = names.length > 0;
+    document.getElementById("flag-actions").hidden = names.length === 0;
+    const list = document.getElementById("flag-list");
+    list.replaceChildren(...names.map((n) => {
+      const li = document.createElement("li");
+      const name = document.createElement("span");
+      name.className = "seg";
+      name.textContent = n;
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "unflag";
+      remove.dataset.seg = n;
+      remove.textContent = "remove";
+      li.append(name, " ", segText.get(n).replace(/\s+/g, " "), " ", remove);
+      return li;
+    }));
+    document.getElementById("fix-command").value =
+      names.length ? fixCommand(`${fix.head} ${names.join(" ")} ${fix.option}`) : "";
+    const a = document.getElementById("flags-download");
+    if (download) URL.revokeObjectURL(download);
+    const lines = [fix.title, `# ${fixCommand(fix.from)}`, ...names];
+    const body = lines.map((l) => l + "\n").join("");
+    download = URL.createObjectURL(new Blob([body], { type: "text/plain;charset=utf-8" }));
+    a.href = download;
+    a.download = fix.file;
+  }
+  function toggleFlag(name) {
+    if (flags.has(name)) flags.delete(name); else flags.add(name);
+    try {
+      localStorage.setItem(fix.key, JSON.stringify(flagged()));
+    } catch (err) { /* storage off: the flags last as long as the page */ }
+    showFlags();
+  }
+  document.getElementById("flag-list").addEventListener("click", (e) => {
+    const b = e.target.closest("button.unflag");
+    if (b) toggleFlag(b.dataset.seg);
+  });
+  document.getElementById("flags-clear").addEventListener("click", () => {
+    flagged().forEach((n) => toggleFlag(n));
+  });
+  document.getElementById("copy-fix").addEventListener("click", (e) => {
+    const box = document.getElementById("fix-command");
+    box.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(box.value).catch(() => {});
+    } else {
+      try { document.execCommand("copy"); } catch (err) { /* no clipboard: the field holds it */ }
+    }
+    e.target.textContent = "copied";
+  });
+  showFlags();
+
   if (chapters.length) {
     const s = saved();
     go(s ? s.chapter : 0, s ? Math.max(0, s.time) : 0, false);

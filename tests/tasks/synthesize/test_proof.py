@@ -166,3 +166,27 @@ def test_a_resumed_render_hears_no_take_twice_and_renders_none_again(tmp_path, c
     assert again.heard == [t2]                                # and only it is heard
     rows = {r["text"]: r for r in manifests.load(book_dir).to_pylist()}
     assert rows[t2]["take"] == 2 and rows[t2]["qa"] == "pass" and rows[t1]["qa"] == "pass"
+
+
+def test_suspect_mode_hears_only_the_odd_takes(tmp_path, checker):
+    """--qa suspect: the speaker embedding on every take, the ASR only where the duration is odd (a truncated
+    clip) or the drift gate flags the voice (another reader); a take of the right length and voice is not
+    transcribed — so another sentence of about the right length passes unheard: suspect's price."""
+    from dataclasses import replace
+
+    tr = transcripts()
+    t1, t2, t3 = (tr[n] for n in SAME_READER)
+    other = tr[OTHER_READER]
+    book_dir, seeds = make(tmp_path, [t1, t2, t3, other])
+    script = {t1: [clip(SAME_READER[0])], t2: [clip(SAME_READER[2])],          # t2: another sentence, same length
+              t3: [clip(SAME_READER[2], 0.45), clip(SAME_READER[2])], other: [clip(OTHER_READER)]}
+    suspect = Checker(replace(checker.opts, mode="suspect"), checker.transcriber, checker.encoder)
+    synthesize_book(book_dir, ClipEngine(script, seeds), qa=suspect.opts, checker=suspect)
+    rows = {r["text"]: r for r in manifests.load(book_dir).to_pylist()}
+    for t in (t1, t2):                            # unheard by the ASR, judged by the drift gate
+        (take,) = json.loads(rows[t]["takes"])
+        assert "asr" not in take["checks"] and "drift" in take["checks"] and take["verdict"] == "pass", take
+    first = json.loads(rows[t3]["takes"])[0]      # truncated: odd duration, transcribed, flagged, re-taken
+    assert "asr" in first["checks"] and first["verdict"] == "flag" and rows[t3]["take"] == 2
+    takes = json.loads(rows[other]["takes"])      # drifted: transcribed too (it says its text), still flagged
+    assert all("asr" in x["checks"] and x["cer"] <= 0.4 and x["verdict"] == "flag" for x in takes), takes

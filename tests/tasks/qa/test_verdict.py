@@ -1,0 +1,113 @@
+"""The verdicts: the ASR check's rules in order, the drift cutoff and gate, combining, ranking takes; and the
+options' validation."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+pytest.importorskip("pypinyin")
+
+from tasks.qa.asr import Transcript  # noqa: E402
+from tasks.qa.options import (DRIFT_FLOOR, DRIFT_MIN_VALUES, MAX_CER, MAX_TAKES, MIN_SPEECH_S,  # noqa: E402
+                              MIN_UNITS, QA_MODES, QAOptions)
+from tasks.qa.verdict import (FLAG, INCONCLUSIVE, PASS, asr_verdict, combine, drift_cutoff,  # noqa: E402
+                              drift_verdict, take_rank)
+
+TEXT = "甚至出现交易几乎停滞的情况"                       # 13 syllables >= MIN_UNITS
+
+
+def heard(text: str, logprob: float = -0.2, no_speech: float = 0.02) -> Transcript:
+    return Transcript(text=text, avg_logprob=logprob, no_speech_prob=no_speech, language="zh")
+
+
+def test_a_right_transcript_passes_with_homophones():
+    check = asr_verdict(TEXT, heard("甚至出现交易几乎停制的情况"), "zh")
+    assert (check.verdict, check.cer, check.reason) == (PASS, 0.0, "")
+
+
+def test_a_wrong_sentence_is_flagged_with_a_one_line_reason():
+    check = asr_verdict(TEXT, heard("一二线城市虽然也处于调整中"), "zh")
+    assert check.verdict == FLAG and check.cer > MAX_CER
+    assert "cer" in check.reason and "\n" not in check.reason
+
+
+def test_too_short_a_text_is_inconclusive_whatever_was_heard():
+    check = asr_verdict("你好吗", heard("今天天气很好"), "zh")
+    assert check.verdict == INCONCLUSIVE and "too short" in check.reason
+    assert asr_verdict("ask not", heard("and so"), "en").verdict == INCONCLUSIVE            # 6 letters
+    assert asr_verdict("ask not", heard("and so"), "en", QAOptions(min_units=6)).verdict == FLAG
+    assert asr_verdict("ask what you can do", heard("and so my"), "en").verdict == FLAG     # 15 letters
+
+
+def test_an_unsure_transcript_of_about_the_right_length_is_inconclusive():
+    check = asr_verdict(TEXT, heard("一二线城市虽然也处于调整中", logprob=-1.4), "zh")
+    assert check.verdict == INCONCLUSIVE and "unsure" in check.reason
+
+
+def test_an_unsure_transcript_that_matches_still_passes():
+    assert asr_verdict(TEXT, heard(TEXT, logprob=-1.4), "zh").verdict == PASS
+
+
+def test_too_little_heard_is_flagged_however_unsure_whisper_is():
+    check = asr_verdict(TEXT, heard("甚至出现交", logprob=-1.6), "zh")          # a truncation: 5 of 13
+    assert check.verdict == FLAG and "heard 5 of 13" in check.reason
+    check = asr_verdict(TEXT, heard(TEXT + "一二线城市虽然也处于调整中", logprob=-1.6), "zh")   # babble
+    assert check.verdict == FLAG
+
+
+def test_no_speech_is_flagged():
+    assert asr_verdict(TEXT, heard(""), "zh").verdict == FLAG
+    assert asr_verdict(TEXT, heard("。"), "zh").verdict == FLAG
+    check = asr_verdict(TEXT, heard("字幕由社区提供一二线城市", logprob=-2.0, no_speech=0.8), "zh")
+    assert check.verdict == FLAG and "no speech" in check.reason
+    assert asr_verdict(TEXT, heard("字幕由社区提供一二线城市", logprob=-2.0, no_speech=0.3), "zh").verdict \
+        == INCONCLUSIVE
+
+
+def test_the_drift_cutoff_is_the_floor_until_there_are_enough_values():
+    opts = QAOptions(drift_floor=0.5)
+    few = [0.9] * (DRIFT_MIN_VALUES - 1)
+    assert drift_cutoff(few, opts) == 0.5
+    many = [0.6 + 0.3 * i / 99 for i in range(100)]             # 0.600 … 0.900, evenly
+    assert drift_cutoff(many, opts) == pytest.approx(0.6 + 0.3 * 0.075)
+    assert drift_cutoff(many, QAOptions(drift_floor=0.7)) == 0.7   # the floor wins over a low percentile
+    assert drift_cutoff([*few, None, float("nan")], opts) == 0.5   # missing values do not count
+
+
+def test_drift_verdict():
+    assert drift_verdict(0.9, 0.78) == PASS and drift_verdict(0.78, 0.78) == PASS
+    assert drift_verdict(0.77, 0.78) == FLAG
+    assert drift_verdict(None, 0.78) == INCONCLUSIVE
+
+
+def test_combine_flag_wins_over_inconclusive_over_pass():
+    assert combine(PASS, INCONCLUSIVE, FLAG) == FLAG
+    assert combine(INCONCLUSIVE, PASS) == INCONCLUSIVE
+    assert combine(PASS, None) == PASS and combine() == PASS
+    with pytest.raises(ValueError):
+        combine("maybe")
+
+
+def test_the_best_take_sorts_first():
+    takes = [(FLAG, 0.1, 0.95), (PASS, 0.2, 0.8), (INCONCLUSIVE, 0.0, 0.99), (PASS, 0.2, 0.9), (PASS, 0.1, None),
+             (PASS, None, 0.99)]
+    ranked = sorted(takes, key=lambda t: take_rank(*t))
+    assert ranked == [(PASS, 0.1, None), (PASS, 0.2, 0.9), (PASS, 0.2, 0.8), (PASS, None, 0.99),
+                      (INCONCLUSIVE, 0.0, 0.99), (FLAG, 0.1, 0.95)]
+
+
+def test_options_defaults_and_validation():
+    d = QAOptions()
+    assert (d.mode, d.asr_model, d.device, d.max_cer, d.min_units, d.drift_floor, d.min_speech_s, d.max_takes) == \
+        ("off", "base", "cpu", MAX_CER, MIN_UNITS, DRIFT_FLOOR, MIN_SPEECH_S, MAX_TAKES)
+    assert QA_MODES == ("off", "suspect", "full")
+    bad = {"mode": "all", "device": "tpu", "asr_model": " ", "max_cer": 0, "min_units": 0, "low_logprob": 0.5,
+           "drift_percentile": 60, "drift_floor": 1.5, "min_speech_s": 0, "max_takes": 0}
+    for field, value in bad.items():
+        with pytest.raises(ValueError, match=field.replace("_", " ").split()[0] if field == "mode" else field):
+            QAOptions(**{field: value})
+        with pytest.raises(ValueError):                                  # replace() is checked too
+            dataclasses.replace(d, **{field: value})
+    with pytest.raises(ValueError, match="max_takes"):
+        QAOptions(max_takes=True)
