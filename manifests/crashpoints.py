@@ -9,7 +9,8 @@ thread only) until the test deletes it, then goes on: the process's other thread
 holds on a server (a Prefect concurrency slot's lease, heartbeats) stays alive while a test acts meanwhile.
 
 Points: `ingest` (book read and the book's lock held, nothing written yet), `segment-written` (a segment's
-audio is on disk, its row not yet committed), `commit` (a manifest part is written and fsynced but not yet
+audio is on disk, its row not yet committed; with --qa, a take's), `take-heard` (a take's check record is on
+disk, its row not yet decided), `commit` (a manifest part is written and fsynced but not yet
 renamed into place), `assemble` (a chapter was assembled in memory, nothing of it written), `package-file`
 (an output's temp file is complete but not yet renamed into place).  These are POINTS: crashpoint() refuses any
 other name (ValueError), and so does a CHATTTS_RENDER_CRASH_AT that names one, so a misspelt point fails at
