@@ -1,5 +1,6 @@
-"""Synthesize with proof (tasks/synthesize/proof.py) on real speech: an engine double returns corpus recordings for
-the book's sentences, take by take, and the real checks (faster-whisper base, resemblyzer) hear them.
+"""Synthesize with proof (tasks/synthesize/proof.py) on real speech: the speech stand-in (tests/speech_engine.py)
+returns corpus recordings for the book's sentences, take by take, and the real checks (faster-whisper base,
+resemblyzer) hear them.
 
 The book is one voice: three THCHS-30 sentences of one reader (similarity 0.92 between them, measured) and an
 AISHELL-1 sentence of another reader.  Takes: a right clip passes; another sentence's clip and a truncated clip are
@@ -8,60 +9,29 @@ gate on every take and stays flagged with its best take kept."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-import numpy as np
 import pytest
 import soundfile as sf
 
 import manifests
-from engine.api import Result
-from engine.units import SAMPLE_RATE
 from tasks.book import Book, BookMeta, Chapter, Segment
 from tasks.bookdir import QA_JSON, check_relpath, take_relpath
 from tasks.plan.rows import plan_rows
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import reroll_seed
 from tasks.synthesize.render import synthesize_book
 from tests.conftest import corpus_path, unavailable
+from tests.speech_engine import SpeechEngine, corpus_clips, truncated
 
-SPEECH = ("speech",)
 SAME_READER = ("zh_thchs30_test_1.wav", "zh_thchs30_test_2.wav", "zh_thchs30_test_3.wav")
 OTHER_READER = "zh_aishell1_S0764_W0121.wav"
+VOICE = "spk" * 30                       # the voice string of the rows (a stand-in needs no real speaker)
 
 
-def transcripts() -> dict[str, str]:
-    tsv = corpus_path(*SPEECH, "transcripts.tsv").read_text(encoding="utf-8")
-    return dict(line.split("\t", 1) for line in tsv.splitlines() if "\t" in line)
-
-
-def clip(name: str, fraction: float = 1.0) -> np.ndarray:
-    import soxr
-
-    a, sr = sf.read(str(corpus_path(*SPEECH, name)), dtype="float32", always_2d=True)
-    a = soxr.resample(a.mean(axis=1), sr, SAMPLE_RATE).astype(np.float32)
-    return a[: int(len(a) * fraction)]
-
-
-class ClipEngine:
-    """Engine double: for a text, the recording of each take (the take told by its seed, so a resumed render
-    gets the same audio for the same take); past the last, the last again."""
-    version = "clips-1"
-
-    def __init__(self, script: dict[str, list[np.ndarray]], seeds: dict[str, int]):
-        self.script, self.seeds = script, seeds
-        self.requests: list[tuple[str, int]] = []
-
-    def take_of(self, text: str, seed: int) -> int:
-        return next(t for t in range(1, 50) if reroll_seed(self.seeds[text], t) == seed)
-
-    def synthesize(self, requests):
-        for r in list(requests):
-            take = self.take_of(r.text, r.seed)
-            self.requests.append((r.text, take))
-            takes = self.script[r.text]
-            audio = takes[min(take, len(takes)) - 1]
-            yield Result(key=r.key, audio=audio, tokens=len(audio) // 512)
+@pytest.fixture(scope="module")
+def clips():
+    return corpus_clips(corpus_path("speech"))
 
 
 @pytest.fixture(scope="module")
@@ -74,26 +44,28 @@ def checker():
     return c
 
 
-def make(tmp_path, texts: list[str]):
+def make(tmp_path, texts: list[str]) -> Path:
     segs = [Segment(0, i, t, t, "sentence") for i, t in enumerate(texts)]
     book = Book(BookMeta(title="proof"), (Chapter(0, "一", tuple(texts)),))
     book_dir = tmp_path / "book"
     book_dir.mkdir()
-    rows = plan_rows(book, segs, "spk" * 30, ClipEngine.version, book_dir)
-    manifests.commit(book_dir, rows)
-    return book_dir, {r["text"]: r["seed"] for r in rows}
+    manifests.commit(book_dir, plan_rows(book, segs, VOICE, SpeechEngine.version, book_dir))
+    return book_dir
 
 
-def test_flagged_takes_are_retaken_until_they_pass_and_the_manifest_says_what_was_heard(tmp_path, checker):
-    tr = transcripts()
-    t1, t2, t3 = (tr[n] for n in SAME_READER)
-    other = tr[OTHER_READER]
-    book_dir, seeds = make(tmp_path, [t1, t2, t3, other])
-    script = {t1: [clip(SAME_READER[0])],
-              t2: [clip(SAME_READER[2]), clip(SAME_READER[1])],              # another sentence, then the right one
-              t3: [clip(SAME_READER[2], 0.45), clip(SAME_READER[2])],       # truncated, then whole
-              other: [clip(OTHER_READER)]}                                  # another reader, every take
-    engine = ClipEngine(script, seeds)
+def requested(engine: SpeechEngine) -> list[tuple[str, int]]:
+    return [(text, take) for _, text, take, _ in engine.calls]
+
+
+def test_flagged_takes_are_retaken_until_they_pass_and_the_manifest_says_what_was_heard(tmp_path, checker, clips):
+    a, b, c = (clips[n] for n in SAME_READER)
+    o = clips[OTHER_READER]
+    t1, t2, t3, other = a.text, b.text, c.text, o.text
+    book_dir = make(tmp_path, [t1, t2, t3, other])
+    script = {t1: [a], t2: [c, b],                         # another sentence, then the right one
+              t3: [truncated(c), c],                        # truncated, then whole
+              other: [o]}                                   # another reader, every take
+    engine = SpeechEngine(script)
     counts = synthesize_book(book_dir, engine, qa=checker.opts, checker=checker)
     rows = {r["text"]: r for r in manifests.load(book_dir).to_pylist()}
 
@@ -106,6 +78,8 @@ def test_flagged_takes_are_retaken_until_they_pass_and_the_manifest_says_what_wa
         assert rows[t]["take"] == 2 and rows[t]["qa"] == "pass"
         assert rows[t]["audio_path"] == take_relpath(rows[t]["content_key"], 2)
         assert sf.info(str(book_dir / rows[t]["audio_path"])).frames == rows[t]["samples"]
+    assert sorted(requested(engine)) == sorted([(t1, 1), (t2, 1), (t2, 2), (t3, 1), (t3, 2), (other, 1),
+                                                (other, 2), (other, 3)])     # each take rendered once
     takes = json.loads(rows[other]["takes"])     # the other reader: the drift gate, every take, still flagged
     assert len(takes) == QAOptions().max_takes and all(x["verdict"] == "flag" for x in takes), takes
     assert all("drift" in x["checks"] and x["similarity"] < 0.7 for x in takes), takes
@@ -120,14 +94,13 @@ def test_flagged_takes_are_retaken_until_they_pass_and_the_manifest_says_what_wa
             assert (book_dir / check_relpath(r["content_key"], x["take"])).is_file()
 
 
-def test_a_resumed_render_hears_no_take_twice_and_renders_none_again(tmp_path, checker):
+def test_a_resumed_render_hears_no_take_twice_and_renders_none_again(tmp_path, checker, clips):
     """Killed after take 1 of every segment was written and heard (their records on disk, nothing committed):
     the resume renders only the re-takes and hears only them."""
-    tr = transcripts()
-    t1, t2, t3 = (tr[n] for n in SAME_READER)
-    book_dir, seeds = make(tmp_path, [t1, t2, t3])
-    script = {t1: [clip(SAME_READER[0])], t2: [clip(SAME_READER[2]), clip(SAME_READER[1])],
-              t3: [clip(SAME_READER[2])]}
+    a, b, c = (clips[n] for n in SAME_READER)
+    t1, t2, t3 = a.text, b.text, c.text
+    book_dir = make(tmp_path, [t1, t2, t3])
+    script = {t1: [a], t2: [c, b], t3: [c]}
 
     class Killed(Exception):
         pass
@@ -140,7 +113,7 @@ def test_a_resumed_render_hears_no_take_twice_and_renders_none_again(tmp_path, c
             return super().hear(text, audio, sample_rate, **kw)
 
     first = CountingChecker(checker.opts, checker.transcriber, checker.encoder)
-    engine = ClipEngine(script, seeds)
+    engine = SpeechEngine(script)
     import tasks.synthesize.proof as proof
 
     real = proof._judge_voices
@@ -159,29 +132,28 @@ def test_a_resumed_render_hears_no_take_twice_and_renders_none_again(tmp_path, c
 
     again = CountingChecker(checker.opts, checker.transcriber, checker.encoder)
     again.heard = []
-    engine2 = ClipEngine(script, seeds)
+    engine2 = SpeechEngine(script)
     counts = synthesize_book(book_dir, engine2, qa=checker.opts, checker=again)
     assert counts["rendered"] == 3
-    assert engine2.requests == [(t2, 2)]                      # only the re-take renders
+    assert requested(engine2) == [(t2, 2)]                    # only the re-take renders
     assert again.heard == [t2]                                # and only it is heard
     rows = {r["text"]: r for r in manifests.load(book_dir).to_pylist()}
     assert rows[t2]["take"] == 2 and rows[t2]["qa"] == "pass" and rows[t1]["qa"] == "pass"
 
 
-def test_suspect_mode_hears_only_the_odd_takes(tmp_path, checker):
+def test_suspect_mode_hears_only_the_odd_takes(tmp_path, checker, clips):
     """--qa suspect: the speaker embedding on every take, the ASR only where the duration is odd (a truncated
     clip) or the drift gate flags the voice (another reader); a take of the right length and voice is not
     transcribed — so another sentence of about the right length passes unheard: suspect's price."""
     from dataclasses import replace
 
-    tr = transcripts()
-    t1, t2, t3 = (tr[n] for n in SAME_READER)
-    other = tr[OTHER_READER]
-    book_dir, seeds = make(tmp_path, [t1, t2, t3, other])
-    script = {t1: [clip(SAME_READER[0])], t2: [clip(SAME_READER[2])],          # t2: another sentence, same length
-              t3: [clip(SAME_READER[2], 0.45), clip(SAME_READER[2])], other: [clip(OTHER_READER)]}
+    a, b, c = (clips[n] for n in SAME_READER)
+    o = clips[OTHER_READER]
+    t1, t2, t3, other = a.text, b.text, c.text, o.text
+    book_dir = make(tmp_path, [t1, t2, t3, other])
+    script = {t1: [a], t2: [c], t3: [truncated(c), c], other: [o]}     # t2: another sentence, about its length
     suspect = Checker(replace(checker.opts, mode="suspect"), checker.transcriber, checker.encoder)
-    synthesize_book(book_dir, ClipEngine(script, seeds), qa=suspect.opts, checker=suspect)
+    synthesize_book(book_dir, SpeechEngine(script), qa=suspect.opts, checker=suspect)
     rows = {r["text"]: r for r in manifests.load(book_dir).to_pylist()}
     for t in (t1, t2):                            # unheard by the ASR, judged by the drift gate
         (take,) = json.loads(rows[t]["takes"])
