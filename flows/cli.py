@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = command("inspect", cmd_inspect, "Chapters, characters, segments and coverage of a book, "
                       "without loading the model.")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    inspect.add_argument("--segments", action="store_true",
+                         help="every segment: what ChatTTS is given beside the book's text, named C.S")
+    inspect.add_argument("--chapters", default=None, help="only these chapters, 1-based: e.g. 1-2,5")
     arg.text(inspect)
     arg.cast(inspect)
     package = command("package", cmd_package, "Rebuild the outputs from the stored segment audio "

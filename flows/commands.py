@@ -14,6 +14,7 @@ from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.fleet.storage import attached, load_manifest
 from tasks.ingest import load_book
+from tasks.plan.prepare import select_chapters
 from tasks.site.audition import AuditionOptions
 from tasks.site.catalogue import (FEED_NAME, PAGE_NAME, SiteOptions,
                                   write_catalogue, write_store_catalogue)
@@ -82,15 +83,14 @@ def cmd_status(a) -> int:
 def cmd_inspect(a) -> int:
     import json
 
-    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast)
+    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast, chapters=a.chapters)
     book = load_book(opts.book)
+    runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
+    if opts.chapters:
+        book = select_chapters(book, opts.chapters)
+    report = inspect_book(book, opts.segment, runs, segments=a.segments)
     if opts.cast:
-
-        quotes = attribute_book(book)
-        report = inspect_book(book, opts.segment, book_runs(book, quotes))
         report["cast"] = cast_report(opts.cast, report.pop("parts"), quotes)
-    else:
-        report = inspect_book(book, opts.segment)
     print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))
     return EXIT_OK
 

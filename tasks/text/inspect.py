@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Mapping, Sequence
 
 from engine.units import estimate_seconds, hms
-from tasks.book import Book, Run
+from tasks.book import Book, Run, Segment
 from tasks.text.coverage import audit_chapter
 from tasks.text.segment import SegmentOptions, iter_segments
 
@@ -19,10 +19,13 @@ TITLE_WIDTH = 28             # characters of a chapter title shown in the table
 
 
 def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
-                 runs: Mapping[int, Mapping[int, Sequence[Run]]] | None = None) -> dict:
+                 runs: Mapping[int, Mapping[int, Sequence[Run]]] | None = None, segments: bool = False) -> dict:
     """Title, author, encoding, per-chapter characters/segments/estimated seconds, and the coverage reports.
     With a cast's `runs` (chapter -> paragraph -> runs, tasks/text/quotes.book_runs): quotes are segmented
-    apart, and "parts" tallies segments and source characters per (role, speaker)."""
+    apart, and "parts" tallies segments and source characters per (role, speaker).  With `segments`: every
+    segment as the manifest will hold it — chapter and segment (0-based, the manifest's), `name` (C.S, 1-based,
+    as the player and `fix` show it), `text` (what ChatTTS is given), `source_text` (the book's), its pause,
+    role and speaker, and its estimated seconds."""
     parts: Counter = Counter()
     chapters = []
     reports = []
@@ -30,8 +33,11 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
     unexplained = []
     total_chars = total_segs = 0
     total_secs = 0.0
+    listed = []
     for ch in book.chapters:
         segs = list(iter_segments(ch, opts=opts, runs=(runs or {}).get(ch.index)))
+        if segments:
+            listed += [segment_entry(s) for s in segs]
         rep = audit_chapter(ch, segs, opts=opts)
         for s in segs:
             parts[(s.role, s.speaker, "segments")] += 1
@@ -64,7 +70,15 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
         "coverage_reports": reports,
         **({"parts": [{"role": r, "speaker": sp, "segments": n, "characters": parts[(r, sp, "characters")]}
                       for (r, sp, what), n in parts.items() if what == "segments"]} if runs is not None else {}),
+        **({"segments": listed} if segments else {}),
     }
+
+
+def segment_entry(s: Segment) -> dict:
+    """One segment as `inspect --segments` lists it (the manifest's names for its fields)."""
+    return {"chapter": s.chapter, "segment": s.index, "name": f"{s.chapter + 1}.{s.index + 1}", "text": s.text,
+            "source_text": s.source_text, "pause_after": s.pause_after, "role": s.role, "speaker": s.speaker,
+            "estimated_seconds": round(estimate_seconds(s.text), 1)}
 
 
 def _width(text: str) -> int:
@@ -129,7 +143,21 @@ def format_inspect(d: dict) -> str:
             lines.append("    ... (all of them in --json)")
     if "cast" in d:
         lines += _format_cast(d["cast"])
+    if "segments" in d:
+        lines += _format_segments(d["segments"])
     return "\n".join(lines)
+
+
+def _format_segments(segments: list[dict]) -> list[str]:
+    """Every segment: its C.S name and what ChatTTS is given; below it, the book's text where that differs."""
+    lines = ["", f"Segments:  {len(segments)} (C.S  what ChatTTS is given;  < the book's text, where it differs)"]
+    width = max((len(s["name"]) for s in segments), default=3)
+    for s in segments:
+        who = f"  [{s['role']}{': ' + s['speaker'] if s['speaker'] else ''}]" if s["role"] != "narrator" else ""
+        lines.append(f"{s['name']:>{width}}  {s['text']}{who}")
+        if " ".join(s["source_text"].split()) != s["text"]:
+            lines.append(f"{'<':>{width}}  {' '.join(s['source_text'].split())}")
+    return lines
 
 
 def _format_cast(c: dict) -> list[str]:

@@ -74,6 +74,27 @@ def test_sub_commands_and_the_default_command(tmp_path, capsys):
     assert next(codes[c] for c in GapsError.__mro__ if c in codes) == EXIT_FAILED
 
 
+def test_inspect_segments_of_some_chapters(capsys):
+    """`inspect BOOK --segments --chapters 2 --json`: that chapter's segments as the manifest will name them, the
+    text ChatTTS is given beside the book's; a chapter the book lacks is one line, exit 2."""
+    import json
+
+    from flows.cli import EXIT_USAGE, main
+
+    assert main(["inspect", str(SAMPLE), "--segments", "--chapters", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [c["index"] for c in d["chapters"]] == [1] and len(d["segments"]) == d["totals"]["segments"] > 0
+    assert {s["chapter"] for s in d["segments"]} == {1}
+    assert [s["name"] for s in d["segments"]] == [f"2.{s['segment'] + 1}" for s in d["segments"]]
+    assert all(s["text"] and s["source_text"] for s in d["segments"])
+    assert main(["inspect", str(SAMPLE), "--segments"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{s['name']}  {s['text']}" in out for s in d["segments"])
+    assert main(["inspect", str(SAMPLE), "--chapters", "99"]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "chapter 99" in err[0]
+
+
 def test_a_missing_ffmpeg_stops_the_render_before_it_starts(tmp_path):
     """mp3 needs ffmpeg: without it, exit 3 with one line naming the tool, before the model loads or anything is
     written."""

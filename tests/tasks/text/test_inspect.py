@@ -40,3 +40,16 @@ def test_format_shows_unexplained():
     d["coverage"] = {**d["coverage"], "ok": False,
                      "unexplained": [{"chapter": 1, "pos": 3, "text": "abc", "problem": "speakable text in no segment"}]}
     assert "UNEXPLAINED" in format_inspect(d) and "speakable text in no segment" in format_inspect(d)
+
+
+def test_segments_list_what_chattts_is_given_beside_the_books_text():
+    d = inspect_book(_book(), segments=True)
+    segs = d["segments"]
+    assert len(segs) == d["totals"]["segments"]
+    assert [(s["chapter"], s["segment"]) for s in segs] == sorted((s["chapter"], s["segment"]) for s in segs)
+    date = next(s for s in segs if "2024年" in s["source_text"])
+    assert date["name"] == f"2.{date['segment'] + 1}" and "二零二四年三月五日" in date["text"]
+    assert all(set(s) >= {"chapter", "segment", "name", "text", "source_text"} for s in segs)
+    assert "segments" not in inspect_book(_book())               # only when asked
+    text = format_inspect(d)
+    assert f"{date['name']}  {date['text']}\n  <  {' '.join(date['source_text'].split())}" in text
