@@ -7,8 +7,7 @@ import time
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
-from flows.arguments import (UsageError, engine_params, note_threads, options,
-                             render_params)
+from flows.arguments import UsageError, engine_params, note_threads, options, render_params
 from flows.progress import TqdmProgress
 from tasks.errors import BookError
 from tasks.fleet import storage
@@ -16,8 +15,7 @@ from tasks.fleet.storage import attached, load_manifest
 from tasks.ingest import load_book
 from tasks.plan.prepare import select_chapters
 from tasks.site.audition import AuditionOptions
-from tasks.site.catalogue import (FEED_NAME, PAGE_NAME, SiteOptions,
-                                  write_catalogue, write_store_catalogue)
+from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue, write_store_catalogue
 from tasks.site.qa import qa_line
 from tasks.site.report import format_status, summary_line
 from tasks.text.inspect import format_inspect, inspect_book

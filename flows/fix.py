@@ -15,10 +15,11 @@ from pathlib import Path
 
 from flows import arguments as arg
 from flows.arguments import UsageError, engine_params, note_threads, options
+from tasks.book import segment_name
 from tasks.bookdir import read_report
 from tasks.errors import BookError
 from tasks.fleet import storage
-from tasks.plan.fixes import Fix, parse_name, read_names, segment_name
+from tasks.plan.fixes import Fix, parse_name, read_names
 from tasks.text.normalize import normalize
 from tasks.voice.voices import book_voice, parse_voice
 

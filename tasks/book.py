@@ -49,6 +49,12 @@ class Segment:
     speaker: str = ""                # dialogue: the speaker as the text names it, "" when it names none
 
 
+def segment_name(chapter: int, segment: int) -> str:
+    """A segment's name wherever a user sees it (the player, the QA page, `inspect --segments`, `fix`): 0-based
+    (chapter, segment) -> "C.S", both counted from 1."""
+    return f"{chapter + 1}.{segment + 1}"
+
+
 @dataclass(frozen=True)
 class Run:
     """A stretch [start, end) of one paragraph and who speaks it (tasks/text/quotes.py finds them)."""

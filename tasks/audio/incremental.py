@@ -161,8 +161,7 @@ def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: Rende
     book_files = {n: _sha_file(Path(book_dir) / n) for n in sorted(written - chapter_names)}
     data = {"version": SIGNATURE_VERSION, "book": _book_signature(sigs, opts, texts), "chapters": chapters,
             "book_files": book_files, "report": book_files.get(REPORT_NAME)}
-    write_output(Path(book_dir) / CHAPTERS_JSON,
-                 (json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    write_output(Path(book_dir) / CHAPTERS_JSON, _state_bytes(data))
 
 
 def _refresh_report(book_dir: Path, state: dict, data: dict) -> None:
@@ -171,8 +170,12 @@ def _refresh_report(book_dir: Path, state: dict, data: dict) -> None:
     write_output(Path(book_dir) / REPORT_NAME, report_bytes(data))
     sha = _sha_file(Path(book_dir) / REPORT_NAME)
     state = {**state, "report": sha, "book_files": {**state.get("book_files", {}), REPORT_NAME: sha}}
-    write_output(Path(book_dir) / CHAPTERS_JSON,
-                 (json.dumps(state, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    write_output(Path(book_dir) / CHAPTERS_JSON, _state_bytes(state))
+
+
+def _state_bytes(state: dict) -> bytes:
+    """.chapters.json's bytes for what it holds."""
+    return (json.dumps(state, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8")
 
 
 def _gap_entry(r: dict) -> dict:

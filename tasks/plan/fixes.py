@@ -51,11 +51,6 @@ class Fix:
                    newer.voice if newer.voice is not None else self.voice)
 
 
-def segment_name(chapter: int, segment: int) -> str:
-    """A row's name as the player shows it: 0-based (chapter, segment) -> "C.S", 1-based."""
-    return f"{chapter + 1}.{segment + 1}"
-
-
 def parse_name(name: str) -> tuple[int, int]:
     """"C.S" (1-based) -> 0-based (chapter, segment); ValueError naming it otherwise."""
     m = NAME_RE.match(name.strip())

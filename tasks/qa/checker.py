@@ -23,11 +23,11 @@ from tasks.errors import QAUnavailable
 from tasks.qa.asr import load_transcriber
 from tasks.qa.compare import detect_language
 from tasks.qa.options import QAOptions
-from tasks.qa.speaker import (decode_vector, encode_vector, load_encoder,
-                              similarity)
+from tasks.qa.speaker import decode_vector, encode_vector, load_encoder, similarity
 from tasks.qa.verdict import FLAG, asr_verdict, drift_cutoff, drift_verdict
 
 MIN_REFERENCE_TAKES = 3       # accepted takes in the whole book below which a voice gets no drift gate
+CHECK_ORDER = ["duration", "asr", "drift"]   # a record's `checks`, in this order
 
 
 @functools.lru_cache(maxsize=2)
@@ -128,9 +128,6 @@ def judge_drift(record: dict, reference: np.ndarray | None, cutoff: float | None
     if verdict == FLAG and not out.get("reason"):
         out["reason"] = f"drift: speaker similarity {sim:.3f} below this voice's cutoff {cutoff:.3f}"
     return out
-
-
-CHECK_ORDER = ["duration", "asr", "drift"]
 
 
 def _round(x: float | None) -> float | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from engine.atomic import write_bytes
 from tasks.audio.names import inside
+from tasks.book import segment_name as book_segment_name
 from tasks.bookdir import PAGE_NAME, QA_PAGE, read_book_json
 from tasks.qa.compare import compare
 from tasks.site.html import document, esc, href
@@ -40,7 +41,7 @@ HIST_W, HIST_H, HIST_LABEL_H = 240, 56, 14      # px: an SVG histogram's plot ar
 
 def segment_name(row: dict) -> str:
     """A segment's name as the player, this page and `fix` show it: chapter.segment, both 1-based."""
-    return f"{row['chapter'] + 1}.{row['segment'] + 1}"
+    return book_segment_name(row["chapter"], row["segment"])
 
 
 def takes_of(row: dict) -> list[dict]:

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from engine.atomic import read_json
 from engine.units import SAMPLE_RATE
+from tasks.book import segment_name
 from tasks.bookdir import CHAPTERS_JSON, audio_relpath, check_relpath, take_relpath
 from tasks.errors import BookError
-from tasks.plan.fixes import Fix, load_fixes, parse_name, save_fixes, segment_name
+from tasks.plan.fixes import Fix, load_fixes, parse_name, save_fixes
 from tasks.plan.rows import QA_EMPTY, content_key, spoken
 from tasks.synthesize.guard import reroll_seed
 from tasks.synthesize.proof import public_take, render_takes, verdict_of

@@ -31,8 +31,7 @@ from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
 from manifests.crashpoints import crashpoint
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
-from tasks.qa.checker import (CHECK_ORDER, Checker, accepted, judge_drift,
-                              reference_cutoff, voice_reference)
+from tasks.qa.checker import CHECK_ORDER, Checker, accepted, judge_drift, reference_cutoff, voice_reference
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
 from tasks.qa.verdict import FLAG, PASS, combine, take_rank
@@ -66,29 +65,25 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
     open_keys = set(segs)
     with ThreadPoolExecutor(1, thread_name_prefix="qa") as pool:
         while open_keys:
-            futures: list[Future] = []
-            for k in sorted(open_keys):                 # takes on disk not heard yet (a killed render's)
-                for t, rec in segs[k].takes.items():
-                    if rec is None:
-                        audio = read_audio(book_dir / take_relpath(k, t))
-                        futures.append(pool.submit(_hear, book_dir, k, t, segs[k], audio, qa, guard, checker))
-            need = {k: _next_take(segs[k], qa) for k in sorted(open_keys) if not segs[k].takes}
-            heard = bool(futures)
-            if futures:                                  # heard first: their verdict decides a re-take
-                _collect(futures, segs)
-                futures = []
-            need.update({k: t for k in sorted(open_keys) if k not in need
-                         and (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes})
+            unheard = [(k, t) for k in sorted(open_keys) for t, rec in segs[k].takes.items() if rec is None]
+            _collect([pool.submit(_hear, book_dir, k, t, segs[k], read_audio(book_dir / take_relpath(k, t)), qa,
+                                  guard, checker) for k, t in unheard], segs)   # a killed render's takes, first:
+            heard = bool(unheard)                                              # their verdicts decide re-takes
+            need = {k: t for k in sorted(open_keys) if (t := _next_take(segs[k], qa)) is not None
+                    and t not in segs[k].takes}
             counts["retaken"] += sum(t > 1 for t in need.values())
             requests = [Request(key=f"{k}#{t}", text=segs[k].first["text"], spk_emb=segs[k].first["spk_emb"],
                                 seed=reroll_seed(segs[k].first["seed"], t)) for k, t in need.items()]
+            futures: list[Future] = []                  # being heard while the engine decodes on
             for res in engine.synthesize(requests):
                 k, t = res.key.rsplit("#", 1)
                 write_segment_audio(book_dir / take_relpath(k, int(t)), res.audio, SAMPLE_RATE)
                 crashpoint("segment-written")
                 segs[k].takes[int(t)] = None
                 futures.append(pool.submit(_hear, book_dir, k, int(t), segs[k], res.audio, qa, guard, checker))
-                _collect([f for f in futures if f.done()], segs)
+                done = {f for f in futures if f.done()}
+                _collect(list(done), segs)
+                futures = [f for f in futures if f not in done]
             _collect(futures, segs)
             refs = _judge_voices(book_dir, segs, refs, qa, checker, pool, all_rows)
             waiting = {s.first["voice_id"] for k, s in segs.items() if k in open_keys
@@ -112,9 +107,7 @@ def _hear(book_dir: Path, key: str, take: int, seg: _Segment, audio: np.ndarray,
     ratio = len(audio) / SAMPLE_RATE / max(estimate_seconds(text), 1e-6)
     odd = bool(duration) or not SUSPECT_RATIO[0] <= ratio <= SUSPECT_RATIO[1]
     asr = qa.mode == "full" or (qa.mode == "suspect" and odd)
-    rec = checker.hear(text, audio, SAMPLE_RATE, asr=asr and not duration) if not duration else \
-        {"checks": [], "transcript": "", "cer": None, "asr": "", "reason": "", "speech_s": None, "embedding": "",
-         "similarity": None, "drift": ""}
+    rec = checker.hear(text, audio, SAMPLE_RATE, asr=asr and not duration, embed=not duration)  # failed: no more
     rec = {**rec, "version": RECORD_VERSION, "take": take, "seed": reroll_seed(seg.first["seed"], take),
            "audio_path": take_relpath(key, take), "samples": int(len(audio)), "duration": duration}
     if duration:
@@ -263,8 +256,6 @@ def _read_references(book_dir: Path) -> dict:
 
 def _write_record(book_dir: Path, key: str, take: int, rec: dict) -> None:
     write_bytes(book_dir / check_relpath(key, take), json_bytes(rec), durable=True)
-
-
 
 
 # ------------------------------------------------------------- chosen takes (`chattts-render fix --retake`)

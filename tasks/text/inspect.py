@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Mapping, Sequence
 
 from engine.units import estimate_seconds, hms
-from tasks.book import Book, Run, Segment
+from tasks.book import Book, Run, Segment, segment_name
 from tasks.text.coverage import audit_chapter
 from tasks.text.segment import SegmentOptions, iter_segments
 
@@ -76,7 +76,7 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
 
 def segment_entry(s: Segment) -> dict:
     """One segment as `inspect --segments` lists it (the manifest's names for its fields)."""
-    return {"chapter": s.chapter, "segment": s.index, "name": f"{s.chapter + 1}.{s.index + 1}", "text": s.text,
+    return {"chapter": s.chapter, "segment": s.index, "name": segment_name(s.chapter, s.index), "text": s.text,
             "source_text": s.source_text, "pause_after": s.pause_after, "role": s.role, "speaker": s.speaker,
             "estimated_seconds": round(estimate_seconds(s.text), 1)}
 

@@ -15,8 +15,7 @@ from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
 from tasks.site.qa import qa_summary, segment_name
 from tests.conftest import corpus_path, unavailable
-from tests.speech_engine import (SpeechEngine, book_script, corpus_clips,
-                                 noise, other_sentence, truncated,
+from tests.speech_engine import (SpeechEngine, book_script, corpus_clips, noise, other_sentence, truncated,
                                  write_corpus_book)
 
 VOICE = "seed:2222"

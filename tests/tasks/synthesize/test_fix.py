@@ -14,11 +14,11 @@ import soundfile as sf
 
 import manifests
 from tasks import stages
-from tasks.book import Book, BookMeta, Chapter, Segment
+from tasks.book import Book, BookMeta, Chapter, Segment, segment_name
 from tasks.bookdir import BOOK_JSON, FIXES_JSON, book_json, take_relpath
 from tasks.errors import BookError
 from tasks.options import RenderOptions
-from tasks.plan.fixes import Fix, load_fixes, match_fixes, parse_name, read_names, save_fixes, segment_name
+from tasks.plan.fixes import Fix, load_fixes, match_fixes, parse_name, read_names, save_fixes
 from tasks.plan.rows import derive_seed, plan_rows
 from tasks.synthesize.fix import (choose_take, find_rows, override, packaged_chapters, repackaged, retake,
                                   take_entries, takes_table)
