@@ -153,7 +153,8 @@ def _action(a) -> str:
 def _fix_of(a, opts):
     """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model."""
     seg = opts.segment
-    text = normalize(a.text, t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn).strip() if a.text is not None else None
+    text = None if a.text is None else normalize(a.text, t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn,
+                                                 lang=seg.lang).strip()
     spec = parse_voice(a.voice, a.clip_text, seg) if a.voice is not None else None
     try:                                             # the voice is resolved with the model, under the lock
         return Fix("", text=text, seed=a.seed, voice="(resolved later)" if spec is not None else None), spec

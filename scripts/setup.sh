@@ -36,8 +36,14 @@ fi
 stamp=.venv/.chattts-render-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing Python packages (torch 2.11.0 is a large download the first time)"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+  # The venv takes about 7 GB (PyPI's torch 2.11.0 on x86_64 is the CUDA build); pip's wheel cache would double
+  # that, so it is off: a CI machine once ran out of disk here.
+  free_mb=$(df -Pm . | awk 'NR==2 {print $4}')
+  if [ "${free_mb:-0}" -lt 9000 ]; then
+    echo "setup: only ${free_mb} MB free on $(df -P . | awk 'NR==2 {print $6}'); the Python packages need about 9000 MB" >&2
+  fi
+  .venv/bin/python -m pip install -q --no-cache-dir --upgrade pip
+  .venv/bin/python -m pip install -q --no-cache-dir -e ".[test]"
   touch "$stamp"
 fi
 echo "setup: ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'), $(ffmpeg -version | head -1 | cut -d' ' -f1-3))"

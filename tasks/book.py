@@ -10,6 +10,11 @@ PauseKind = Literal["clause", "sentence", "paragraph", "chapter"]
 PAUSE_KINDS: tuple[str, ...] = ("clause", "sentence", "paragraph", "chapter")
 # Who speaks a segment (a cast, --cast): the narrator, or quoted speech with the speaker the text names.
 ROLE_NARRATOR, ROLE_DIALOGUE = "narrator", "dialogue"
+# The languages ChatTTS speaks: a book's reading language, and a run of text inside a sentence.
+Language = Literal["zh", "en"]
+LANGUAGES: tuple[str, ...] = ("zh", "en")
+LANGUAGE_CHOICES: tuple[str, ...] = ("auto", *LANGUAGES)     # --language
+GUESS_SAMPLE_CHARS = 20_000      # characters of a book's text read by guess_language
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,56 @@ class Segment:
     notes: tuple[str, ...] = field(default_factory=tuple)  # e.g. removed characters, for the audit
     role: str = ROLE_NARRATOR        # narrator | dialogue (only a cast splits quotes into dialogue)
     speaker: str = ""                # dialogue: the speaker as the text names it, "" when it names none
+
+
+def speech_language(tag: str) -> Language | None:
+    """The language ChatTTS would read a BCP 47 / dc:language tag in: "zh-Hant", "zh_CN", "chi" -> "zh";
+    "en-GB", "eng" -> "en"; any other language, "und" or "" -> None."""
+    primary = tag.strip().replace("_", "-").split("-")[0].lower()
+    if primary in ("zh", "zho", "chi", "cmn", "yue", "wuu", "lzh"):
+        return "zh"
+    if primary in ("en", "eng"):
+        return "en"
+    return None
+
+
+def _letters(book: Book) -> tuple[int, int]:
+    """(Han characters, ASCII letters) in the first GUESS_SAMPLE_CHARS characters of a book's text."""
+    han = latin = seen = 0
+    for text in (t for c in book.chapters for t in (c.title, *c.paragraphs)):
+        for c in text[:GUESS_SAMPLE_CHARS - seen]:
+            if "\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf":
+                han += 1
+            elif c.isascii() and c.isalpha():
+                latin += 1
+        seen += len(text)
+        if seen >= GUESS_SAMPLE_CHARS:
+            break
+    return han, latin
+
+
+def guess_language(han: int, latin: int) -> Language:
+    """The language of running text from its letter counts: "zh" when Han characters are at least a fifth of
+    the letters (a Chinese book quoting English stays Chinese) or there are no Latin letters, else "en"."""
+    return "zh" if han * 5 >= han + latin or not latin else "en"
+
+
+def book_language(book: Book, requested: str = "auto") -> Language:
+    """The language a book is read in: `requested` when it is "zh" or "en"; for "auto", the book's declared
+    language (EPUB dc:language / xml:lang) when ChatTTS speaks it and the text does not contradict it (a
+    Chinese EPUB tagged "en" by its tool is still Chinese), else the guess from the text."""
+    if requested in LANGUAGES:
+        return requested  # type: ignore[return-value]
+    if requested != "auto":
+        raise ValueError(f"language must be one of {', '.join(LANGUAGE_CHOICES)}, not {requested!r}")
+    han, latin = _letters(book)
+    guess = guess_language(han, latin)
+    declared = speech_language(book.meta.language)
+    if declared == "zh" and latin >= 200 and han * 100 < han + latin:
+        return guess                     # "zh" on a book with almost no Han characters
+    if declared == "en" and guess == "zh" and han:
+        return guess                     # "en" on a book in Chinese
+    return declared or guess
 
 
 def segment_name(chapter: int, segment: int) -> str:

@@ -70,7 +70,7 @@ def passage(book, segment, text: str | None = None) -> str:
     from dataclasses import replace
 
     if text is not None:
-        out = normalize(text, t2s=segment.t2s, lexicon=segment.lexicon, tn=segment.tn).strip()
+        out = normalize(text, t2s=segment.t2s, lexicon=segment.lexicon, tn=segment.tn, lang=segment.lang).strip()
     else:
         pieces = segment_chapter(book.chapters[0], opts=replace(segment, target_seconds=PIECE_SECONDS,
                                                                 max_seconds=max(PIECE_SECONDS, segment.min_seconds)))

@@ -77,7 +77,7 @@ def _explain_gap(rep: CoverageReport, gap: str, base: int, opts: SegmentOptions,
     """Text between segments: only silent material is allowed."""
     if not gap:
         return
-    for sp in iter_spans(gap, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn):
+    for sp in iter_spans(gap, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang):
         if sp.kind == "removed":
             continue
         if _speech(sp.out):
@@ -89,7 +89,7 @@ def _explain_gap(rep: CoverageReport, gap: str, base: int, opts: SegmentOptions,
 
 
 def _add_removals(rep: CoverageReport, text: str, base: int, opts: SegmentOptions, counts: Counter) -> None:
-    spans = iter_spans(text, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn)
+    spans = iter_spans(text, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang)
     for r in removals(spans, text, base):
         counts[r.reason] += len(r.text)
         rep.removed_count += len(r.text)
@@ -126,7 +126,8 @@ def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
             rep.unexplained.append({"pos": at, "text": printable(src[:200]),
                                     "problem": f"segment {seg.index} is silent"})
         else:
-            expect = "".join(sp.out for sp in iter_spans(src, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn))
+            spans = iter_spans(src, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang)
+            expect = "".join(sp.out for sp in spans)
             if not _same_speech(expect, seg.text):
                 rep.unexplained.append({"pos": at, "text": printable(src[:200]),
                                         "problem": f"segment {seg.index}: text does not match its source "

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
+from tasks.book import LANGUAGES, Language
 from tasks.errors import BookError
 from tasks.text import rules as tn_rules
 
@@ -131,9 +132,12 @@ class NormalizeOptions:
     t2s: bool = True                 # Traditional -> Simplified (OpenCC t2s)
     tn: bool = True                  # verbalize numbers, dates, units (wetext + our rules)
     lexicon: "Lexicon | None" = None
+    lang: Language = "zh"            # the book's reading language (tasks.book.book_language)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if self.lang not in LANGUAGES:
+            raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, not {self.lang!r}")
         if self.lexicon is not None and not isinstance(self.lexicon, Lexicon):
             raise ValueError(f"lexicon must be a Lexicon, not {type(self.lexicon).__name__}")
 
@@ -685,24 +689,27 @@ def _latinish(c: str) -> bool:
     return bool(c) and c.isascii() and c.isalnum()
 
 
-def iter_spans(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True) -> Iterator[Span]:
-    """Spans tiling `text` in order; chunk by chunk, so memory is bounded by the chunk size."""
-    opts = NormalizeOptions(t2s=t2s, tn=tn, lexicon=lexicon)
+def iter_spans(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True,
+               lang: Language = "zh") -> Iterator[Span]:
+    """Spans tiling `text` in order; chunk by chunk, so memory is bounded by the chunk size.  `lang` is the
+    book's reading language."""
+    opts = NormalizeOptions(t2s=t2s, tn=tn, lexicon=lexicon, lang=lang)
     state: dict = {}
     for s, e in _iter_chunks(text):
         yield from _finish(_chunk_spans(text, s, e, opts), text, state)
 
 
-def normalize_with_map(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None,
-                       tn: bool = True) -> tuple[str, list[Span]]:
+def normalize_with_map(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True,
+                       lang: Language = "zh") -> tuple[str, list[Span]]:
     """(normalized text, spans).  `removals(spans)` lists what was removed and why."""
-    spans = list(iter_spans(text, t2s=t2s, lexicon=lexicon, tn=tn))
+    spans = list(iter_spans(text, t2s=t2s, lexicon=lexicon, tn=tn, lang=lang))
     return "".join(s.out for s in spans), spans
 
 
-def normalize(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True) -> str:
+def normalize(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True,
+              lang: Language = "zh") -> str:
     """Text ChatTTS can read aloud: simplified, numbers verbalized, marks mapped, unspeakables removed."""
-    return "".join(s.out for s in iter_spans(text, t2s=t2s, lexicon=lexicon, tn=tn))
+    return "".join(s.out for s in iter_spans(text, t2s=t2s, lexicon=lexicon, tn=tn, lang=lang))
 
 
 def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:

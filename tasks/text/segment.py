@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping, Sequence
 
 from engine.units import estimate_seconds, speakable_chars
-from tasks.book import PAUSE_KINDS, ROLE_NARRATOR, Chapter, PauseKind, Run, Segment
+from tasks.book import LANGUAGES, PAUSE_KINDS, ROLE_NARRATOR, Chapter, Language, PauseKind, Run, Segment
 from tasks.text.normalize import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
 
 TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
@@ -34,6 +34,7 @@ class SegmentOptions:
     t2s: bool = True
     tn: bool = True
     lexicon: Lexicon | None = None
+    lang: Language = "zh"      # the book's reading language (tasks.book.book_language)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -44,6 +45,8 @@ class SegmentOptions:
             raise ValueError(f"max_chars ({self.max_chars}) must be at least 10")
         if not 0 <= self.min_chars < self.max_chars:
             raise ValueError(f"min_chars ({self.min_chars}) must be in [0, max_chars={self.max_chars})")
+        if self.lang not in LANGUAGES:
+            raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, not {self.lang!r}")
         if not 0 <= self.min_seconds < self.target_seconds:
             raise ValueError(f"min_seconds ({self.min_seconds}) must be in [0, target_seconds="
                              f"{self.target_seconds})")
@@ -167,7 +170,7 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
     def parts() -> Iterator[list[Span]]:
         sentence: list[Span] = []
         chars = 0
-        for sp in iter_spans(text[lo:hi], t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn):
+        for sp in iter_spans(text[lo:hi], t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang):
             sp = replace(sp, start=sp.start + lo, end=sp.end + lo) if lo else sp
             sentence.append(sp)
             chars += len(sp.out)
