@@ -19,6 +19,7 @@ RANDOM_MODELS = ("random-tiny", "random-full")
 # Rows decoded together at most when max_batch is not given.  CPU: one GEMM call per step over all rows is
 # weight-bandwidth bound below ~32 rows (benchmarks/engine_steps.py); CUDA: capped further by free memory.
 DEFAULT_MAX_BATCH = {"cpu": 32, "cuda": 128}
+BACKENDS = ("torch", "onnx")       # what runs the model calls: our torch engine, or ONNX Runtime (engine/ortengine.py)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class EngineOptions:
     compile: bool = False          # CUDA only: decode steps as captured CUDA graphs (--compile; not torch.compile)
     max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
     threads: int | None = None     # torch CPU threads, >= 1 (more than the CPUs: they share them); None: torch's
+    backend: Literal["torch", "onnx"] = "torch"   # onnx: the model calls through ONNX Runtime (engine/ortengine.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -45,6 +47,11 @@ class EngineOptions:
             raise ValueError(f"max_batch {self.max_batch}: must be at least 1")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads {self.threads}: must be at least 1")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
+        if self.backend == "onnx" and (self.int8 or self.compile or self.dtype == "bf16"):
+            what = "int8=True" if self.int8 else "compile=True" if self.compile else 'dtype="bf16"'
+            raise ValueError(f'backend="onnx" runs fp32 (CPU) or fp16 (CUDA) graphs; drop {what}')
 
     @property
     def batch(self) -> int:

@@ -48,21 +48,45 @@ _MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, compile) -> Co
 def _resolve_dtype(opts: EngineOptions) -> str:
     if opts.dtype != "auto":
         return opts.dtype
-    return "bf16" if opts.device == "cuda" else "fp32"
+    if opts.device == "cuda":
+        return "fp16" if opts.backend == "onnx" else "bf16"
+    return "fp32"
 
 
 def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str | None = None) -> str:
     """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
     hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
-    decide the bits); CUDA's names only whether the decode step runs as CUDA graphs (+compile)."""
+    decide the bits); CUDA's names only whether the decode step runs as CUDA graphs (+compile).  The onnx
+    back-end's names carry engine.ortengine.backend_name (`onnx-ort1.32-cpu`: onnxruntime's version and the
+    provider) on every device, so its audio never shares a key with the torch engine's."""
     version = version or ENGINE_VERSION           # read when called (tests set an older one)
     extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
     backend = ""
-    if opts.device == "cpu" and int(version) >= 6:
+    if opts.backend == "onnx":
+        from engine.ortengine import backend_name as ort_backend
+
+        backend = f"-{ort_backend(opts.device)}"
+    elif opts.device == "cpu" and int(version) >= 6:
         from engine.cpu import backend_name  # torch: engine.engine stays importable without it
 
         backend = f"-{backend_name(opts.int8, dtype)}"
     return f"ours{version}-{fingerprint}-{dtype}-{opts.device}{backend}{extras}"
+
+
+def _ort_model(loaded, opts: EngineOptions, dtype: str):
+    """The onnx back-end's OrtCodeModel (graphs exported into the model cache once); ModelUnavailable (one line)
+    when the onnx extra is not installed."""
+    import importlib.util
+
+    from engine.api import ModelUnavailable
+
+    missing = [m for m in ("onnxruntime", "onnx", "onnxscript") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModelUnavailable(f"--backend onnx: {', '.join(missing)} not installed (pip install "
+                               "'chattts-render[onnx]', or [onnx-gpu] for CUDA)")
+    from engine.ortengine import load_ort_model
+
+    return load_ort_model(loaded, opts.device, dtype, opts.threads, opts.batch)
 
 
 class Engine:
@@ -71,7 +95,8 @@ class Engine:
     def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str):
         self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
         self.version = engine_version(loaded.fingerprint, opts, dtype)
-        self.adopts = tuple(engine_version(loaded.fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS)
+        adopted = ADOPTED_VERSIONS if opts.backend == "torch" else ()   # the onnx back-end adopts no torch audio
+        self.adopts = tuple(engine_version(loaded.fingerprint, opts, dtype, v) for v in adopted)
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
         self._spk_cache: dict[str, object] = {}
         self._voices: dict[str, tuple] = {}           # voice string -> (spk [C] | None, codes [P, Q] | None, txt)
@@ -93,9 +118,11 @@ class Engine:
                                     "is False: a torch built without CUDA, or a driver too old for it); use "
                                     "--device cpu")
         dtype = _resolve_dtype(opts)
-        key = (opts.model, opts.device, dtype, opts.int8, opts.compile)
+        key = (opts.model, opts.device, dtype, opts.int8, opts.compile, opts.backend)
         with _LOCK:
             loaded = load_chattts(opts.model, opts.device)
+            if key not in _MODELS and opts.backend == "onnx":
+                _MODELS[key] = _ort_model(loaded, opts, dtype)
             if key not in _MODELS:
                 tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
                 spk_id = loaded.tokenizer.spk_emb_ids
@@ -200,7 +227,10 @@ class Engine:
         sched = Scheduler(self.model, self.opts.batch, exact=exact)
         self.last_batch_sizes = sched.batch_sizes
         for row in sched.run(rows):              # (no grad mode held across yields: weights need no grad)
-            (wav,) = decode(self.loaded, [row.hiddens])   # each row alone, on every device (engine/vocoder.py)
+            if self.opts.backend == "onnx":          # the Decoder + Vocos graph, the row alone
+                wav = self.model.vocode(row.hiddens)
+            else:
+                (wav,) = decode(self.loaded, [row.hiddens])   # each row alone, on every device (engine/vocoder.py)
             res = Result(key=row.key, audio=wav, tokens=row.tokens)
             if progress is not None:
                 progress(res)

@@ -110,11 +110,7 @@ class Block(nn.Module):
         """rows [B·L·Hkv]: where this step's keys/values go in k_cache.view(-1, D) (_cache_rows, the same for every
         layer: Llama.forward computes it once)."""
         s = self.s
-        B, L, _ = x.shape                                                    # x [B, L, C]
-        h = _rms_norm(x, self.attn_norm.weight, s.eps)
-        qkv = self.wqkv(h).view(B, L, s.heads + 2 * s.kv_heads, s.head_dim)   # [B, L, H+2Hkv, D]
-        qk = _rope(qkv[:, :, :s.heads + s.kv_heads], cos, sin)              # [B, L, H+Hkv, D]: q and k at once
-        q, k, v = qk[:, :, :s.heads], qk[:, :, s.heads:], qkv[:, :, s.heads + s.kv_heads:]   # [B, L, H(kv), D]
+        q, k, v = self.project(x, cos, sin)                                  # [B, L, H(kv), D]
         # write the new keys/values: cache[slot_b, :, cache_idx[b, l]] = k[b, l]
         k_cache.view(-1, s.head_dim).index_copy_(0, rows, k.reshape(-1, s.head_dim))
         v_cache.view(-1, s.head_dim).index_copy_(0, rows, v.reshape(-1, s.head_dim))
@@ -123,6 +119,22 @@ class Block(nn.Module):
                 o = attend(q.transpose(1, 2), k_cache, v_cache)  # [B, H, 1, D]
             else:
                 o = self._attend(q.transpose(1, 2), k_cache, v_cache, slots, mask, lengths)  # [B, H, L, D]
+        return self.finish(x, o)
+
+    def project(self, x, cos, sin):
+        """x [B, L, C] -> q [B, L, H, D], k, v [B, L, Hkv, D]: the attention norm, the fused projection and RoPE
+        (shared with engine/onnxgraph.py's exported step, so both run the same ops)."""
+        s = self.s
+        B, L, _ = x.shape
+        h = _rms_norm(x, self.attn_norm.weight, s.eps)
+        qkv = self.wqkv(h).view(B, L, s.heads + 2 * s.kv_heads, s.head_dim)   # [B, L, H+2Hkv, D]
+        qk = _rope(qkv[:, :, :s.heads + s.kv_heads], cos, sin)              # [B, L, H+Hkv, D]: q and k at once
+        return qk[:, :, :s.heads], qk[:, :, s.heads:], qkv[:, :, s.heads + s.kv_heads:]
+
+    def finish(self, x, o):
+        """x [B, L, C] the block's input, o [B, H, L, D] attention output -> the block's output [B, L, C]."""
+        s = self.s
+        B, L, _ = x.shape
         x = x + self.wo(o.transpose(1, 2).reshape(B, L, s.heads * s.head_dim))
         h = _rms_norm(x, self.ffn_norm.weight, s.eps)
         gate, up = self.w13(h).chunk(2, -1)                                  # [B, L, F] each

@@ -1,0 +1,357 @@
+"""ONNX graphs of our engine's model calls, exported per model fingerprint and dtype into the model cache.
+
+    paths = export_graphs("random-tiny")                 # {"prefill": Path, "decode": …, "heads": …, "vocoder": …}
+    paths = export_graphs(loaded, out_dir, dtype="fp16") # a LoadedModel (engine.loader), into a folder of your own
+    python -m engine.onnxgraph random-tiny [--out DIR] [--dtype fp32|fp16]
+
+The graphs are exported with `torch.onnx.export(..., dynamo=True, opset_version=OPSET)` from OUR modules
+(engine/llama.py's Block.project / Block.finish, engine/codemodel.py's heads, ChatTTS's Decoder and Vocos'
+backbone): the same weights and shapes the torch engine runs.  Embedding look-ups (text ids, the 4 code
+embeddings fed back each step) and sampling stay in torch (engine/sampling.py), so both back-ends sample alike.
+
+Graphs (inputs -> outputs; B batch, L prompt length, S cache length, N layers, H kv heads, D head dim, C hidden,
+Q·V code cells, T steps; every one of B, L, S, T is a dynamic axis):
+
+    prefill  x [B, L, C] (dtype), pos [B, L] int64            -> hidden [B, C] fp32 (last position),
+                                                                 k, v [N, B, H, L, D] (dtype): the prompt's cache
+    decode   x [B, 1, C], pos [B, 1] int64,                     -> hidden [B, C] fp32, k, v [N, B, H, 1, D]:
+             past_k, past_v [N, B, H, S, D]                        the new token's keys/values
+    heads    hidden [B, C] fp32                                 -> logits [B, Q, V] fp32 (every code head)
+    vocoder  hidden [B, T, C] fp32                              -> wav [B, 256·(2T-1)] fp32 (Decoder + Vocos)
+
+The KV cache is an explicit input/output: the caller (engine/ortengine.py) keeps it in its own tensors and
+writes the returned keys at `pos`.  A row's past is valid below its position (a slot holds its sequence from
+index 0): decode masks past keys at index >= pos, so rows of different lengths share one call with S the
+longest.  Positions are int64 inputs in every dtype (RoPE tables are fp32 constants indexed by them, never
+computed from a half-precision position: CHATTTS_NOTES.md's trap); norms, RoPE and the heads run in fp32 as in
+the torch engine.  Vocos' ISTFT (torch.istft, centre padding) is exported as a real inverse-DFT MatMul and an
+overlap-add of hop-sized chunks (no DFT op, which TensorRT's parser lacks); its output matches torch.istft to
+float rounding.
+
+Files: `<cache_root()>/onnx/<fingerprint>-<dtype>-o<OPSET>-g<GRAPH_VERSION>/{prefill,decode,heads,vocoder}.onnx`
+and `graphs.json` (names, opset, versions, axis names), written as one folder (engine.atomic.atomic_dir): a
+half-written export is never used.  Dynamic axes carry names ("batch", "length", "cache", "steps") so a
+TensorRT optimization profile maps min/opt/max onto each (engine/ortengine.py's trt_profiles).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OPSET = 18                          # ONNX opset: TensorRT 10's parser and onnxruntime >= 1.14 take it
+GRAPH_VERSION = "1"                 # bump whenever the exported graphs change (a new cache folder)
+NAMES = ("prefill", "decode", "heads", "vocoder")
+DTYPES = ("fp32", "fp16")           # fp32: the CPU provider; fp16: CUDA / TensorRT
+INFO_FILE = "graphs.json"
+EXAMPLE_BATCH, EXAMPLE_LEN, EXAMPLE_CACHE, EXAMPLE_STEPS = 2, 5, 7, 3   # export-time sizes (>= 2: never specialized)
+AXES = {                            # graph -> input -> {axis: name}: the dynamic axes
+    "prefill": {"x": {0: "batch", 1: "length"}, "pos": {0: "batch", 1: "length"}},
+    "decode": {"x": {0: "batch"}, "pos": {0: "batch"}, "past_k": {1: "batch", 3: "cache"},
+               "past_v": {1: "batch", 3: "cache"}},
+    "heads": {"hidden": {0: "batch"}},
+    "vocoder": {"hidden": {0: "batch", 1: "steps"}},
+}
+OUTPUTS = {"prefill": ["hidden", "k", "v"], "decode": ["hidden", "k", "v"], "heads": ["logits"],
+           "vocoder": ["wav"]}
+
+
+def graph_dir(fingerprint: str, dtype: str, root: Path | None = None) -> Path:
+    """Where the graphs of a model fingerprint and dtype live in the model cache (engine.assets.cache_root)."""
+    from engine.assets import cache_root
+
+    return (Path(root) if root is not None else cache_root() / "onnx") / f"{fingerprint}-{dtype}-o{OPSET}-g{GRAPH_VERSION}"
+
+
+def complete(folder: Path) -> bool:
+    """Every graph and the info file are there (a folder is only ever renamed into place whole)."""
+    return (folder / INFO_FILE).is_file() and all((folder / f"{n}.onnx").is_file() for n in NAMES)
+
+
+def graph_paths(folder: Path) -> dict[str, Path]:
+    return {n: Path(folder) / f"{n}.onnx" for n in NAMES}
+
+
+# ------------------------------------------------------------------------------------------ the modules exported
+def _modules(loaded, dtype: str) -> dict[str, Any]:
+    """The torch modules behind each graph, built from `loaded` (a fresh, unpacked CodeModel in `dtype`)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    from engine.codemodel import CodeModel
+    from engine.llama import _rms_norm
+
+    tdtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
+    cm = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, loaded.tokenizer.spk_emb_ids, "cpu", tdtype)
+    llama = cm.llama
+
+    def layers(x, pos, past_k, past_v, mask):
+        s = llama.s
+        rep = s.heads // s.kv_heads
+        cos, sin = llama.cos[pos].unsqueeze(2), llama.sin[pos].unsqueeze(2)          # [B, L, 1, D] fp32
+        ks, vs = [], []
+        for i, blk in enumerate(llama.layers):
+            q, k, v = blk.project(x, cos, sin)
+            k, v = k.transpose(1, 2), v.transpose(1, 2)                               # [B, Hkv, L, D]
+            kk = k if past_k is None else torch.cat([past_k[i], k], 2)
+            vv = v if past_v is None else torch.cat([past_v[i], v], 2)
+            if rep > 1:
+                kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), kk, vv, attn_mask=mask)   # [B, H, L, D]
+            x = blk.finish(x, o)
+            ks.append(k)
+            vs.append(v)
+        hidden = _rms_norm(x[:, -1], llama.norm.weight, llama.s.eps).float()          # [B, C]
+        return hidden, torch.stack(ks), torch.stack(vs)
+
+    class Prefill(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.llama = llama
+
+        def forward(self, x, pos):
+            i = torch.arange(x.shape[1], device=x.device)
+            mask = (i[None, :] <= i[:, None])[None, None]                             # [1, 1, L, L] causal
+            return layers(x, pos, None, None, mask)
+
+    class Decode(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.llama = llama
+
+        def forward(self, x, pos, past_k, past_v):
+            valid = torch.arange(past_k.shape[3], device=x.device)[None, :] < pos         # [B, S]: index < pos
+            mask = torch.cat([valid, torch.ones_like(pos, dtype=torch.bool)], 1)[:, None, None, :]   # [B,1,1,S+1]
+            return layers(x, pos, past_k, past_v, mask)
+
+    class Heads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("head", cm.head.clone())                              # [Q·V, C] fp32
+
+        def forward(self, hidden):
+            return F.linear(hidden, self.head).view(-1, cm.Q, cm.V)
+
+    return {"prefill": Prefill().eval(), "decode": Decode().eval(), "heads": Heads().eval(),
+            "vocoder": Vocoder(loaded.decoder, loaded.vocos).eval(), "model": cm}
+
+
+def _istft_basis(n_fft: int, window):
+    """(re, im) [n_fft, n_fft/2 + 1] fp32: frame = re @ Re(X) + im @ Im(X) is torch.fft.irfft(X, n_fft) * window
+    (DC and Nyquist bins count once and lose their imaginary part, as irfft does)."""
+    import math
+
+    import torch
+
+    n = torch.arange(n_fft, dtype=torch.float64)[:, None]
+    k = torch.arange(n_fft // 2 + 1, dtype=torch.float64)[None, :]
+    ang = 2 * math.pi * ((n * k) % n_fft) / n_fft
+    c = torch.full_like(k, 2.0)
+    c[0, 0] = c[0, -1] = 1.0
+    w = window.double()[:, None] / n_fft
+    im = -c * torch.sin(ang) * w
+    im[:, 0] = im[:, -1] = 0.0
+    return (c * torch.cos(ang) * w).float(), im.float()
+
+
+def _vocoder_class():
+    import torch
+    import torch.nn as nn
+
+    class _Vocoder(nn.Module):
+        """ChatTTS's Decoder (GPT hidden -> mel) and Vocos (backbone, ISTFT head) as one exportable module.  The
+        head's torch.istft (centre padding) becomes an inverse-DFT MatMul, an overlap-add of n_fft/hop shifted
+        chunks and the window-envelope division, trimmed by n_fft/2 on both sides (torch.istft's own steps)."""
+
+        def __init__(self, decoder, vocos):
+            super().__init__()
+            self.decoder, self.backbone, self.out = decoder, vocos.backbone, vocos.head.out
+            ist = vocos.head.istft
+            self.n_fft, self.hop = ist.n_fft, ist.hop_length
+            if ist.padding != "center" or ist.win_length != ist.n_fft or ist.n_fft % ist.hop_length:
+                raise ValueError(f"Vocos ISTFT (padding {ist.padding}, n_fft {ist.n_fft}, win {ist.win_length}, "
+                                 f"hop {ist.hop_length}): only centre padding, win = n_fft = k·hop is exported")
+            window = ist.window.detach().float().cpu()
+            re, im = _istft_basis(self.n_fft, window)
+            self.register_buffer("re", re)
+            self.register_buffer("im", im)
+            self.register_buffer("wsq", (window ** 2).view(self.n_fft // self.hop, self.hop))   # [k, hop]
+
+        def _overlap_add(self, frames):
+            """frames [B, k·hop, F] -> [B, hop·(F + k - 1)]: chunk c of frame j lands in output block j + c."""
+            B, _, Fr = frames.shape
+            k = self.n_fft // self.hop
+            parts = frames.reshape(B, k, self.hop, Fr)
+            out = None
+            for c in range(k):
+                p = torch.nn.functional.pad(parts[:, c], (c, k - 1 - c))                # [B, hop, F + k - 1]
+                out = p if out is None else out + p
+            return out.transpose(1, 2).reshape(B, -1)
+
+        def forward(self, hidden):                                                      # [B, T, C] fp32
+            mel = self.decoder(hidden.transpose(1, 2))                                  # [B, 100, 2T]
+            x = self.out(self.backbone(mel)).transpose(1, 2)                            # [B, n_fft + 2, F]
+            mag, p = x.chunk(2, dim=1)
+            mag = torch.clip(torch.exp(mag), max=1e2)
+            frames = self.re @ (mag * torch.cos(p)) + self.im @ (mag * torch.sin(p))    # [B, n_fft, F]
+            y = self._overlap_add(frames)
+            Fr = frames.shape[2]
+            env = self._overlap_add(self.wsq.reshape(1, -1, 1).expand(1, self.n_fft, Fr))   # [1, hop·(F+k-1)]
+            half = self.n_fft // 2
+            n = self.hop * (Fr - 1)
+            return (y / env)[:, half:half + n]
+
+    return _Vocoder
+
+
+def Vocoder(decoder, vocos):
+    return _vocoder_class()(decoder, vocos)
+
+
+def _examples(name: str, cm, dtype) -> tuple:
+    import torch
+
+    s, B, L, S = cm.llama.s, EXAMPLE_BATCH, EXAMPLE_LEN, EXAMPLE_CACHE
+    gen = torch.Generator().manual_seed(0)
+    if name == "prefill":
+        return (torch.randn(B, L, s.hidden, generator=gen).to(dtype), torch.arange(L).repeat(B, 1))
+    if name == "decode":
+        past = torch.randn(s.layers, B, s.kv_heads, S, s.head_dim, generator=gen).to(dtype)
+        return (torch.randn(B, 1, s.hidden, generator=gen).to(dtype), torch.tensor([[S - 2], [S]]), past, past.clone())
+    if name == "heads":
+        return (torch.randn(B, s.hidden, generator=gen),)
+    return (torch.randn(B, EXAMPLE_STEPS, s.hidden, generator=gen),)
+
+
+def _export(module, args: tuple, name: str, path: Path) -> None:
+    import torch
+    from torch.export import Dim
+
+    names = list(AXES[name])
+    shapes = [{ax: Dim.DYNAMIC for ax in AXES[name][arg]} for arg in names]
+    prog = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET, input_names=names,
+                             output_names=OUTPUTS[name], dynamic_shapes=tuple(shapes), verbose=False,
+                             optimize=True)
+    prog.save(str(path), external_data=False)
+    _name_axes(path, name)
+
+
+def _name_axes(path: Path, name: str) -> None:
+    """Give every dynamic axis its name (batch, length, cache, steps) in place of the exporter's symbols (s11,
+    512*s81 - 256, ...), on the inputs and wherever else the symbol appears (outputs, value infos)."""
+    import re
+
+    import onnx
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    rename = {}
+    for inp in graph.input:
+        for ax, d in AXES[name].get(inp.name, {}).items():
+            rename[inp.type.tensor_type.shape.dim[ax].dim_param] = d
+    sym = re.compile(r"\bs\d+\b")
+    for v in (*graph.input, *graph.output, *graph.value_info):
+        for dim in v.type.tensor_type.shape.dim:
+            if dim.dim_param:
+                dim.dim_param = sym.sub(lambda m: rename.get(m.group(0), m.group(0)), dim.dim_param)
+    onnx.save(model, str(path))
+
+
+def export_graphs(model_name_or_loaded, out_dir: Path | str | None = None, dtype: str = "fp32") -> dict[str, Path]:
+    """Export (once) the graphs of a model: `model_name_or_loaded` an EngineOptions.model spec ("random-tiny",
+    "hf", an asset dir) or a LoadedModel; into `out_dir` (default: the model cache, graph_dir).  A complete
+    folder is reused as it is.  Returns {name: path of the .onnx file} for NAMES."""
+    import torch
+
+    from engine.atomic import atomic_dir
+    from engine.loader import load_chattts
+
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: the graphs are exported in one of {', '.join(DTYPES)}")
+    loaded = load_chattts(model_name_or_loaded) if isinstance(model_name_or_loaded, str) else model_name_or_loaded
+    folder = Path(out_dir) if out_dir is not None else graph_dir(loaded.fingerprint, dtype)
+    if complete(folder):
+        return graph_paths(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    mods = _modules(loaded, dtype)
+    cm = mods.pop("model")
+    tdtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
+    import onnx
+    import onnxruntime
+
+    try:
+        with atomic_dir(folder, replace_if=lambda f: not complete(f)) as tmp, torch.no_grad(), _quiet():
+            for name in NAMES:
+                _export(mods[name], _examples(name, cm, tdtype), name, Path(tmp) / f"{name}.onnx")
+            s = cm.llama.s
+            info = {"graph_version": GRAPH_VERSION, "opset": OPSET, "dtype": dtype, "fingerprint": loaded.fingerprint,
+                    "torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+                    "layers": s.layers, "kv_heads": s.kv_heads, "head_dim": s.head_dim, "hidden": s.hidden,
+                    "max_pos": s.max_pos, "Q": cm.Q, "V": cm.V, "axes": AXES, "outputs": OUTPUTS}
+            (Path(tmp) / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    except FileExistsError:                       # another process finished the same export first
+        if not complete(folder):
+            raise
+    return graph_paths(folder)
+
+
+def read_info(folder: Path) -> dict:
+    return json.loads((Path(folder) / INFO_FILE).read_text(encoding="utf-8"))
+
+
+class _quiet:
+    """The exporter's progress lines (print and logging) kept off stdout: a render's output stays its own."""
+
+    def __enter__(self):
+        import contextlib
+        import io
+        import logging
+        import warnings
+
+        self._log = logging.getLogger("torch.onnx")
+        self._level = self._log.level
+        self._log.setLevel(logging.ERROR)
+        self._out = contextlib.redirect_stdout(io.StringIO())
+        self._out.__enter__()
+        self._warn = warnings.catch_warnings()
+        self._warn.__enter__()
+        warnings.simplefilter("ignore")
+        return self
+
+    def __exit__(self, *exc):
+        self._warn.__exit__(*exc)
+        self._out.__exit__(*exc)
+        self._log.setLevel(self._level)
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m engine.onnxgraph", description="Export the ONNX graphs of a model.")
+    p.add_argument("model", help="hf, a local ChatTTS asset dir, random-tiny or random-full")
+    p.add_argument("--out", default=None, help="the folder to write (default: the model cache's onnx/ folder)")
+    p.add_argument("--dtype", choices=DTYPES, default="fp32")
+    a = p.parse_args(argv)
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError:
+        print("engine.onnxgraph: the onnx extra is not installed (pip install 'chattts-render[onnx]')",
+              file=sys.stderr)
+        return 2
+    from engine.api import ModelUnavailable
+
+    try:
+        paths = export_graphs(a.model, a.out, a.dtype)
+    except ModelUnavailable as e:
+        print(f"engine.onnxgraph: {e}", file=sys.stderr)
+        return 2
+    for name, path in paths.items():
+        print(f"{name}\t{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

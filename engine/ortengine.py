@@ -1,0 +1,224 @@
+"""The onnx back-end (`--backend onnx`): the same scheduler, decode loop and sampling as the torch engine; only the
+model calls (GPT prefill, decode step, code heads, Decoder + Vocos) run through ONNX Runtime.
+
+    model = load_ort_model(loaded, opts, "fp32")     # exports the graphs once (engine/onnxgraph.py), opens sessions
+    Scheduler(model, opts.batch, exact=True)        # engine/scheduler.py, unchanged: OrtCodeModel is a CodeModel
+    wav = model.vocode(row.hiddens)                 # float32 numpy, samples_for_tokens(T) samples
+
+OrtCodeModel keeps the embeddings (text ids, the 4 code embeddings fed back each step) and the KV cache
+(engine.llama.KVCache) in torch; `OrtLlama` stands in for engine.llama.Llama: a prefill sends the prompt, a
+decode step sends the rows' past keys (cache[slot, :, :S], S the longest row's position rounded up to
+PAST_ROUND) and writes the returned keys at each row's position.  Sampling is engine/sampling.py's, with the
+same counter-based noise, so both back-ends draw alike wherever their logits agree.
+
+Providers by device: cpu -> CPUExecutionProvider (`onnxruntime`); cuda -> TensorrtExecutionProvider (FP16
+engines cached in the model cache's onnx/trt/ folder, an optimization profile per graph for batch and cache
+length: trt_profiles) with CUDAExecutionProvider behind it, or CUDA alone (`onnxruntime-gpu`).  The CUDA
+paths are written but have not been run by us (no GPU with onnxruntime-gpu): docs/onnx.md.  A provider error
+saying the memory ran out becomes torch.OutOfMemoryError, so the scheduler's OOM backoff works unchanged.
+
+Batch invariance (measured on this CPU, tests/engine/test_onnx.py): see docs/onnx.md.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engine.codemodel import CodeModel
+from engine.llama import KVCache, LlamaShape
+from engine.onnxgraph import export_graphs, read_info
+
+PAST_ROUND = 64                    # a decode step's past keys: the longest row's position rounded up to this
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "trt": "TensorrtExecutionProvider"}
+ELEMENT = {torch.float32: np.float32, torch.float16: np.float16, torch.int64: np.int64}
+OOM_MARKERS = ("out of memory", "failed to allocate memory", "bad_alloc")
+TRT_OPT_LEN = 512                  # the TensorRT profiles' optimum cache length / prompt length (positions)
+
+
+def ort_version() -> str:
+    """onnxruntime's major.minor ("1.32"): its kernels decide the bits, so the engine version names it."""
+    import onnxruntime as ort
+
+    return ".".join(ort.__version__.split(".")[:2])
+
+
+def provider_for(device: str) -> str:
+    """"cpu", "trt" (TensorRT's provider is in this onnxruntime) or "cuda"; DeviceUnavailable when the cuda device
+    has neither (a CPU-only onnxruntime)."""
+    import onnxruntime as ort
+
+    from engine.api import DeviceUnavailable
+
+    if device == "cpu":
+        return "cpu"
+    have = ort.get_available_providers()
+    for name in ("trt", "cuda"):
+        if PROVIDERS[name] in have:
+            return name
+    raise DeviceUnavailable("--device cuda: this onnxruntime has no CUDA or TensorRT provider (--backend onnx on a "
+                            "GPU needs the onnx-gpu extra: onnxruntime-gpu)")
+
+
+def backend_name(device: str) -> str:
+    """`onnx-ort<major.minor>-<provider>`: what engine.engine.engine_version adds for this back-end."""
+    return f"onnx-ort{ort_version()}-{provider_for(device)}"
+
+
+def trt_profiles(name: str, info: dict, max_batch: int, max_len: int) -> dict[str, str]:
+    """TensorRT provider options trt_profile_{min,opt,max}_shapes for graph `name`: batch 1..max_batch, prompt and
+    cache length 1..max_len (opt: TRT_OPT_LEN), vocoder steps 1..max_len."""
+    N, H, D, C = info["layers"], info["kv_heads"], info["head_dim"], info["hidden"]
+    opt_len = min(TRT_OPT_LEN, max_len)
+
+    def shapes(b: int, n: int) -> str:
+        dims = {"prefill": {"x": (b, n, C), "pos": (b, n)},
+                "decode": {"x": (b, 1, C), "pos": (b, 1), "past_k": (N, b, H, n, D), "past_v": (N, b, H, n, D)},
+                "heads": {"hidden": (b, C)}, "vocoder": {"hidden": (1, n, C)}}[name]
+        return ",".join(f"{k}:{'x'.join(map(str, v))}" for k, v in dims.items())
+
+    return {"trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(max(1, max_batch // 2), opt_len),
+            "trt_profile_max_shapes": shapes(max_batch, max_len)}
+
+
+def _providers(provider: str, name: str, info: dict, folder: Path, max_batch: int) -> list:
+    if provider == "cpu":
+        return [PROVIDERS["cpu"]]
+    cuda = (PROVIDERS["cuda"], {"device_id": 0})
+    if provider == "cuda":
+        return [cuda, PROVIDERS["cpu"]]
+    cache = folder / "trt"
+    cache.mkdir(exist_ok=True)
+    trt = {"device_id": 0, "trt_fp16_enable": info["dtype"] == "fp16", "trt_engine_cache_enable": True,
+           "trt_engine_cache_path": str(cache), "trt_timing_cache_enable": True,
+           "trt_timing_cache_path": str(cache), **trt_profiles(name, info, max_batch, info["max_pos"])}
+    return [(PROVIDERS["trt"], trt), cuda, PROVIDERS["cpu"]]
+
+
+class Session:
+    """One graph's InferenceSession, run through IO binding on torch tensors (CPU or CUDA memory): inputs are
+    bound in place, outputs are written into tensors the caller allocates (no copies on the way)."""
+
+    def __init__(self, path: Path, provider: str, threads: int | None, providers: list):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        if threads:
+            so.intra_op_num_threads = threads
+            so.inter_op_num_threads = 1
+        self.sess = ort.InferenceSession(str(path), so, providers=providers)
+        self.device = "cpu" if provider == "cpu" else "cuda"
+
+    def run(self, inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        io = self.sess.io_binding()
+        keep = []
+        for name, t in inputs.items():
+            t = t.contiguous()
+            keep.append(t)
+            io.bind_input(name, self.device, 0, ELEMENT[t.dtype], list(t.shape), t.data_ptr())
+        for name, t in outputs.items():
+            io.bind_output(name, self.device, 0, ELEMENT[t.dtype], list(t.shape), t.data_ptr())
+        try:
+            self.sess.run_with_iobinding(io)
+        except Exception as err:                          # onnxruntime's own exception classes
+            if any(m in str(err).lower() for m in OOM_MARKERS):
+                raise torch.OutOfMemoryError(f"onnxruntime: {err}") from err
+            raise
+        return outputs
+
+
+class OrtLlama:
+    """engine.llama.Llama's call, through the prefill and decode graphs.  Positions index the cache (a slot holds
+    its sequence from index 0), so a row's past is cache[slot, :, :pos]."""
+
+    def __init__(self, shape: LlamaShape, prefill: Session, decode: Session):
+        self.s, self.prefill, self.decode = shape, prefill, decode
+
+    def __call__(self, x, pos, cache: KVCache, slots, cache_idx=None, mask=None, lengths=None):
+        """As Llama.forward (x [B, L, C], pos [B, L] long, slots [B] or None: rows 0..B-1), returning the final-normed
+        hidden state of the last position only, [B, 1, C] fp32 (the decode loop reads h[:, -1] / h[:, 0])."""
+        assert cache_idx is None, "the onnx graphs write the cache at the positions"
+        B, L, _ = x.shape
+        rix = torch.arange(B, device=x.device) if slots is None else slots
+        s = self.s
+        hidden = torch.empty(B, s.hidden, dtype=torch.float32, device=x.device)
+        k = torch.empty(s.layers, B, s.kv_heads, L, s.head_dim, dtype=x.dtype, device=x.device)
+        v = torch.empty_like(k)
+        if L > 1 or int(pos.max()) == 0:                       # a prefill: positions 0..L-1
+            self.prefill.run({"x": x, "pos": pos}, {"hidden": hidden, "k": k, "v": v})
+            for i in range(s.layers):
+                cache.k[i][rix, :, :L] = k[i]
+                cache.v[i][rix, :, :L] = v[i]
+            return hidden[:, None]
+        S = min(cache.max_len, -(-int(pos.max()) // PAST_ROUND) * PAST_ROUND)
+        past_k = torch.stack([c[rix, :, :S] for c in cache.k])              # [N, B, H, S, D]
+        past_v = torch.stack([c[rix, :, :S] for c in cache.v])
+        self.decode.run({"x": x, "pos": pos, "past_k": past_k, "past_v": past_v}, {"hidden": hidden, "k": k, "v": v})
+        at = pos[:, 0]
+        for i in range(s.layers):
+            cache.k[i][rix, :, at] = k[i, :, :, 0]
+            cache.v[i][rix, :, at] = v[i, :, :, 0]
+        return hidden[:, None]
+
+
+class OrtCodeModel(CodeModel):
+    """A CodeModel whose Llama, heads and vocoder are ONNX Runtime sessions; the embeddings stay torch tensors."""
+
+    def __init__(self, loaded, folder: Path, provider: str, threads: int | None, max_batch: int):
+        info = read_info(folder)
+        device = torch.device("cpu" if provider == "cpu" else "cuda")
+        dtype = {"fp32": torch.float32, "fp16": torch.float16}[info["dtype"]]
+        embed = loaded.embed
+        with torch.no_grad():
+            emb_code = torch.stack([e.weight.detach().float() for e in embed.emb_code]).to(device)
+            emb_text = embed.emb_text.weight.detach().float().to(device)
+        self.info, self.folder, self.provider = info, Path(folder), provider
+        sessions = {n: Session(Path(folder) / f"{n}.onnx", provider, threads,
+                               _providers(provider, n, info, Path(folder), max_batch))
+                    for n in ("prefill", "decode", "heads", "vocoder")}
+        shape = LlamaShape.from_hf(loaded.gpt.config)
+        self.llama = OrtLlama(shape, sessions["prefill"], sessions["decode"])
+        self._heads, self._vocoder = sessions["heads"], sessions["vocoder"]
+        self.emb_text, self.emb_code = emb_text, emb_code
+        self.Q, self.V = info["Q"], info["V"]
+        self.spk_emb_id = loaded.tokenizer.spk_emb_ids
+        self.dtype, self.device = dtype, device
+        self.graphs = False
+        from engine.sampling import hash32
+
+        self.cells = hash32(torch.arange(self.Q * self.V, device=device, dtype=torch.long) + 1)
+        self._sizes = {}
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [B, C] -> logits [B, Q, V] fp32 through the heads graph."""
+        h = hidden.float().contiguous()
+        out = torch.empty(h.shape[0], self.Q, self.V, dtype=torch.float32, device=h.device)
+        return self._heads.run({"hidden": h}, {"logits": out})["logits"]
+
+    def call_size(self, rows: int, max_rows: int) -> int:
+        """Every decode step is one call over exactly the active rows (no padding rows: docs/onnx.md)."""
+        return rows
+
+    def linears(self) -> list:
+        raise NotImplementedError("the onnx back-end's projections run inside onnxruntime")
+
+    def vocode(self, hiddens: torch.Tensor):
+        """hiddens [T, C] -> float32 numpy, samples_for_tokens(T) samples (Decoder + Vocos graph, the row alone)."""
+        from engine.units import samples_for_tokens
+
+        T = hiddens.shape[0]
+        if T == 0:
+            return np.zeros(0, dtype=np.float32)
+        h = hiddens.to(self.device, torch.float32)[None].contiguous()
+        wav = torch.empty(1, samples_for_tokens(T), dtype=torch.float32, device=self.device)
+        self._vocoder.run({"hidden": h}, {"wav": wav})
+        return np.ascontiguousarray(wav[0].cpu().numpy(), dtype=np.float32)
+
+
+def load_ort_model(loaded, device: str, dtype: str, threads: int | None, max_batch: int) -> OrtCodeModel:
+    """Export `loaded`'s graphs into the model cache (once per fingerprint and dtype) and open them."""
+    provider = provider_for(device)
+    paths = export_graphs(loaded, dtype=dtype)
+    return OrtCodeModel(loaded, paths["prefill"].parent, provider, threads or torch.get_num_threads(), max_batch)
