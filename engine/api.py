@@ -19,6 +19,7 @@ RANDOM_MODELS = ("random-tiny", "random-full")
 # Rows decoded together at most when max_batch is not given.  CPU: one GEMM call per step over all rows is
 # weight-bandwidth bound below ~32 rows (benchmarks/engine_steps.py); CUDA: capped further by free memory.
 DEFAULT_MAX_BATCH = {"cpu": 32, "cuda": 128}
+ONNX_MODULES = ("onnxruntime", "onnx", "onnxscript")   # the onnx extra: run, and export the graphs
 BACKENDS = ("torch", "onnx")       # what runs the model calls: our torch engine, or ONNX Runtime (engine/ortengine.py)
 
 
@@ -73,6 +74,13 @@ class Result:
     key: str
     audio: "object"                # numpy float32 mono at engine.units.SAMPLE_RATE, (2T-1)*256 samples
     tokens: int                    # GPT steps generated (T)
+
+
+def onnx_missing() -> list[str]:
+    """The onnx extra's modules that are not installed (the onnx back-end needs all of them; [] when ready)."""
+    import importlib.util
+
+    return [m for m in ONNX_MODULES if importlib.util.find_spec(m) is None]
 
 
 class DeviceUnavailable(Exception):

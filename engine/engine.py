@@ -76,12 +76,9 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
 def _ort_model(loaded, opts: EngineOptions, dtype: str):
     """The onnx back-end's OrtCodeModel (graphs exported into the model cache once); ModelUnavailable (one line)
     when the onnx extra is not installed."""
-    import importlib.util
+    from engine.api import ModelUnavailable, onnx_missing
 
-    from engine.api import ModelUnavailable
-
-    missing = [m for m in ("onnxruntime", "onnx", "onnxscript") if importlib.util.find_spec(m) is None]
-    if missing:
+    if missing := onnx_missing():
         raise ModelUnavailable(f"--backend onnx: {', '.join(missing)} not installed (pip install "
                                "'chattts-render[onnx]', or [onnx-gpu] for CUDA)")
     from engine.ortengine import load_ort_model

@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from engine.api import EngineOptions
+from engine.api import BACKENDS, EngineOptions
 from tasks.errors import BookError
 from tasks.fleet import storage
 
@@ -48,6 +48,9 @@ def engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--int8", action="store_true",
                    help="CPU only: INT8 GPT weights (weight-only int8 with our CPU kernel, W8A8 dynamic "
                         "quantization without it)")
+    p.add_argument("--backend", choices=BACKENDS, default=d.backend,
+                   help="what runs the model: torch (our engine, default) or onnx (the same scheduler and sampling, "
+                        "the model calls through ONNX Runtime: the onnx extra; docs/onnx.md)")
     p.add_argument("--compile", action="store_true",
                    help="CUDA only: CUDA graphs of the decode step (not torch.compile)")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
@@ -84,7 +87,7 @@ def render_params(a: argparse.Namespace) -> dict:
 
 def engine_params(a: argparse.Namespace) -> dict:
     return {"model": a.model, "device": a.device, "dtype": a.dtype, "int8": a.int8, "compile": a.compile,
-            "max_batch": a.max_batch, "threads": a.threads}
+            "backend": a.backend, "max_batch": a.max_batch, "threads": a.threads}
 
 
 def options(book: Path | str, need_book: bool = True, **params):

@@ -46,7 +46,8 @@ def _task_call(fn, *args, **kwargs):
 @flow(name="render-book", log_prints=True)
 def render_book_flow(book: str, out: str | None = None, model: str | None = None, voice: str | None = None,
                      formats: list[str] | None = None, device: str | None = None, dtype: str | None = None,
-                     int8: bool = False, compile: bool = False, max_batch: int | None = None,
+                     int8: bool = False, compile: bool = False, backend: str | None = None,
+                     max_batch: int | None = None,
                      threads: int | None = None, allow_gaps: bool = False, chapters: str | None = None,
                      lexicon: str | None = None, t2s: bool = True, guard: bool = True,
                      guard_attempts: int | None = None, clip_text: str | None = None, voice_anchor: bool = False,
@@ -68,7 +69,8 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
     log = get_run_logger()
     site = SiteOptions(base_url=base_url) if catalogue else None
     opts = options_from_params(book, out=out, model=model, voice=voice, formats=formats, device=device,
-                               dtype=dtype, int8=int8, compile=compile, max_batch=max_batch, threads=threads,
+                               dtype=dtype, int8=int8, compile=compile, backend=backend, max_batch=max_batch,
+                               threads=threads,
                                allow_gaps=allow_gaps, chapters=chapters, lexicon=lexicon, t2s=t2s, guard=guard,
                                guard_attempts=guard_attempts, clip_text=clip_text, voice_anchor=voice_anchor,
                                cast=cast, scratch=scratch, qa=qa, asr_model=asr_model)

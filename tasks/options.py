@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.api import DeviceUnavailable, EngineOptions
+from engine.api import DeviceUnavailable, EngineOptions, onnx_missing
 from engine.device import cuda_problem
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
@@ -54,6 +54,7 @@ class RenderOptions:
 def options_from_params(book: str, out: str | None = None, model: str | None = None, voice: str | None = None,
                         formats: list[str] | tuple[str, ...] | None = None, device: str | None = None,
                         dtype: str | None = None, int8: bool = False, compile: bool = False,
+                        backend: str | None = None,
                         max_batch: int | None = None, threads: int | None = None,
                         allow_gaps: bool = False, chapters: str | None = None, lexicon: str | None = None,
                         t2s: bool = True, guard: bool = True, guard_attempts: int | None = None,
@@ -75,8 +76,11 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
 
     eng = EngineOptions()       # first: a usage error or a missing GPU is named before the book is fetched or read
     eng = replace(eng, **{k: v for k, v in dict(model=model, device=device, dtype=dtype, max_batch=max_batch,
-                                                 threads=threads).items() if v is not None},
+                                                 threads=threads, backend=backend).items() if v is not None},
                   int8=int8, compile=compile)
+    if eng.backend == "onnx" and (missing := onnx_missing()):
+        raise ValueError(f"--backend onnx: {', '.join(missing)} not installed (pip install 'chattts-render[onnx]', "
+                         "or [onnx-gpu] for CUDA)")
     if eng.device == "cuda" and (problem := cuda_problem()) is not None:
         raise DeviceUnavailable(f"--device {eng.device}: {problem}")
 

@@ -1,0 +1,161 @@
+"""The onnx back-end on random-tiny (CPU provider): graphs export once and load; decode-step logits of every code
+head, a forced-length segment's tokens and Decoder+Vocos output against our torch engine; batched == alone;
+the engine version names the back-end.  Skipped (one reason) without the onnx extra; a failure under CI=true."""
+from __future__ import annotations
+
+import pytest
+
+from engine.api import EngineOptions, Request, onnx_missing
+from tests.conftest import unavailable
+
+torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")
+pytest.importorskip("ChatTTS")
+
+TEXTS = ["你好。", "今天天气很好，我们去公园散步吧。", "一二三四五六七八九十。", "春眠不觉晓，处处闻啼鸟。",
+         "道可道，非常道。"]
+COSINE_MIN = 0.99999               # fp32 decode-step logits, per code head
+LOGITS_ATOL = 1e-4                 # max abs diff of the logits (random-tiny measures ~2e-7)
+SNR_MIN_DB = 60.0                  # Decoder + Vocos graph vs torch (random-tiny measures ~117 dB)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _onnx():
+    if missing := onnx_missing():
+        unavailable(f"the onnx extra is not installed ({', '.join(missing)}): pip install 'chattts-render[onnx]'")
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def engines():
+    """(onnx engine, torch engine) on random-tiny: the onnx one exports into the model cache once."""
+    from engine.engine import Engine
+
+    return (Engine.load(EngineOptions(model="random-tiny", backend="onnx", max_batch=3, threads=1)),
+            Engine.load(EngineOptions(model="random-tiny", max_batch=3, threads=1)))
+
+
+@pytest.fixture(scope="module")
+def requests(engines):
+    voice = engines[1].sample_voice(7)
+    return [Request(key=f"s{i}", text=t, spk_emb=voice, seed=500 + i) for i, t in enumerate(TEXTS)]
+
+
+def test_export_is_cached_atomic_and_typed(engines, tmp_path):
+    import onnx
+
+    from engine.onnxgraph import INFO_FILE, NAMES, complete, export_graphs, graph_dir
+
+    loaded = engines[0].loaded
+    paths = export_graphs(loaded)                                   # the engine's export, reused as it is
+    assert set(paths) == set(NAMES) and paths["decode"].parent == graph_dir(loaded.fingerprint, "fp32")
+    stamp = {n: p.stat().st_mtime_ns for n, p in paths.items()}
+    assert export_graphs(loaded) == paths and {n: p.stat().st_mtime_ns for n, p in paths.items()} == stamp
+    assert complete(paths["decode"].parent) and (paths["decode"].parent / INFO_FILE).is_file()
+    assert not list(paths["decode"].parent.parent.glob(".tmp-*"))   # no half-written export left beside it
+    decode = onnx.load(str(paths["decode"]), load_external_data=False)
+    ins = {i.name: i.type.tensor_type for i in decode.graph.input}
+    assert ins["pos"].elem_type == onnx.TensorProto.INT64            # positions stay integer
+    assert [d.dim_param for d in ins["past_k"].shape.dim][1:4:2] == ["batch", "cache"]
+    half = tmp_path / "half"
+    half.mkdir()
+    (half / "prefill.onnx").write_bytes(b"")                         # an incomplete folder is never used
+    assert not complete(half)
+
+
+def _step_logits(model, rows: list[tuple[torch.Tensor, int]]):
+    """Prefill each (prompt embedding [1, L, C], slot) alone, then one decode step of all rows together: the
+    logits [B, Q, V] of that step, through `model` (a CodeModel or OrtCodeModel)."""
+    from engine.llama import KVCache
+
+    s = model.llama.s
+    cache = KVCache(s, len(rows) + 1, 128, model.device, model.dtype)
+    for x, slot in rows:
+        L = x.shape[1]
+        model.llama(x, torch.arange(L)[None], cache, torch.tensor([slot]), lengths=[L])
+    gen = torch.Generator().manual_seed(3)
+    tok = torch.randint(0, model.V - 1, (len(rows), model.Q), generator=gen)
+    pos = torch.tensor([[x.shape[1]] for x, _ in rows])
+    h = model.llama(model.code_embedding(tok), pos, cache, torch.tensor([s for _, s in rows]),
+                    lengths=[x.shape[1] + 1 for x, _ in rows])
+    return model.logits(h[:, 0])
+
+
+def test_decode_step_logits_of_every_head_match_torch(engines):
+    from engine.codemodel import CodeModel
+
+    ort_engine, torch_engine = engines
+    loaded = torch_engine.loaded
+    ref = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, loaded.tokenizer.spk_emb_ids, "cpu", torch.float32)
+    spk = torch_engine._speaker_vector(torch_engine.sample_voice(3))
+    rows = [(ref.prompt_embedding(torch.tensor(torch_engine.prompt_ids(t)), spk), slot)
+            for slot, t in enumerate(TEXTS[:3])]
+    with torch.no_grad():
+        a, b = _step_logits(ort_engine.model, rows), _step_logits(ref, rows)
+    cos = torch.nn.functional.cosine_similarity(a, b, dim=-1)           # [B, Q]: every row, every head
+    assert a.shape == b.shape == (3, ref.Q, ref.V)
+    assert float(cos.min()) >= COSINE_MIN and float((a - b).abs().max()) < LOGITS_ATOL, (cos.min(), (a - b).abs().max())
+
+
+def _tokens(engine, requests) -> dict[str, list]:
+    """Every request's sampled codes, step by step, read from the decode batch before each step."""
+    from engine.scheduler import Scheduler
+
+    rows = [engine._row(r, i) for i, r in enumerate(requests)]
+    seen: dict[str, list] = {r.key: [] for r in rows}
+
+    def hook(batch):
+        for slot, row in batch.rows.items():
+            if len(seen[row.key]) < row.steps:
+                seen[row.key].append(batch.last[slot].tolist())
+
+    sched = Scheduler(engine.model, 3, exact=True, step_hook=hook)
+    for row in sched.run(rows):
+        seen[row.key].append(row.tokens)
+    return seen
+
+
+def test_forced_segment_samples_the_same_tokens(engines, requests):
+    ort_engine, torch_engine = engines
+    a, b = _tokens(ort_engine, requests), _tokens(torch_engine, requests)
+    assert a == b and all(len(v) > 5 for v in a.values())
+
+
+def test_vocoder_graph_matches_torch(engines):
+    from engine.units import samples_for_tokens
+    from engine.vocoder import decode
+
+    ort_engine, torch_engine = engines
+    h = torch.randn(37, torch_engine.model.llama.s.hidden, generator=torch.Generator().manual_seed(5))
+    got = ort_engine.model.vocode(h)
+    (ref,) = decode(torch_engine.loaded, [h])
+    assert got.shape == ref.shape == (samples_for_tokens(37),)
+    snr = 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref.astype(np.float64) - got) ** 2))
+    assert snr >= SNR_MIN_DB, snr
+
+
+def test_batched_equals_alone_and_repeats_bitwise(engines, requests):
+    """ORT CPU (MLAS), measured: a row's audio does not depend on its batch-mates or on the cache length its step
+    gathers (docs/onnx.md); the same composition twice gives the same bits too."""
+    ort_engine, _ = engines
+    batched = {r.key: r.audio for r in ort_engine.synthesize(requests)}
+    assert ort_engine.last_batch_sizes == [3]
+    again = {r.key: r.audio for r in ort_engine.synthesize(requests)}
+    alone = {r.key: next(iter(ort_engine.synthesize([r]))).audio for r in requests}
+    assert all(np.array_equal(batched[k], again[k]) for k in batched)
+    assert all(np.array_equal(batched[k], alone[k]) for k in batched)
+
+
+def test_version_names_backend_and_adopts_nothing(engines):
+    import onnxruntime
+
+    ort_engine, torch_engine = engines
+    major_minor = ".".join(onnxruntime.__version__.split(".")[:2])
+    assert ort_engine.version.endswith(f"-fp32-cpu-onnx-ort{major_minor}-cpu") and ort_engine.adopts == ()
+    assert "onnx" not in torch_engine.version and ort_engine.version != torch_engine.version
+
+
+def test_options_refuse_what_the_graphs_cannot_run():
+    for bad, word in ((dict(int8=True), "int8"), (dict(dtype="bf16"), "bf16"), (dict(backend="tf"), "backend")):
+        with pytest.raises(ValueError, match=word):
+            EngineOptions(**{"backend": "onnx", **bad})
