@@ -19,7 +19,8 @@ times; each side reports its median run.
 Audio seconds are the workload's: sum over segments of (2T-1)*256 / 24000, identical for every side (upstream
 returns more: every row padded to its batch's longest; that is reported as returned_audio_s).  Wall seconds
 exclude model loading and a short warm-up; peak RSS is sampled every 10 ms during the side's run.
-ratio = ours / sorted upstream throughput (audio seconds per wall second); ratio_doc_order against document order.
+ratio = ours / sorted upstream throughput (audio seconds per wall second); ratio_doc_order against document order;
+ratio_onnx (--with-onnx) = ours through ONNX Runtime (engine/ortengine.py) / sorted upstream, in the same run.
 Distance to the limit (benchmarks/limits.py): peak GEMM per dtype, FLOPs per audio second, the compute-bound
 ceiling and limit_fraction = ours / ceiling; a per-step profile of each of our sides.
 """
@@ -170,13 +171,15 @@ def run_upstream(loaded, texts: list[str], forced: list[int], voice: str, batch:
 
 # ------------------------------------------------------------------------------------------------ ours
 
-def load_ours(args, int8: bool, dtype: str = "auto"):
-    """Our Engine with the benchmark's settings (the process-wide model cache loads it once)."""
+def load_ours(args, int8: bool, dtype: str = "auto", backend: str = "torch"):
+    """Our Engine with the benchmark's settings (the process-wide model cache loads it once); backend onnx: the
+    same scheduler and sampling, the model calls through ONNX Runtime (graphs exported once into the cache)."""
     from engine.api import EngineOptions
     from engine.engine import Engine
 
     return Engine.load(EngineOptions(model=args.model, device=args.device, dtype=dtype, int8=int8,
-                                     compile=args.compile, threads=args.threads, max_batch=args.batch))
+                                     compile=args.compile, threads=args.threads, max_batch=args.batch,
+                                     backend=backend))
 
 
 def run_ours(engine, texts: list[str], forced: list[int], voice: str, log, name: str = "ours") -> dict:
@@ -304,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--with-int8", action="store_true", help="also ours with INT8 GPT linears (CPU): ratio_int8")
     ap.add_argument("--with-bf16", action="store_true", help="also ours in bf16: ratio_bf16")
     ap.add_argument("--compile", action="store_true", help="ours with the compiled decode step (CUDA)")
+    ap.add_argument("--with-onnx", action="store_true",
+                    help="also ours through ONNX Runtime (--backend onnx; CPU provider on cpu): ratio_onnx")
     ap.add_argument("--batch", type=int, default=DEFAULT_BATCH,
                     help="batch size of both sides (default %(default)s; 0: upstream's best of a 4..32 probe)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of every side, alternating; medians reported")
@@ -363,12 +368,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.doc_order:
             sides.append(("upstream_doc_order",
                           lambda: run_upstream(loaded, texts, forced, voice, args.batch, False, log)))
-    ours = [] if args.only == "upstream" else [("ours", args.int8, args.dtype)]
+    ours = [] if args.only == "upstream" else [("ours", args.int8, args.dtype, "torch")]
     if ours and args.with_int8 and not args.int8:
-        ours.append(("ours_int8", True, "fp32"))
+        ours.append(("ours_int8", True, "fp32", "torch"))
     if ours and args.with_bf16 and args.dtype != "bf16":
-        ours.append(("ours_bf16", False, "bf16"))
-    engines = {name: load_ours(args, int8, dtype) for name, int8, dtype in ours}
+        ours.append(("ours_bf16", False, "bf16", "torch"))
+    if ours and args.with_onnx:
+        ours.append(("ours_onnx", False, "auto", "onnx"))
+    t0 = time.perf_counter()
+    engines = {name: load_ours(args, int8, dtype, backend) for name, int8, dtype, backend in ours}
+    log(f"our engines loaded in {time.perf_counter() - t0:.1f} s (an onnx side exports its graphs once)")
     for name, engine in engines.items():
         sides.append((name, lambda e=engine, n=name: run_ours(e, texts, forced, voice, log, n)))
     runs: dict[str, list[dict]] = {name: [] for name, _ in sides}
@@ -393,8 +402,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{key}{suffix} ({name} / {base} throughput, medians): {result[key + suffix]:.2f}x wall, "
                 f"{result[key.replace('ratio', 'ratio_cpu') + suffix]:.2f}x per CPU second")
     if engines and not args.no_limits:
-        result.update(limits(args, engines, texts, forced, voice, result, log))
-    for name, int8, dtype in ours:
+        result.update(limits(args, {n: e for n, e in engines.items() if e.opts.backend == "torch"}, texts,
+                             forced, voice, result, log))
+    for name, int8, dtype, _backend in ours:
         if int8 or dtype == "bf16":
             key = "int8_drift" if int8 else "bf16_drift"
             result[key] = d = drift(loaded, texts, voice, args, int8=int8, dtype="fp32" if int8 else dtype)
