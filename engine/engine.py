@@ -18,7 +18,7 @@ import math
 import threading
 from typing import Callable, Iterable, Iterator
 
-from engine.api import DeviceUnavailable, EngineOptions, Request, Result
+from engine.api import DeviceUnavailable, EngineOptions, ModelUnavailable, Request, Result, onnx_missing
 from engine.clip import sample_prompt
 from engine.loader import load_chattts
 from engine.units import expected_tokens
@@ -76,8 +76,6 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
 def _ort_model(loaded, opts: EngineOptions, dtype: str):
     """The onnx back-end's OrtCodeModel (graphs exported into the model cache once); ModelUnavailable (one line)
     when the onnx extra is not installed."""
-    from engine.api import ModelUnavailable, onnx_missing
-
     if missing := onnx_missing():
         raise ModelUnavailable(f"--backend onnx: {', '.join(missing)} not installed (pip install "
                                "'chattts-render[onnx]', or [onnx-gpu] for CUDA)")

@@ -41,6 +41,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.api import ModelUnavailable
+from engine.assets import cache_root
+from engine.atomic import atomic_dir
+from engine.loader import load_chattts
+
 OPSET = 18                          # ONNX opset: TensorRT 10's parser and onnxruntime >= 1.14 take it
 GRAPH_VERSION = "1"                 # bump whenever the exported graphs change (a new cache folder)
 NAMES = ("prefill", "decode", "heads", "vocoder")
@@ -60,8 +65,6 @@ OUTPUTS = {"prefill": ["hidden", "k", "v"], "decode": ["hidden", "k", "v"], "hea
 
 def graph_dir(fingerprint: str, dtype: str, root: Path | None = None) -> Path:
     """Where the graphs of a model fingerprint and dtype live in the model cache (engine.assets.cache_root)."""
-    from engine.assets import cache_root
-
     return (Path(root) if root is not None else cache_root() / "onnx") / f"{fingerprint}-{dtype}-o{OPSET}-g{GRAPH_VERSION}"
 
 
@@ -266,9 +269,6 @@ def export_graphs(model_name_or_loaded, out_dir: Path | str | None = None, dtype
     folder is reused as it is.  Returns {name: path of the .onnx file} for NAMES."""
     import torch
 
-    from engine.atomic import atomic_dir
-    from engine.loader import load_chattts
-
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: the graphs are exported in one of {', '.join(DTYPES)}")
     loaded = load_chattts(model_name_or_loaded) if isinstance(model_name_or_loaded, str) else model_name_or_loaded
@@ -341,8 +341,6 @@ def main(argv: list[str] | None = None) -> int:
         print("engine.onnxgraph: the onnx extra is not installed (pip install 'chattts-render[onnx]')",
               file=sys.stderr)
         return 2
-    from engine.api import ModelUnavailable
-
     try:
         paths = export_graphs(a.model, a.out, a.dtype)
     except ModelUnavailable as e:

@@ -26,9 +26,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.api import DeviceUnavailable
 from engine.codemodel import CodeModel
 from engine.llama import KVCache, LlamaShape
 from engine.onnxgraph import export_graphs, read_info
+from engine.sampling import hash32
+from engine.units import samples_for_tokens
 
 PAST_ROUND = 64                    # a decode step's past keys: the longest row's position rounded up to this
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "trt": "TensorrtExecutionProvider"}
@@ -48,8 +51,6 @@ def provider_for(device: str) -> str:
     """"cpu", "trt" (TensorRT's provider is in this onnxruntime) or "cuda"; DeviceUnavailable when the cuda device
     has neither (a CPU-only onnxruntime)."""
     import onnxruntime as ort
-
-    from engine.api import DeviceUnavailable
 
     if device == "cpu":
         return "cpu"
@@ -186,8 +187,6 @@ class OrtCodeModel(CodeModel):
         self.spk_emb_id = loaded.tokenizer.spk_emb_ids
         self.dtype, self.device = dtype, device
         self.graphs = False
-        from engine.sampling import hash32
-
         self.cells = hash32(torch.arange(self.Q * self.V, device=device, dtype=torch.long) + 1)
         self._sizes = {}
 
@@ -206,8 +205,6 @@ class OrtCodeModel(CodeModel):
 
     def vocode(self, hiddens: torch.Tensor):
         """hiddens [T, C] -> float32 numpy, samples_for_tokens(T) samples (Decoder + Vocos graph, the row alone)."""
-        from engine.units import samples_for_tokens
-
         T = hiddens.shape[0]
         if T == 0:
             return np.zeros(0, dtype=np.float32)

@@ -159,3 +159,26 @@ def test_options_refuse_what_the_graphs_cannot_run():
     for bad, word in ((dict(int8=True), "int8"), (dict(dtype="bf16"), "bf16"), (dict(backend="tf"), "backend")):
         with pytest.raises(ValueError, match=word):
             EngineOptions(**{"backend": "onnx", **bad})
+
+
+@pytest.mark.slow
+def test_fp16_export_keeps_positions_int64_and_runs(engines, tmp_path):
+    """The CUDA/TensorRT graphs (fp16): positions stay int64 inputs, the cache is fp16, hidden comes out fp32 —
+    and the decode graph runs (here on the CPU provider) to finite values.  ~30 s of export: slow."""
+    import onnx
+    import onnxruntime as ort
+
+    from engine.onnxgraph import export_graphs
+
+    paths = export_graphs(engines[0].loaded, tmp_path / "fp16", dtype="fp16")
+    decode = onnx.load(str(paths["decode"]))
+    types = {v.name: v.type.tensor_type.elem_type for v in (*decode.graph.input, *decode.graph.output)}
+    T = onnx.TensorProto
+    assert types == {"x": T.FLOAT16, "pos": T.INT64, "past_k": T.FLOAT16, "past_v": T.FLOAT16,
+                     "hidden": T.FLOAT, "k": T.FLOAT16, "v": T.FLOAT16}
+    s = engines[0].model.llama.s
+    past = np.random.default_rng(0).standard_normal((s.layers, 2, s.kv_heads, 8, s.head_dim)).astype(np.float16)
+    sess = ort.InferenceSession(str(paths["decode"]), providers=["CPUExecutionProvider"])
+    hidden, k, _ = sess.run(None, {"x": past[0, :, 0, :1, :1].repeat(s.hidden, -1), "pos": np.array([[3], [8]]),
+                                   "past_k": past, "past_v": past})
+    assert hidden.shape == (2, s.hidden) and np.isfinite(hidden).all() and k.shape == (s.layers, 2, s.kv_heads, 1, s.head_dim)
