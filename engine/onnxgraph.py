@@ -13,14 +13,16 @@ Graphs (inputs -> outputs; B batch, L prompt length, S cache length, N layers, H
 Q·V code cells, T steps; every one of B, L, S, T is a dynamic axis):
 
     prefill  x [B, L, C] (dtype), pos [B, L] int64            -> hidden [B, C] fp32 (last position),
-                                                                 k, v [N, B, H, L, D] (dtype): the prompt's cache
-    decode   x [B, 1, C], pos [B, 1] int64,                     -> hidden [B, C] fp32, k, v [N, B, H, 1, D]:
-             past_k, past_v [N, B, H, S, D]                        the new token's keys/values
+                                                                 k_i, v_i [B, H, L, D] (dtype) per layer i < N
+    decode   x [B, 1, C], pos [B, 1] int64,                     -> hidden [B, C] fp32, k_i, v_i [B, H, 1, D]:
+             past_k_i, past_v_i [B, H, S, D] per layer i < N       the new token's keys/values
     heads    hidden [B, C] fp32                                 -> logits [B, Q, V] fp32 (every code head)
     vocoder  hidden [B, T, C] fp32                              -> wav [B, 256·(2T-1)] fp32 (Decoder + Vocos)
 
-The KV cache is an explicit input/output: the caller (engine/ortengine.py) keeps it in its own tensors and
-writes the returned keys at `pos`.  A row's past is valid below its position (a slot holds its sequence from
+The KV cache is an explicit input/output, one tensor per layer (input_axes / output_axes name them all): the
+caller (engine/ortengine.py) keeps it in its own tensors and writes the returned keys at `pos`.  A decode step
+attends over the past and the new key without concatenating them (scores of both, one softmax, then the past's
+weighted sum plus the new value's share), so the past is read once and never copied inside the graph.  A row's past is valid below its position (a slot holds its sequence from
 index 0): decode masks past keys at index >= pos, so rows of different lengths share one call with S the
 longest.  Positions are int64 inputs in every dtype (RoPE tables are fp32 constants indexed by them, never
 computed from a half-precision position: CHATTTS_NOTES.md's trap); norms, RoPE and the heads run in fp32 as in
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,20 +50,29 @@ from engine.atomic import atomic_dir
 from engine.loader import load_chattts
 
 OPSET = 18                          # ONNX opset: TensorRT 10's parser and onnxruntime >= 1.14 take it
-GRAPH_VERSION = "1"                 # bump whenever the exported graphs change (a new cache folder)
+GRAPH_VERSION = "2"                 # bump whenever the exported graphs change (a new cache folder)
 NAMES = ("prefill", "decode", "heads", "vocoder")
 DTYPES = ("fp32", "fp16")           # fp32: the CPU provider; fp16: CUDA / TensorRT
 INFO_FILE = "graphs.json"
 EXAMPLE_BATCH, EXAMPLE_LEN, EXAMPLE_CACHE, EXAMPLE_STEPS = 2, 5, 7, 3   # export-time sizes (>= 2: never specialized)
-AXES = {                            # graph -> input -> {axis: name}: the dynamic axes
-    "prefill": {"x": {0: "batch", 1: "length"}, "pos": {0: "batch", 1: "length"}},
-    "decode": {"x": {0: "batch"}, "pos": {0: "batch"}, "past_k": {1: "batch", 3: "cache"},
-               "past_v": {1: "batch", 3: "cache"}},
-    "heads": {"hidden": {0: "batch"}},
-    "vocoder": {"hidden": {0: "batch", 1: "steps"}},
-}
-OUTPUTS = {"prefill": ["hidden", "k", "v"], "decode": ["hidden", "k", "v"], "heads": ["logits"],
-           "vocoder": ["wav"]}
+
+
+def input_axes(name: str, layers: int) -> dict[str, dict[int, str]]:
+    """Graph `name`'s inputs, in order, each with its dynamic axes {axis: name}."""
+    if name == "prefill":
+        return {"x": {0: "batch", 1: "length"}, "pos": {0: "batch", 1: "length"}}
+    if name == "decode":
+        past = {f"past_{kv}_{i}": {0: "batch", 2: "cache"} for kv in "kv" for i in range(layers)}
+        return {"x": {0: "batch"}, "pos": {0: "batch"}, **past}
+    return {"hidden": {0: "batch"}} if name == "heads" else {"hidden": {0: "batch", 1: "steps"}}
+
+
+def output_axes(name: str, layers: int) -> dict[str, dict[int, str]]:
+    """Graph `name`'s outputs, in order, each with its dynamic axes."""
+    if name in ("prefill", "decode"):
+        new = {0: "batch", 2: "length"} if name == "prefill" else {0: "batch"}
+        return {"hidden": {0: "batch"}, **{f"{kv}_{i}": new for kv in "kv" for i in range(layers)}}
+    return {"logits": {0: "batch"}} if name == "heads" else {"wav": {0: "batch"}}
 
 
 def graph_dir(fingerprint: str, dtype: str, root: Path | None = None) -> Path:
@@ -91,24 +103,39 @@ def _modules(loaded, dtype: str) -> dict[str, Any]:
     cm = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, loaded.tokenizer.spk_emb_ids, "cpu", tdtype)
     llama = cm.llama
 
-    def layers(x, pos, past_k, past_v, mask):
-        s = llama.s
-        rep = s.heads // s.kv_heads
+    s = llama.s
+    rep = s.heads // s.kv_heads
+
+    def heads(t):                                                                     # [B, Hkv, ., D] -> H heads
+        return t.repeat_interleave(rep, 1) if rep > 1 else t
+
+    def attend_past(q, k, v, past_k, past_v, valid):
+        """q [B, H, 1, D]; the new k, v [B, Hkv, 1, D]; past [B, Hkv, S, D] valid [B, S] -> [B, H, 1, D]: softmax over
+        the valid past and the new key, as SDPA over their concatenation, without building it."""
+        scale = 1.0 / math.sqrt(s.head_dim)
+        past = (q @ heads(past_k).transpose(2, 3)) * scale                           # [B, H, 1, S]
+        past = past.masked_fill(~valid[:, None, None, :], -torch.inf)
+        new = (q * heads(k)).sum(-1, keepdim=True) * scale                           # [B, H, 1, 1]
+        p = torch.softmax(torch.cat([past, new], -1).float(), -1).to(q.dtype)       # [B, H, 1, S + 1]
+        return p[..., :-1] @ heads(past_v) + p[..., -1:] * heads(v)
+
+    def layers(x, pos, past_k, past_v, valid):
         cos, sin = llama.cos[pos].unsqueeze(2), llama.sin[pos].unsqueeze(2)          # [B, L, 1, D] fp32
         ks, vs = [], []
         for i, blk in enumerate(llama.layers):
             q, k, v = blk.project(x, cos, sin)
-            k, v = k.transpose(1, 2), v.transpose(1, 2)                               # [B, Hkv, L, D]
-            kk = k if past_k is None else torch.cat([past_k[i], k], 2)
-            vv = v if past_v is None else torch.cat([past_v[i], v], 2)
-            if rep > 1:
-                kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
-            o = F.scaled_dot_product_attention(q.transpose(1, 2), kk, vv, attn_mask=mask)   # [B, H, L, D]
-            x = blk.finish(x, o)
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)         # [B, H(kv), L, D]
+            if past_k is None:                                                        # prefill: causal, no past
+                L = x.shape[1]
+                i_ = torch.arange(L, device=x.device)
+                o = F.scaled_dot_product_attention(q, heads(k), heads(v), attn_mask=i_[None, :] <= i_[:, None])
+            else:
+                o = attend_past(q, k, v, past_k[i], past_v[i], valid)
+            x = blk.finish(x, o)                                                      # o [B, H, L, D]
             ks.append(k)
             vs.append(v)
-        hidden = _rms_norm(x[:, -1], llama.norm.weight, llama.s.eps).float()          # [B, C]
-        return hidden, torch.stack(ks), torch.stack(vs)
+        hidden = _rms_norm(x[:, -1], llama.norm.weight, s.eps).float()                # [B, C]
+        return hidden, tuple(ks), tuple(vs)
 
     class Prefill(nn.Module):
         def __init__(self):
@@ -116,19 +143,18 @@ def _modules(loaded, dtype: str) -> dict[str, Any]:
             self.llama = llama
 
         def forward(self, x, pos):
-            i = torch.arange(x.shape[1], device=x.device)
-            mask = (i[None, :] <= i[:, None])[None, None]                             # [1, 1, L, L] causal
-            return layers(x, pos, None, None, mask)
+            hidden, ks, vs = layers(x, pos, None, None, None)
+            return (hidden, *ks, *vs)
 
     class Decode(nn.Module):
         def __init__(self):
             super().__init__()
             self.llama = llama
 
-        def forward(self, x, pos, past_k, past_v):
-            valid = torch.arange(past_k.shape[3], device=x.device)[None, :] < pos         # [B, S]: index < pos
-            mask = torch.cat([valid, torch.ones_like(pos, dtype=torch.bool)], 1)[:, None, None, :]   # [B,1,1,S+1]
-            return layers(x, pos, past_k, past_v, mask)
+        def forward(self, x, pos, past_k: list, past_v: list):
+            valid = torch.arange(past_k[0].shape[2], device=x.device)[None, :] < pos      # [B, S]: index < pos
+            hidden, ks, vs = layers(x, pos, past_k, past_v, valid)
+            return (hidden, *ks, *vs)
 
     class Heads(nn.Module):
         def __init__(self):
@@ -222,27 +248,29 @@ def _examples(name: str, cm, dtype) -> tuple:
     if name == "prefill":
         return (torch.randn(B, L, s.hidden, generator=gen).to(dtype), torch.arange(L).repeat(B, 1))
     if name == "decode":
-        past = torch.randn(s.layers, B, s.kv_heads, S, s.head_dim, generator=gen).to(dtype)
-        return (torch.randn(B, 1, s.hidden, generator=gen).to(dtype), torch.tensor([[S - 2], [S]]), past, past.clone())
+        past = [torch.randn(B, s.kv_heads, S, s.head_dim, generator=gen).to(dtype) for _ in range(2 * s.layers)]
+        return (torch.randn(B, 1, s.hidden, generator=gen).to(dtype), torch.tensor([[S - 2], [S]]),
+                past[:s.layers], past[s.layers:])
     if name == "heads":
         return (torch.randn(B, s.hidden, generator=gen),)
     return (torch.randn(B, EXAMPLE_STEPS, s.hidden, generator=gen),)
 
 
-def _export(module, args: tuple, name: str, path: Path) -> None:
+def _export(module, args: tuple, name: str, path: Path, layers: int) -> None:
     import torch
     from torch.export import Dim
 
-    names = list(AXES[name])
-    shapes = [{ax: Dim.DYNAMIC for ax in AXES[name][arg]} for arg in names]
-    prog = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET, input_names=names,
-                             output_names=OUTPUTS[name], dynamic_shapes=tuple(shapes), verbose=False,
+    ins = input_axes(name, layers)
+    flat = [{ax: Dim.DYNAMIC for ax in axes} for axes in ins.values()]
+    shapes = tuple(flat) if name != "decode" else (flat[0], flat[1], flat[2:2 + layers], flat[2 + layers:])
+    prog = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET, input_names=list(ins),
+                             output_names=list(output_axes(name, layers)), dynamic_shapes=shapes, verbose=False,
                              optimize=True)
     prog.save(str(path), external_data=False)
-    _name_axes(path, name)
+    _name_axes(path, name, layers)
 
 
-def _name_axes(path: Path, name: str) -> None:
+def _name_axes(path: Path, name: str, layers: int) -> None:
     """Give every dynamic axis its name (batch, length, cache, steps) in place of the exporter's symbols (s11,
     512*s81 - 256, ...), on the inputs and wherever else the symbol appears (outputs, value infos)."""
     import re
@@ -253,7 +281,7 @@ def _name_axes(path: Path, name: str) -> None:
     graph = model.graph
     rename = {}
     for inp in graph.input:
-        for ax, d in AXES[name].get(inp.name, {}).items():
+        for ax, d in input_axes(name, layers)[inp.name].items():
             rename[inp.type.tensor_type.shape.dim[ax].dim_param] = d
     sym = re.compile(r"\bs\d+\b")
     for v in (*graph.input, *graph.output, *graph.value_info):
@@ -285,12 +313,14 @@ def export_graphs(model_name_or_loaded, out_dir: Path | str | None = None, dtype
     try:
         with atomic_dir(folder, replace_if=lambda f: not complete(f)) as tmp, torch.no_grad(), _quiet():
             for name in NAMES:
-                _export(mods[name], _examples(name, cm, tdtype), name, Path(tmp) / f"{name}.onnx")
+                _export(mods[name], _examples(name, cm, tdtype), name, Path(tmp) / f"{name}.onnx", cm.llama.s.layers)
             s = cm.llama.s
             info = {"graph_version": GRAPH_VERSION, "opset": OPSET, "dtype": dtype, "fingerprint": loaded.fingerprint,
                     "torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
                     "layers": s.layers, "kv_heads": s.kv_heads, "head_dim": s.head_dim, "hidden": s.hidden,
-                    "max_pos": s.max_pos, "Q": cm.Q, "V": cm.V, "axes": AXES, "outputs": OUTPUTS}
+                    "max_pos": s.max_pos, "Q": cm.Q, "V": cm.V,
+                    "inputs": {n: input_axes(n, s.layers) for n in NAMES},
+                    "outputs": {n: output_axes(n, s.layers) for n in NAMES}}
             (Path(tmp) / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     except FileExistsError:                       # another process finished the same export first
         if not complete(folder):

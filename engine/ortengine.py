@@ -7,8 +7,8 @@ model calls (GPT prefill, decode step, code heads, Decoder + Vocos) run through 
 
 OrtCodeModel keeps the embeddings (text ids, the 4 code embeddings fed back each step) and the KV cache
 (engine.llama.KVCache) in torch; `OrtLlama` stands in for engine.llama.Llama: a prefill sends the prompt, a
-decode step sends the rows' past keys (cache[slot, :, :S], S the longest row's position rounded up to
-PAST_ROUND) and writes the returned keys at each row's position.  Sampling is engine/sampling.py's, with the
+decode step sends each layer's past keys of the rows (cache.k[i][slots, :, :S], S the longest row's position
+rounded up to PAST_ROUND: one gather per layer) and writes the returned keys at each row's position.  Sampling is engine/sampling.py's, with the
 same counter-based noise, so both back-ends draw alike wherever their logits agree.
 
 Providers by device: cpu -> CPUExecutionProvider (`onnxruntime`); cuda -> TensorrtExecutionProvider (FP16
@@ -74,8 +74,8 @@ def trt_profiles(name: str, info: dict, max_batch: int, max_len: int) -> dict[st
     opt_len = min(TRT_OPT_LEN, max_len)
 
     def shapes(b: int, n: int) -> str:
-        dims = {"prefill": {"x": (b, n, C), "pos": (b, n)},
-                "decode": {"x": (b, 1, C), "pos": (b, 1), "past_k": (N, b, H, n, D), "past_v": (N, b, H, n, D)},
+        past = {f"past_{kv}_{i}": (b, H, n, D) for kv in "kv" for i in range(N)}
+        dims = {"prefill": {"x": (b, n, C), "pos": (b, n)}, "decode": {"x": (b, 1, C), "pos": (b, 1), **past},
                 "heads": {"hidden": (b, C)}, "vocoder": {"hidden": (1, n, C)}}[name]
         return ",".join(f"{k}:{'x'.join(map(str, v))}" for k, v in dims.items())
 
@@ -145,22 +145,22 @@ class OrtLlama:
         rix = torch.arange(B, device=x.device) if slots is None else slots
         s = self.s
         hidden = torch.empty(B, s.hidden, dtype=torch.float32, device=x.device)
-        k = torch.empty(s.layers, B, s.kv_heads, L, s.head_dim, dtype=x.dtype, device=x.device)
-        v = torch.empty_like(k)
+        new = {f"{kv}_{i}": torch.empty(B, s.kv_heads, L, s.head_dim, dtype=x.dtype, device=x.device)
+               for kv in "kv" for i in range(s.layers)}
         if L > 1 or int(pos.max()) == 0:                       # a prefill: positions 0..L-1
-            self.prefill.run({"x": x, "pos": pos}, {"hidden": hidden, "k": k, "v": v})
+            self.prefill.run({"x": x, "pos": pos}, {"hidden": hidden, **new})
             for i in range(s.layers):
-                cache.k[i][rix, :, :L] = k[i]
-                cache.v[i][rix, :, :L] = v[i]
+                cache.k[i][rix, :, :L] = new[f"k_{i}"]
+                cache.v[i][rix, :, :L] = new[f"v_{i}"]
             return hidden[:, None]
         S = min(cache.max_len, -(-int(pos.max()) // PAST_ROUND) * PAST_ROUND)
-        past_k = torch.stack([c[rix, :, :S] for c in cache.k])              # [N, B, H, S, D]
-        past_v = torch.stack([c[rix, :, :S] for c in cache.v])
-        self.decode.run({"x": x, "pos": pos, "past_k": past_k, "past_v": past_v}, {"hidden": hidden, "k": k, "v": v})
+        past = {f"past_{kv}_{i}": c[i][rix, :, :S] for kv, c in (("k", cache.k), ("v", cache.v))
+                for i in range(s.layers)}                                   # [B, H, S, D] each: the rows' pasts
+        self.decode.run({"x": x, "pos": pos, **past}, {"hidden": hidden, **new})
         at = pos[:, 0]
         for i in range(s.layers):
-            cache.k[i][rix, :, at] = k[i, :, :, 0]
-            cache.v[i][rix, :, at] = v[i, :, :, 0]
+            cache.k[i][rix, :, at] = new[f"k_{i}"][:, :, 0]
+            cache.v[i][rix, :, at] = new[f"v_{i}"][:, :, 0]
         return hidden[:, None]
 
 

@@ -56,7 +56,7 @@ def test_export_is_cached_atomic_and_typed(engines, tmp_path):
     decode = onnx.load(str(paths["decode"]), load_external_data=False)
     ins = {i.name: i.type.tensor_type for i in decode.graph.input}
     assert ins["pos"].elem_type == onnx.TensorProto.INT64            # positions stay integer
-    assert [d.dim_param for d in ins["past_k"].shape.dim][1:4:2] == ["batch", "cache"]
+    assert [d.dim_param for d in ins["past_k_0"].shape.dim][0:3:2] == ["batch", "cache"]
     half = tmp_path / "half"
     half.mkdir()
     (half / "prefill.onnx").write_bytes(b"")                         # an incomplete folder is never used
@@ -174,11 +174,13 @@ def test_fp16_export_keeps_positions_int64_and_runs(engines, tmp_path):
     decode = onnx.load(str(paths["decode"]))
     types = {v.name: v.type.tensor_type.elem_type for v in (*decode.graph.input, *decode.graph.output)}
     T = onnx.TensorProto
-    assert types == {"x": T.FLOAT16, "pos": T.INT64, "past_k": T.FLOAT16, "past_v": T.FLOAT16,
-                     "hidden": T.FLOAT, "k": T.FLOAT16, "v": T.FLOAT16}
     s = engines[0].model.llama.s
-    past = np.random.default_rng(0).standard_normal((s.layers, 2, s.kv_heads, 8, s.head_dim)).astype(np.float16)
+    half = {f"{n}_{i}": T.FLOAT16 for n in ("past_k", "past_v", "k", "v") for i in range(s.layers)}
+    assert types == {"x": T.FLOAT16, "pos": T.INT64, "hidden": T.FLOAT, **half}
+    rng = np.random.default_rng(0)
+    past = {f"past_{kv}_{i}": rng.standard_normal((2, s.kv_heads, 8, s.head_dim)).astype(np.float16)
+            for kv in "kv" for i in range(s.layers)}
     sess = ort.InferenceSession(str(paths["decode"]), providers=["CPUExecutionProvider"])
-    hidden, k, _ = sess.run(None, {"x": past[0, :, 0, :1, :1].repeat(s.hidden, -1), "pos": np.array([[3], [8]]),
-                                   "past_k": past, "past_v": past})
-    assert hidden.shape == (2, s.hidden) and np.isfinite(hidden).all() and k.shape == (s.layers, 2, s.kv_heads, 1, s.head_dim)
+    x = rng.standard_normal((2, 1, s.hidden)).astype(np.float16)
+    hidden, k0, *_ = sess.run(None, {"x": x, "pos": np.array([[3], [8]]), **past})
+    assert hidden.shape == (2, s.hidden) and np.isfinite(hidden).all() and k0.shape == (2, s.kv_heads, 1, s.head_dim)
