@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.api import DeviceUnavailable, EngineOptions
 from engine.device import cuda_problem
 from engine.voice import VoiceSpec
+from tasks.book import LANGUAGE_CHOICES
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import book_slug
@@ -39,9 +40,12 @@ class RenderOptions:
     cast: Cast | None = None          # voices per role and character (tasks/voice/cast.py); None: one narrator
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
     qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: full for a real model, off for random
+    language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if self.language not in LANGUAGE_CHOICES:
+            raise ValueError(f"--language {self.language!r}: must be one of {', '.join(LANGUAGE_CHOICES)}")
         if self.cast is not None and self.cast.narrator is not None and self.voice is not None:
             raise ValueError(f"--voice and the narrator of {self.cast.path} both choose the narrator's voice; "
                              "keep one")
@@ -59,11 +63,12 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         t2s: bool = True, guard: bool = True, guard_attempts: int | None = None,
                         clip_text: str | None = None, voice_anchor: bool = False,
                         cast: str | None = None, scratch: str | None = None, qa: str | None = None,
-                        asr_model: str | None = None) -> RenderOptions:
+                        asr_model: str | None = None, language: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
     device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu;
     "cuda" where there is none: DeviceUnavailable (before the book is fetched).
     `qa`: off | suspect | full (None: by the model, tasks.stages.qa_options); `asr_model` alone keeps that default.
+    `language`: the book's reading language, auto | zh | en (None: auto; resolved per book by prepare).
     `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used).  `out` or `book` as a store
     URL (tasks/fleet/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
     from dataclasses import replace
@@ -95,7 +100,8 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                          voice=parse_voice(voice, clip_text, seg) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
                          chapters=parse_chapters(chapters) if chapters else (), voice_anchor=voice_anchor,
-                         cast=load_cast(cast) if cast else None, store=store, qa=qa_opts)
+                         cast=load_cast(cast) if cast else None, store=store, qa=qa_opts,
+                         language=language or "auto")
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:
