@@ -53,3 +53,15 @@ def test_segments_list_what_chattts_is_given_beside_the_books_text():
     assert "segments" not in inspect_book(_book())               # only when asked
     text = format_inspect(d)
     assert f"{date['name']}  {date['text']}\n  <  {' '.join(date['source_text'].split())}" in text
+
+
+def test_the_reading_language_beside_the_declared_one():
+    from tasks.text.segment import SegmentOptions
+
+    d = inspect_book(_book())
+    assert (d["language"], d["reading_language"]) == ("zh", "zh")
+    assert "Language:  read as Chinese (zh; the book declares zh)" in format_inspect(d)
+    en = Book(BookMeta(title="Crusoe", language=""), (Chapter(0, "CHAPTER I.", ("I was born in the year 1632.",)),))
+    d = inspect_book(en, SegmentOptions(lang="en"))
+    assert (d["language"], d["reading_language"]) == ("", "en") and d["options"]["max_words"] == 50
+    assert "Language:  read as English (en; the book declares none)" in format_inspect(d)
