@@ -9,7 +9,7 @@ from pathlib import Path
 from engine.api import DeviceUnavailable, EngineOptions
 from engine.device import cuda_problem
 from engine.voice import VoiceSpec
-from tasks.book import LANGUAGE_CHOICES
+from tasks.book import LANGUAGE_CHOICES, LANGUAGES
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import book_slug
@@ -90,7 +90,8 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     book = str(storage.fetch_book(book, scratch)) if storage.is_url(book) else storage.local_path(str(book))
     pkg = PackageOptions() if formats is None else replace(PackageOptions(), formats=tuple(
         f.strip().lower() for f in formats if f.strip()))
-    seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
+    seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon),   # a clip's transcript too
+                  **({"lang": language} if language in LANGUAGES else {}))        # auto: prepare resolves it
     grd = replace(GuardOptions(), enabled=guard, **({} if guard_attempts is None else {"max_attempts": guard_attempts}))
     qa_opts = None if qa is None and asr_model is None else QAOptions(
         mode=qa or "full", device=eng.device, **({} if asr_model is None else {"asr_model": asr_model}))

@@ -262,7 +262,8 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
 def _join(a: str, b: str, opts: SegmentOptions, units: bool = True) -> str:
     """Two drafts' texts as one; `units`: they come from different units (a sentence mark between them when the
     first has none; in English a space too)."""
-    sep = _END[opts.lang] if units and a and a[-1] not in _MARKS + _EN_ENDS * (opts.lang == "en") else ""
+    ends = _MARKS + _EN_ENDS if opts.lang == "en" else _MARKS
+    sep = _END[opts.lang] if units and a and a[-1] not in ends else ""
     return a + sep + (" " if opts.lang == "en" and a and b else "") + b
 
 
