@@ -23,6 +23,7 @@ from typing import Iterable, Iterator, Literal
 from tasks.book import LANGUAGES, Language
 from tasks.errors import BookError
 from tasks.text import rules as tn_rules
+from tasks.text.polyphones import parse_reading, spell
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -147,7 +148,9 @@ class NormalizeOptions:
 # ---------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Lexicon:
-    """User replacements applied before TN: `word<TAB>replacement` lines, `#` comments, UTF-8.
+    """User replacements applied before TN: `word<TAB>replacement` lines, `#` comments, UTF-8.  A replacement may
+    be a reading, `yin2 hang2` or `[yín háng]` (one syllable per character): it becomes a spelling ChatTTS can
+    only read that way (tasks/text/polyphones.spell: 银行 -> 银航), which is what `entries` holds.
 
     Longest match wins; later files override earlier ones (global first, then the book's).  Keys are matched
     after Traditional -> Simplified conversion, so a Simplified key also matches Traditional text."""
@@ -173,6 +176,11 @@ class Lexicon:
                 word, repl = word.strip(), repl.strip()
                 if not word:
                     raise BookError(str(path), f"line {lineno}: empty word")
+                try:
+                    if (syllables := parse_reading(word, repl)) is not None:
+                        repl = spell(word, syllables)
+                except ValueError as e:
+                    raise BookError(str(path), f"line {lineno}: {e}") from None
                 merged[word] = repl
         return cls(tuple(merged.items()))
 
