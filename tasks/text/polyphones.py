@@ -23,9 +23,10 @@ from typing import Iterable
 # ---------------------------------------------------------------------------------------------------------------
 SINGLE_READINGS = Path(__file__).with_name("single_readings.tsv")   # toned syllable -> common character
 PHRASE_ATTESTED_MIN = 2      # phrases of pypinyin's phrase dictionary a reading must occur in to count as in use
+PHRASE_SHARE_MIN = 0.05      # ... and this share of the character's occurrences there (说 yue4: 2 of 266, archaic)
 COMMON_CHARS = 4_000         # "common": the most frequent characters by jieba dict.txt counts (see build_table)
 TONE_SANDHI = "一不"          # their other readings are tone sandhi, which ChatTTS applies by rule: not listed
-SAMPLE_CHARS = 24            # characters either side of a word in its sample (inspect --polyphones)
+SAMPLE_CHARS = 10            # characters either side of a word in its sample (inspect --polyphones)
 NEUTRAL = "5"                # the neutral tone's digit
 
 _RE_NUMBERED = re.compile(r"[a-zü]+[1-5]")                    # an unbracketed reading: yin2 hang2
@@ -79,13 +80,18 @@ def readings(c: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=65_536)
 def readings_in_use(c: str) -> tuple[str, ...]:
-    """The readings a reader meets: the default one, and any other that PHRASE_ATTESTED_MIN or more phrases of
-    pypinyin's phrase dictionary use.  行 -> (xing2, hang2); 浩 -> (hao4,), its gao3 and ge2 being archaic."""
+    """The readings a reader meets: the default one, and any other that pypinyin's phrase dictionary gives the
+    character in PHRASE_ATTESTED_MIN phrases and PHRASE_SHARE_MIN of its phrases; a neutral-tone variant of another
+    of these is no reading of its own (子 zi5/zi3, 头 tou5/tou2: the neutral tone is the context's).  行 -> (xing2,
+    hang2); 说 -> (shuo1,), its yue4 (不亦说乎) being in 2 of 266 phrases; 浩 -> (hao4,), gao3 and ge2 in none."""
     rs = readings(c)
     if not rs:
         return ()
     seen = _phrase_readings().get(c, Counter())
-    return (rs[0],) + tuple(r for r in rs[1:] if seen[r] >= PHRASE_ATTESTED_MIN)
+    total = sum(seen.values())
+    use = rs[:1] + tuple(r for r in rs[1:] if seen[r] >= max(PHRASE_ATTESTED_MIN, PHRASE_SHARE_MIN * total))
+    toned = {r[:-1] for r in use if not r.endswith(NEUTRAL)}
+    return tuple(r for r in use if not (r.endswith(NEUTRAL) and r[:-1] in toned))
 
 
 def is_polyphone(c: str) -> bool:
