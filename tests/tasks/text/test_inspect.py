@@ -53,3 +53,14 @@ def test_segments_list_what_chattts_is_given_beside_the_books_text():
     assert "segments" not in inspect_book(_book())               # only when asked
     text = format_inspect(d)
     assert f"{date['name']}  {date['text']}\n  <  {' '.join(date['source_text'].split())}" in text
+
+
+def test_polyphones_list_the_words_of_what_chattts_is_given():
+    book = Book(BookMeta(title="行", author="", source_path="/x/b.txt"),
+                (Chapter(0, "第一回", ("他去银行取钱。银行关门了，他只好回家。",)),))
+    d = inspect_book(book, polyphones=True)
+    words = {w["word"]: w for w in d["polyphones"]}
+    assert words["银行"]["count"] == 2 and words["银行"]["sample"]["name"] == "1.2"   # 1.1 is the title
+    assert "polyphones" not in inspect_book(book)                                    # only when asked
+    text = format_inspect(d)
+    assert "Polyphones: " in text and "银行\tyin2 hang2" in text and "(phrase; 行 xíng/háng)" in text
