@@ -44,3 +44,13 @@ def test_a_reading_entry_rerenders_exactly_the_segments_with_the_word(tmp_path, 
     changed = [r for r in after if "银航" in r["text"]]
     assert sorted(r["source_text"] for r in changed) == sorted(r["source_text"] for r in holding)
     assert all("银行" in r["source_text"] and "银行" not in r["text"] for r in changed)
+
+
+def test_a_bad_reading_is_one_line_naming_the_lexicon_and_line(tmp_path, capsys):
+    book = tmp_path / "bank.txt"
+    book.write_text(BOOK, encoding="utf-8")
+    lex = tmp_path / "mine.tsv"
+    lex.write_text("# mine\n银行\tyin2 hangg2\n", encoding="utf-8")
+    assert main(["inspect", str(book), "--lexicon", str(lex)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(lex) in err and "line 2: bad pinyin 'hangg2'" in err, err

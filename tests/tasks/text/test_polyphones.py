@@ -66,6 +66,13 @@ def test_tone_marks_in_brackets_equal_tone_numbers_and_traditional_text_matches(
     assert normalize("去銀行，重新算效率", lexicon=lex) == "去银航，崇新算效律"
 
 
+def test_a_traditional_key_is_spelled_from_its_simplified_form_under_t2s(tmp_path):
+    lex = _lexicon(tmp_path, "船隻\tchuan2 zhi1\n")
+    assert dict(lex.entries) == {"船隻": "船隻"}               # 隻 reads only zhi1; its Simplified 只 does not
+    assert normalize("兩艘船隻", lexicon=lex) == "两艘船" + P.single_readings()["zhi1"] != "两艘船只"
+    assert normalize("兩艘船隻", lexicon=lex, t2s=False) == "兩艘船隻"
+
+
 def test_plain_replacements_stay_plain(tmp_path):
     lex = _lexicon(tmp_path, "长大\t掌大\nAI\tai\nV2\t第二版\n")
     assert dict(lex.entries) == {"长大": "掌大", "AI": "ai", "V2": "第二版"}
