@@ -3,10 +3,10 @@
 The three public sets are regression sets: they were used while the rules were written, so they are held at the
 rates reached (NeMo 94.3 %, 94.6 % since the ordinal rule; PaddleSpeech 95.3 %), and WeTextProcessing's own cases
 at least at wetext alone.  The held-out sets (real sentences whose readings were written before any rule was
-changed for them) are held at the rates reached, rounded down: the first batch, `heldout` (97.0 %; its misses then guided rules), and the second,
-`heldout-2` (96.2 %), which the benchmark scores on its own line, and the third, `heldout-3` (ordinals, clock
-hours, durations: 76.5 % on its first run, 100 % after the 两/二 and duration rules; held at 94 %, one miss of its
-17).  The sets disagree on a few conventions (docs/text-frontend.md)."""
+changed for them) are held at the rates reached, rounded down: the first batch, `heldout` (97.0 %; its misses then
+guided rules), and the second, `heldout-2` (96.2 %), which the benchmark scores on its own line, and the third,
+`heldout-3` (ordinals, clock hours, durations: 76.5 % on its first run, 100 % after the 两/二 and duration rules;
+held at 94 %, one miss of its 17).  The sets disagree on a few conventions (docs/text-frontend.md)."""
 from __future__ import annotations
 
 import pytest
