@@ -17,8 +17,8 @@ def main() -> None:
         "# toned syllable -> the common character pypinyin reads only that way (lexicon readings: yin2 hang2 -> 银航)",
         f"# built by scripts/single_readings.py from pypinyin {version('pypinyin')} (pinyin_dict, phrases_dict), "
         f"jieba {version('jieba')} (dict.txt counts), opencc {version('opencc')} (t2s)",
-        f"# a character: Simplified, U+4E00-U+9FFF, among the {COMMON_CHARS} most frequent (jieba counts summed over the "
-        "words holding it), read one way by pypinyin in every phrase, no other reading in use;",
+        f"# a character: Simplified, U+4E00-U+9FFF, among the {COMMON_CHARS} most frequent "
+        "(jieba counts summed over the words holding it), read one way by pypinyin in every phrase, no other reading in use;",
         "# per syllable the highest count, then the lower code point (tasks/text/polyphones.build_table)",
         "# syllable\tcharacter\tcount",
     ]
