@@ -55,12 +55,13 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
                      shard_token: str | None = None, qa: str | None = None, asr_model: str | None = None,
                      language: str | None = None):
     """Render one book (parameters as the CLI's options; None keeps the default; device "auto" picks cuda
-    when the worker sees a GPU; language auto | zh | en, the book's reading language).  Returns the book dir.  In a deployment run, a book already being rendered
-    by another process is skipped (a Completed state saying so), not failed; a direct call raises
-    BookLocked.  At the end: a table artifact per book (pipeline.render records the source's sha256 for the
-    nightly scan); with catalogue (the nightly's runs), OUT/index.html and OUT/feed.xml rewritten.
-    shards > 1 (a deployment run): the book's segments over that many runs of this deployment, packaged
-    once (flows/shards.py); shard and shard_token are set by such a run for the runs it starts."""
+    when the worker sees a GPU; language auto | zh | en, the book's reading language).  Returns the book dir.
+    In a deployment run, a book already being rendered by another process is skipped (a Completed state saying
+    so), not failed; a direct call raises BookLocked.  At the end: a table artifact per book (pipeline.render
+    records the source's sha256 for the nightly scan); with catalogue (the nightly's runs), OUT/index.html and
+    OUT/feed.xml rewritten.  shards > 1 (a deployment run): the book's segments over that many runs of this
+    deployment, packaged once (flows/shards.py); shard and shard_token are set by such a run for the runs it
+    starts."""
     from prefect.states import Completed
 
     from manifests.lock import BookLocked
