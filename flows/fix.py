@@ -56,7 +56,7 @@ def cmd_fix(a) -> int:
     if a.out and storage.is_url(a.out):
         raise UsageError("fix works on a local output folder, not a store URL")
     params = dict(out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, qa=a.qa, asr_model=a.asr_model,
-                  allow_gaps=a.allow_gaps, **engine_params(a))
+                  allow_gaps=a.allow_gaps, language=a.language, **engine_params(a))
     opts = options(a.book, need_book=False, **params)
     formats = a.format.split(",") if a.format else read_report(opts.book_dir).get("formats")
     opts = options(a.book, need_book=False, formats=formats, **params)
