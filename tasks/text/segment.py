@@ -26,9 +26,9 @@ MAX_CHARS = 150            # normalized characters: hard cap (upstream loses end
 MIN_CHARS = 5              # speakable characters: shorter fragments are merged with a neighbour
 MIN_SECONDS = 3.0          # s: fragments shorter than this are merged with a neighbour when it fits
 # English (lang="en"): the character cap is Chinese's (a Han character is a token); English is capped in words.
-# 20 s at engine.units.WORDS_PER_SECOND (2.58) is 52 words; ChatTTS's tokenizer (bert-base-chinese's vocabulary)
-# makes 1.76 tokens of an English word, punctuation included (Robinson Crusoe chapter 1: 9,267 tokens for 5,258
-# words, at most 107 in a segment; docs/text-frontend.md), so 50 words stay under the 150 of a Chinese segment.
+# 20 s at engine.units.WORDS_PER_SECOND (2.58) is 52 words; ChatTTS's tokenizer (bert-base-chinese's vocabulary,
+# lower-cased) makes 1.74 tokens of an English word, punctuation included (Robinson Crusoe chapter 1: 9,143 tokens
+# for 5,258 words, at most 106 in a segment; docs/text-frontend.md): 50 words stay under a Chinese segment's 150.
 MAX_WORDS = 50             # words: hard cap of an English segment
 MIN_WORDS = 5              # words: shorter English fragments are merged with a neighbour (ChatTTS fails on them)
 _MARKS = "，。、,. "
