@@ -9,9 +9,9 @@ from pathlib import Path
 from engine.api import DeviceUnavailable, EngineOptions
 from engine.device import cuda_problem
 from engine.voice import VoiceSpec
-from tasks.book import LANGUAGE_CHOICES, LANGUAGES
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
+from tasks.book import LANGUAGE_CHOICES, LANGUAGES
 from tasks.bookdir import book_slug
 from tasks.fleet import storage
 from tasks.qa.options import QAOptions
