@@ -33,6 +33,7 @@ MIN_COMMON_HANZI_SHARE = 0.25            # share of common characters in real Ch
 MAX_BLANK_AFTER_SHARE = 0.3              # share of text lines followed by a blank line above which flush-left
                                          # short lines are dialogue, not essay titles
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
+MAX_WESTERN_ACCENT_SHARE = 0.02          # share of non-ASCII letters below which a Latin text is English (cp1252)
 
 # The commonest Chinese characters (Simplified and Traditional forms), for telling GB18030 from Big5 from junk.
 _COMMON_HANZI = frozenset(
@@ -43,6 +44,8 @@ _COMMON_HANZI = frozenset(
     "令安呢取樣样會会邊边娘親亲開开未拿真敢甚即放很嗎吗吧啊對对就最從被讓让給给")
 # Detected legacy Chinese encodings are decoded with their superset (the detected name is what meta records).
 _ENCODING_ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030"}
+# Central European code pages the detector picks for English text saved by Windows (cp1252): æ read as ć, à as ŕ.
+_CENTRAL_EUROPEAN = ("cp1250", "windows-1250", "iso8859-2", "iso-8859-2", "latin-2")
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
@@ -113,6 +116,8 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
     enc = _detect(data)
     if enc is None:
         raise BookError(path, "unknown text encoding")
+    if enc in _CENTRAL_EUROPEAN and _western(data):
+        enc = "cp1252"
     codec = _ENCODING_ALIASES.get(enc, enc)
     try:
         text = _decode_tolerating_cut_end(data, codec)
@@ -123,6 +128,19 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
         except UnicodeDecodeError:
             raise BookError(path, "unknown text encoding") from None
     return text, enc
+
+
+def _western(data: bytes) -> bool:
+    """True when `data` decodes as cp1252 into text whose letters are nearly all ASCII (English with a few
+    accented names): the Windows code page English files are in, not the Central European one."""
+    try:
+        text = data.decode("cp1252")
+    except UnicodeDecodeError:
+        return False
+    sample = text[:DETECT_SAMPLE_BYTES]
+    accented = sum(1 for ch in sample if ord(ch) > 0x7F and ch.isalpha())
+    ascii_letters = sum(1 for ch in sample if ch.isascii() and ch.isalpha())
+    return accented <= MAX_WESTERN_ACCENT_SHARE * max(1, ascii_letters + accented)
 
 
 def _decode_tolerating_cut_end(data: bytes, codec: str) -> str:

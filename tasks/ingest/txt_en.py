@@ -60,6 +60,7 @@ _CONTENTS_RE = re.compile(r"^(?:table of )?contents[.:]?$", re.I)
 _CREDIT_RE = re.compile(r"^(?:Produced by|E-?text prepared by|Transcribed by|Transcribed from|Transcriber[’']s note)"
                         r"|Project Gutenberg|\bcopyright\b|\be-?text\b|\be-?book\b", re.I)
 _ILLUSTRATION_RE = re.compile(r"^\[Illustration[^\]]*\]$", re.I | re.S)
+_SEPARATOR_RE = re.compile(r"^[\s*\-=_~.·•]{3,}$")   # "* * * * *": a scene break, not text
 _ITALIC_RE = re.compile(r"(?<![\w_])_(?=\S)([^_]*?\S)_(?![\w_])")
 _SENTENCE_END = tuple(".!?\"'”’)")
 _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
@@ -227,7 +228,7 @@ def paragraphs(lines: list[str], wrapped: bool = True) -> list[str]:
         prev = ln
     if cur:
         out.append(_join(cur))
-    return [p for p in out if p and not _ILLUSTRATION_RE.match(p)]
+    return [p for p in out if p and not _ILLUSTRATION_RE.match(p) and not _SEPARATOR_RE.match(p)]
 
 
 def _join(parts: list[str]) -> str:
