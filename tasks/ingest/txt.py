@@ -44,8 +44,6 @@ _COMMON_HANZI = frozenset(
     "令安呢取樣样會会邊边娘親亲開开未拿真敢甚即放很嗎吗吧啊對对就最從被讓让給给")
 # Detected legacy Chinese encodings are decoded with their superset (the detected name is what meta records).
 _ENCODING_ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030"}
-# Central European code pages the detector picks for English text saved by Windows (cp1252): æ read as ć, à as ŕ.
-_CENTRAL_EUROPEAN = ("cp1250", "windows-1250", "iso8859-2", "iso-8859-2", "latin-2")
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
@@ -113,11 +111,11 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
     lossy = _nearly_utf8(data)
     if lossy is not None:
         return lossy
+    if _western(data):
+        return data.decode("cp1252"), "cp1252"
     enc = _detect(data)
     if enc is None:
         raise BookError(path, "unknown text encoding")
-    if enc in _CENTRAL_EUROPEAN and _western(data):
-        enc = "cp1252"
     codec = _ENCODING_ALIASES.get(enc, enc)
     try:
         text = _decode_tolerating_cut_end(data, codec)
@@ -131,8 +129,9 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
 
 
 def _western(data: bytes) -> bool:
-    """True when `data` decodes as cp1252 into text whose letters are nearly all ASCII (English with a few
-    accented names): the Windows code page English files are in, not the Central European one."""
+    """True when `data` decodes as cp1252 into text whose letters are nearly all ASCII (English with a few accented
+    names): English text saved by Windows.  The detector takes such text for cp1250 or cp852 (æ read as ć, à as ŕ)
+    or, with one accented letter in an ASCII file, for Big5; Chinese in any encoding is far from passing."""
     try:
         text = data.decode("cp1252")
     except UnicodeDecodeError:
@@ -570,7 +569,7 @@ def read_txt(data: bytes, path: str) -> Book:
     lines, pg_meta, pg = _strip_gutenberg(text.split("\n"))
     if _double_spaced(lines):
         lines = _collapse_double_spacing(lines)
-    body = "\n".join(lines)
+    body = "\n".join(ln for ln in lines if not _PG_CREDIT_RE.match(ln.strip()))  # a credit line is not the book
     if guess_language(_count(_HAN_RE, body), _count(_LATIN_RE, body)) == "en":
         return _english_book(lines, pg_meta, pg, path, encoding)
     wrap = _wrap_width(lines)

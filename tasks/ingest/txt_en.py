@@ -56,6 +56,7 @@ _DIVISION = "|".join(w for d in _DIVISIONS for w in (d, d.capitalize()))
 # A division word, its number, then the end of the line or a separator and a title.
 HEADING_RE = re.compile(rf"^(?:{_DIVISION})\s+{_NUMBER}(?P<rest>(?:\s*[.:\-—–]|\s).*)?$")
 BARE_ROMAN_RE = re.compile(rf"^(?P<num>{_ROMAN})\.?$")
+ROMAN_TITLE_RE = re.compile(rf"^(?P<num>{_ROMAN})\.\s+(?P<title>\S.*)$")   # "I. A SCANDAL IN BOHEMIA"
 _CONTENTS_RE = re.compile(r"^(?:table of )?contents[.:]?$", re.I)
 _CREDIT_RE = re.compile(r"^(?:Produced by|E-?text prepared by|Transcribed by|Transcribed from|Transcriber[’']s note)"
                         r"|Project Gutenberg|\bcopyright\b|\be-?text\b|\be-?book\b", re.I)
@@ -104,7 +105,7 @@ def english_chapters(lines: list[str], *, gutenberg: bool) -> EnglishText:
 
 def title_lines(front: list[str]) -> tuple[str, str]:
     """(title, author) from a title page's paragraphs: the first short one, and a 'by ...' one or the next."""
-    short = [p for p in front if len(p) <= MAX_TITLE_PAGE_CHARS]
+    short = [p for p in front if len(p) <= MAX_TITLE_PAGE_CHARS and not p.startswith("[")]
     if not short:
         return "", ""
     title = short[0]
@@ -123,8 +124,25 @@ def heading_text(line: str) -> str | None:
     m = HEADING_RE.match(s)
     if m is None:
         return None
-    rest = (m.group("rest") or "").strip(" .:-—–")
-    return None if rest and rest[-1] in ",;" else s
+    rest = (m.group("rest") or "").strip(" :-—–")
+    if rest.strip(".") and not re.search(r"[A-Za-z]", rest):
+        return None                    # "Chapter I.]": the end of an illustration caption
+    # "Chapter 3 was not written." is a sentence: a title on the heading's line is capitalized like one.
+    if rest.strip(".") and (rest[-1] in ",;" or rest[-1] == "." and not _capitalized(rest)):
+        return None
+    return s
+
+
+def _roman_heading(line: str) -> int | None:
+    """The number of a bare roman numeral line (`IV.`) or one with a capitalized title (`I. A SCANDAL IN
+    BOHEMIA`), else None."""
+    s = line.strip()
+    m = BARE_ROMAN_RE.match(s)
+    if m is None:
+        m = ROMAN_TITLE_RE.match(s)
+        if m is None or len(s) > MAX_HEADING_CHARS or not _is_title_line(m.group("title")):
+            return None
+    return _roman_value(m.group("num"))
 
 
 def _roman_value(s: str) -> int:
@@ -142,35 +160,52 @@ def _headings(lines: list[str]) -> list[_Heading]:
     def alone(i: int) -> bool:  # a line after a blank one (or the start), with a blank line or the end after it
         return (i == 0 or blank[i - 1]) and (i + 1 >= n or blank[i + 1])
 
+    def titled(i: int) -> bool:  # ... or with a title line and then a blank line or the end
+        return (i + 2 >= n or blank[i + 2]) and _is_title_line(lines[i + 1])
+
     found: list[int] = []
     bare: list[tuple[int, int]] = []
     for i, ln in enumerate(lines):
         if blank[i] or len(ln) > 2 * MAX_HEADING_CHARS or not (i == 0 or blank[i - 1]):
             continue
         if heading_text(ln):
-            if alone(i) or (i + 2 >= n or blank[i + 2]) and _is_title_line(lines[i + 1]):
+            if alone(i) or titled(i):
                 found.append(i)
-        elif alone(i):
-            m = BARE_ROMAN_RE.match(ln.strip())
-            if m:
-                bare.append((i, _roman_value(m.group("num"))))
+        elif (value := _roman_heading(ln)) is not None and (alone(i) or titled(i)):
+            bare.append((i, value))
     values = {v for _, v in bare}
     if 1 in values and 2 in values:  # the book numbers its chapters I, II, ...: they are headings
         found.extend(i for i, _ in bare)
-    return [_complete(lines, blank, i) for i in sorted(found)]
+    heads = [_complete(lines, blank, i) for i in sorted(found)]
+    # Leading "headings" whose sections hold only contents entries are a contents list laid out with blank lines
+    # (BOOK ONE.—THE COMING OF THE MARTIANS / I. THE EVE OF THE WAR. / II. THE FALLING STAR. ...).
+    while heads and _is_contents(lines[heads[0].end:heads[1].line if len(heads) > 1 else n]):
+        heads.pop(0)
+    return heads
+
+
+def _is_contents(lines: list[str]) -> bool:
+    entries = [ln for ln in lines if ln.strip()]
+    return bool(entries) and all(_is_entry(ln) for ln in entries)
+
+
+def _is_entry(line: str) -> bool:
+    """A line of a contents list: a heading, a roman numeral with or without a title, 'Contents'."""
+    s = line.strip()
+    return bool(heading_text(s) or BARE_ROMAN_RE.match(s) or ROMAN_TITLE_RE.match(s) or _CONTENTS_RE.match(s))
 
 
 def _complete(lines: list[str], blank: list[bool], i: int) -> _Heading:
     """A heading without a title of its own takes the title line after it (`CHAPTER I` / `Down the Rabbit-Hole`)."""
-    head = lines[i].strip()
+    head = _ITALIC_RE.sub(r"\1", lines[i].strip())
     m = HEADING_RE.match(head)
-    if m and (m.group("rest") or "").strip(" .:-—–"):
+    if m and (m.group("rest") or "").strip(" .:-—–") or ROMAN_TITLE_RE.match(head):
         return _Heading(i, head, i + 1)
     j = i + 1
     while j < len(lines) and blank[j] and j - i <= MAX_TITLE_GAP_LINES:
         j += 1
     if j < len(lines) and (j + 1 >= len(lines) or blank[j + 1]) and _is_title_line(lines[j]):
-        return _Heading(i, _join_titles(head, lines[j].strip()), j + 1)
+        return _Heading(i, _join_titles(head, _ITALIC_RE.sub(r"\1", lines[j].strip())), j + 1)
     return _Heading(i, head, i + 1)
 
 
@@ -179,8 +214,12 @@ def _is_title_line(line: str) -> bool:
     s = line.strip().strip("_*")
     if not s or len(s) > MAX_TITLE_LINE_CHARS or heading_text(s) or BARE_ROMAN_RE.match(s):
         return False
-    if s[-1] in ".,;:" or s[0] in "\"'“‘([" or not s[0].isupper():
-        return False
+    if (s[-1] in ",;:" or s[-1] == "." and not s.isupper()) or s[0] in "\"'“‘([" or not s[0].isupper():
+        return False                   # "THE EVE OF THE WAR." is a title; "To Mrs. Saville, England." is not
+    return _capitalized(s)
+
+
+def _capitalized(s: str) -> bool:
     words = [w for w in re.findall(r"[A-Za-z][A-Za-z’'-]*", s) if len(w) >= 4]
     return not words or sum(w[0].isupper() for w in words) >= MIN_TITLE_CAPITALIZED * len(words)
 
@@ -194,8 +233,7 @@ def _join_titles(head: str, title: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- front matter
 def _front_paragraphs(lines: list[str], wrapped: bool, *, gutenberg: bool) -> list[str]:
-    keep = [ln for ln in lines if not (heading_text(ln) or BARE_ROMAN_RE.match(ln.strip())
-                                       or _CONTENTS_RE.match(ln.strip()))]
+    keep = [ln for ln in lines if not _is_entry(ln)]
     paras = paragraphs(keep, wrapped)
     return [p for p in paras if not _CREDIT_RE.search(p)] if gutenberg else paras
 
