@@ -1,5 +1,7 @@
 """Plain-text books: encoding detection, Gutenberg boilerplate removal, chapter headings (第X回/章/卷/节/篇,
-序/楔子/后记..., bare title lines in essay collections) and unwrapping of hard-wrapped lines.
+序/楔子/后记..., bare title lines in essay collections) and unwrapping of hard-wrapped lines.  Text whose letters
+are mostly Latin goes to tasks.ingest.txt_en (English headings, front matter, paragraphs) instead; the Chinese
+path is unchanged by it.
 
 Everything here is linear in the input: line-by-line loops, anchored regexes on single lines, and lists
 joined once.  `read_txt(data, path)` is the entry point (bytes in, Book out)."""

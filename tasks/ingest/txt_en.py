@@ -212,7 +212,7 @@ def _complete(lines: list[str], blank: list[bool], i: int) -> _Heading:
 def _is_title_line(line: str) -> bool:
     """Short, capitalized like a title, no sentence punctuation at its end, not a heading or a quotation."""
     s = line.strip().strip("_*")
-    if not s or len(s) > MAX_TITLE_LINE_CHARS or heading_text(s) or BARE_ROMAN_RE.match(s):
+    if not s or len(s) > MAX_TITLE_LINE_CHARS or heading_text(s) or BARE_ROMAN_RE.match(s) or ROMAN_TITLE_RE.match(s):
         return False
     if (s[-1] in ",;:" or s[-1] == "." and not s.isupper()) or s[0] in "\"'“‘([" or not s[0].isupper():
         return False                   # "THE EVE OF THE WAR." is a title; "To Mrs. Saville, England." is not

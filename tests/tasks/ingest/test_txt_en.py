@@ -190,3 +190,17 @@ def test_chinese_text_stays_chinese(tmp_path):
     book = _read(tmp_path, "第一回　開端\n\n　　話說天下大勢，分久必合，合久必分。Chapter 1 在此。\n\n第二回　結局\n\n　　後來的事。\n")
     assert [c.title for c in book.chapters] == ["第一回　開端", "第二回　結局"]
     assert book.meta.language == "zh"
+
+
+def test_contents_list_with_blank_lines_and_roman_titled_headings(tmp_path):
+    """The War of the Worlds' layout: a contents list whose BOOK lines stand between blank lines, then
+    `BOOK ONE` / title and `I.` / `THE EVE OF THE WAR.` headings (an all-capitals title may end in a stop)."""
+    text = ("THE WAR OF THE WORLDS\n\nBy H. G. Wells\n\n\n BOOK ONE.—THE COMING OF THE MARTIANS\n\n"
+            " I. THE EVE OF THE WAR.\n II. THE FALLING STAR.\n\n BOOK TWO.—THE EARTH UNDER THE MARTIANS\n\n"
+            " I. UNDER FOOT.\n II. WHAT WE SAW FROM THE RUINED HOUSE.\n\n\nBOOK ONE\nTHE COMING OF THE MARTIANS\n\n\nI.\nTHE EVE OF THE WAR.\n\n" + _PARA +
+            "\n\nII.\nTHE FALLING STAR.\n\n" + _PARA + "\n\nIII. ON HORSELL COMMON.\n\n" + _PARA)
+    book = _read(tmp_path, text)
+    assert [c.title for c in book.chapters] == ["BOOK ONE. THE COMING OF THE MARTIANS. I. THE EVE OF THE WAR.",
+                                                "II. THE FALLING STAR.", "III. ON HORSELL COMMON."]
+    assert (book.meta.title, book.meta.author) == ("THE WAR OF THE WORLDS", "H. G. Wells")
+    assert all(c.paragraphs == (_PARA.replace("\n", " ").strip(),) for c in book.chapters)
