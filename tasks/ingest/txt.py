@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from tasks.book import Book, BookMeta, Chapter, book_language, guess_language
 from tasks.errors import BookError
 from tasks.ingest.common import PG_END_LINE_RE, PG_SMALL_PRINT_END_RE, PG_START_RE, clean_title, collapse_ws
-from tasks.ingest.txt_en import english_chapters, title_lines
+from tasks.ingest.txt_en import double_spaced_wraps, english_chapters, title_lines
 
 MAX_TXT_BYTES = 512 * 1024 * 1024        # bytes; larger files are refused, not read
 DETECT_SAMPLE_BYTES = 1 * 1024 * 1024    # bytes handed to charset-normalizer (the whole file is decoded strictly)
@@ -569,10 +569,13 @@ def read_txt(data: bytes, path: str) -> Book:
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     text = _strip_html(text)
     lines, pg_meta, pg = _strip_gutenberg(text.split("\n"))
-    if _double_spaced(lines):
-        lines = _collapse_double_spacing(lines)
     body = "\n".join(ln for ln in lines if not _PG_CREDIT_RE.match(ln.strip()))  # a credit line is not the book
-    if guess_language(_count(_HAN_RE, body), _count(_LATIN_RE, body)) == "en":
+    english = guess_language(_count(_HAN_RE, body), _count(_LATIN_RE, body)) == "en"
+    # English paragraphs are one blank line apart, so a blank after each line is double spacing only where the
+    # lines before those blanks are cut mid-sentence.
+    if _double_spaced(lines) and (not english or double_spaced_wraps(lines)):
+        lines = _collapse_double_spacing(lines)
+    if english:
         return _english_book(lines, pg_meta, pg, path, encoding)
     wrap = _wrap_width(lines)
     heads = _find_headings(lines, wrap)

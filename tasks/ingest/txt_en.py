@@ -39,6 +39,8 @@ MIN_TITLE_CAPITALIZED = 0.6         # share of a title line's words of 4+ letter
 MAX_WRAP_WIDTH = 100                # characters; hard-wrapped text (Gutenberg: ~70) has its long lines under this
 WRAP_PERCENTILE = 0.95              # ... measured at this percentile of the non-blank lines' lengths
 MAX_TITLE_PAGE_CHARS = 60           # characters; front matter whose paragraphs are all this short is a title page
+MIN_WRAPPED_LINE_CHARS = 40         # characters; shorter lines are not evidence of wrapping (headings, short replies)
+MIN_MIDSENTENCE_SHARE = 0.5         # share of lines before a single blank line cut mid-sentence in a double-spaced file
 
 _ONES = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
          "seventeen eighteen nineteen").split()
@@ -244,6 +246,15 @@ def _is_hard_wrapped(lines: list[str]) -> bool:
     return not lengths or lengths[int(WRAP_PERCENTILE * (len(lengths) - 1))] <= MAX_WRAP_WIDTH
 
 
+def double_spaced_wraps(lines: list[str]) -> bool:
+    """True when most lines followed by one blank line and then text end mid-sentence: a double-spaced file (a
+    blank line after every wrapped line, a CR CR LF copy), not paragraphs one blank line apart."""
+    ends = [lines[i].rstrip()[-1] for i in range(len(lines) - 2)
+            if len(lines[i].strip()) >= MIN_WRAPPED_LINE_CHARS and not lines[i + 1].strip() and lines[i + 2].strip()
+            and not _is_entry(lines[i])]
+    return bool(ends) and sum(ch not in _SENTENCE_END + tuple(":;") for ch in ends) >= MIN_MIDSENTENCE_SHARE * len(ends)
+
+
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
@@ -270,9 +281,8 @@ def paragraphs(lines: list[str], wrapped: bool = True) -> list[str]:
 
 
 def _join(parts: list[str]) -> str:
-    text = parts[0]
-    for part in parts[1:]:
-        glue = "" if (text[-1] in "-—" and len(text) > 1 and not text[-2].isspace()) or part[0] == "—" \
-            or part.startswith("--") else " "
-        text = f"{text}{glue}{part}"
-    return collapse_ws(_ITALIC_RE.sub(r"\1", text)).strip()
+    pieces = [parts[0]]
+    for prev, part in zip(parts, parts[1:]):
+        hyphen = prev[-1] in "-—" and len(prev) > 1 and not prev[-2].isspace()
+        pieces.append(part if hyphen or part[0] == "—" or part.startswith("--") else f" {part}")
+    return collapse_ws(_ITALIC_RE.sub(r"\1", "".join(pieces))).strip()

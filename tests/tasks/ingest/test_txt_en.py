@@ -204,3 +204,13 @@ def test_contents_list_with_blank_lines_and_roman_titled_headings(tmp_path):
                                                 "II. THE FALLING STAR.", "III. ON HORSELL COMMON."]
     assert (book.meta.title, book.meta.author) == ("THE WAR OF THE WORLDS", "H. G. Wells")
     assert all(c.paragraphs == (_PARA.replace("\n", " ").strip(),) for c in book.chapters)
+
+
+def test_one_line_paragraphs_are_not_double_spacing_but_a_blank_after_every_wrapped_line_is(tmp_path):
+    """Dialogue, one line a paragraph, one blank line apart, stays paragraphs; a copy with a blank line after
+    every line (CR CR LF saved as two line ends) is unwrapped: there the lines before the blanks end mid-sentence."""
+    replies = "".join(f"“Reply number {i}, said quickly,” he answered.\n\n" for i in range(30))
+    book = _read(tmp_path, f"CHAPTER I\n\n{replies}CHAPTER II\n\n{_PARA}", "dialogue.txt")
+    assert len(book.chapters[0].paragraphs) == 30
+    book = _read(tmp_path, ("CHAPTER I\n\n\n\n" + (_PARA + "\n\n") * 12).replace("\n", "\r\r\n"), "crcrlf.txt")
+    assert book.chapters[0].paragraphs == (_PARA.replace("\n", " ").strip(),) * 12
