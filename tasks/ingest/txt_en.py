@@ -38,6 +38,7 @@ MAX_TITLE_GAP_LINES = 2             # blank lines allowed between a heading and 
 MIN_TITLE_CAPITALIZED = 0.6         # share of a title line's words of 4+ letters that start with a capital
 MAX_WRAP_WIDTH = 100                # characters; hard-wrapped text (Gutenberg: ~70) has its long lines under this
 WRAP_PERCENTILE = 0.95              # ... measured at this percentile of the non-blank lines' lengths
+MAX_CONTENTS_START_LINE = 600       # lines; a `Contents` line further into the text is not the book's contents list
 MAX_TITLE_PAGE_CHARS = 60           # characters; front matter whose paragraphs are all this short is a title page
 MIN_WRAPPED_LINE_CHARS = 40         # characters; shorter lines are not evidence of wrapping (headings, short replies)
 MIN_MIDSENTENCE_SHARE = 0.5         # share of lines before a single blank line cut mid-sentence in a double-spaced file
@@ -166,7 +167,8 @@ def _headings(lines: list[str]) -> list[_Heading]:
         return (i + 2 >= n or blank[i + 2]) and _is_title_line(lines[i + 1])
 
     found: list[int] = []
-    bare: list[tuple[int, int]] = []
+    titled_roman: list[tuple[int, int]] = []   # I. A SCANDAL IN BOHEMIA, or I. / THE EVE OF THE WAR.
+    bare: list[tuple[int, int]] = []           # I.
     for i, ln in enumerate(lines):
         if blank[i] or len(ln) > 2 * MAX_HEADING_CHARS or not (i == 0 or blank[i - 1]):
             continue
@@ -174,16 +176,71 @@ def _headings(lines: list[str]) -> list[_Heading]:
             if alone(i) or titled(i):
                 found.append(i)
         elif (value := _roman_heading(ln)) is not None and (alone(i) or titled(i)):
-            bare.append((i, value))
-    values = {v for _, v in bare}
-    if 1 in values and 2 in values:  # the book numbers its chapters I, II, ...: they are headings
-        found.extend(i for i, _ in bare)
-    heads = [_complete(lines, blank, i) for i in sorted(found)]
+            (bare if alone(i) and BARE_ROMAN_RE.match(ln.strip()) else titled_roman).append((i, value))
+    # Numbered with titles, and bare numerals counting again from I inside them (Sherlock Holmes's stories and
+    # their parts): the titled ones are the chapters, the bare ones stay in the text.
+    if _numbers_chapters(titled_roman) and sum(v == 1 for _, v in bare) >= 2:
+        bare = []
+    for group in (titled_roman, bare, titled_roman + bare):
+        if _numbers_chapters(group):  # the book numbers its chapters I, II, ...: they are headings
+            found.extend(i for i, _ in group)
+            break
+    if len(found) < 2:
+        found = _contents_titles(lines, blank) or found
+    heads = [_complete(lines, blank, i) for i in sorted(set(found))]
     # Leading "headings" whose sections hold only contents entries are a contents list laid out with blank lines
     # (BOOK ONE.—THE COMING OF THE MARTIANS / I. THE EVE OF THE WAR. / II. THE FALLING STAR. ...).
     while heads and _is_contents(lines[heads[0].end:heads[1].line if len(heads) > 1 else n]):
         heads.pop(0)
     return heads
+
+
+def _numbers_chapters(numbered: list[tuple[int, int]]) -> bool:
+    values = {v for _, v in numbered}
+    return 1 in values and 2 in values
+
+
+def _contents_titles(lines: list[str], blank: list[bool]) -> list[int]:
+    """Headings named by the book's contents list, for books whose chapters have titles and no numbers
+    (Jekyll and Hyde: `Contents` / `STORY OF THE DOOR` / ...): the lines after the list that repeat an entry,
+    each after a blank line, in the list's order."""
+    entries, end = contents_entries(lines)
+    keys = [_key(e) for e in entries]
+    out: list[int] = []
+    k = 0
+    for i in range(end, len(lines)):
+        if k < len(keys) and not blank[i] and (i == 0 or blank[i - 1]) and _key(lines[i]) == keys[k]:
+            out.append(i)
+            k += 1
+    return out if len(out) >= 2 else []
+
+
+def contents_entries(lines: list[str]) -> tuple[list[str], int]:
+    """The entries of the contents list that follows a `Contents` line near the start (each a short line; the
+    list ends at a run of blank lines, a long line or an entry's repeat) and the index after the list."""
+    start = next((i for i, ln in enumerate(lines[:MAX_CONTENTS_START_LINE]) if _CONTENTS_RE.match(ln.strip())), None)
+    if start is None:
+        return [], 0
+    entries: list[str] = []
+    gap = 0
+    i = start + 1
+    while i < len(lines):
+        s = lines[i].strip()
+        if not s:
+            gap += 1
+            if entries and gap >= 2:
+                break
+        elif len(s) > MAX_HEADING_CHARS or _key(s) in {_key(e) for e in entries[:1]}:
+            break
+        else:
+            entries.append(s)
+            gap = 0
+        i += 1
+    return entries, i
+
+
+def _key(line: str) -> str:
+    return re.sub(r"\s+", " ", line.strip()).casefold()
 
 
 def _is_contents(lines: list[str]) -> bool:
@@ -235,7 +292,8 @@ def _join_titles(head: str, title: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- front matter
 def _front_paragraphs(lines: list[str], wrapped: bool, *, gutenberg: bool) -> list[str]:
-    keep = [ln for ln in lines if not _is_entry(ln)]
+    entries = {_key(e) for e in contents_entries(lines)[0]}
+    keep = [ln for ln in lines if not (_is_entry(ln) or _key(ln) in entries)]
     paras = paragraphs(keep, wrapped)
     return [p for p in paras if not _CREDIT_RE.search(p)] if gutenberg else paras
 

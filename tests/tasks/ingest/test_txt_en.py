@@ -214,3 +214,23 @@ def test_one_line_paragraphs_are_not_double_spacing_but_a_blank_after_every_wrap
     assert len(book.chapters[0].paragraphs) == 30
     book = _read(tmp_path, ("CHAPTER I\n\n\n\n" + (_PARA + "\n\n") * 12).replace("\n", "\r\r\n"), "crcrlf.txt")
     assert book.chapters[0].paragraphs == (_PARA.replace("\n", " ").strip(),) * 12
+
+
+def test_titled_numerals_are_chapters_and_bare_numerals_inside_them_are_text(tmp_path):
+    """The Adventures of Sherlock Holmes: `I. A SCANDAL IN BOHEMIA` heads a story whose parts are `I.`, `II.`."""
+    story = f"I.\n\n{_PARA}\nII.\n\n{_PARA}\n"
+    book = _read(tmp_path, f"I. A SCANDAL IN BOHEMIA\n\n{story}\nII. THE RED-HEADED LEAGUE\n\n{story}")
+    assert [c.title for c in book.chapters] == ["I. A SCANDAL IN BOHEMIA", "II. THE RED-HEADED LEAGUE"]
+    assert book.chapters[0].paragraphs[:2] == ("I.", _PARA.replace("\n", " ").strip())
+
+
+def test_unnumbered_chapters_named_by_the_contents_list(tmp_path):
+    """Jekyll and Hyde: chapters with titles only, found as the lines that repeat the contents list's entries."""
+    text = ("The Strange Case Of Dr. Jekyll And Mr. Hyde\n\nby Robert Louis Stevenson\n\n\nContents\n\n\n"
+            " STORY OF THE DOOR\n\n SEARCH FOR MR. HYDE\n\n\nSTORY OF THE DOOR\n\n" + _PARA +
+            "\nSEARCH FOR MR. HYDE\n\n" + _PARA + "\nSTORY OF THE DOOR\n\nis also what this line says.\n")
+    book = _read(tmp_path, text)
+    assert [c.title for c in book.chapters] == ["STORY OF THE DOOR", "SEARCH FOR MR. HYDE"]
+    assert book.chapters[1].paragraphs[-2:] == ("STORY OF THE DOOR", "is also what this line says.")
+    assert (book.meta.title, book.meta.author) == ("The Strange Case Of Dr. Jekyll And Mr. Hyde",
+                                                   "Robert Louis Stevenson")
