@@ -197,7 +197,8 @@ def test_contents_list_with_blank_lines_and_roman_titled_headings(tmp_path):
     `BOOK ONE` / title and `I.` / `THE EVE OF THE WAR.` headings (an all-capitals title may end in a stop)."""
     text = ("THE WAR OF THE WORLDS\n\nBy H. G. Wells\n\n\n BOOK ONE.—THE COMING OF THE MARTIANS\n\n"
             " I. THE EVE OF THE WAR.\n II. THE FALLING STAR.\n\n BOOK TWO.—THE EARTH UNDER THE MARTIANS\n\n"
-            " I. UNDER FOOT.\n II. WHAT WE SAW FROM THE RUINED HOUSE.\n\n\nBOOK ONE\nTHE COMING OF THE MARTIANS\n\n\nI.\nTHE EVE OF THE WAR.\n\n" + _PARA +
+            " I. UNDER FOOT.\n II. WHAT WE SAW FROM THE RUINED HOUSE.\n\n\nBOOK ONE\nTHE COMING OF THE MARTIANS\n\n\n"
+            "I.\nTHE EVE OF THE WAR.\n\n" + _PARA +
             "\n\nII.\nTHE FALLING STAR.\n\n" + _PARA + "\n\nIII. ON HORSELL COMMON.\n\n" + _PARA)
     book = _read(tmp_path, text)
     assert [c.title for c in book.chapters] == ["BOOK ONE. THE COMING OF THE MARTIANS. I. THE EVE OF THE WAR.",
