@@ -34,6 +34,7 @@ from tasks.ingest.common import clean_title, collapse_ws
 
 MAX_HEADING_CHARS = 80              # characters; a longer line is never a heading
 MAX_TITLE_LINE_CHARS = 60           # characters; a heading's title on a line of its own
+MAX_TITLE_LINES = 3                 # lines; a title in capitals may be wrapped over this many
 MAX_TITLE_GAP_LINES = 2             # blank lines allowed between a heading and its title line
 MIN_TITLE_CAPITALIZED = 0.6         # share of a title line's words of 4+ letters that start with a capital
 MAX_WRAP_WIDTH = 100                # characters; hard-wrapped text (Gutenberg: ~70) has its long lines under this
@@ -59,6 +60,7 @@ _DIVISION = "|".join(w for d in _DIVISIONS for w in (d, d.capitalize()))
 # A division word, its number, then the end of the line or a separator and a title.
 HEADING_RE = re.compile(rf"^(?:{_DIVISION})\s+{_NUMBER}(?P<rest>(?:\s*[.:\-—–]|\s).*)?$")
 BARE_ROMAN_RE = re.compile(rf"^(?P<num>{_ROMAN})\.?$")
+_NUMBER_KEY_RE = re.compile(rf"^(?:(?:{_DIVISION})\s+{_NUMBER}|{_ROMAN})\b")
 ROMAN_TITLE_RE = re.compile(rf"^(?P<num>{_ROMAN})\.\s+(?P<title>\S.*)$")   # "I. A SCANDAL IN BOHEMIA"
 _CONTENTS_RE = re.compile(r"^(?:table of )?contents[.:]?$", re.I)
 _CREDIT_RE = re.compile(r"^(?:Produced by|E-?text prepared by|Transcribed by|Transcribed from|Transcriber[’']s note)"
@@ -163,8 +165,8 @@ def _headings(lines: list[str]) -> list[_Heading]:
     def alone(i: int) -> bool:  # a line after a blank one (or the start), with a blank line or the end after it
         return (i == 0 or blank[i - 1]) and (i + 1 >= n or blank[i + 1])
 
-    def titled(i: int) -> bool:  # ... or with a title line and then a blank line or the end
-        return (i + 2 >= n or blank[i + 2]) and _is_title_line(lines[i + 1])
+    def titled(i: int) -> bool:  # ... or with title lines and then a blank line or the end
+        return _title_block(lines, blank, i + 1) > 0
 
     found: list[int] = []
     titled_roman: list[tuple[int, int]] = []   # I. A SCANDAL IN BOHEMIA, or I. / THE EVE OF THE WAR.
@@ -192,7 +194,23 @@ def _headings(lines: list[str]) -> list[_Heading]:
     # (BOOK ONE.—THE COMING OF THE MARTIANS / I. THE EVE OF THE WAR. / II. THE FALLING STAR. ...).
     while heads and _is_contents(lines[heads[0].end:heads[1].line if len(heads) > 1 else n]):
         heads.pop(0)
-    return heads
+    # So is a heading with no prose under it whose number comes again later (Don Quixote's contents list of
+    # two-line CHAPTER entries); PART ONE before CHAPTER I comes once.
+    later: dict[str, int] = {}
+    for k, h in enumerate(heads):
+        later[_number_key(lines[h.line])] = k
+    return [h for k, h in enumerate(heads)
+            if later[_number_key(lines[h.line])] == k
+            or _has_prose(lines[h.end:heads[k + 1].line if k + 1 < len(heads) else n])]
+
+
+def _number_key(line: str) -> str:
+    m = _NUMBER_KEY_RE.match(line.strip())
+    return re.sub(r"\s+", " ", m.group(0) if m else line.strip()).casefold()
+
+
+def _has_prose(lines: list[str]) -> bool:
+    return any(len(ln.strip()) >= MIN_WRAPPED_LINE_CHARS and not ln.isupper() and not _is_entry(ln) for ln in lines)
 
 
 def _numbers_chapters(numbered: list[tuple[int, int]]) -> bool:
@@ -259,19 +277,37 @@ def _complete(lines: list[str], blank: list[bool], i: int) -> _Heading:
     head = _ITALIC_RE.sub(r"\1", lines[i].strip())
     m = HEADING_RE.match(head)
     if m and (m.group("rest") or "").strip(" .:-—–") or ROMAN_TITLE_RE.match(head):
+        # A title in capitals wrapped onto the next lines (CHAPTER I WHICH TREATS OF THE CHARACTER AND /
+        # PURSUITS OF THE FAMOUS GENTLEMAN DON QUIXOTE OF LA MANCHA) continues the heading.
+        k = _title_block(lines, blank, i + 1) if head.isupper() else 0
+        if k and all(lines[j].strip().isupper() for j in range(i + 1, i + 1 + k)):
+            return _Heading(i, " ".join([head] + [lines[j].strip() for j in range(i + 1, i + 1 + k)]), i + 1 + k)
         return _Heading(i, head, i + 1)
     j = i + 1
     while j < len(lines) and blank[j] and j - i <= MAX_TITLE_GAP_LINES:
         j += 1
-    if j < len(lines) and (j + 1 >= len(lines) or blank[j + 1]) and _is_title_line(lines[j]):
-        return _Heading(i, _join_titles(head, _ITALIC_RE.sub(r"\1", lines[j].strip())), j + 1)
+    k = _title_block(lines, blank, j)
+    if k:
+        title = " ".join(_ITALIC_RE.sub(r"\1", lines[x].strip()) for x in range(j, j + k))
+        return _Heading(i, _join_titles(head, title), j + k)
     return _Heading(i, head, i + 1)
+
+
+def _title_block(lines: list[str], blank: list[bool], j: int) -> int:
+    """How many lines from j are a heading's title: one title line, or up to MAX_TITLE_LINES in capitals, then a
+    blank line or the end; 0 when there is none."""
+    k = j
+    while k < len(lines) and not blank[k] and k - j < MAX_TITLE_LINES and _is_title_line(lines[k]):
+        k += 1
+    if k == j or (k < len(lines) and not blank[k]):
+        return 0
+    return k - j if k - j == 1 or all(lines[x].strip().isupper() for x in range(j, k)) else 0
 
 
 def _is_title_line(line: str) -> bool:
     """Short, capitalized like a title, no sentence punctuation at its end, not a heading or a quotation."""
     s = line.strip().strip("_*")
-    if not s or len(s) > MAX_TITLE_LINE_CHARS or heading_text(s) or BARE_ROMAN_RE.match(s) or ROMAN_TITLE_RE.match(s):
+    if not s or len(s) > (MAX_HEADING_CHARS if s.isupper() else MAX_TITLE_LINE_CHARS) or heading_text(s) or BARE_ROMAN_RE.match(s) or ROMAN_TITLE_RE.match(s):
         return False
     if (s[-1] in ",;:" or s[-1] == "." and not s.isupper()) or s[0] in "\"'“‘([" or not s[0].isupper():
         return False                   # "THE EVE OF THE WAR." is a title; "To Mrs. Saville, England." is not

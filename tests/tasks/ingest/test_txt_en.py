@@ -235,3 +235,17 @@ def test_unnumbered_chapters_named_by_the_contents_list(tmp_path):
     assert book.chapters[1].paragraphs[-2:] == ("STORY OF THE DOOR", "is also what this line says.")
     assert (book.meta.title, book.meta.author) == ("The Strange Case Of Dr. Jekyll And Mr. Hyde",
                                                    "Robert Louis Stevenson")
+
+
+def test_titles_wrapped_in_capitals_and_a_contents_list_of_them(tmp_path):
+    """Don Quixote: chapter titles in capitals over two lines, listed the same way (blank lines between the
+    entries) in a contents list: the list's entries have no prose under them and their numbers come again."""
+    contents = ("CHAPTER I WHICH TREATS OF THE CHARACTER AND\nPURSUITS OF THE FAMOUS GENTLEMAN DON QUIXOTE\n\n"
+                "CHAPTER II WHICH TREATS OF THE FIRST SALLY THE INGENIOUS\nDON QUIXOTE MADE FROM HOME\n\n\n")
+    body = ("CHAPTER I.\nWHICH TREATS OF THE CHARACTER AND PURSUITS OF THE FAMOUS GENTLEMAN\nDON QUIXOTE\n\n" + _PARA +
+            "\nCHAPTER II.\nWHICH TREATS OF THE FIRST SALLY THE INGENIOUS DON QUIXOTE MADE FROM HOME\n\n" + _PARA)
+    book = _read(tmp_path, "DON QUIXOTE\n\n\n" + contents + body)
+    assert [c.title for c in book.chapters] == [
+        "CHAPTER I. WHICH TREATS OF THE CHARACTER AND PURSUITS OF THE FAMOUS GENTLEMAN DON QUIXOTE",
+        "CHAPTER II. WHICH TREATS OF THE FIRST SALLY THE INGENIOUS DON QUIXOTE MADE FROM HOME"]
+    assert all(c.paragraphs == (_PARA.replace("\n", " ").strip(),) for c in book.chapters)
