@@ -192,8 +192,11 @@ def _headings(lines: list[str]) -> list[_Heading]:
     heads = [_complete(lines, blank, i) for i in sorted(set(found))]
     # Leading "headings" whose sections hold only contents entries are a contents list laid out with blank lines
     # (BOOK ONE.—THE COMING OF THE MARTIANS / I. THE EVE OF THE WAR. / II. THE FALLING STAR. ...).
-    while heads and _is_contents(lines[heads[0].end:heads[1].line if len(heads) > 1 else n]):
-        heads.pop(0)
+    first = 0
+    while first < len(heads) and _is_contents(lines[heads[first].end:heads[first + 1].line
+                                                     if first + 1 < len(heads) else n]):
+        first += 1
+    heads = heads[first:]
     # So is a heading with no prose under it whose number comes again later (Don Quixote's contents list of
     # two-line CHAPTER entries); PART ONE before CHAPTER I comes once.
     later: dict[str, int] = {}
@@ -329,7 +332,7 @@ def _join_titles(head: str, title: str) -> str:
 # ---------------------------------------------------------------------------------------------- front matter
 def _front_paragraphs(lines: list[str], wrapped: bool, *, gutenberg: bool) -> list[str]:
     entries = {_key(e) for e in contents_entries(lines)[0]}
-    keep = [ln for ln in lines if not (_is_entry(ln) or _key(ln) in entries)]
+    keep = [ln for ln in lines if not ln.strip() or not (_is_entry(ln) or entries and _key(ln) in entries)]
     paras = paragraphs(keep, wrapped)
     return [p for p in paras if not _CREDIT_RE.search(p)] if gutenberg else paras
 
