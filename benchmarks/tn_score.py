@@ -43,14 +43,15 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Callable, Literal, Union
+from typing import Callable, Union
+
+from tasks.book import Language
 
 ROOT = Path(__file__).resolve().parents[1]
 TN_DIR = ROOT / "tests" / "data" / "tn"
 CORPUS = Path(os.environ.get("CHATTTS_RENDER_CORPUS", ROOT.parent / "shared" / "corpus"))
 HONGLOUMENG = CORPUS / "txt" / "gutenberg-zh" / "24264-0.txt"     # --speed only
 
-Lang = Literal["zh", "en"]
 Expected = Union[str, tuple[str, ...]]       # one reading, or several accepted ones (nemo-en-audio)
 Case = tuple[str, Expected, str]              # (input, expected, origin)
 
@@ -62,7 +63,7 @@ class TnSet:
     the set is normalized with."""
     files: tuple[str, ...]
     sep: str | None
-    lang: Lang = "zh"
+    lang: Language = "zh"
     exclude: tuple[str, ...] = ()
     note: str = ""                            # printed at the end of the set's line
 
@@ -188,12 +189,12 @@ def score(fn: Callable[[str], str], cases: list[Case], name: str | None = None) 
     return rate, misses
 
 
-def ours(text: str, lang: Lang = "zh") -> str:
+def ours(text: str, lang: Language = "zh") -> str:
     from tasks.text.normalize import normalize
     return normalize(text, lang=lang)
 
 
-def wetext_alone(text: str, lang: Lang = "zh") -> str:
+def wetext_alone(text: str, lang: Language = "zh") -> str:
     if lang == "en":
         if not text.strip():
             return text                     # wetext's English grammar asserts on empty input: nothing to read
