@@ -27,6 +27,7 @@ from tasks.errors import RenderFailed
 from tasks.fleet.storage import Store, book_view, is_url
 from tasks.ingest import load_book
 from tasks.plan.rows import to_render
+from tasks.text.segment import SegmentOptions, book_options
 
 MAX_SHARDS = 64               # shards of one book at most
 TOKEN_BYTES = 4               # random bytes of a sharded render's token (8 hex characters)
@@ -94,7 +95,6 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
     if planned and (Path(book_dir) / "manifest").is_dir():
         return left(book_dir)
     from tasks.plan.prepare import segment_book
-    from tasks.text.segment import SegmentOptions, book_options
 
     whole = load_book(book)
     return len(segment_book(whole, book_options(whole, SegmentOptions()))[0])
