@@ -69,8 +69,9 @@ def backend_name(device: str) -> str:
 
 
 def trt_profiles(name: str, info: dict, max_batch: int, max_len: int) -> dict[str, str]:
-    """TensorRT provider options trt_profile_{min,opt,max}_shapes for graph `name`: batch 1..max_batch, prompt and
-    cache length 1..max_len (opt: TRT_OPT_LEN), vocoder steps 1..max_len."""
+    """TensorRT provider options trt_profile_{min,opt,max}_shapes for graph `name`: batch 1..max_batch (decode:
+    max_batch + 1, every slot of the cache), prompt and cache length 1..max_len (opt: TRT_OPT_LEN), vocoder steps
+    1..max_len."""
     N, H, D, C = info["layers"], info["kv_heads"], info["head_dim"], info["hidden"]
     opt_len = min(TRT_OPT_LEN, max_len)
 
@@ -80,8 +81,9 @@ def trt_profiles(name: str, info: dict, max_batch: int, max_len: int) -> dict[st
                 "heads": {"hidden": (b, C)}, "vocoder": {"hidden": (1, n, C)}}[name]
         return ",".join(f"{k}:{'x'.join(map(str, v))}" for k, v in dims.items())
 
-    return {"trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(max(1, max_batch // 2), opt_len),
-            "trt_profile_max_shapes": shapes(max_batch, max_len)}
+    top = max_batch + 1 if name == "decode" else max_batch     # a decode step runs every slot, the scratch one too
+    return {"trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(max(1, top // 2), opt_len),
+            "trt_profile_max_shapes": shapes(top, max_len)}
 
 
 def _providers(provider: str, name: str, info: dict, folder: Path, max_batch: int) -> list:

@@ -184,3 +184,21 @@ def test_fp16_export_keeps_positions_int64_and_runs(engines, tmp_path):
     x = rng.standard_normal((2, 1, s.hidden)).astype(np.float16)
     hidden, k0, *_ = sess.run(None, {"x": x, "pos": np.array([[3], [8]]), **past})
     assert hidden.shape == (2, s.hidden) and np.isfinite(hidden).all() and k0.shape == (2, s.kv_heads, 1, s.head_dim)
+
+
+def test_trt_profiles_cover_every_input_of_each_graph(engines):
+    """The TensorRT optimization profiles name every input of each graph, min <= opt <= max on every axis."""
+    import onnx
+
+    from engine.onnxgraph import NAMES, read_info
+    from engine.ortengine import trt_profiles
+
+    model = engines[0].model
+    for name in NAMES:
+        prof = trt_profiles(name, read_info(model.folder), 8, 4096)
+        inputs = [i.name for i in onnx.load(str(model.folder / f"{name}.onnx"), load_external_data=False).graph.input]
+        parsed = [dict(kv.split(":") for kv in prof[f"trt_profile_{k}_shapes"].split(",")) for k in ("min", "opt", "max")]
+        assert all(list(p) == inputs for p in parsed), (name, inputs)
+        for i in inputs:
+            lo, mid, hi = ([int(d) for d in p[i].split("x")] for p in parsed)
+            assert all(a <= b <= c for a, b, c in zip(lo, mid, hi)), (name, i)
