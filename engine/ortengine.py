@@ -1,25 +1,26 @@
 """The onnx back-end (`--backend onnx`): the same scheduler, decode loop and sampling as the torch engine; only the
 model calls (GPT prefill, decode step, code heads, Decoder + Vocos) run through ONNX Runtime.
 
-    model = load_ort_model(loaded, opts, "fp32")     # exports the graphs once (engine/onnxgraph.py), opens sessions
+    model = load_ort_model(loaded, "cpu", "fp32", threads=2, max_batch=32)   # exports once (engine/onnxgraph.py)
     Scheduler(model, opts.batch, exact=True)        # engine/scheduler.py, unchanged: OrtCodeModel is a CodeModel
     wav = model.vocode(row.hiddens)                 # float32 numpy, samples_for_tokens(T) samples
 
 OrtCodeModel keeps the embeddings (text ids, the 4 code embeddings fed back each step) and the KV cache
 (engine.llama.KVCache) in torch; `OrtLlama` stands in for engine.llama.Llama: a prefill sends the prompt, a
 decode step runs over every slot of the cache with each layer's whole buffer bound in place as the past
-(IO binding: no copy), slots without a row at position 0, and writes the returned keys at each row's position.
-(Gathering the rows' pasts instead, cache[slots, :, :S], cost a copy per layer per step: 2.7x slower end to end
-on random-full, 4 rows; the same bits.)  Sampling is engine/sampling.py's, with the
-same counter-based noise, so both back-ends draw alike wherever their logits agree.
+(IO binding: no copy), slots without a row at position 0, and writes the returned keys at each row's position
+(gathering the rows' pasts instead, cache[slots, :, :S], costs a copy per layer per step: 2.7x slower end to end
+on random-full, 4 rows; the same bits).  Sampling is engine/sampling.py's, with the same counter-based noise, so
+both back-ends draw alike wherever their logits agree.
 
 Providers by device: cpu -> CPUExecutionProvider (`onnxruntime`); cuda -> TensorrtExecutionProvider (FP16
-engines cached in the model cache's onnx/trt/ folder, an optimization profile per graph for batch and cache
+engines cached in the graph folder's trt/, an optimization profile per graph for batch and cache
 length: trt_profiles) with CUDAExecutionProvider behind it, or CUDA alone (`onnxruntime-gpu`).  The CUDA
 paths are written but have not been run by us (no GPU with onnxruntime-gpu): docs/onnx.md.  A provider error
 saying the memory ran out becomes torch.OutOfMemoryError, so the scheduler's OOM backoff works unchanged.
 
-Batch invariance (measured on this CPU, tests/engine/test_onnx.py): see docs/onnx.md.
+Batch invariance on the CPU provider is measured, not assumed (tests/engine/test_onnx.py: batched == alone
+bitwise); docs/onnx.md has the numbers and the reasons it holds.
 """
 from __future__ import annotations
 
