@@ -7,8 +7,8 @@ model calls (GPT prefill, decode step, code heads, Decoder + Vocos) run through 
 
 OrtCodeModel keeps the embeddings (text ids, the 4 code embeddings fed back each step) and the KV cache
 (engine.llama.KVCache) in torch; `OrtLlama` stands in for engine.llama.Llama: a prefill sends the prompt, a
-decode step runs over every slot of the cache with each layer's whole buffer bound in place as the past
-(IO binding: no copy), slots without a row at position 0, and writes the returned keys at each row's position
+decode step runs over slots 0 .. its highest row's slot with those slots' per-layer buffers bound in place as
+the past (IO binding: no copy), slots without a row at position 0, and writes the returned keys at each row's position
 (gathering the rows' pasts instead, cache[slots, :, :S], costs a copy per layer per step: 2.7x slower end to end
 on random-full, 4 rows; the same bits).  Sampling is engine/sampling.py's, with the same counter-based noise, so
 both back-ends draw alike wherever their logits agree.
@@ -70,9 +70,9 @@ def backend_name(device: str) -> str:
 
 
 def trt_profiles(name: str, info: dict, max_batch: int, max_len: int) -> dict[str, str]:
-    """TensorRT provider options trt_profile_{min,opt,max}_shapes for graph `name`: batch 1..max_batch (decode:
-    max_batch + 1, every slot of the cache), prompt and cache length 1..max_len (opt: TRT_OPT_LEN), vocoder steps
-    1..max_len."""
+    """TensorRT provider options trt_profile_{min,opt,max}_shapes for graph `name`: batch 1..max_batch (a decode
+    step runs at most the batch's slots; the scratch slot is never one: call_size pads nothing), prompt and cache
+    length 1..max_len (opt: TRT_OPT_LEN), vocoder steps 1..max_len."""
     N, H, D, C = info["layers"], info["kv_heads"], info["head_dim"], info["hidden"]
     opt_len = min(TRT_OPT_LEN, max_len)
 
@@ -82,9 +82,8 @@ def trt_profiles(name: str, info: dict, max_batch: int, max_len: int) -> dict[st
                 "heads": {"hidden": (b, C)}, "vocoder": {"hidden": (1, n, C)}}[name]
         return ",".join(f"{k}:{'x'.join(map(str, v))}" for k, v in dims.items())
 
-    top = max_batch + 1 if name == "decode" else max_batch     # a decode step runs every slot, the scratch one too
-    return {"trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(max(1, top // 2), opt_len),
-            "trt_profile_max_shapes": shapes(top, max_len)}
+    return {"trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(max(1, max_batch // 2), opt_len),
+            "trt_profile_max_shapes": shapes(max_batch, max_len)}
 
 
 def _providers(provider: str, name: str, info: dict, folder: Path, max_batch: int) -> list:
@@ -136,8 +135,9 @@ class Session:
 
 class OrtLlama:
     """engine.llama.Llama's call, through the prefill and decode graphs.  Positions index the cache (a slot holds
-    its sequence from index 0), so a row's past is cache[slot, :, :pos].  A decode step runs every slot (those
-    without a row of this step at position 0: their own new key only, ignored) with the whole cache as the past."""
+    its sequence from index 0), so a row's past is cache[slot, :, :pos].  A decode step runs slots 0 .. the highest
+    slot of its rows (those without a row of this step at position 0: their own new key only, ignored) with those
+    slots' whole cache buffers as the past (a contiguous view: bound in place)."""
 
     def __init__(self, shape: LlamaShape, prefill: Session, decode: Session):
         self.s, self.prefill, self.decode = shape, prefill, decode
@@ -149,7 +149,7 @@ class OrtLlama:
         B, L, _ = x.shape
         rix = torch.arange(B, device=x.device) if slots is None else slots
         prefill = L > 1 or int(pos.max()) == 0                 # positions 0..L-1: a prompt
-        n = B if prefill else cache.slots                      # a decode step runs every slot of the cache
+        n = B if prefill else int(rix.max()) + 1               # a decode step runs slots 0..n-1 (a contiguous view)
         if not prefill:
             xa, pa = x.new_zeros(n, 1, self.s.hidden), pos.new_zeros(n, 1)
             xa[rix], pa[rix] = x, pos
@@ -160,7 +160,8 @@ class OrtLlama:
         if prefill:
             self.prefill.run({"x": x, "pos": pos}, {"hidden": hidden, **new})
         else:                                                  # each layer's whole buffer bound in place: no copy
-            past = {f"past_{kv}_{i}": c[i] for kv, c in (("k", cache.k), ("v", cache.v)) for i in range(self.s.layers)}
+            past = {f"past_{kv}_{i}": c[i][:n] for kv, c in (("k", cache.k), ("v", cache.v))
+                    for i in range(self.s.layers)}
             self.decode.run({"x": x, "pos": pos, **past}, {"hidden": hidden, **new})
             hidden, new = hidden[rix], {k: t[rix] for k, t in new.items()}
         at = slice(0, L) if prefill else pos[rix, 0]
