@@ -8,6 +8,7 @@ noted per rule and in docs/text-frontend.md.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _DIGITS = "零一二三四五六七八九"
 _CURRENCY = {"$": "美元", "＄": "美元", "US$": "美元", "€": "欧元", "£": "英镑", "₩": "韩元", "¥": "元", "￥": "元",
@@ -182,8 +183,37 @@ def _phone_like(s: str) -> bool:
     return len(s) == 11 and s[0] == "1" and s[1] in "3456789"
 
 
+@lru_cache(maxsize=1)
+def wetext_zh():
+    """wetext's Chinese TN normalizer (offline FSTs in the wheel), loaded once."""
+    from wetext import Normalizer
+    return Normalizer(lang="zh", operator="tn")
+
+
+@lru_cache(maxsize=4096)
+def _unit_reading(word: str) -> str:
+    """The Latin letters wetext leaves of `word` after a number: "" for a unit it reads whole (km -> 公里)."""
+    return "".join(c for c in wetext_zh().normalize("1" + word) if c.isascii() and c.isalpha())
+
+
+def zh_unit(word: str) -> bool:
+    """Is `word` a unit wetext's Chinese grammar reads after a number (km, kg, mph, min)?"""
+    return _unit_reading(word) == ""
+
+
+def _number_before_word(m: re.Match) -> str:
+    """A unit must end at a word boundary: wetext reads the first letter of an English word after a number as a
+    unit (3 hours -> 三小时ours, 6 sheep -> 六秒heep, 2 men -> 两米en); then the number is read alone."""
+    left = _unit_reading(m.group(3))
+    if left and left != m.group(3) and m.group(3).endswith(left):
+        return decimal_zh(m.group(1)) + m.group(2) + m.group(3)
+    return m.group(0)
+
+
 # (pattern, replacement) in order.  Each rewrites digits into Chinese, so later rules and wetext skip them.
 _PRE: list[tuple[re.Pattern, object]] = [
+    # A number before an English word that is no unit: 3 hours -> 三 hours (wetext: 三小时ours).
+    (re.compile(r"(?<![\d.A-Za-z])(\d+(?:\.\d+)?)( ?)([A-Za-z]{2,})(?![A-Za-z])"), _number_before_word),
     # Era suffixes: 2934ad -> 公元二九三四年, 1234b.c. -> 公元前一二三四年, 1823年3月bc -> 公元前一八二三年三月.
     (re.compile(r"(\d+)(?:年((?:\d{1,2}月)?(?:\d{1,2}日)?))?\s*((?:a\.?d\.?|b\.?c\.?)(?![A-Za-z]))", re.I),
      _era_full),

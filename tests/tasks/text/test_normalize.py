@@ -67,7 +67,7 @@ def test_removals_are_listed_with_positions_and_reasons():
 
 
 def test_question_mark_after_latin_is_not_a_placeholder():
-    assert normalize("Is it OK?") == "Is it OK。"
+    assert normalize("他问Is it OK?") == "他问Is it OK."       # an English sentence: its own full stop
 
 
 def test_spans_tile_the_source():
