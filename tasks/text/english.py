@@ -35,7 +35,8 @@ MONTHS = ("january february march april may june july august september october n
 _MONTH_ABBR = {m[:3]: m for m in MONTHS} | {"sept": "september"}
 # Currency symbol -> (one, many, cent one, cent many).
 CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "£": ("pound", "pounds", "penny", "pence"),
-              "€": ("euro", "euros", "cent", "cents"), "¥": ("yen", "yen", "sen", "sen")}
+              "€": ("euro", "euros", "cent", "cents"), "¥": ("yen", "yen", "sen", "sen"),
+              "₩": ("won", "won", "jeon", "jeon")}
 _SCALE_WORDS = {"thousand": "thousand", "million": "million", "billion": "billion", "trillion": "trillion",
                 "k": "thousand", "m": "million", "mn": "million", "b": "billion", "bn": "billion"}
 
@@ -80,13 +81,13 @@ def cardinal_en(n: int) -> str:
         if n >= value:
             head, rest = divmod(n, value)
             tail = "" if rest == 0 else (" and " if rest < 100 else " ") + cardinal_en(rest)
-            return cardinal_en(head) + " " + name + tail
+            return cardinal_en(head).replace(" and ", " ") + " " + name + tail     # "and" in the last group only
     raise AssertionError(n)
 
 
 def ordinal_en(n: int) -> str:
     """1 -> first, 22 -> twenty second, 100 -> one hundredth."""
-    words = cardinal_en(n).split()
+    words = cardinal_en(n).replace(" and ", " ").split()
     last = words[-1]
     if last in _ORDINAL_WORDS:
         words[-1] = _ORDINAL_WORDS[last]
@@ -221,10 +222,12 @@ def _pronoun_i(text: str, at: int) -> bool:
 # Numbers
 # ---------------------------------------------------------------------------------------------------------------
 # A digit token: currency and sign before, digits with number-internal marks, letters/percent after.
-_RE_NUMTOK = re.compile(
-    r"(?:(?<![A-Za-z0-9])[-−](?=[$£€¥]?\d))?(?:[$£€¥]\s?)?(?:'(?=\d\ds))?\d"
-    r"(?:[\d,.:/]*\d)?(?:%|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|°[CF]?)?")
-_MONTH_NAMES = "|".join(m.capitalize() for m in MONTHS) + "|" + "|".join(MONTHS) + "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec"
+_ATOM = (r"(?:[$£€¥₩]\s?)?(?:'(?=\d\ds))?(?:\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
+         r"(?:%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|°[CF]?|[²³])?")
+_RE_NUMTOK = re.compile(r"(?:(?<![A-Za-z0-9])[-−](?=[$£€¥₩.]?\d))?" + _ATOM
+                        + r"(?:(?:\s?[-–+×x/]\s?| (?=\d+/\d))" + _ATOM + r")*")
+_MONTH_NAMES = "|".join([n for m in MONTHS for n in (m.capitalize(), m.upper()) + ((m,) if m not in ("may", "march") else ())]
+                        + [n for a in _MONTH_ABBR for n in (a.capitalize(), a.upper())])
 _RE_MONTH = re.compile(r"(?i:" + "|".join(MONTHS + list(_MONTH_ABBR)) + r")\.?")
 _RE_AFTER_WORD = re.compile(r"\s([A-Za-z][A-Za-z./]*)")
 _RE_BEFORE_WORD = re.compile(r"([A-Za-z]+\.?)\s$")
@@ -261,7 +264,7 @@ def _joins_number(word: str) -> bool:
     w = word.rstrip(".")
     if not w or _RE_MONTH.fullmatch(word) or _keeps_period(word):
         return True
-    if w.lower() in ("am", "pm", "ad", "bc", "o'clock", "percent"):
+    if w.lower() in ("am", "pm", "ad", "bc", "o'clock", "percent") or w.lower() in _SCALE_WORDS:
         return True
     one = _wetext_en_normalize("1 " + w)
     return one.split(" ", 1)[-1].lower() != w.lower()
@@ -305,13 +308,13 @@ def _old_money(m: re.Match) -> str:
     return " and ".join(parts)
 
 
-def _slash_date(m: re.Match) -> str:
+def _slash_date(first: str, second: str, y: str, written: str) -> str:
     """5/12/2023 -> may twelfth twenty twenty three (month first, as NeMo; day first when the first part cannot
-    be a month: 25/12/2023)."""
-    a, b, y = int(m.group(1)), int(m.group(2)), m.group(3)
+    be a month: 25/12/2023, 15-01-2020)."""
+    a, b = int(first), int(second)
     month, day = (a, b) if a <= 12 else (b, a)
     if not (1 <= month <= 12 and 1 <= day <= 31):
-        return m.group(0)
+        return written
     year = year_en(y) if len(y) == 4 else (digits_en(y) if y[0] == "0" else cardinal_en(int(y)))
     return f"{MONTHS[month - 1]} {ordinal_en(day)} {year}"
 
@@ -323,12 +326,30 @@ def _iso_date(m: re.Match) -> str:
     return f"{MONTHS[mo - 1]} {ordinal_en(d)} {year_en(y)}"
 
 
+def _ordinal(m: re.Match) -> str:
+    """1st -> first; a wrong suffix is not an ordinal (NeMo: 1th -> one th)."""
+    n = int(m.group(1).replace(",", ""))
+    right = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return ordinal_en(n) if m.group(2) == right else f"{cardinal_en(n)} {m.group(2)}"
+
+
+def _duration(m: re.Match) -> str:
+    parts = []
+    for value, unit in zip(m.groups(), ("hour", "minute", "second")):
+        n = int(value)
+        parts.append(f"{cardinal_en(n)} {unit}{'' if n == 1 else 's'}")
+    return f"{parts[0]} {parts[1]} and {parts[2]}"
+
+
 def _month_day(m: re.Match) -> str:
     """March 3, 1850 -> March third, eighteen fifty (wetext: the third of march); 3 March 1850 -> the third of
     March eighteen fifty."""
     month, day, comma, year = m.group("m1"), m.group("d1"), m.group("c1") or "", m.group("y1")
+    if month and month.lower() in _MONTH_ABBR:
+        month = _MONTH_ABBR[month.lower()]
     if month is None:
         month, day, year = m.group("m2"), m.group("d2"), m.group("y2")
+        month = _MONTH_ABBR.get(month.lower(), month)
         if not 1 <= int(day) <= 31:
             return m.group(0)
         the = "" if m.string[:m.start()].lower().endswith("the ") else "the "
@@ -360,26 +381,37 @@ def _range(m: re.Match) -> str:
     return f"{read(a)} to {read(b)}"
 
 
+_PER = {"mo": "month", "yr": "year", "wk": "week", "d": "day", "hr": "hour", "h": "hour", "min": "minute"}
 _PRE: list[tuple[re.Pattern, object]] = [
+    # Dates: 5/12/2023 -> may twelfth twenty twenty three; 15-01-2020; 2006-08-05 -> august fifth two thousand six.
+    (re.compile(r"(?<![\d/-])(\d{1,2})([/-])(\d{1,2})\2(\d{4}|\d{2})(?![\d/-])"),
+     lambda m: _slash_date(m.group(1), m.group(3), m.group(4), m.group(0))),
+    (re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d-])"), _iso_date),
+    # Ranges: 2pm-5pm, $250-$300, 1960s-80s, 2-5lb -> to (a careful reader's "to"; NeMo reads a bare 2-5 "two -
+    # five").
+    (re.compile(r"(?<=[\dsm%])\s?[-–]\s?(?=[$£€¥₩]?\d)"), " to "),
+    # Per: $20/mo -> twenty dollars per month.
+    (re.compile(r"(?<=[\dA-Za-z])/(" + "|".join(_PER) + r")\b"), lambda m: " per " + _PER[m.group(1)]),
     # Money: $3.50 -> three dollars fifty cents, £1,250 -> one thousand two hundred and fifty pounds,
     # $2.5 million -> two point five million dollars (wetext: three point five dollars, thousand two hundred ...).
-    (re.compile(r"([$£€¥])\s?(\d[\d,]*|(?=\.\d))(?:\.(\d+))?(?:\s?(thousand|million|billion|trillion|bn|mn|[kmb])"
+    (re.compile(r"([$£€¥₩])\s?(\d[\d,]*|(?=\.\d))(?:\.(\d+))?(?:\s?(thousand|million|billion|trillion|bn|mn|[kmb])"
                 r"(?![A-Za-z]))?", re.I), _money),
     # Old British money: 5s. 6d. -> five shillings and six pence; 6d. -> six pence; 3s. -> three shillings.
     (re.compile(r"(?<![\d.])(?:(\d{1,2})s\.?\s?(\d{1,2})d\b\.?|(?:(\d{1,2})s\.)|(?:(\d{1,3})d\b\.?))"),
      _old_money),
     # Decades: 1990s -> nineteen nineties, the '80s / 80s -> eighties (wetext: ninety seconds).
     (re.compile(r"(?<![\d.])'?(\d{1,3}0)['’]?s\b"), lambda m: plural_en(year_en(m.group(1)))),
-    # Dates: 5/12/2023 -> may twelfth twenty twenty three; 2006-08-05 -> august fifth two thousand six.
-    (re.compile(r"(?<![\d/])(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})(?![\d/])"), _slash_date),
-    (re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d-])"), _iso_date),
     # Month and day: March 3, 1850 -> March third, eighteen fifty; 3 March -> the third of March.
     (re.compile(r"\b(?P<m1>" + _MONTH_NAMES + r")\.? (?P<d1>\d{1,2})(?:st|nd|rd|th)?(?![\d:.,]\d|\s?[ap]\.?m)"
                 r"(?:(?P<c1>,? )(?P<y1>\d{4})(?!\d))?"
                 r"|(?<![\d.])(?P<d2>\d{1,2})(?:st|nd|rd|th)? (?:of )?(?P<m2>" + _MONTH_NAMES + r")\b\.?"
                 r"(?: (?P<y2>\d{4})(?!\d))?"), _month_day),
     # Ordinals: 1st, 22nd, 1,000th.
-    (re.compile(r"(?<![\d.])(\d[\d,]*)(?:st|nd|rd|th)\b"), lambda m: ordinal_en(int(m.group(1).replace(",", "")))),
+    (re.compile(r"(?<![\d.])(\d[\d,]*)(st|nd|rd|th)\b"), lambda m: _ordinal(m)),
+    # Clock durations h:mm:ss: 1:01:01 -> one hour one minute and one second (wetext: hour/minute in the singular).
+    (re.compile(r"(?<![\d:])(\d{1,2}):([0-5]\d):([0-5]\d)(?![\d:])"), lambda m: _duration(m)),
+    (re.compile(r"(?<=\d)\s?\+\s?(?=\d)"), " plus "),
+    (re.compile(r"(?<=\d)\s?[x×]\s?(?=\d)"), " by "),
     # Percent: 45% -> forty five percent, 3.5% -> three point five percent.
     (re.compile(r"(?<![\d.,])([-−]?)(\d[\d,]*(?:\.\d+)?|\.\d+)\s?%"),
      lambda m: ("minus " if m.group(1) else "") + _number_words(m.group(2)) + " percent"),
@@ -387,7 +419,7 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(?<![\d.,/:-])(\d{1,4})[-–](\d{1,4})(?![\d.,/:%-]|\s?[A-Za-z])"), _range),
     # Plain integers and decimals (with thousands commas), a minus sign in front, when no unit follows.
     (re.compile(r"(?<![\d.,:/A-Za-z])([-−]?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-                r"(?![\d,:/]|\.\d|\s?(?:[A-Za-z°]))"), _plain_number),
+                r"(?![\d,:/]|\.\d|\s?(?:[A-Za-z°²³])| \d+/\d)"), _plain_number),
 ]
 
 

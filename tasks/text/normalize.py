@@ -611,7 +611,7 @@ def _english_phrase(run: str) -> bool:
     if len(long) >= 2 and any(c.islower() for w in long for c in w):
         return True
     m = _RE_NUMBER_WORD.search(run)
-    return m is not None and not tn_rules.zh_unit(m.group(1))
+    return m is not None and m.group(1) not in ("am", "pm", "ad", "bc") and not tn_rules.zh_unit(m.group(1))
 
 
 def _tn_spans(text: str, work: _Offset, start: int, end: int, english: bool = False) -> list[Span]:
