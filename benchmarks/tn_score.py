@@ -10,7 +10,8 @@ paddlespeech/textnorm_test_cases.txt (`input|output`), WeTextProcessing wetextpr
 (`input => output`); held-out heldout/*.tsv (`input<TAB>reading<TAB>source`, `#` comments), written before any
 rule was changed for it: `heldout` is the first batch (cases.tsv, whose misses then guided general rules),
 `heldout-2` the second (cases-2.tsv, scored on its own line: the one that says how unseen text is read;
-docs/text-frontend.md has its first-run rate and the one rule that came after it).  Both sides of a comparison
+docs/text-frontend.md has its first-run rate and the one rule that came after it), `heldout-3` the third (cases-3.tsv:
+ordinals, clock hours and clock-style durations, the 两/二 and h:mm:ss rules of issue 25).  Both sides of a comparison
 go through the same punctuation/whitespace canonicalization (our punctuation table, no TN), so a case scores on
 its reading, not on which comma the golden file happened to use.
 """
@@ -29,15 +30,16 @@ CORPUS = Path(os.environ.get("CHATTTS_RENDER_CORPUS", ROOT.parent / "shared" / "
 HONGLOUMENG = CORPUS / "txt" / "gutenberg-zh" / "24264-0.txt"     # --speed only
 
 # name -> (files under TN_DIR, field separator).  The first three are regression sets; `heldout` was held out
-# until its misses guided rules; `heldout-2` is held out (tests/data/tn/heldout/README.md).
+# until its misses guided rules; `heldout-2` and `heldout-3` are held out (tests/data/tn/heldout/README.md).
 SETS = {
     "nemo": ("nemo/*.txt", "~"),
     "paddlespeech": ("paddlespeech/textnorm_test_cases.txt", "|"),
     "wetext": ("wetextprocessing/*.txt", " => "),
     "heldout": ("heldout/cases.tsv", "\t"),
     "heldout-2": ("heldout/cases-2.tsv", "\t"),
+    "heldout-3": ("heldout/cases-3.tsv", "\t"),
 }
-HELD_OUT = ("heldout-2",)         # the held-out batch: its line is marked
+HELD_OUT = ("heldout-2", "heldout-3")   # the held-out batches: their lines are marked
 
 
 def load_cases(name: str, root: Path = TN_DIR) -> list[tuple[str, str, str]]:
