@@ -42,7 +42,7 @@ _SCALE_WORDS = {"thousand": "thousand", "million": "million", "billion": "billio
 
 # Abbreviations read as words, matched case-sensitively with their period.  TITLES come before a name and never
 # end a sentence; the others may (`etc.` then a capital: the period is also the full stop).
-TITLES = {"Mr.": "mister", "Mrs.": "misses", "Messrs.": "messieurs", "Mme.": "madame", "Mlle.": "mademoiselle",
+TITLES = {"Mr.": "mister", "Mrs.": "missus", "Messrs.": "messieurs", "Mme.": "madame", "Mlle.": "mademoiselle",
           "Dr.": "doctor", "Capt.": "captain", "Col.": "colonel", "Gen.": "general", "Lieut.": "lieutenant",
           "Lt.": "lieutenant", "Sgt.": "sergeant", "Rev.": "reverend", "Prof.": "professor", "Gov.": "governor",
           "Hon.": "honourable", "Sen.": "senator", "Rep.": "representative", "Fr.": "father", "Bros.": "brothers",
@@ -53,10 +53,12 @@ ABBREVIATIONS = {"e.g.": "for example", "i.e.": "that is", "etc.": "et cetera", 
 # Before a number only: No. 5 -> number five, p. 12 -> page twelve.
 NUMBER_ABBREVIATIONS = {"No.": "number", "no.": "number", "Nos.": "numbers", "p.": "page", "pp.": "pages",
                         "Vol.": "volume", "vol.": "volume", "Ch.": "chapter", "ch.": "chapter", "Chap.": "chapter",
-                        "Fig.": "figure", "fig.": "figure", "art.": "article", "Art.": "article", "§": "section"}
+                        "Fig.": "figure", "fig.": "figure", "art.": "article", "Art.": "article", "§": "section",
+                        "b.": "born", "d.": "died", "c.": "circa", "ca.": "circa"}
 # Words after which a Roman numeral is a number (CHAPTER IV -> CHAPTER four), any letter case.
 HEADING_WORDS = ("chapter book part volume vol section act scene canto letter psalm article appendix lecture "
-                 "stave number no lesson plate table figure fig").split()
+                 "stave number no lesson plate table figure fig war division class type phase stage grade level "
+                 "round series mark model").split()
 
 _RE_NUMBER = re.compile(r"\d")
 _RE_ROMAN = re.compile(r"M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
@@ -67,7 +69,9 @@ _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000
 # Number words
 # ---------------------------------------------------------------------------------------------------------------
 def cardinal_en(n: int) -> str:
-    """123 -> one hundred and twenty three; 1250 -> one thousand two hundred and fifty; -7 -> minus seven."""
+    """123 -> one hundred and twenty three; 1250 -> one thousand two hundred and fifty; 5057 -> five thousand and
+    fifty seven; -7 -> minus seven.  The British and literary "and" in every group (NeMo has it only in the last:
+    one hundred twenty three thousand)."""
     if n < 0:
         return "minus " + cardinal_en(-n)
     if n < 20:
@@ -81,13 +85,13 @@ def cardinal_en(n: int) -> str:
         if n >= value:
             head, rest = divmod(n, value)
             tail = "" if rest == 0 else (" and " if rest < 100 else " ") + cardinal_en(rest)
-            return cardinal_en(head).replace(" and ", " ") + " " + name + tail     # "and" in the last group only
+            return cardinal_en(head) + " " + name + tail
     raise AssertionError(n)
 
 
 def ordinal_en(n: int) -> str:
     """1 -> first, 22 -> twenty second, 100 -> one hundredth."""
-    words = cardinal_en(n).replace(" and ", " ").split()
+    words = cardinal_en(n).split()
     last = words[-1]
     if last in _ORDINAL_WORDS:
         words[-1] = _ORDINAL_WORDS[last]
@@ -157,15 +161,16 @@ def _alternation(words) -> str:
     return "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
 
 
-_RE_TITLE = re.compile(r"(?<![A-Za-z.])(" + _alternation(TITLES) + r")(?=\s*[A-Z])")
+_RE_TITLE = re.compile(r"(?<![A-Za-z.])(" + _alternation(TITLES) + r")(?=\s*[A-Z]|\s(?:and|&) [A-Z])")
 _RE_ABBR = re.compile(r"(?<![A-Za-z.])(" + _alternation(ABBREVIATIONS) + r")")
 _RE_NUMBER_ABBR = re.compile(r"(?<![A-Za-z.])(" + _alternation(NUMBER_ABBREVIATIONS) + r")(?=\s?\d)")
-_RE_SAINT = re.compile(r"(?<![A-Za-z.])St\.(?=\s*[A-Z])")          # St. Paul (Saint) / Baker St. (Street)
-_RE_STREET = re.compile(r"(?<=[A-Za-z] )St\.")
+_RE_ST = re.compile(r"(?<![A-Za-z.])St\.?(?![A-Za-z])")    # St. Paul, St Luke (saint) / Baker St. (street)
 _RE_HEADING_ROMAN = re.compile(r"(?i:\b(" + "|".join(HEADING_WORDS) + r")\.?)(\s+)([IVXLCDM]+)(?![A-Za-z])")
-_RE_REGNAL = re.compile(r"\b[A-Z][a-z]+ (the )?([IVX]{2,6})(?![A-Za-z'’])")          # Charles II, Henry the VIII
+_RE_REGNAL = re.compile(r"\b[A-Z][a-z]+ (the )?([IVX]{2,6}|V|X|I(?= of\b))(?![A-Za-z'’])")   # Charles II, Richard I of
 _RE_INITIAL = re.compile(r"(?<![A-Za-z.])([A-HJ-Z])\.(?=\s?[A-Z])")   # J. M. Barrie (not the pronoun I)
+_RE_INITIALISM = re.compile(r"(?<![A-Za-z.])((?:[A-Z]\.\s?){1,4}[A-Z]\.)")   # U.S.A., D.C., C. S. (Lewis)
 _RE_HEADING_ALONE = re.compile(r"\s*([IVXLCDM]+)\.?\s*")
+_RE_NUMBERED_HEADING = re.compile(r"\s*([IVXLCDM]+)[.:](?=\s+[A-Z“\"'‘])")
 
 
 def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
@@ -178,27 +183,34 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
         return [(m.start(1), m.end(1), cardinal_en(roman_value(m.group(1))))]       # a heading "IV." alone
     for m in _RE_TITLE.finditer(text, start, end):
         found.append((m.start(), m.end(), TITLES[m.group(1)]))
-    for m in _RE_SAINT.finditer(text, start, end):
-        found.append((m.start(), m.end(), "saint"))
-    for m in _RE_STREET.finditer(text, start, end):
-        found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), "street"))
+    for m in _RE_ST.finditer(text, start, end):
+        if re.match(r"\s+[A-Z][a-z]", text[m.end():m.end() + 3]):
+            found.append((m.start(), m.end(), "saint"))
+        elif m.group().endswith(".") and re.search(r"[A-Za-z]\s$", text[max(0, m.start() - 2):m.start()]):
+            found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), "street"))
     for m in _RE_NUMBER_ABBR.finditer(text, start, end):
         found.append((m.start(), m.end(), NUMBER_ABBREVIATIONS[m.group(1)]))
     for m in _RE_ABBR.finditer(text, start, end):
         word = m.group(1)
         stop = word not in ("e.g.", "i.e.", "cf.", "vs.", "viz.") and _sentence_may_end(text, m.end(), end)
         found.append((m.start(), m.end() - (1 if stop else 0), ABBREVIATIONS[word]))
+    for m in _RE_INITIALISM.finditer(text, start, end):
+        letters = re.sub(r"[.\s]", "", m.group(1))
+        found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), letters))
     for m in _RE_INITIAL.finditer(text, start, end):
         found.append((m.start(), m.end(), m.group(1)))
+    if (m := _RE_NUMBERED_HEADING.match(text)) and start <= m.start(1) and m.end(1) <= end \
+            and (value := roman_value(m.group(1))):
+        found.append((m.start(1), m.end(1), cardinal_en(value)))          # a contents entry: IV. An Eastern Garden
     for m in _RE_HEADING_ROMAN.finditer(text, start, end):
         value = roman_value(m.group(3))
-        if value and not (m.group(3) == "I" and _pronoun_i(text, m.end(3))):
+        if value and not (m.group(3) == "I" and m.group(1).islower() and _pronoun_i(text, m.end(3))):
             found.append((m.start(3), m.end(3), cardinal_en(value)))
     for m in _RE_REGNAL.finditer(text, start, end):
         value = roman_value(m.group(2))
         if value and value < 40 and m.group(0).split(" ", 1)[0].lower() not in HEADING_WORDS:
             found.append((m.start(2), m.end(2), ordinal_en(value) if m.group(1) else "the " + ordinal_en(value)))
-    found.sort()
+    found.sort(key=lambda f: (f[0], -f[1]))
     out: list[tuple[int, int, str]] = []
     for s, e, r in found:
         if out and s < out[-1][1]:
@@ -222,13 +234,14 @@ def _pronoun_i(text: str, at: int) -> bool:
 # Numbers
 # ---------------------------------------------------------------------------------------------------------------
 # A digit token: currency and sign before, digits with number-internal marks, letters/percent after.
-_ATOM = (r"(?:[$£€¥₩]\s?)?(?:'(?=\d\ds))?(?:\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
-         r"(?:%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|°[CF]?|[²³])?")
+_ATOM = (r"(?:(?<![A-Za-z])(?:A|US|C|HK|NZ)?[$£€¥₩]\s?)?(?:'(?=\d\ds))?(?:\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
+         r"(?:%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|\s?°(?:\s?[CF]\b\.?)?|[²³])?")
 _RE_NUMTOK = re.compile(r"(?:(?<![A-Za-z0-9])[-−](?=[$£€¥₩.]?\d))?" + _ATOM
                         + r"(?:(?:\s?[-–+×x/]\s?| (?=\d+/\d))" + _ATOM + r")*")
 _MONTH_NAMES = "|".join([n for m in MONTHS for n in (m.capitalize(), m.upper()) + ((m,) if m not in ("may", "march") else ())]
                         + [n for a in _MONTH_ABBR for n in (a.capitalize(), a.upper())])
 _RE_MONTH = re.compile(r"(?i:" + "|".join(MONTHS + list(_MONTH_ABBR)) + r")\.?")
+_RE_CONTEXT_WORD = re.compile(r"(?: (?:long|short))? [a-z]+\b")
 _RE_AFTER_WORD = re.compile(r"\s([A-Za-z][A-Za-z./]*)")
 _RE_BEFORE_WORD = re.compile(r"([A-Za-z]+\.?)\s$")
 
@@ -245,13 +258,24 @@ def number_windows(text: str, start: int, end: int) -> list[tuple[int, int]]:
         if (b := _RE_BEFORE_WORD.search(text, max(start, s - 12), s)) and (
                 _RE_MONTH.fullmatch(b.group(1)) or (b.group(1).lower() == "the" and re.fullmatch(r"\d{1,2}\D*", tok))):
             s = b.start()
-        while (a := _RE_AFTER_WORD.match(text, e, end)) and _joins_number(a.group(1)):
-            e = a.end() - (1 if a.group(1).endswith(".") and not _keeps_period(a.group(1)) else 0)
+        while (a := _RE_AFTER_WORD.match(text, e, end)) and (
+                _joins_number(a.group(1)) or _abbreviation_after_number(a.group(1), text[a.end():a.end() + 2])):
+            e = a.end()
+        if re.fullmatch(r"\d{4}|.*\dm", text[s:e]) and (a := _RE_CONTEXT_WORD.match(text, e, end)):
+            e = a.end()                          # 1248 tons (a count, not a year), 25m people (million)
         if wins and (s <= wins[-1][1] or re.fullmatch(r",?\s", text[wins[-1][1]:s])):
             wins[-1] = (wins[-1][0], e)
         else:
             wins.append((s, e))
     return wins
+
+
+def _abbreviation_after_number(word: str, after: str) -> bool:
+    """vols., pp., sq mi, in. (inches: with its period, or before a bracket or a mark), m (metres, likewise)."""
+    w = word.rstrip(".")
+    if w in ("vols", "vol", "pp", "sq"):
+        return True
+    return w in ("in", "m") and (word.endswith(".") or not after.strip() or after[:1] in "),;:")
 
 
 def _keeps_period(word: str) -> bool:
@@ -293,7 +317,7 @@ def _money(m: re.Match) -> str:
         parts.append(f"{integer_en(whole or '0')} {one if units == 1 else many}")
     if sub:
         parts.append(f"{cardinal_en(sub)} {cent if sub == 1 else cents}")
-    return " ".join(parts)
+    return " and ".join(parts)
 
 
 def _old_money(m: re.Match) -> str:
@@ -356,22 +380,38 @@ def _month_day(m: re.Match) -> str:
         return f"{the}{ordinal_en(int(day))} of {month}" + (f" {year_en(year)}" if year else "")
     if not 1 <= int(day) <= 31:
         return m.group(0)
-    return f"{month} {ordinal_en(int(day))}" + (f"{comma.rstrip()} {year_en(year)}" if year else "")
+    more = re.sub(r"(\d{1,2})(?:st|nd|rd|th|d)?", lambda k: ordinal_en(int(k.group(1))), m.group("more") or "")
+    more = re.sub(r"\s?[-–]\s?", " to ", more)
+    return f"{month} {ordinal_en(int(day))}{more}" + (f"{comma.rstrip()} {year_en(year)}" if year else "")
 
 
 def _plain_number(m: re.Match) -> str:
     """An integer or decimal that no rule before claimed: 4-digit integers 1100-2099 are years (in 1632), the
     rest cardinals or decimals."""
     sign, num = m.group(1), m.group(2)
+    if (nxt := re.match(r"\s([A-Za-z][A-Za-z.']*)", m.string[m.end():])) and _joins_number(nxt.group(1)):
+        return m.group(0)                        # a unit or a month after it: wetext reads them together
     if "." in num:
         words = decimal_en(num)
-    elif "," not in num and len(num) == 4 and 1100 <= int(num) <= 2099 and not sign:
+    elif "," not in num and len(num) == 4 and 1000 <= int(num) <= 2099 and not sign and not _counted(m):
         words = year_en(num)
     elif num[0] == "0" and len(num) > 1:
         words = digits_en(num)
     else:
         words = integer_en(num)
     return ("minus " if sign else "") + words
+
+
+# After a 4-digit number, a plural noun makes it a count (1248 tons, 4096 long tons), any other word leaves it a
+# year (in 1905 only, the 2014 acquisition, 1788 pay); these words end in s without being plurals.
+_NOT_PLURAL = set("was has is his its this thus as us yes perhaps always sometimes afterwards towards besides "
+                  "whereas unless upwards downwards onwards series species news".split())
+
+
+def _counted(m: re.Match) -> bool:
+    nxt = re.match(r"\s(?:long |short )?([a-z]+)\b", m.string[m.end():m.end() + 24])
+    return nxt is not None and re.fullmatch(r"[a-z]+[^s]s", nxt.group(1)) is not None \
+        and nxt.group(1) not in _NOT_PLURAL
 
 
 def _range(m: re.Match) -> str:
@@ -381,8 +421,28 @@ def _range(m: re.Match) -> str:
     return f"{read(a)} to {read(b)}"
 
 
+_AFTER_NUMBER = {"vols": "volumes", "vol": "volume", "in": "inches", "pp": "pages", "sq mi": "square miles",
+                 "sq km": "square kilometers", "sq ft": "square feet", "sq m": "square meters", "m": "meters"}
+_DOLLARS = {"A$": "Australian dollars", "US$": "US dollars", "C$": "Canadian dollars", "HK$": "Hong Kong dollars",
+            "NZ$": "New Zealand dollars"}
 _PER = {"mo": "month", "yr": "year", "wk": "week", "d": "day", "hr": "hour", "h": "hour", "min": "minute"}
 _PRE: list[tuple[re.Pattern, object]] = [
+    # Month and day: March 3, 1850 -> March third, eighteen fifty; Nov. 14, 15, 16 -> November fourteenth,
+    # fifteenth, sixteenth; May 10-14 -> May tenth to fourteenth; 3 March -> the third of March.
+    (re.compile(r"\b(?P<m1>" + _MONTH_NAMES + r")\.? (?P<d1>\d{1,2})(?:st|nd|rd|th|d)?(?![\d:.,]\d|\s?[ap]\.?m)"
+                r"(?P<more>(?:(?:,\s?|\s?[-–]\s?)\d{1,2}(?:st|nd|rd|th|d)?(?![\d:]))*)"
+                r"(?:(?P<c1>,? )(?P<y1>\d{4})(?!\d))?"
+                r"|(?<![\d.])(?P<d2>\d{1,2})(?:st|nd|rd|th)? (?:of )?(?P<m2>" + _MONTH_NAMES + r")\b\.?"
+                r"(?: (?P<y2>\d{4})(?!\d))?"), _month_day),
+    # Other dollars: A$46 million -> forty six million Australian dollars.
+    (re.compile(r"(?<![A-Za-z])(A|US|C|HK|NZ)\$\s?(\d[\d,]*(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion|bn|mn|"
+                r"[kmb])(?![A-Za-z]))?"),
+     lambda m: f"{_number_words(m.group(2))}" + (f" {_SCALE_WORDS[m.group(3).lower()]}" if m.group(3) else "")
+     + f" {_DOLLARS[m.group(1) + '$']}"),
+    # Money: $3.50 -> three dollars fifty cents, £1,250 -> one thousand two hundred and fifty pounds,
+    # $2.5 million -> two point five million dollars (wetext: three point five dollars, thousand two hundred ...).
+    (re.compile(r"([$£€¥₩])\s?(\d[\d,]*|(?=\.\d))(?:\.(\d+))?(?:\s?(thousand|million|billion|trillion|bn|mn|[kmb])"
+                r"(?![A-Za-z]))?", re.I), _money),
     # Dates: 5/12/2023 -> may twelfth twenty twenty three; 15-01-2020; 2006-08-05 -> august fifth two thousand six.
     (re.compile(r"(?<![\d/-])(\d{1,2})([/-])(\d{1,2})\2(\d{4}|\d{2})(?![\d/-])"),
      lambda m: _slash_date(m.group(1), m.group(3), m.group(4), m.group(0))),
@@ -392,20 +452,25 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(?<=[\dsm%])\s?[-–]\s?(?=[$£€¥₩]?\d)"), " to "),
     # Per: $20/mo -> twenty dollars per month.
     (re.compile(r"(?<=[\dA-Za-z])/(" + "|".join(_PER) + r")\b"), lambda m: " per " + _PER[m.group(1)]),
-    # Money: $3.50 -> three dollars fifty cents, £1,250 -> one thousand two hundred and fifty pounds,
-    # $2.5 million -> two point five million dollars (wetext: three point five dollars, thousand two hundred ...).
-    (re.compile(r"([$£€¥₩])\s?(\d[\d,]*|(?=\.\d))(?:\.(\d+))?(?:\s?(thousand|million|billion|trillion|bn|mn|[kmb])"
-                r"(?![A-Za-z]))?", re.I), _money),
+    # Degrees: 32 °C -> thirty two degrees Celsius, 40° F. -> forty degrees Fahrenheit, 81.8° -> ... degrees.
+    (re.compile(r"([-−]?)(\d[\d,]*(?:\.\d+)?)\s?°\s?(?:([CF])\b\.?)?"),
+     lambda m: ("minus " if m.group(1) else "") + _number_words(m.group(2))
+     + (" degree" if m.group(2) == "1" else " degrees")
+     + {"C": " Celsius", "F": " Fahrenheit", None: ""}[m.group(3)]),
+    # Abbreviations after a number: 2 vols. -> two volumes, 49.3 in. -> inches, 10,000 sq mi, 2,000 m (metres;
+    # wetext: minutes), 25m people -> million.
+    (re.compile(r"(?<![\d.,])(\d[\d,]*(?:\.\d+)?)m(?= [a-z])"), lambda m: _number_words(m.group(1)) + " million"),
+    (re.compile(r"(?<![\d.,])(\d[\d,]*(?:\.\d+)?) ?(vols?|pp|sq\.? ?(?:mi|km|ft|m))\b\.?"),
+     lambda m: _number_words(m.group(1)) + " " + _AFTER_NUMBER[re.sub(r"\.\s?|\s", " ", m.group(2)).replace("  ", " ")]),
+    (re.compile(r"(?<![\d.,$£€¥₩])(\d[\d,]*(?:\.\d+)?) ?(in|m)(?:\b\.?)(?=\s*[),;:]|\s*$|\.\s)"),
+     lambda m: _number_words(m.group(1)) + " " + _AFTER_NUMBER[m.group(2)]),
     # Old British money: 5s. 6d. -> five shillings and six pence; 6d. -> six pence; 3s. -> three shillings.
     (re.compile(r"(?<![\d.])(?:(\d{1,2})s\.?\s?(\d{1,2})d\b\.?|(?:(\d{1,2})s\.)|(?:(\d{1,3})d\b\.?))"),
      _old_money),
     # Decades: 1990s -> nineteen nineties, the '80s / 80s -> eighties (wetext: ninety seconds).
     (re.compile(r"(?<![\d.])'?(\d{1,3}0)['’]?s\b"), lambda m: plural_en(year_en(m.group(1)))),
-    # Month and day: March 3, 1850 -> March third, eighteen fifty; 3 March -> the third of March.
-    (re.compile(r"\b(?P<m1>" + _MONTH_NAMES + r")\.? (?P<d1>\d{1,2})(?:st|nd|rd|th)?(?![\d:.,]\d|\s?[ap]\.?m)"
-                r"(?:(?P<c1>,? )(?P<y1>\d{4})(?!\d))?"
-                r"|(?<![\d.])(?P<d2>\d{1,2})(?:st|nd|rd|th)? (?:of )?(?P<m2>" + _MONTH_NAMES + r")\b\.?"
-                r"(?: (?P<y2>\d{4})(?!\d))?"), _month_day),
+    # Ordinal adverbs: 2ndly -> secondly, 4thly -> fourthly.
+    (re.compile(r"(?<![\d.])(\d+)(?:st|nd|rd|th|d)ly\b"), lambda m: ordinal_en(int(m.group(1))) + "ly"),
     # Ordinals: 1st, 22nd, 1,000th.
     (re.compile(r"(?<![\d.])(\d[\d,]*)(st|nd|rd|th)\b"), lambda m: _ordinal(m)),
     # Clock durations h:mm:ss: 1:01:01 -> one hour one minute and one second (wetext: hour/minute in the singular).
@@ -419,7 +484,7 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(?<![\d.,/:-])(\d{1,4})[-–](\d{1,4})(?![\d.,/:%-]|\s?[A-Za-z])"), _range),
     # Plain integers and decimals (with thousands commas), a minus sign in front, when no unit follows.
     (re.compile(r"(?<![\d.,:/A-Za-z])([-−]?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-                r"(?![\d,:/]|\.\d|\s?(?:[A-Za-z°²³])| \d+/\d)"), _plain_number),
+                r"(?![\d,:/]|\.\d|[A-Za-z°²³]|\s[°²³]| \d+/\d)"), _plain_number),
 ]
 
 
@@ -463,7 +528,7 @@ def clean(text: str) -> str:
     text = text.replace("'", "").replace("’", "")
     text = _RE_NOT_ALPHABET.sub(" ", text)
     text = re.sub(r"\s*,\s*", ", ", text)
-    text = re.sub(r" +", " ", text).strip(" ,")
+    text = re.sub(r" +", " ", text).strip(" ,.")
     return text
 
 

@@ -546,7 +546,10 @@ def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
                 if pos < ns:
                     spans.extend(_char_spans(text, work, pos, ns, english=True))
                 if ns < ne:
-                    spans.extend(_tn_spans(text, work, ns, ne, english=True))
+                    tn = _tn_spans(text, work, ns, ne, english=True)
+                    if ns > 0 and _is_latin(text[ns - 1]) and tn and tn[0].out[:1].isalpha():
+                        tn[0] = Span(tn[0].start, tn[0].end, " " + tn[0].out, "tn")     # CSS3 -> CSS three
+                    spans.extend(tn)
                 pos = max(pos, ne)
         if ws < we:
             spans.append(Span(ws, we, reading, "tn"))
@@ -709,8 +712,9 @@ def _char_spans(text: str, work: _Offset, start: int, end: int, english: bool = 
         if kind == "punct" and c in ".." and c == "." and 0 < i < len(text) - 1 \
                 and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
             out, boundary = ".", NONE              # e.g. "e.g" inside Latin words
-        if kind == "punct" and c in "-‐‑－" and 0 < i < len(text) - 1 \
-                and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
+        if kind == "punct" and c in "-‐‑－" and 0 < i < len(text) - 1 and (
+                (_is_latin(text[i - 1]) and _is_latin(text[i + 1]))
+                or (english and _latinish(text[i - 1]) and _latinish(text[i + 1]))):
             out, kind, boundary = " ", "space", NONE  # hyphenated Latin words
         if kind == "punct" and c in "'’" and 0 < i < len(text) - 1 \
                 and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
