@@ -136,6 +136,15 @@ def year_en(s: str) -> str:
     return cardinal_en(hi) + " " + (("oh " + _ONES[lo]) if lo < 10 else cardinal_en(lo))
 
 
+def era_year_en(s: str) -> str:
+    """A year with an era: 340 -> three forty, 1820 -> eighteen twenty, 55 -> fifty five, 1200 -> twelve hundred."""
+    n = int(s)
+    if len(s) == 3 and n % 100:
+        hi, lo = divmod(n, 100)
+        return _ONES[hi] + " " + ("oh " + _ONES[lo] if lo < 10 else cardinal_en(lo))
+    return year_en(s)
+
+
 def plural_en(words: str) -> str:
     """The last word made plural: nineteen ninety -> nineteen nineties (decades)."""
     head, _, last = words.rpartition(" ")
@@ -184,16 +193,23 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     for m in _RE_TITLE.finditer(text, start, end):
         found.append((m.start(), m.end(), TITLES[m.group(1)]))
     for m in _RE_ST.finditer(text, start, end):
-        if re.match(r"\s+[A-Z][a-z]", text[m.end():m.end() + 3]):
+        after_name = re.search(r"(?<![.!?] )\b[A-Z][a-z]+\s$", text[max(0, m.start() - 24):m.start()]) is not None
+        if after_name:                           # Elm St., Baker St (a street: the period may end the sentence)
+            stop = m.group().endswith(".") and _sentence_may_end(text, m.end(), end)
+            found.append((m.start(), m.end() - (1 if stop else 0), "street"))
+        elif re.match(r"\s+[A-Z][a-z]", text[m.end():m.end() + 3]):
             found.append((m.start(), m.end(), "saint"))
-        elif m.group().endswith(".") and re.search(r"[A-Za-z]\s$", text[max(0, m.start() - 2):m.start()]):
-            found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), "street"))
     for m in _RE_NUMBER_ABBR.finditer(text, start, end):
         found.append((m.start(), m.end(), NUMBER_ABBREVIATIONS[m.group(1)]))
     for m in _RE_ABBR.finditer(text, start, end):
         word = m.group(1)
         stop = word not in ("e.g.", "i.e.", "cf.", "vs.", "viz.") and _sentence_may_end(text, m.end(), end)
         found.append((m.start(), m.end() - (1 if stop else 0), ABBREVIATIONS[word]))
+    for m in re.finditer(r"&", text[start:end]):
+        a = start + m.start()
+        left = " " if a > 0 and text[a - 1].isalnum() else ""
+        right = " " if a + 1 < len(text) and text[a + 1].isalnum() else ""
+        found.append((a, a + 1, left + "and" + right))
     for m in _RE_INITIALISM.finditer(text, start, end):
         letters = re.sub(r"[.\s]", "", m.group(1))
         found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), letters))
@@ -235,11 +251,11 @@ def _pronoun_i(text: str, at: int) -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 # A digit token: currency and sign before, digits with number-internal marks, letters/percent after.
 _ATOM = (r"(?:(?<![A-Za-z])(?:A|US|C|HK|NZ)?[$£€¥₩]\s?)?(?:'(?=\d\ds))?(?:\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
-         r"(?:%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|\s?°(?:\s?[CF]\b\.?)?|[²³])?")
+         r"(?:/[A-Za-z]{1,3}\b|%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|\s?°(?:\s?[CF]\b\.?)?|[²³])?")
 _RE_NUMTOK = re.compile(r"(?:(?<![A-Za-z0-9])[-−](?=[$£€¥₩.]?\d))?" + _ATOM
                         + r"(?:(?:\s?[-–+×x/]\s?| (?=\d+/\d))" + _ATOM + r")*")
 _MONTH_NAMES = "|".join([n for m in MONTHS for n in (m.capitalize(), m.upper()) + ((m,) if m not in ("may", "march") else ())]
-                        + [n for a in _MONTH_ABBR for n in (a.capitalize(), a.upper())])
+                        + [n for a in _MONTH_ABBR for n in (a.capitalize(), a.upper()) + ((a,) if a != "mar" else ())])
 _RE_MONTH = re.compile(r"(?i:" + "|".join(MONTHS + list(_MONTH_ABBR)) + r")\.?")
 _RE_CONTEXT_WORD = re.compile(r"(?: (?:long|short))? [a-z]+\b")
 _RE_AFTER_WORD = re.compile(r"\s([A-Za-z][A-Za-z./]*)")
@@ -340,6 +356,8 @@ def _slash_date(first: str, second: str, y: str, written: str) -> str:
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return written
     year = year_en(y) if len(y) == 4 else (digits_en(y) if y[0] == "0" else cardinal_en(int(y)))
+    if a > 12:
+        return f"the {ordinal_en(day)} of {MONTHS[month - 1]} {year}"
     return f"{MONTHS[month - 1]} {ordinal_en(day)} {year}"
 
 
@@ -382,7 +400,8 @@ def _month_day(m: re.Match) -> str:
         return m.group(0)
     more = re.sub(r"(\d{1,2})(?:st|nd|rd|th|d)?", lambda k: ordinal_en(int(k.group(1))), m.group("more") or "")
     more = re.sub(r"\s?[-–]\s?", " to ", more)
-    return f"{month} {ordinal_en(int(day))}{more}" + (f"{comma.rstrip()} {year_en(year)}" if year else "")
+    comma = "," if "," in comma else ""
+    return f"{month} {ordinal_en(int(day))}{more}" + (f"{comma} {year_en(year)}" if year else "")
 
 
 def _plain_number(m: re.Match) -> str:
@@ -429,11 +448,20 @@ _PER = {"mo": "month", "yr": "year", "wk": "week", "d": "day", "hr": "hour", "h"
 _PRE: list[tuple[re.Pattern, object]] = [
     # Month and day: March 3, 1850 -> March third, eighteen fifty; Nov. 14, 15, 16 -> November fourteenth,
     # fifteenth, sixteenth; May 10-14 -> May tenth to fourteenth; 3 March -> the third of March.
-    (re.compile(r"\b(?P<m1>" + _MONTH_NAMES + r")\.? (?P<d1>\d{1,2})(?:st|nd|rd|th|d)?(?![\d:.,]\d|\s?[ap]\.?m)"
+    (re.compile(r"\b(?P<m1>" + _MONTH_NAMES + r")(?:\.? |-)(?P<d1>\d{1,2})(?:st|nd|rd|th|d)?(?![\d:.,]\d|\s?[ap]\.?m)"
                 r"(?P<more>(?:(?:,\s?|\s?[-–]\s?)\d{1,2}(?:st|nd|rd|th|d)?(?![\d:]))*)"
-                r"(?:(?P<c1>,? )(?P<y1>\d{4})(?!\d))?"
+                r"(?:(?P<c1>,? |-)(?P<y1>\d{4})(?!\d))?"
                 r"|(?<![\d.])(?P<d2>\d{1,2})(?:st|nd|rd|th)? (?:of )?(?P<m2>" + _MONTH_NAMES + r")\b\.?"
                 r"(?: (?P<y2>\d{4})(?!\d))?"), _month_day),
+    # Dates: 5/12/2023 -> may twelfth twenty twenty three; 15-01-2020; 2006-08-05 -> august fifth two thousand six.
+    (re.compile(r"(?<![\d/.-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})(?![\d/-]|\.\d)"),
+     lambda m: _slash_date(m.group(1), m.group(3), m.group(4), m.group(0))),
+    (re.compile(r"(?<![\d/.-])(\d{4})/(\d{1,2})/(\d{1,2})(?![\d/])"),
+     lambda m: _slash_date(m.group(2), m.group(3), m.group(1), m.group(0))),
+    (re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d-])"), _iso_date),
+    # Ranges: 2pm-5pm, $250-$300, 1960s-80s, 2-5lb -> to (a careful reader's "to"; NeMo reads a bare 2-5 "two -
+    # five").
+    (re.compile(r"(?<=[\dsm%])\s?[-–]\s?(?=[$£€¥₩]?\d)"), " to "),
     # Other dollars: A$46 million -> forty six million Australian dollars.
     (re.compile(r"(?<![A-Za-z])(A|US|C|HK|NZ)\$\s?(\d[\d,]*(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion|bn|mn|"
                 r"[kmb])(?![A-Za-z]))?"),
@@ -443,13 +471,6 @@ _PRE: list[tuple[re.Pattern, object]] = [
     # $2.5 million -> two point five million dollars (wetext: three point five dollars, thousand two hundred ...).
     (re.compile(r"([$£€¥₩])\s?(\d[\d,]*|(?=\.\d))(?:\.(\d+))?(?:\s?(thousand|million|billion|trillion|bn|mn|[kmb])"
                 r"(?![A-Za-z]))?", re.I), _money),
-    # Dates: 5/12/2023 -> may twelfth twenty twenty three; 15-01-2020; 2006-08-05 -> august fifth two thousand six.
-    (re.compile(r"(?<![\d/-])(\d{1,2})([/-])(\d{1,2})\2(\d{4}|\d{2})(?![\d/-])"),
-     lambda m: _slash_date(m.group(1), m.group(3), m.group(4), m.group(0))),
-    (re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d-])"), _iso_date),
-    # Ranges: 2pm-5pm, $250-$300, 1960s-80s, 2-5lb -> to (a careful reader's "to"; NeMo reads a bare 2-5 "two -
-    # five").
-    (re.compile(r"(?<=[\dsm%])\s?[-–]\s?(?=[$£€¥₩]?\d)"), " to "),
     # Per: $20/mo -> twenty dollars per month.
     (re.compile(r"(?<=[\dA-Za-z])/(" + "|".join(_PER) + r")\b"), lambda m: " per " + _PER[m.group(1)]),
     # Degrees: 32 °C -> thirty two degrees Celsius, 40° F. -> forty degrees Fahrenheit, 81.8° -> ... degrees.
@@ -469,6 +490,11 @@ _PRE: list[tuple[re.Pattern, object]] = [
      _old_money),
     # Decades: 1990s -> nineteen nineties, the '80s / 80s -> eighties (wetext: ninety seconds).
     (re.compile(r"(?<![\d.])'?(\d{1,3}0)['’]?s\b"), lambda m: plural_en(year_en(m.group(1)))),
+    # Era years: 340 A.D -> three forty AD, A.D. 1820 -> AD eighteen twenty, 55 BC -> fifty five BC.
+    (re.compile(r"(?<![\d.,])(\d{1,4}) ?(A\.?D|B\.?C|B\.?C\.?E|C\.?E)\b\.?"),
+     lambda m: f"{era_year_en(m.group(1))} {m.group(2).replace('.', '')}"),
+    (re.compile(r"\b(A\.?D|B\.?C)\.? ?(\d{1,4})(?![\d,])"),
+     lambda m: f"{m.group(1).replace('.', '')} {era_year_en(m.group(2))}"),
     # Ordinal adverbs: 2ndly -> secondly, 4thly -> fourthly.
     (re.compile(r"(?<![\d.])(\d+)(?:st|nd|rd|th|d)ly\b"), lambda m: ordinal_en(int(m.group(1))) + "ly"),
     # Ordinals: 1st, 22nd, 1,000th.
@@ -495,14 +521,15 @@ def _number_words(num: str) -> str:
 def pre(text: str) -> str:
     """Rewrite the number patterns wetext reads wrongly into words (run before wetext)."""
     for pat, repl in _PRE:
-        if _RE_NUMBER.search(text):
-            text = pat.sub(repl, text)
+        text = pat.sub(repl, text)
     return text
 
 
 _NUMBER_WORDS = set(_ONES + _TENS[2:] + ["hundred", "and"])
 _POST: list[tuple[re.Pattern, object]] = [
-    (re.compile(r"\bnegative\b"), "minus"),                            # -7 km -> minus seven kilometers
+    (re.compile(r"\bnegative\b"), "minus"),
+    (re.compile(r"(?<=\bpoint)((?: (?:oh|zero|one|two|three|four|five|six|seven|eight|nine))+)"),
+     lambda m: m.group(1).replace(" oh", " zero")),                     # 41.00 km: point zero zero                            # -7 km -> minus seven kilometers
     (re.compile(r"\bten hundred\b"), "one thousand"),                  # 1000 kg (wetext: ten hundred)
     (re.compile(r"\\(?=[\"'])"), ""),                                  # wetext escapes quotes
 ]

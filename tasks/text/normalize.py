@@ -534,26 +534,25 @@ def _zh_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
 
 
 def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
-    """An English run: abbreviations and Roman numerals as words, number windows read by english.verbalize, the
-    rest character by character with English (ASCII) marks."""
+    """An English run: number windows read by english.verbalize, abbreviations and Roman numerals outside them as
+    words, the rest character by character with English (ASCII) marks."""
+    wins = en_tn.number_windows(text, start, end) if opts.tn and _RE_DIGIT.search(text, start, end) else []
+    words = en_tn.find_words(text, start, end) if opts.tn else []
+    events = sorted([(s, e, None) for s, e in wins]
+                    + [w for w in words if not any(w[0] < we and ws < w[1] for ws, we in wins)])
     spans: list[Span] = []
     pos = start
-    words = en_tn.find_words(text, start, end) if opts.tn else []
-    for ws, we, reading in words + [(end, end, "")]:
-        if pos < ws:
-            wins = en_tn.number_windows(text, pos, ws) if opts.tn and _RE_DIGIT.search(text, pos, ws) else []
-            for ns, ne in wins + [(ws, ws)]:
-                if pos < ns:
-                    spans.extend(_char_spans(text, work, pos, ns, english=True))
-                if ns < ne:
-                    tn = _tn_spans(text, work, ns, ne, english=True)
-                    if ns > 0 and _is_latin(text[ns - 1]) and tn and tn[0].out[:1].isalpha():
-                        tn[0] = Span(tn[0].start, tn[0].end, " " + tn[0].out, "tn")     # CSS3 -> CSS three
-                    spans.extend(tn)
-                pos = max(pos, ne)
-        if ws < we:
-            spans.append(Span(ws, we, reading, "tn"))
-        pos = max(pos, we)
+    for s, e, reading in events + [(end, end, "")]:
+        if pos < s:
+            spans.extend(_char_spans(text, work, pos, s, english=True))
+        if s < e and reading is None:
+            tn = _tn_spans(text, work, s, e, english=True)
+            if s > 0 and _is_latin(text[s - 1]) and tn and tn[0].out[:1].isalpha():
+                tn[0] = Span(tn[0].start, tn[0].end, " " + tn[0].out, "tn")     # CSS3 -> CSS three
+            spans.extend(tn)
+        elif s < e:
+            spans.append(Span(s, e, reading, "tn"))
+        pos = max(pos, e)
     return spans
 
 
