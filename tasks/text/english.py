@@ -177,7 +177,7 @@ _RE_ST = re.compile(r"(?<![A-Za-z.])St\.?(?![A-Za-z])")    # St. Paul, St Luke (
 _RE_HEADING_ROMAN = re.compile(r"(?i:\b(" + "|".join(HEADING_WORDS) + r")\.?)(\s+)([IVXLCDM]+)(?![A-Za-z])")
 _RE_REGNAL = re.compile(r"\b[A-Z][a-z]+ (the )?([IVX]{2,6}|V|X|I(?= of\b))(?![A-Za-z'’])")   # Charles II, Richard I of
 _RE_INITIAL = re.compile(r"(?<![A-Za-z.])([A-HJ-Z])\.(?=\s?[A-Z])")   # J. M. Barrie (not the pronoun I)
-_RE_INITIALISM = re.compile(r"(?<![A-Za-z.])((?:[A-Z]\.\s?){1,4}[A-Z]\.)")   # U.S.A., D.C., C. S. (Lewis)
+_RE_INITIALISM = re.compile(r"(?<![A-Za-z.])((?:[A-Z]\.){1,4}[A-Z]\.)")   # U.S.A., D.C. (spaced J. M. are initials)
 _RE_HEADING_ALONE = re.compile(r"\s*([IVXLCDM]+)\.?\s*")
 _RE_NUMBERED_HEADING = re.compile(r"\s*([IVXLCDM]+)[.:](?=\s+[A-Z“\"'‘])")
 
@@ -211,7 +211,7 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
         right = " " if a + 1 < len(text) and text[a + 1].isalnum() else ""
         found.append((a, a + 1, left + "and" + right))
     for m in _RE_INITIALISM.finditer(text, start, end):
-        letters = re.sub(r"[.\s]", "", m.group(1))
+        letters = m.group(1).replace(".", "")
         found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), letters))
     for m in _RE_INITIAL.finditer(text, start, end):
         found.append((m.start(), m.end(), m.group(1)))

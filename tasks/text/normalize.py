@@ -97,11 +97,12 @@ _RE_LATIN = re.compile(r"[A-Za-z]")
 _RE_HAN_RUN = re.compile(r"(?:[0-9０-９]+(?=[\u4e00-\u9fff\u3007]))?(?:[\u4e00-\u9fff\u3007\u3000-\u303f\uff01-\uff0f"
                          r"\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]+(?:[0-9０-９]+(?![0-9A-Za-z ]))?)+")
 # A Latin-script run inside Chinese: words and numbers joined by spaces and ASCII marks, the marks after it.
-_RE_LATIN_RUN = re.compile(r"(?:[A-Za-z][A-Za-z'’-]*|[0-9][0-9,.:]*[0-9]?)(?:[ ,.:;!?\"'’-]+(?:[A-Za-z][A-Za-z'’-]*"
-                           r"|[0-9][0-9,.:]*[0-9]?))*[.,!?;:\"'’]*")
+_RE_LATIN_RUN = re.compile(r"(?:[A-Za-z][A-Za-z'’-]*|[0-9][0-9,.:/]*[0-9%]?)(?:[ ,.:;!?\"'’-]+(?:[A-Za-z][A-Za-z'’-]*"
+                           r"|[$£€]?[0-9][0-9,.:/]*[0-9%]?))*[.,!?;:\"'’]*")
 _RE_GLUED_DIGITS = re.compile(r"[0-9][0-9,.:]*$")
 _RE_WORD = re.compile(r"[A-Za-z]+")
-_RE_NUMBER_WORD = re.compile(r"[0-9] ([a-z]{2,})\b")
+_RE_NUMBER_WORD = re.compile(r"[0-9] ([a-z]{2,})\b")              # 3 hours
+_RE_WORD_NUMBER = re.compile(r"(?<![A-Za-z])([a-z]{3,}) [0-9]")      # chapter 2
 # Chunks: up to and including a run of sentence marks and the closing quotes/brackets after it.
 _RE_TERM = re.compile(r"[。．｡！!？﹖﹗…⋯；;\n]+[」』”’）)】\]》〉\"'\s]*")   # sentence marks + closers
 _RE_CLOSERS = re.compile(r"[」』”’）)】\]》〉\"'\s]+")
@@ -607,12 +608,13 @@ def _merge_runs(runs: list[tuple[int, int, Language]]) -> list[tuple[int, int, L
 def _english_phrase(run: str) -> bool:
     """A Latin-script run inside Chinese is read the English way when it is a phrase: two words of two or more
     letters, one of them with a lower-case letter (`iPhone 15 Pro`, `Harry Potter`, `I am fine`), or a number
-    and a lower-case word that is not a unit wetext's Chinese grammar knows (`3 hours`, not `3 km`)."""
+    next to a lower-case word that is not a unit wetext's Chinese grammar knows (`3 hours`, `chapter 2`; not
+    `3 km`, `5 pm`)."""
     words = _RE_WORD.findall(run)
     long = [w for w in words if len(w) >= 2]
     if len(long) >= 2 and any(c.islower() for w in long for c in w):
         return True
-    m = _RE_NUMBER_WORD.search(run)
+    m = _RE_NUMBER_WORD.search(run) or _RE_WORD_NUMBER.search(run)
     return m is not None and m.group(1) not in ("am", "pm", "ad", "bc") and not tn_rules.zh_unit(m.group(1))
 
 
@@ -772,8 +774,8 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
             state["last"] = prev = best_out         # a number window ended with "）", the run holds "。"
         if not prev or prev in _PAUSES or prev == " ":
             best_out = ""
-        elif best_out in (",", ".") and _latinish(nxt or text[run[-1].end:run[-1].end + 1]) \
-                and any(s.kind == "space" for s in run):
+        elif (best_out == "," or (best_out == "." and bound >= SENTENCE)) \
+                and _latinish(nxt or text[run[-1].end:run[-1].end + 1]):
             best_out += " "                         # English: "fine, thank you", one space after the mark                           # nothing to pause after (paragraph start, or already paused)
         for k, s in enumerate(run):
             out = best_out if k == best_at else ""
