@@ -190,14 +190,21 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     if start == 0 and end == len(text) and (m := _RE_HEADING_ALONE.fullmatch(text)) and roman_value(m.group(1)):
         return [(m.start(1), m.end(1), cardinal_en(roman_value(m.group(1))))]       # a heading "IV." alone
+    for m in _RE_HEADING_ROMAN.finditer(text, start, end):
+        value = roman_value(m.group(3))
+        if value and not (m.group(3) == "I" and m.group(1).islower() and _pronoun_i(text, m.end(3))):
+            found.append((m.start(3), m.end(3), cardinal_en(value)))
     for m in _RE_TITLE.finditer(text, start, end):
         found.append((m.start(), m.end(), TITLES[m.group(1)]))
     for m in _RE_ST.finditer(text, start, end):
-        after_name = re.search(r"(?<![.!?] )\b[A-Z][a-z]+\s$", text[max(0, m.start() - 24):m.start()]) is not None
-        if after_name:                           # Elm St., Baker St (a street: the period may end the sentence)
+        before = text[max(0, m.start() - 32):m.start()]
+        after_name = re.search(r"(?<![.!?] )\b[A-Z][a-z]+\s$", before) is not None
+        name_next = re.match(r"\s+[A-Z][a-z]", text[m.end():m.end() + 3]) is not None
+        address = re.search(r"\d+\s+(?:[A-Z][a-z]+\s+)+$", before) is not None
+        if after_name and (not name_next or address):    # Baker St., 1428 Elm St. It was (Cape St. Augustino: saint)
             stop = m.group().endswith(".") and _sentence_may_end(text, m.end(), end)
             found.append((m.start(), m.end() - (1 if stop else 0), "street"))
-        elif re.match(r"\s+[A-Z][a-z]", text[m.end():m.end() + 3]):
+        elif name_next:
             found.append((m.start(), m.end(), "saint"))
     for m in _RE_NUMBER_ABBR.finditer(text, start, end):
         found.append((m.start(), m.end(), NUMBER_ABBREVIATIONS[m.group(1)]))
@@ -218,15 +225,11 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     if (m := _RE_NUMBERED_HEADING.match(text)) and start <= m.start(1) and m.end(1) <= end \
             and (value := roman_value(m.group(1))):
         found.append((m.start(1), m.end(1), cardinal_en(value)))          # a contents entry: IV. An Eastern Garden
-    for m in _RE_HEADING_ROMAN.finditer(text, start, end):
-        value = roman_value(m.group(3))
-        if value and not (m.group(3) == "I" and m.group(1).islower() and _pronoun_i(text, m.end(3))):
-            found.append((m.start(3), m.end(3), cardinal_en(value)))
     for m in _RE_REGNAL.finditer(text, start, end):
         value = roman_value(m.group(2))
         if value and value < 40 and m.group(0).split(" ", 1)[0].lower() not in HEADING_WORDS:
             found.append((m.start(2), m.end(2), ordinal_en(value) if m.group(1) else "the " + ordinal_en(value)))
-    found.sort(key=lambda f: (f[0], -f[1]))
+    found.sort(key=lambda f: f[0])              # stable: at one start, the first rule above wins
     out: list[tuple[int, int, str]] = []
     for s, e, r in found:
         if out and s < out[-1][1]:
