@@ -212,11 +212,13 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
         word = m.group(1)
         stop = word not in ("e.g.", "i.e.", "cf.", "vs.", "viz.") and _sentence_may_end(text, m.end(), end)
         found.append((m.start(), m.end() - (1 if stop else 0), ABBREVIATIONS[word]))
-    for m in re.finditer(r"&", text[start:end]):
+    for m in re.finditer(r"[&=+]", text[start:end]):
         a = start + m.start()
+        if m.group() == "+" and not re.match(r"\s?\w", text[a + 1:a + 3]):
+            continue
         left = " " if a > 0 and text[a - 1].isalnum() else ""
         right = " " if a + 1 < len(text) and text[a + 1].isalnum() else ""
-        found.append((a, a + 1, left + "and" + right))
+        found.append((a, a + 1, left + {"&": "and", "=": "equals", "+": "plus"}[m.group()] + right))
     for m in _RE_INITIALISM.finditer(text, start, end):
         letters = m.group(1).replace(".", "")
         found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), letters))
@@ -256,13 +258,13 @@ def _pronoun_i(text: str, at: int) -> bool:
 _ATOM = (r"(?:(?<![A-Za-z])(?:A|US|C|HK|NZ)?[$£€¥₩]\s?)?(?:'(?=\d\ds))?(?:\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
          r"(?:/[A-Za-z]{1,3}\b|%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|\s?°(?:\s?[CF]\b\.?)?|[²³])?")
 _RE_NUMTOK = re.compile(r"(?:(?<![A-Za-z0-9])[-−](?=[$£€¥₩.]?\d))?" + _ATOM
-                        + r"(?:(?:\s?[-–+×x/]\s?| (?=\d+/\d))" + _ATOM + r")*")
+                        + r"(?:(?:\s?[-–+×x/=]\s?| (?=\d+/\d))" + _ATOM + r")*")
 _MONTH_NAMES = "|".join([n for m in MONTHS for n in (m.capitalize(), m.upper()) + ((m,) if m not in ("may", "march") else ())]
                         + [n for a in _MONTH_ABBR for n in (a.capitalize(), a.upper()) + ((a,) if a != "mar" else ())])
 _RE_MONTH = re.compile(r"(?i:" + "|".join(MONTHS + list(_MONTH_ABBR)) + r")\.?")
 _RE_CONTEXT_WORD = re.compile(r"(?: (?:long|short))? [a-z]+\b")
 _RE_AFTER_WORD = re.compile(r"\s([A-Za-z][A-Za-z./]*)")
-_RE_BEFORE_WORD = re.compile(r"([A-Za-z]+\.?)\s$")
+_RE_BEFORE_WORD = re.compile(r"([A-Za-z]+\.?)[\s-]$")
 
 
 def number_windows(text: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -447,6 +449,7 @@ _AFTER_NUMBER = {"vols": "volumes", "vol": "volume", "in": "inches", "pp": "page
                  "sq km": "square kilometers", "sq ft": "square feet", "sq m": "square meters", "m": "meters"}
 _DOLLARS = {"A$": "Australian dollars", "US$": "US dollars", "C$": "Canadian dollars", "HK$": "Hong Kong dollars",
             "NZ$": "New Zealand dollars"}
+_OPERATORS = {"-": "minus", "+": "plus", "×": "times", "x": "times", "*": "times", "/": "divided by"}
 _PER = {"mo": "month", "yr": "year", "wk": "week", "d": "day", "hr": "hour", "h": "hour", "min": "minute"}
 _PRE: list[tuple[re.Pattern, object]] = [
     # Month and day: March 3, 1850 -> March third, eighteen fifty; Nov. 14, 15, 16 -> November fourteenth,
@@ -456,6 +459,10 @@ _PRE: list[tuple[re.Pattern, object]] = [
                 r"(?:(?P<c1>,? |-)(?P<y1>\d{4})(?!\d))?"
                 r"|(?<![\d.])(?P<d2>\d{1,2})(?:st|nd|rd|th)? (?:of )?(?P<m2>" + _MONTH_NAMES + r")\b\.?"
                 r"(?: (?P<y2>\d{4})(?!\d))?"), _month_day),
+    # Sums: 1-2=5 -> one minus two equals five (before the dash becomes "to").
+    (re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s?([-+×x*/])\s?(\d+(?:\.\d+)?)\s?=\s?(\d+(?:\.\d+)?)(?![\d.])"),
+     lambda m: f"{_number_words(m.group(1))} {_OPERATORS[m.group(2)]} {_number_words(m.group(3))} equals "
+               f"{_number_words(m.group(4))}"),
     # Dates: 5/12/2023 -> may twelfth twenty twenty three; 15-01-2020; 2006-08-05 -> august fifth two thousand six.
     (re.compile(r"(?<![\d/.-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})(?![\d/-]|\.\d)"),
      lambda m: _slash_date(m.group(1), m.group(3), m.group(4), m.group(0))),
