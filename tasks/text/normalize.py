@@ -1,6 +1,8 @@
-"""Chinese text normalization for ChatTTS: Traditional -> Simplified, a user lexicon, numbers/dates/units read
-aloud (wetext FSTs on the digit-bearing windows only, plus our own rules), every punctuation mark mapped to one
-ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of what and why.
+"""Text normalization for ChatTTS: Traditional -> Simplified, a user lexicon, numbers/dates/units read aloud
+(wetext FSTs on the digit-bearing windows only, plus our own rules), every punctuation mark mapped to one
+ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of what and why.  English runs (an
+English book, or an English phrase inside a Chinese one: `_language_runs`) are read by tasks/text/english.py with
+ASCII marks; the rest the Chinese way.
 
 The core is `iter_spans(text)`: a stream of `Span`s that tile the source text in order.  Each span says which
 source characters `[start, end)` became which output text, of what kind, and - for removals - why.  `normalize`
@@ -863,11 +865,14 @@ def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """python -m tasks.text.normalize TEXT...  (or - for stdin): the normalized text and what was removed."""
+    """python -m tasks.text.normalize [--en] TEXT...  (or - for stdin): the normalized text and what was removed;
+    --en reads it as an English book."""
     import sys
     args = sys.argv[1:] if argv is None else argv
+    lang: Language = "en" if args[:1] == ["--en"] else "zh"
+    args = args[1:] if lang == "en" else args
     text = sys.stdin.read() if args == ["-"] else " ".join(args)
-    out, spans = normalize_with_map(text)
+    out, spans = normalize_with_map(text, lang=lang)
     print(out)
     for r in removals(spans, text):
         print(f"  removed {printable(r.text)!r} at {r.start}: {r.reason}", file=sys.stderr)
