@@ -97,8 +97,10 @@ _RE_RARE = re.compile("[\u3400-\u4dbf\U00020000-\U0003ffff]")
 _RE_DIGIT = re.compile(r"[0-9０-９]")
 _RE_LATIN = re.compile(r"[A-Za-z]")
 # Han runs of an English book: ideographs, the full-width marks among them, digits glued to them (2024年, 第2位).
-_RE_HAN_RUN = re.compile(r"(?:[0-9０-９]+(?=[\u4e00-\u9fff\u3007]))?(?:[\u4e00-\u9fff\u3007\u3000-\u303f\uff01-\uff0f"
-                         r"\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]+(?:[0-9０-９]+(?![0-9A-Za-z ]))?)+")
+_HAN = "\u4e00-\u9fff\u3007"
+_FULL_WIDTH_MARKS = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
+_RE_HAN_RUN = re.compile(f"(?:[0-9０-９]+(?=[{_FULL_WIDTH_MARKS}]*[{_HAN}]))?[{_FULL_WIDTH_MARKS}]*[{_HAN}]"
+                         f"(?:[{_HAN}{_FULL_WIDTH_MARKS}]+|[0-9０-９]+(?![0-9A-Za-z ]))*")
 # A Latin-script run inside Chinese: words and numbers joined by spaces and ASCII marks, the marks after it.
 _RE_LATIN_RUN = re.compile(r"(?:[A-Za-z][A-Za-z'’-]*|[0-9][0-9,.:/]*[0-9%]?)(?:[ ,.:;!?\"'’-]+(?:[A-Za-z][A-Za-z'’-]*"
                            r"|[$£€]?[0-9][0-9,.:/]*[0-9%]?))*[.,!?;:\"'’]*")
