@@ -3,7 +3,7 @@ abbreviations read aloud; wetext's English grammar (`Normalizer(lang="en")`) for
 measures, clock times, fractions, month-day dates), our rules before it for what it reads wrong.
 
 `tasks/text/normalize.py` finds the English runs and calls two things here:
-    `find_words(text, start, end)`  abbreviations (Mr., e.g., No. 5) and Roman numerals (CHAPTER IV, Charles II)
+    `find_addresses` / `find_words(text, start, end)`  e-mail and web addresses; abbreviations (Mr., e.g., No. 5) and Roman numerals (CHAPTER IV, Charles II)
                                     as (start, end, reading) - the segmenter never cuts inside them;
     `number_windows(text, start, end)` / `verbalize(window)`  the short windows around digits and their reading.
 
@@ -180,6 +180,35 @@ _RE_INITIAL = re.compile(r"(?<![A-Za-z.])([A-HJ-Z])\.(?=\s?[A-Z])")   # J. M. Ba
 _RE_INITIALISM = re.compile(r"(?<![A-Za-z.])((?:[A-Z]\.){1,4}[A-Z]\.)")   # U.S.A., D.C. (spaced J. M. are initials)
 _RE_HEADING_ALONE = re.compile(r"\s*([IVXLCDM]+)\.?\s*")
 _RE_NUMBERED_HEADING = re.compile(r"\s*([IVXLCDM]+)[.:](?=\s+[A-Z“\"'‘])")
+
+
+_RE_ADDRESS = re.compile(r"(?<![\w@.])(?:(?:https?|ftp|file)://[^\s<>\"“”]+|www\.[^\s<>\"“”]+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+                         r"|[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*\.(?:com|org|net|edu|gov|io|uk|de|fr)\b(?:/[^\s<>\"“”]*)?)")
+_ADDRESS_SYMBOLS = {"@": "at", ".": "dot", "/": "slash", ":": "colon", "-": "dash", "_": "underscore", "&": "ampersand",
+                    "+": "plus", "#": "hash", "?": "question mark", "=": "equals", "~": "tilde", "%": "percent"}
+
+
+def address_en(address: str) -> str:
+    """An e-mail or web address read out: a.bc@gmail.com -> a dot bc at gmail dot com, digits one by one."""
+    address = address.rstrip(".,;:!?)")
+    words = []
+    for tok in re.findall(r"[A-Za-z]+|\d+|.", address):
+        if tok.isdigit():
+            words.append(digits_en(tok))
+        elif tok.isalpha():
+            words.append(tok)
+        elif tok in _ADDRESS_SYMBOLS:
+            words.append(_ADDRESS_SYMBOLS[tok])
+    return " ".join(words)
+
+
+def find_addresses(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
+    """(start, end, reading) of the e-mail and web addresses in text[start:end] (they win over numbers and words)."""
+    found = []
+    for m in _RE_ADDRESS.finditer(text, start, end):
+        address = m.group().rstrip(".,;:!?)")
+        found.append((m.start(), m.start() + len(address), address_en(address)))
+    return found
 
 
 def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
@@ -459,6 +488,11 @@ _PRE: list[tuple[re.Pattern, object]] = [
                 r"(?:(?P<c1>,? |-)(?P<y1>\d{4})(?!\d))?"
                 r"|(?<![\d.])(?P<d2>\d{1,2})(?:st|nd|rd|th)? (?:of )?(?P<m2>" + _MONTH_NAMES + r")\b\.?"
                 r"(?: (?P<y2>\d{4})(?!\d))?"), _month_day),
+    # Telephone and other digit-group chains (two or more dashes, or a bracketed area code): one two three, one
+    # two three, five six seven eight; never a range.
+    (re.compile(r"(?<![\w.])(?:\+(\d{1,3})[\s-]?)?((?:\(\d{2,4}\)[\s-]?|\d{2,4}[-\s])\d{2,4}-\d{3,4}(?:-\d{1,4})*)(?![\w-])"),
+     lambda m: ", ".join(([f"plus {digits_en(m.group(1))}"] if m.group(1) else [])
+                         + [digits_en(g) for g in re.findall(r"\d+", m.group(2))])),
     # Sums: 1-2=5 -> one minus two equals five (before the dash becomes "to").
     (re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s?([-+×x*/])\s?(\d+(?:\.\d+)?)\s?=\s?(\d+(?:\.\d+)?)(?![\d.])"),
      lambda m: f"{_number_words(m.group(1))} {_OPERATORS[m.group(2)]} {_number_words(m.group(3))} equals "

@@ -562,10 +562,14 @@ def _zh_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
 def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
     """An English run: number windows read by english.verbalize, abbreviations and Roman numerals outside them as
     words, the rest character by character with English (ASCII) marks."""
+    def outside(found, taken):
+        return [f for f in found if not any(f[0] < b and a < f[1] for a, b, *_ in taken)]
+
+    addresses = en_tn.find_addresses(text, start, end) if opts.tn and ("@" in text or "." in text) else []
     wins = en_tn.number_windows(text, start, end) if opts.tn and _RE_DIGIT.search(text, start, end) else []
-    words = en_tn.find_words(text, start, end) if opts.tn else []
-    events = sorted([(s, e, None) for s, e in wins]
-                    + [w for w in words if not any(w[0] < we and ws < w[1] for ws, we in wins)])
+    wins = outside([(s, e, None) for s, e in wins], addresses)
+    words = outside(outside(en_tn.find_words(text, start, end), addresses), wins) if opts.tn else []
+    events = sorted(addresses + wins + words, key=lambda ev: ev[0])
     spans: list[Span] = []
     pos = start
     for s, e, reading in events + [(end, end, "")]:
