@@ -102,9 +102,9 @@ _FULL_WIDTH_MARKS = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-
 _RE_HAN_RUN = re.compile(f"(?:[0-9０-９]+(?=[{_FULL_WIDTH_MARKS}]*[{_HAN}]))?[{_FULL_WIDTH_MARKS}]*[{_HAN}]"
                          f"(?:[{_HAN}{_FULL_WIDTH_MARKS}]+|[0-9０-９]+(?![0-9A-Za-z ]))*")
 # A Latin-script run inside Chinese: words and numbers joined by spaces and ASCII marks, the marks after it.
-_RE_LATIN_RUN = re.compile(r"(?:[A-Za-z][A-Za-z'’-]*|[0-9][0-9,.:/]*[0-9%]?)(?:[ ,.:;!?\"'’-]+(?:[A-Za-z][A-Za-z'’-]*"
-                           r"|[$£€]?[0-9][0-9,.:/]*[0-9%]?))*[.,!?;:\"'’]*")
-_RE_GLUED_DIGITS = re.compile(r"[0-9][0-9,.:]*$")
+_RE_LATIN_RUN = re.compile(r"(?:[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[0-9][0-9,.:/]*[0-9%]?)(?:[ ,.:;!?\"'’-]+"
+                           r"(?:[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[$£€]?[0-9][0-9,.:/]*[0-9%]?))*[.,!?;:\"'’]*")
+_RE_GLUED_DIGITS = re.compile(r"[0-9](?:[0-9,.:]*[0-9])?$")          # digits touching the Han after the run
 _RE_WORD = re.compile(r"[A-Za-z]+")
 _RE_NUMBER_WORD = re.compile(r"[0-9] ([a-z]{2,})\b")              # 3 hours
 _RE_WORD_NUMBER = re.compile(r"(?<![A-Za-z])([a-z]{3,}) [0-9]")      # chapter 2
@@ -581,6 +581,10 @@ def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
                 tn[0] = Span(tn[0].start, tn[0].end, " " + tn[0].out, "tn")     # CSS3 -> CSS three
             spans.extend(tn)
         elif s < e:
+            if reading[-1:].isalpha() and e < len(text) and _is_latin(text[e]):
+                reading += " "                           # Dr.Smith -> doctor Smith
+            if reading[:1].isalpha() and s > 0 and _is_latin(text[s - 1]):
+                reading = " " + reading
             spans.append(Span(s, e, reading, "tn"))
         pos = max(pos, e)
     return spans
@@ -696,6 +700,7 @@ def _interleave_removed(removed: list[Span], tn: Span) -> list[Span]:
 
 def _clean_output(s: str) -> str:
     """Map what TN left behind (marks, stray digits, symbols) into the output alphabet."""
+    s = s.replace('\\"', '"')                      # wetext escapes a quote it passes through (的\" -> 的，)
     res = []
     for i, c in enumerate(s):
         if _is_cjk(c) or _is_latin(c) or c == " ":
