@@ -287,7 +287,7 @@ def _pronoun_i(text: str, at: int) -> bool:
 _ATOM = (r"(?:(?<![A-Za-z])(?:A|US|C|HK|NZ)?[$£€¥₩]\s?)?(?:'(?=\d\ds))?(?:\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
          r"(?:/[A-Za-z]{1,3}\b|%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|\s?°(?:\s?[CF]\b\.?)?|[²³])?")
 _RE_NUMTOK = re.compile(r"(?:(?<![A-Za-z0-9])[-−](?=[$£€¥₩.]?\d))?" + _ATOM
-                        + r"(?:(?:\s?[-–+×x/=]\s?| (?=\d+/\d))" + _ATOM + r")*")
+                        + r"(?:(?:\s?[-–+×x*/=]\s?| (?=\d+/\d))" + _ATOM + r")*")
 _MONTH_NAMES = "|".join([n for m in MONTHS for n in (m.capitalize(), m.upper()) + ((m,) if m not in ("may", "march") else ())]
                         + [n for a in _MONTH_ABBR for n in (a.capitalize(), a.upper()) + ((a,) if a != "mar" else ())])
 _RE_MONTH = re.compile(r"(?i:" + "|".join(MONTHS + list(_MONTH_ABBR)) + r")\.?")
@@ -488,11 +488,6 @@ _PRE: list[tuple[re.Pattern, object]] = [
                 r"(?:(?P<c1>,? |-)(?P<y1>\d{4})(?!\d))?"
                 r"|(?<![\d.])(?P<d2>\d{1,2})(?:st|nd|rd|th)? (?:of )?(?P<m2>" + _MONTH_NAMES + r")\b\.?"
                 r"(?: (?P<y2>\d{4})(?!\d))?"), _month_day),
-    # Telephone and other digit-group chains (two or more dashes, or a bracketed area code): one two three, one
-    # two three, five six seven eight; never a range.
-    (re.compile(r"(?<![\w.])(?:\+(\d{1,3})[\s-]?)?((?:\(\d{2,4}\)[\s-]?|\d{2,4}[-\s])\d{2,4}-\d{3,4}(?:-\d{1,4})*)(?![\w-])"),
-     lambda m: ", ".join(([f"plus {digits_en(m.group(1))}"] if m.group(1) else [])
-                         + [digits_en(g) for g in re.findall(r"\d+", m.group(2))])),
     # Sums: 1-2=5 -> one minus two equals five (before the dash becomes "to").
     (re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s?([-+×x*/])\s?(\d+(?:\.\d+)?)\s?=\s?(\d+(?:\.\d+)?)(?![\d.])"),
      lambda m: f"{_number_words(m.group(1))} {_OPERATORS[m.group(2)]} {_number_words(m.group(3))} equals "
@@ -502,10 +497,18 @@ _PRE: list[tuple[re.Pattern, object]] = [
      lambda m: _slash_date(m.group(1), m.group(3), m.group(4), m.group(0))),
     (re.compile(r"(?<![\d/.-])(\d{4})/(\d{1,2})/(\d{1,2})(?![\d/])"),
      lambda m: _slash_date(m.group(2), m.group(3), m.group(1), m.group(0))),
-    (re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d-])"), _iso_date),
+    (re.compile(r"(?<![\d-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\d-])"), _iso_date),
+    # Telephone and other digit-group chains (two or more dashes, or a bracketed area code): one two three, one
+    # two three, five six seven eight; never a range.
+    (re.compile(r"(?<![\w.])(?:\+(\d{1,3})[\s-]?)?((?:\(\d{2,4}\)[\s-]?|\d{2,4}[-\s])\d{2,4}-\d{3,4}(?:-\d{1,4})*)(?![\w-])"),
+     lambda m: ", ".join(([f"plus {digits_en(m.group(1))}"] if m.group(1) else [])
+                         + [digits_en(g) for g in re.findall(r"\d+", m.group(2))])),
     # Ranges: 2pm-5pm, $250-$300, 1960s-80s, 2-5lb -> to (a careful reader's "to"; NeMo reads a bare 2-5 "two -
     # five").
     (re.compile(r"(?<=[\dsm%])\s?[-–]\s?(?=[$£€¥₩]?\d)"), " to "),
+    (re.compile(r"(?<=\d)\s?\+\s?(?=\d)"), " plus "),
+    (re.compile(r"(?<=\d)\s?[x×]\s?(?=\d)"), " by "),
+    (re.compile(r"(?<=\d)\s?\*\s?(?=\d)"), " times "),
     # Other dollars: A$46 million -> forty six million Australian dollars.
     (re.compile(r"(?<![A-Za-z])(A|US|C|HK|NZ)\$\s?(\d[\d,]*(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion|bn|mn|"
                 r"[kmb])(?![A-Za-z]))?"),
@@ -545,8 +548,6 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(?<![\d.])(\d[\d,]*)(st|nd|rd|th)\b"), lambda m: _ordinal(m)),
     # Clock durations h:mm:ss: 1:01:01 -> one hour one minute and one second (wetext: hour/minute in the singular).
     (re.compile(r"(?<![\d:])(\d{1,2}):([0-5]\d):([0-5]\d)(?![\d:])"), lambda m: _duration(m)),
-    (re.compile(r"(?<=\d)\s?\+\s?(?=\d)"), " plus "),
-    (re.compile(r"(?<=\d)\s?[x×]\s?(?=\d)"), " by "),
     # Percent: 45% -> forty five percent, 3.5% -> three point five percent.
     (re.compile(r"(?<![\d.,])([-−]?)(\d[\d,]*(?:\.\d+)?|\.\d+)\s?%"),
      lambda m: ("minus " if m.group(1) else "") + _number_words(m.group(2)) + " percent"),
