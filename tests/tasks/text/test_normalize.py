@@ -147,3 +147,17 @@ def test_lang_en_book_reads_latin_english_and_chinese_only_text_the_same():
     assert normalize("In 1719, 40 horses.", lang="en") == "In seventeen nineteen, forty horses."
     for text in ("今天是2024年3月5日，第3回。", "他說：「我們已經吃過了！」"):
         assert normalize(text, lang="en") == normalize(text)
+
+
+@pytest.mark.parametrize("src, out", [
+    ("身高2米29", "身高两米二九"),                                  # metres and centimetres
+    ("使用CDMA2000。", "使用CDMA两千。"),                          # a round number after letters is the number
+    ("GSM 900频段", "GSM九百频段"),
+    ("IBM 7094电脑", "IBM七零九四电脑"),                            # a model number after a name: digit by digit
+    ("生成3-MCPD，", "生成三MCPD，"),                              # the hyphen of a chemical name is silent
+    ('如2001年的"Band of Brothers"等。', "如二零零一年的Band of Brothers等。"),   # wetext's escaped quote
+    ("见Egi and Smith, 2001.类", "见Egi and Smith, two thousand one.类"),   # a year inside the English run
+    ("随项目以AGPL-3.0-or-later发布。", "随项目以AGPL three point zero or later发布。"),
+])
+def test_mixed_numbers(src, out):
+    assert normalize(src) == out
