@@ -3,7 +3,8 @@ abbreviations read aloud; wetext's English grammar (`Normalizer(lang="en")`) for
 measures, clock times, fractions, month-day dates), our rules before it for what it reads wrong.
 
 `tasks/text/normalize.py` finds the English runs and calls two things here:
-    `find_addresses` / `find_words(text, start, end)`  e-mail and web addresses; abbreviations (Mr., e.g., No. 5) and Roman numerals (CHAPTER IV, Charles II)
+    `find_addresses` / `find_words(text, start, end)`  e-mail and web addresses; abbreviations (Mr., e.g.,
+                                    No. 5) and Roman numerals (CHAPTER IV, Charles II)
                                     as (start, end, reading) - the segmenter never cuts inside them;
     `number_windows(text, start, end)` / `verbalize(window)`  the short windows around digits and their reading.
 
@@ -182,8 +183,10 @@ _RE_HEADING_ALONE = re.compile(r"\s*([IVXLCDM]+)\.?\s*")
 _RE_NUMBERED_HEADING = re.compile(r"\s*([IVXLCDM]+)[.:](?=\s+[A-Z“\"'‘])")
 
 
-_RE_ADDRESS = re.compile(r"(?<![\w@.])(?:(?:https?|ftp|file)://[^\s<>\"“”]+|www\.[^\s<>\"“”]+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-                         r"|[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*\.(?:com|org|net|edu|gov|io|uk|de|fr)\b(?:/[^\s<>\"“”]*)?)")
+_RE_ADDRESS = re.compile(r"(?<![\w@.])(?:(?:https?|ftp|file)://[^\s<>\"“”]+|www\.[^\s<>\"“”]+"
+                         r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+                         r"|[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*\.(?:com|org|net|edu|gov|io|uk|de|fr)\b"
+                         r"(?:/[^\s<>\"“”]*)?)")
 _ADDRESS_SYMBOLS = {"@": "at", ".": "dot", "/": "slash", ":": "colon", "-": "dash", "_": "underscore", "&": "ampersand",
                     "+": "plus", "#": "hash", "?": "question mark", "=": "equals", "~": "tilde", "%": "percent"}
 
@@ -285,10 +288,12 @@ def _pronoun_i(text: str, at: int) -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 # A digit token: currency and sign before, digits with number-internal marks, letters/percent after.
 _ATOM = (r"(?:(?<![A-Za-z])(?:A|US|C|HK|NZ)?[$£€¥₩]\s?)?(?:'(?=\d\ds))?(?:\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
-         r"(?:/[A-Za-z]{1,3}\b|%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?|\s?°(?:\s?[CF]\b\.?)?|[²³])?")
+         r"(?:/[A-Za-z]{1,3}\b|%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?"
+         r"|\s?°(?:\s?[CF]\b\.?)?|[²³])?")
 _RE_NUMTOK = re.compile(r"(?:(?<![A-Za-z0-9])[-−](?=[$£€¥₩.]?\d))?" + _ATOM
                         + r"(?:(?:\s?[-–+×x*/=]\s?| (?=\d+/\d))" + _ATOM + r")*")
-_MONTH_NAMES = "|".join([n for m in MONTHS for n in (m.capitalize(), m.upper()) + ((m,) if m not in ("may", "march") else ())]
+_MONTH_NAMES = "|".join([n for m in MONTHS
+                         for n in (m.capitalize(), m.upper()) + ((m,) if m not in ("may", "march") else ())]
                         + [n for a in _MONTH_ABBR for n in (a.capitalize(), a.upper()) + ((a,) if a != "mar" else ())])
 _RE_MONTH = re.compile(r"(?i:" + "|".join(MONTHS + list(_MONTH_ABBR)) + r")\.?")
 _RE_CONTEXT_WORD = re.compile(r"(?: (?:long|short))? [a-z]+\b")
@@ -500,7 +505,8 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(?<![\d-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\d-])"), _iso_date),
     # Telephone and other digit-group chains (two or more dashes, or a bracketed area code): one two three, one
     # two three, five six seven eight; never a range.
-    (re.compile(r"(?<![\w.])(?:\+(\d{1,3})[\s-]?)?((?:\(\d{2,4}\)[\s-]?|\d{2,4}[-\s])\d{2,4}-\d{3,4}(?:-\d{1,4})*)(?![\w-])"),
+    (re.compile(r"(?<![\w.])(?:\+(\d{1,3})[\s-]?)?((?:\(\d{2,4}\)[\s-]?|\d{2,4}[-\s])\d{2,4}-\d{3,4}(?:-\d{1,4})*)"
+                r"(?![\w-])"),
      lambda m: ", ".join(([f"plus {digits_en(m.group(1))}"] if m.group(1) else [])
                          + [digits_en(g) for g in re.findall(r"\d+", m.group(2))])),
     # Ranges: 2pm-5pm, $250-$300, 1960s-80s, 2-5lb -> to (a careful reader's "to"; NeMo reads a bare 2-5 "two -
@@ -529,7 +535,7 @@ _PRE: list[tuple[re.Pattern, object]] = [
     # wetext: minutes), 25m people -> million.
     (re.compile(r"(?<![\d.,])(\d[\d,]*(?:\.\d+)?)m(?= [a-z])"), lambda m: _number_words(m.group(1)) + " million"),
     (re.compile(r"(?<![\d.,])(\d[\d,]*(?:\.\d+)?) ?(vols?|pp|sq\.? ?(?:mi|km|ft|m))\b\.?"),
-     lambda m: _number_words(m.group(1)) + " " + _AFTER_NUMBER[re.sub(r"\.\s?|\s", " ", m.group(2)).replace("  ", " ")]),
+     lambda m: _number_words(m.group(1)) + " " + _AFTER_NUMBER[" ".join(re.sub(r"[.\s]", " ", m.group(2)).split())]),
     (re.compile(r"(?<![\d.,$£€¥₩])(\d[\d,]*(?:\.\d+)?) ?(in|m)(?:\b\.?)(?=\s*[),;:]|\s*$|\.\s)"),
      lambda m: _number_words(m.group(1)) + " " + _AFTER_NUMBER[m.group(2)]),
     # Old British money: 5s. 6d. -> five shillings and six pence; 6d. -> six pence; 3s. -> three shillings.
@@ -572,9 +578,9 @@ def pre(text: str) -> str:
 
 _NUMBER_WORDS = set(_ONES + _TENS[2:] + ["hundred", "and"])
 _POST: list[tuple[re.Pattern, object]] = [
-    (re.compile(r"\bnegative\b"), "minus"),
+    (re.compile(r"\bnegative\b"), "minus"),                            # -7 km -> minus seven kilometers
     (re.compile(r"(?<=\bpoint)((?: (?:oh|zero|one|two|three|four|five|six|seven|eight|nine))+)"),
-     lambda m: m.group(1).replace(" oh", " zero")),                     # 41.00 km: point zero zero                            # -7 km -> minus seven kilometers
+     lambda m: m.group(1).replace(" oh", " zero")),                     # 41.00 km: point zero zero
     (re.compile(r"\bten hundred\b"), "one thousand"),                  # 1000 kg (wetext: ten hundred)
     (re.compile(r"\\(?=[\"'])"), ""),                                  # wetext escapes quotes
 ]

@@ -807,10 +807,10 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
         if stronger and _strengthen_last_mark(res, best_out):
             state["last"] = prev = best_out         # a number window ended with "）", the run holds "。"
         if not prev or prev in _PAUSES or prev == " ":
-            best_out = ""
+            best_out = ""                           # nothing to pause after (paragraph start, or already paused)
         elif (best_out == "," or (best_out == "." and bound >= SENTENCE)) \
                 and _latinish(nxt or text[run[-1].end:run[-1].end + 1]):
-            best_out += " "                         # English: "fine, thank you", one space after the mark                           # nothing to pause after (paragraph start, or already paused)
+            best_out += " "                         # English: "fine, thank you", one space after the mark
         for k, s in enumerate(run):
             out = best_out if k == best_at else ""
             if s.kind == "removed":

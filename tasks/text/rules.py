@@ -323,8 +323,8 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(比分|比数|战平|战胜|击败|负于|比赛)([^\d，。]{0,6}?)(\d+)[:：](\d+)"),
      lambda m: f"{m.group(1)}{m.group(2)}{cardinal_zh(m.group(3))}比{cardinal_zh(m.group(4))}"),
     # Heights and lengths in metres and centimetres: 2米29 -> 两米二九 (wetext: 两米二十九).
-    (re.compile(r"(?<![\d.])(\d)米(\d{2})(?![\d.])"), lambda m: f"{'两' if m.group(1) == '2' else cardinal_zh(m.group(1))}米"
-                                                            f"{digits_zh(m.group(2))}"),
+    (re.compile(r"(?<![\d.])(\d)米(\d{2})(?![\d.])"),
+     lambda m: f"{'两' if m.group(1) == '2' else cardinal_zh(m.group(1))}米{digits_zh(m.group(2))}"),
     # Hundredths of a second: 10秒25 -> 十秒二五, 9秒83 -> 九秒八三 (wetext: 十秒二十五).
     (re.compile(r"(?<![\d.])(\d+)秒(\d{2})(?!\d)"), lambda m: f"{cardinal_zh(m.group(1))}秒{digits_zh(m.group(2))}"),
     # Products, and plus-minus: 4×100米, 4x100米 -> 四乘一百米 (wetext: 四乘十零), 58.7 ± 0.2 -> 五十八点七正负零点二.
