@@ -44,11 +44,14 @@ _SCALE_WORDS = {"thousand": "thousand", "million": "million", "billion": "billio
 # Abbreviations read as words, matched case-sensitively with their period.  TITLES come before a name and never
 # end a sentence; the others may (`etc.` then a capital: the period is also the full stop).
 TITLES = {"Mr.": "mister", "Mrs.": "missus", "Messrs.": "messieurs", "Mme.": "madame", "Mlle.": "mademoiselle",
-          "Dr.": "doctor", "Capt.": "captain", "Col.": "colonel", "Gen.": "general", "Lieut.": "lieutenant",
-          "Lt.": "lieutenant", "Sgt.": "sergeant", "Rev.": "reverend", "Prof.": "professor", "Gov.": "governor",
-          "Hon.": "honourable", "Sen.": "senator", "Rep.": "representative", "Fr.": "father", "Bros.": "brothers",
-          "Mt.": "mount", "Ft.": "fort", "Sr.": "senior", "Jr.": "junior"}
-ABBREVIATIONS = {"e.g.": "for example", "i.e.": "that is", "etc.": "et cetera", "viz.": "namely",
+          "Dr.": "doctor", "Capt.": "captain", "Col.": "colonel", "Lieut.": "lieutenant", "Lt.": "lieutenant",
+          "Sgt.": "sergeant", "Rev.": "reverend", "Prof.": "professor"}
+# Titles that are also other words' abbreviations: read as a title only before a capital (Gen. Grant, not Gen.
+# 1:1), and the span takes that capital, so a segment boundary cannot part them (the reading depends on it).
+NAME_TITLES = {"Gen.": "general", "Gov.": "governor", "Hon.": "honourable", "Sen.": "senator", "Rep.": "representative",
+               "Fr.": "father", "Mt.": "mount", "Ft.": "fort"}
+ABBREVIATIONS = {"e.g.": "for example", "i.e.": "that is", "etc.": "et cetera", "viz.": "namely", "Jr.": "junior",
+                 "Sr.": "senior", "Bros.": "brothers",
                  "vs.": "versus", "cf.": "compare", "Esq.": "esquire", "Co.": "company", "Inc.": "incorporated",
                  "Ltd.": "limited", "approx.": "approximately"}
 # Before a number only: No. 5 -> number five, p. 12 -> page twelve.
@@ -171,20 +174,21 @@ def _alternation(words) -> str:
     return "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
 
 
-_RE_TITLE = re.compile(r"(?<![A-Za-z.])(" + _alternation(TITLES) + r")(?=\s*[A-Z]|\s(?:and|&) [A-Z])")
+_RE_TITLE = re.compile(r"(?<![A-Za-z.])(" + _alternation(TITLES) + r")")
+_RE_NAME_TITLE = re.compile(r"(?<![A-Za-z.])(" + _alternation(NAME_TITLES) + r")\s*([A-Z])")
 _RE_ABBR = re.compile(r"(?<![A-Za-z.])(" + _alternation(ABBREVIATIONS) + r")")
-_RE_NUMBER_ABBR = re.compile(r"(?<![A-Za-z.])(" + _alternation(NUMBER_ABBREVIATIONS) + r")(?=\s?\d)")
+_RE_NUMBER_ABBR = re.compile(r"(?<![A-Za-z.])(" + _alternation(NUMBER_ABBREVIATIONS) + r")\s?(?=\d)")
 _RE_ST = re.compile(r"(?<![A-Za-z.])St\.?(?![A-Za-z])")    # St. Paul, St Luke (saint) / Baker St. (street)
 _RE_HEADING_ROMAN = re.compile(r"(?i:\b(" + "|".join(HEADING_WORDS) + r")\.?)(\s+)([IVXLCDM]+)(?![A-Za-z])")
 _RE_REGNAL = re.compile(r"\b[A-Z][a-z]+ (the )?([IVX]{2,6}|V|X|I(?= of\b))(?![A-Za-z'’])")   # Charles II, Richard I of
-_RE_INITIAL = re.compile(r"(?<![A-Za-z.])([A-HJ-Z])\.(?=\s?[A-Z])")   # J. M. Barrie (not the pronoun I)
+_RE_INITIALS = re.compile(r"(?<![A-Za-z.])((?:[A-HJ-Z]\.\s?)+)([A-Z])")   # J. M. Barrie (not the pronoun I)
 _RE_INITIALISM = re.compile(r"(?<![A-Za-z.])((?:[A-Z]\.){1,4}[A-Z]\.)")   # U.S.A., D.C. (spaced J. M. are initials)
 _RE_HEADING_ALONE = re.compile(r"\s*([IVXLCDM]+)\.?\s*")
 _RE_NUMBERED_HEADING = re.compile(r"\s*([IVXLCDM]+)[.:](?=\s+[A-Z“\"'‘])")
 
 
 _RE_ADDRESS = re.compile(r"(?<![\w@.])(?:(?:https?|ftp|file)://[^\s<>\"“”]+|www\.[^\s<>\"“”]+"
-                         r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+                         r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+(?:/[^\s<>\"“”]*)?"
                          r"|[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*\.(?:com|org|net|edu|gov|io|uk|de|fr)\b"
                          r"(?:/[^\s<>\"“”]*)?)")
 _ADDRESS_SYMBOLS = {"@": "at", ".": "dot", "/": "slash", ":": "colon", "-": "dash", "_": "underscore", "&": "ampersand",
@@ -193,9 +197,9 @@ _ADDRESS_SYMBOLS = {"@": "at", ".": "dot", "/": "slash", ":": "colon", "-": "das
 
 def address_en(address: str) -> str:
     """An e-mail or web address read out: a.bc@gmail.com -> a dot bc at gmail dot com, digits one by one."""
-    address = address.rstrip(".,;:!?)")
     words = []
-    for tok in re.findall(r"[A-Za-z]+|\d+|.", address):
+    for tok in re.findall(r"[A-Za-z]+|\d+|.", address.rstrip(".,;:!?)") if not re.fullmatch(r"\W+", address)
+                          else address):
         if tok.isdigit():
             words.append(digits_en(tok))
         elif tok.isalpha():
@@ -210,7 +214,10 @@ def find_addresses(text: str, start: int, end: int) -> list[tuple[int, int, str]
     found = []
     for m in _RE_ADDRESS.finditer(text, start, end):
         address = m.group().rstrip(".,;:!?)")
-        found.append((m.start(), m.start() + len(address), address_en(address)))
+        pieces = list(re.finditer(r"[A-Za-z]+|\d+|[^A-Za-z\d]+", address))   # one span a piece: it may be cut
+        for k, piece in enumerate(pieces):
+            found.append((m.start() + piece.start(), m.start() + piece.end(),
+                          address_en(piece.group()) + (" " if k < len(pieces) - 1 else "")))
     return found
 
 
@@ -222,12 +229,16 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     if start == 0 and end == len(text) and (m := _RE_HEADING_ALONE.fullmatch(text)) and roman_value(m.group(1)):
         return [(m.start(1), m.end(1), cardinal_en(roman_value(m.group(1))))]       # a heading "IV." alone
+    # A reading that depends on a neighbour takes the neighbour into its span (CHAPTER IV, Charles II, St. Paul,
+    # J. M. B|arrie): the segmenter never cuts inside a span, so a segment read alone says the same.
     for m in _RE_HEADING_ROMAN.finditer(text, start, end):
         value = roman_value(m.group(3))
         if value and not (m.group(3) == "I" and m.group(1).islower() and _pronoun_i(text, m.end(3))):
-            found.append((m.start(3), m.end(3), cardinal_en(value)))
+            found.append((m.start(), m.end(3), f"{m.group(1)} {cardinal_en(value)}"))
     for m in _RE_TITLE.finditer(text, start, end):
         found.append((m.start(), m.end(), TITLES[m.group(1)]))
+    for m in _RE_NAME_TITLE.finditer(text, start, end):
+        found.append((m.start(), m.end(), f"{NAME_TITLES[m.group(1)]} {m.group(2)}"))
     for m in _RE_ST.finditer(text, start, end):
         before = text[max(0, m.start() - 32):m.start()]
         after_name = re.search(r"(?<![.!?] )\b[A-Z][a-z]+\s$", before) is not None
@@ -235,11 +246,11 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
         address = re.search(r"\d+\s+(?:[A-Z][a-z]+\s+)+$", before) is not None
         if after_name and (not name_next or address):    # Baker St., 1428 Elm St. It was (Cape St. Augustino: saint)
             stop = m.group().endswith(".") and _sentence_may_end(text, m.end(), end)
-            found.append((m.start(), m.end() - (1 if stop else 0), "street"))
+            name = re.search(r"[A-Z][a-z]+\s+$", before)
+            found.append((m.start() - len(name.group()), m.end() - (1 if stop else 0),
+                          name.group().rstrip() + " street"))
         elif name_next:
-            found.append((m.start(), m.end(), "saint"))
-    for m in _RE_NUMBER_ABBR.finditer(text, start, end):
-        found.append((m.start(), m.end(), NUMBER_ABBREVIATIONS[m.group(1)]))
+            found.append((m.start(), m.end() + 2, "saint " + text[m.end() + 1]))
     for m in _RE_ABBR.finditer(text, start, end):
         word = m.group(1)
         stop = word not in ("e.g.", "i.e.", "cf.", "vs.", "viz.") and _sentence_may_end(text, m.end(), end)
@@ -254,15 +265,16 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     for m in _RE_INITIALISM.finditer(text, start, end):
         letters = m.group(1).replace(".", "")
         found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), letters))
-    for m in _RE_INITIAL.finditer(text, start, end):
-        found.append((m.start(), m.end(), m.group(1)))
+    for m in _RE_INITIALS.finditer(text, start, end):
+        found.append((m.start(), m.end(), " ".join(re.findall(r"[A-Z]", m.group(1))) + " " + m.group(2)))
     if (m := _RE_NUMBERED_HEADING.match(text)) and start <= m.start(1) and m.end(1) <= end \
             and (value := roman_value(m.group(1))):
         found.append((m.start(1), m.end(1), cardinal_en(value)))          # a contents entry: IV. An Eastern Garden
     for m in _RE_REGNAL.finditer(text, start, end):
         value = roman_value(m.group(2))
-        if value and value < 40 and m.group(0).split(" ", 1)[0].lower() not in HEADING_WORDS:
-            found.append((m.start(2), m.end(2), ordinal_en(value) if m.group(1) else "the " + ordinal_en(value)))
+        name = m.group(0).split(" ", 1)[0]
+        if value and value < 40 and name.lower() not in HEADING_WORDS:
+            found.append((m.start(), m.end(2), f"{name} the {ordinal_en(value)}"))
     found.sort(key=lambda f: f[0])              # stable: at one start, the first rule above wins
     out: list[tuple[int, int, str]] = []
     for s, e, r in found:
@@ -310,7 +322,9 @@ def number_windows(text: str, start: int, end: int) -> list[tuple[int, int]]:
         tok = text[s:e]
         if tok.endswith(".") and not re.fullmatch(r"\d{1,2}[sd]\.|.*[ap]\.m\.", tok):
             e -= 1
-        if (b := _RE_BEFORE_WORD.search(text, max(start, s - 12), s)) and (
+        if (b := _RE_NUMBER_ABBR.search(text, max(start, s - 8), s + 1)) and b.end() == s:
+            s = b.start()                         # No. 5, p. 12, b. 1834: the abbreviation reads with its number
+        elif (b := _RE_BEFORE_WORD.search(text, max(start, s - 12), s)) and (
                 _RE_MONTH.fullmatch(b.group(1)) or (b.group(1).lower() == "the" and re.fullmatch(r"\d{1,2}\D*", tok))):
             s = b.start()
         while (a := _RE_AFTER_WORD.match(text, e, end)) and (
@@ -330,7 +344,7 @@ def _abbreviation_after_number(word: str, after: str) -> bool:
     w = word.rstrip(".")
     if w in ("vols", "vol", "pp", "sq"):
         return True
-    return w in ("in", "m") and (word.endswith(".") or not after.strip() or after[:1] in "),;:")
+    return w in ("in", "m") and (word.endswith(".") or after[:1] in "),;:")
 
 
 def _keeps_period(word: str) -> bool:
@@ -493,6 +507,8 @@ _PRE: list[tuple[re.Pattern, object]] = [
                 r"(?:(?P<c1>,? |-)(?P<y1>\d{4})(?!\d))?"
                 r"|(?<![\d.])(?P<d2>\d{1,2})(?:st|nd|rd|th)? (?:of )?(?P<m2>" + _MONTH_NAMES + r")\b\.?"
                 r"(?: (?P<y2>\d{4})(?!\d))?"), _month_day),
+    # Abbreviations before a number: No. 5 -> number five, p. 12 -> page twelve, b. 1834 -> born eighteen thirty four.
+    (_RE_NUMBER_ABBR, lambda m: NUMBER_ABBREVIATIONS[m.group(1)] + " "),
     # Sums: 1-2=5 -> one minus two equals five (before the dash becomes "to").
     (re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s?([-+×x*/])\s?(\d+(?:\.\d+)?)\s?=\s?(\d+(?:\.\d+)?)(?![\d.])"),
      lambda m: f"{_number_words(m.group(1))} {_OPERATORS[m.group(2)]} {_number_words(m.group(3))} equals "
@@ -536,7 +552,7 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(?<![\d.,])(\d[\d,]*(?:\.\d+)?)m(?= [a-z])"), lambda m: _number_words(m.group(1)) + " million"),
     (re.compile(r"(?<![\d.,])(\d[\d,]*(?:\.\d+)?) ?(vols?|pp|sq\.? ?(?:mi|km|ft|m))\b\.?"),
      lambda m: _number_words(m.group(1)) + " " + _AFTER_NUMBER[" ".join(re.sub(r"[.\s]", " ", m.group(2)).split())]),
-    (re.compile(r"(?<![\d.,$£€¥₩])(\d[\d,]*(?:\.\d+)?) ?(in|m)(?:\b\.?)(?=\s*[),;:]|\s*$|\.\s)"),
+    (re.compile(r"(?<![\d.,$£€¥₩])(\d[\d,]*(?:\.\d+)?) ?(in|m)(?:\b\.?)(?=\s*[),;:]|(?<=\.)|\s*$)"),
      lambda m: _number_words(m.group(1)) + " " + _AFTER_NUMBER[m.group(2)]),
     # Old British money: 5s. 6d. -> five shillings and six pence; 6d. -> six pence; 3s. -> three shillings.
     (re.compile(r"(?<![\d.])(?:(\d{1,2})s\.?\s?(\d{1,2})d\b\.?|(?:(\d{1,2})s\.)|(?:(\d{1,3})d\b\.?))"),

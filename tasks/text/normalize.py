@@ -581,9 +581,10 @@ def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
                 tn[0] = Span(tn[0].start, tn[0].end, " " + tn[0].out, "tn")     # CSS3 -> CSS three
             spans.extend(tn)
         elif s < e:
-            if reading[-1:].isalpha() and e < len(text) and _is_latin(text[e]):
-                reading += " "                           # Dr.Smith -> doctor Smith
-            if reading[:1].isalpha() and s > 0 and _is_latin(text[s - 1]):
+            if reading[-1:].isalpha() and e < len(text) and _is_latin(text[e]) and not text[e - 1].isalpha():
+                reading += " "                           # Dr.Smith -> doctor Smith (but St. P|aul stays one word)
+            if reading[:1].isalpha() and s > 0 and _is_latin(text[s - 1]) and not text[s].isalpha() \
+                    and not (spans and spans[-1].out.endswith(" ")):
                 reading = " " + reading
             spans.append(Span(s, e, reading, "tn"))
         pos = max(pos, e)
