@@ -224,8 +224,8 @@ def find_addresses(text: str, start: int, end: int) -> list[tuple[int, int, str]
 def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     """(start, end, reading) of the abbreviations, initials and Roman numerals in text[start:end], in order.
 
-    A period that may also end the sentence (`etc.` before a capital or at the end) is left out of the match so
-    the sentence boundary survives; titles (Mr. Dr.), initials (J. M. Barrie), e.g./i.e. never end one."""
+    A period that may also end the sentence (`etc.` before a capital or at the end) stays in the reading ("et
+    cetera.": the span then ends a sentence); titles (Mr. Dr.), initials (J. M. Barrie), e.g./i.e. never end one."""
     found: list[tuple[int, int, str]] = []
     if start == 0 and end == len(text) and (m := _RE_HEADING_ALONE.fullmatch(text)) and roman_value(m.group(1)):
         return [(m.start(1), m.end(1), cardinal_en(roman_value(m.group(1))))]       # a heading "IV." alone
@@ -240,21 +240,17 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     for m in _RE_NAME_TITLE.finditer(text, start, end):
         found.append((m.start(), m.end(), f"{NAME_TITLES[m.group(1)]} {m.group(2)}"))
     for m in _RE_ST.finditer(text, start, end):
-        before = text[max(0, m.start() - 32):m.start()]
-        after_name = re.search(r"(?<![.!?] )\b[A-Z][a-z]+\s$", before) is not None
-        name_next = re.match(r"\s+[A-Z][a-z]", text[m.end():m.end() + 3]) is not None
-        address = re.search(r"\d+\s+(?:[A-Z][a-z]+\s+)+$", before) is not None
-        if after_name and (not name_next or address):    # Baker St., 1428 Elm St. It was (Cape St. Augustino: saint)
-            stop = m.group().endswith(".") and _sentence_may_end(text, m.end(), end)
-            name = re.search(r"[A-Z][a-z]+\s+$", before)
-            found.append((m.start() - len(name.group()), m.end() - (1 if stop else 0),
-                          name.group().rstrip() + " street"))
-        elif name_next:
+        name = re.search(r"\b[A-Z][a-z]+\s+$", text[max(start, m.start() - 24):m.start()])
+        name_next = re.match(r"\s+[A-Z]", text[m.end():min(end, m.end() + 3)]) is not None
+        if name_next:                            # St. Paul, Cape St. Augustino: the span takes the capital
             found.append((m.start(), m.end() + 2, "saint " + text[m.end() + 1]))
+        elif name and m.group().endswith("."):   # Baker St. (the period may end the sentence)
+            stop = _sentence_may_end(text, m.end(), end)
+            found.append((m.start() - len(name.group()), m.end(), name.group().rstrip() + " street" + "." * stop))
     for m in _RE_ABBR.finditer(text, start, end):
         word = m.group(1)
         stop = word not in ("e.g.", "i.e.", "cf.", "vs.", "viz.") and _sentence_may_end(text, m.end(), end)
-        found.append((m.start(), m.end() - (1 if stop else 0), ABBREVIATIONS[word]))
+        found.append((m.start(), m.end(), ABBREVIATIONS[word] + "." * stop))
     for m in re.finditer(r"[&=+]", text[start:end]):
         a = start + m.start()
         if m.group() == "+" and not re.match(r"\s?\w", text[a + 1:a + 3]):
@@ -264,7 +260,7 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
         found.append((a, a + 1, left + {"&": "and", "=": "equals", "+": "plus"}[m.group()] + right))
     for m in _RE_INITIALISM.finditer(text, start, end):
         letters = m.group(1).replace(".", "")
-        found.append((m.start(), m.end() - (1 if _sentence_may_end(text, m.end(), end) else 0), letters))
+        found.append((m.start(), m.end(), letters + "." * _sentence_may_end(text, m.end(), end)))
     for m in _RE_INITIALS.finditer(text, start, end):
         found.append((m.start(), m.end(), " ".join(re.findall(r"[A-Z]", m.group(1))) + " " + m.group(2)))
     if (m := _RE_NUMBERED_HEADING.match(text)) and start <= m.start(1) and m.end(1) <= end \

@@ -586,7 +586,7 @@ def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
             if reading[:1].isalpha() and s > 0 and _is_latin(text[s - 1]) and not text[s].isalpha() \
                     and not (spans and spans[-1].out.endswith(" ")):
                 reading = " " + reading
-            spans.append(Span(s, e, reading, "tn"))
+            spans.append(Span(s, e, reading, "tn", boundary=SENTENCE if reading.endswith(".") else NONE))
         pos = max(pos, e)
     return spans
 
@@ -797,7 +797,7 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
             else:
                 has_space = any(s.kind == "space" for s in run)
                 ideo = any(s.kind == "space" and "\u3000" in text[s.start:s.end] for s in run)
-                if has_space and _latinish(prev) and _latinish(nxt):
+                if has_space and (_latinish(prev) or prev in ",.") and _latinish(nxt):
                     best_out = " "
                 elif ideo and _is_cjk(prev) and _is_cjk(nxt):
                     best_out = "，"
@@ -807,7 +807,7 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
         stronger = prev and prev in "，、," and _STRENGTH.get(best_out, 0) > _STRENGTH[prev]
         if stronger and _strengthen_last_mark(res, best_out):
             state["last"] = prev = best_out         # a number window ended with "）", the run holds "。"
-        if not prev or prev in _PAUSES or prev == " ":
+        if (not prev or prev in _PAUSES or prev == " ") and best_out != " ":
             best_out = ""                           # nothing to pause after (paragraph start, or already paused)
         elif (best_out == "," or (best_out == "." and bound >= SENTENCE)) \
                 and _latinish(nxt or text[run[-1].end:run[-1].end + 1]):
