@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from engine.api import EngineOptions
+from tasks.book import LANGUAGE_CHOICES
 from tasks.errors import BookError
 from tasks.fleet import storage
 
@@ -31,6 +32,9 @@ def text(p: argparse.ArgumentParser) -> None:
                    help="a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                         "and the book's <stem>.lexicon.tsv)")
     p.add_argument("--no-t2s", action="store_true", help="keep Traditional characters")
+    p.add_argument("--language", choices=LANGUAGE_CHOICES, default="auto",
+                   help="the book's reading language: zh (Chinese), en (English), or auto (default: the book's "
+                        "declared language unless its text says otherwise, else a guess from the text)")
 
 
 def cast(p: argparse.ArgumentParser) -> None:
@@ -79,7 +83,7 @@ def render_params(a: argparse.Namespace) -> dict:
             "formats": a.format.split(","), **engine_params(a), "allow_gaps": a.allow_gaps,
             "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
             "guard_attempts": a.guard_attempts, "clip_text": a.clip_text, "voice_anchor": a.voice_anchor,
-            "cast": a.cast, "scratch": a.scratch, "qa": a.qa, "asr_model": a.asr_model}
+            "cast": a.cast, "scratch": a.scratch, "qa": a.qa, "asr_model": a.asr_model, "language": a.language}
 
 
 def engine_params(a: argparse.Namespace) -> dict:

@@ -20,6 +20,7 @@ from tasks.site.qa import qa_line
 from tasks.site.report import format_status, summary_line
 from tasks.text.inspect import format_inspect, inspect_book
 from tasks.text.quotes import attribute_book, book_runs
+from tasks.text.segment import book_options
 from tasks.voice.cast import cast_report
 from tasks.voice.voices import format_saved, save_voice, saved_voices
 
@@ -81,12 +82,13 @@ def cmd_status(a) -> int:
 def cmd_inspect(a) -> int:
     import json
 
-    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast, chapters=a.chapters)
+    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast, chapters=a.chapters, language=a.language)
     book = load_book(opts.book)
+    seg = book_options(book, opts.segment, opts.language)                          # from the whole book
     runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
     if opts.chapters:
         book = select_chapters(book, opts.chapters)
-    report = inspect_book(book, opts.segment, runs, segments=a.segments, polyphones=a.polyphones)
+    report = inspect_book(book, seg, runs, segments=a.segments, polyphones=a.polyphones)
     if opts.cast:
         report["cast"] = cast_report(opts.cast, report.pop("parts"), quotes)
     print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))
@@ -110,7 +112,8 @@ def cmd_voices(a) -> int:
     """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
     from flows.pipeline import audition
 
-    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, scratch=a.scratch, **engine_params(a))
+    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, scratch=a.scratch, language=a.language,
+                   **engine_params(a))
     note_threads(opts)
     try:
         aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)

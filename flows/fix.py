@@ -16,7 +16,7 @@ from pathlib import Path
 from flows import arguments as arg
 from flows.arguments import UsageError, engine_params, note_threads, options
 from tasks.book import segment_name
-from tasks.bookdir import read_report
+from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.plan.fixes import Fix, parse_name, read_names
@@ -56,7 +56,7 @@ def cmd_fix(a) -> int:
     if a.out and storage.is_url(a.out):
         raise UsageError("fix works on a local output folder, not a store URL")
     params = dict(out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, qa=a.qa, asr_model=a.asr_model,
-                  allow_gaps=a.allow_gaps, **engine_params(a))
+                  allow_gaps=a.allow_gaps, language=a.language, **engine_params(a))
     opts = options(a.book, need_book=False, **params)
     formats = a.format.split(",") if a.format else read_report(opts.book_dir).get("formats")
     opts = options(a.book, need_book=False, formats=formats, **params)
@@ -152,7 +152,7 @@ def _action(a) -> str:
 
 def _fix_of(a, opts):
     """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model."""
-    seg = opts.segment
+    seg = replace(opts.segment, lang=reading_language(opts.book_dir) if opts.language == "auto" else opts.language)
     text = None if a.text is None else normalize(a.text, t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn,
                                                  lang=seg.lang).strip()
     spec = parse_voice(a.voice, a.clip_text, seg) if a.voice is not None else None

@@ -52,14 +52,16 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
                      guard_attempts: int | None = None, clip_text: str | None = None, voice_anchor: bool = False,
                      cast: str | None = None, catalogue: bool = False, base_url: str | None = None,
                      scratch: str | None = None, shards: int = 1, shard: int | None = None,
-                     shard_token: str | None = None, qa: str | None = None, asr_model: str | None = None):
+                     shard_token: str | None = None, qa: str | None = None, asr_model: str | None = None,
+                     language: str | None = None):
     """Render one book (parameters as the CLI's options; None keeps the default; device "auto" picks cuda
-    when the worker sees a GPU).  Returns the book dir.  In a deployment run, a book already being rendered
-    by another process is skipped (a Completed state saying so), not failed; a direct call raises
-    BookLocked.  At the end: a table artifact per book (pipeline.render records the source's sha256 for the
-    nightly scan); with catalogue (the nightly's runs), OUT/index.html and OUT/feed.xml rewritten.
-    shards > 1 (a deployment run): the book's segments over that many runs of this deployment, packaged
-    once (flows/shards.py); shard and shard_token are set by such a run for the runs it starts."""
+    when the worker sees a GPU; language auto | zh | en, the book's reading language).  Returns the book dir.
+    In a deployment run, a book already being rendered by another process is skipped (a Completed state saying
+    so), not failed; a direct call raises BookLocked.  At the end: a table artifact per book (pipeline.render
+    records the source's sha256 for the nightly scan); with catalogue (the nightly's runs), OUT/index.html and
+    OUT/feed.xml rewritten.  shards > 1 (a deployment run): the book's segments over that many runs of this
+    deployment, packaged once (flows/shards.py); shard and shard_token are set by such a run for the runs it
+    starts."""
     from prefect.states import Completed
 
     from manifests.lock import BookLocked
@@ -71,7 +73,7 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
                                dtype=dtype, int8=int8, compile=compile, max_batch=max_batch, threads=threads,
                                allow_gaps=allow_gaps, chapters=chapters, lexicon=lexicon, t2s=t2s, guard=guard,
                                guard_attempts=guard_attempts, clip_text=clip_text, voice_anchor=voice_anchor,
-                               cast=cast, scratch=scratch, qa=qa, asr_model=asr_model)
+                               cast=cast, scratch=scratch, qa=qa, asr_model=asr_model, language=language)
     log.info("rendering %s into %s (model %s, device %s, CUDA_VISIBLE_DEVICES=%s, host %s, pid %d)",
              opts.book, opts.book_dir, opts.engine.model, opts.engine.device,
              os.environ.get("CUDA_VISIBLE_DEVICES", "unset"), socket.gethostname(), os.getpid())

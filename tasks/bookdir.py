@@ -2,7 +2,8 @@
 next.  Every stage names these files through this module (and manifests/ for manifest/).
 
     OUT/<slug>/                 book_slug(book path)
-      book.json                 BOOK_JSON: title, author, language, source, cover file, chapter titles (book_json)
+      book.json                 BOOK_JSON: title, author, language, source, cover file, chapter titles (book_json);
+                                READING_LANGUAGE: the language prepare read the text in (zh | en: reading_language)
       text.json                 TEXT_JSON: each chapter's original title and paragraphs (read-along, the player)
       coverage.json             COVERAGE_JSON: the text audit's per-chapter report
       cover.png|jpg             the book's cover, as the book had it
@@ -28,9 +29,10 @@ import unicodedata
 from pathlib import Path
 
 from engine.atomic import read_json
-from tasks.book import Book, BookMeta, Chapter
+from tasks.book import LANGUAGES, Book, BookMeta, Chapter, Language
 
 BOOK_JSON = "book.json"
+READING_LANGUAGE = "reading_language"     # book.json's key: the language the text was segmented in
 TEXT_JSON = "text.json"
 COVERAGE_JSON = "coverage.json"
 REPORT_NAME = "report.json"
@@ -100,6 +102,12 @@ def json_bytes(data) -> bytes:
 def read_book_json(book_dir: Path) -> dict:
     """book.json as written; {} when missing or unreadable (a page or a listing shows what there is)."""
     return read_json(Path(book_dir) / BOOK_JSON)
+
+
+def reading_language(book_dir: Path) -> Language:
+    """The reading language prepare resolved for the book (book.json); "zh" for a book planned before it was kept."""
+    lang = read_book_json(book_dir).get(READING_LANGUAGE, "zh")
+    return lang if lang in LANGUAGES else "zh"
 
 
 def read_report(book_dir: Path) -> dict:

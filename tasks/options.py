@@ -11,6 +11,7 @@ from engine.device import cuda_problem
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
+from tasks.book import LANGUAGE_CHOICES, LANGUAGES
 from tasks.bookdir import book_slug
 from tasks.fleet import storage
 from tasks.qa.options import QAOptions
@@ -39,9 +40,12 @@ class RenderOptions:
     cast: Cast | None = None          # voices per role and character (tasks/voice/cast.py); None: one narrator
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
     qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: full for a real model, off for random
+    language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if self.language not in LANGUAGE_CHOICES:
+            raise ValueError(f"--language {self.language!r}: must be one of {', '.join(LANGUAGE_CHOICES)}")
         if self.cast is not None and self.cast.narrator is not None and self.voice is not None:
             raise ValueError(f"--voice and the narrator of {self.cast.path} both choose the narrator's voice; "
                              "keep one")
@@ -59,11 +63,12 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                         t2s: bool = True, guard: bool = True, guard_attempts: int | None = None,
                         clip_text: str | None = None, voice_anchor: bool = False,
                         cast: str | None = None, scratch: str | None = None, qa: str | None = None,
-                        asr_model: str | None = None) -> RenderOptions:
+                        asr_model: str | None = None, language: str | None = None) -> RenderOptions:
     """RenderOptions from plain values (CLI arguments, flow/deployment parameters); None keeps the default.
     device "auto" (the deployments' default): cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES), else cpu;
     "cuda" where there is none: DeviceUnavailable (before the book is fetched).
     `qa`: off | suspect | full (None: by the model, tasks.stages.qa_options); `asr_model` alone keeps that default.
+    `language`: the book's reading language, auto | zh | en (None: auto; resolved per book by prepare).
     `cast`: a cast file (tasks/cast.load_cast: BookError when it cannot be used).  `out` or `book` as a store
     URL (tasks/fleet/storage.py): the book is downloaded and the render works in `scratch` (default: a cache folder)."""
     from dataclasses import replace
@@ -85,7 +90,8 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
     book = str(storage.fetch_book(book, scratch)) if storage.is_url(book) else storage.local_path(str(book))
     pkg = PackageOptions() if formats is None else replace(PackageOptions(), formats=tuple(
         f.strip().lower() for f in formats if f.strip()))
-    seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon))
+    seg = replace(SegmentOptions(), t2s=t2s, lexicon=load_lexicon(Path(book), lexicon),   # a clip's transcript too
+                  **({"lang": language} if language in LANGUAGES else {}))        # auto: prepare resolves it
     grd = replace(GuardOptions(), enabled=guard, **({} if guard_attempts is None else {"max_attempts": guard_attempts}))
     qa_opts = None if qa is None and asr_model is None else QAOptions(
         mode=qa or "full", device=eng.device, **({} if asr_model is None else {"asr_model": asr_model}))
@@ -95,7 +101,8 @@ def options_from_params(book: str, out: str | None = None, model: str | None = N
                          voice=parse_voice(voice, clip_text, seg) if voice is not None else None, engine=eng,
                          segment=seg, package=pkg, guard=grd, allow_gaps=allow_gaps,
                          chapters=parse_chapters(chapters) if chapters else (), voice_anchor=voice_anchor,
-                         cast=load_cast(cast) if cast else None, store=store, qa=qa_opts)
+                         cast=load_cast(cast) if cast else None, store=store, qa=qa_opts,
+                         language=language or "auto")
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

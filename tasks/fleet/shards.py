@@ -27,6 +27,7 @@ from tasks.errors import RenderFailed
 from tasks.fleet.storage import Store, book_view, is_url
 from tasks.ingest import load_book
 from tasks.plan.rows import to_render
+from tasks.text.segment import SegmentOptions, book_options
 
 MAX_SHARDS = 64               # shards of one book at most
 TOKEN_BYTES = 4               # random bytes of a sharded render's token (8 hex characters)
@@ -83,7 +84,7 @@ def shard_count(segments: int, segments_per_shard: int | None, max_shards: int =
 def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
     """The segments a render of book into book_dir (a folder, or a book's URL in a store: OUT_URL/<slug>) has
     left: with planned (its manifest plans this very source), its rows still to render; else the book's segments
-    (read and segmented with default options)."""
+    (read and segmented with default options, in its reading language as --language auto resolves it)."""
     from manifests import load
 
     left = lambda folder: len(to_render(load(folder).to_pylist()))   # noqa: E731
@@ -95,7 +96,8 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
         return left(book_dir)
     from tasks.plan.prepare import segment_book
 
-    return len(segment_book(load_book(book))[0])
+    whole = load_book(book)
+    return len(segment_book(whole, book_options(whole, SegmentOptions()))[0])
 
 
 def split(rows: list[dict], n: int) -> list[list[str]]:

@@ -16,17 +16,20 @@ from typing import Callable, Sequence
 
 from engine.atomic import write_bytes
 from manifests.crashpoints import crashpoint
-from tasks.book import ROLE_NARRATOR, Book, Segment
-from tasks.bookdir import BOOK_JSON, COVERAGE_JSON, FIXES_JSON, TEXT_JSON, book_json, cover_file, json_bytes, text_json
+from tasks.book import ROLE_NARRATOR, Book, Language, Segment
+from tasks.bookdir import (BOOK_JSON, COVERAGE_JSON, FIXES_JSON, READING_LANGUAGE, TEXT_JSON, book_json, cover_file,
+                          json_bytes, text_json)
 from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.plan.fixes import load_fixes, match_fixes, parse_name, save_fixes
 from tasks.plan.rows import plan_rows
 from tasks.text.coverage import audit_chapter
 from tasks.text.quotes import attribute_book, book_runs
-from tasks.text.segment import SegmentOptions, segment_chapter
+from tasks.text.segment import SegmentOptions, book_options, segment_chapter
 from tasks.voice.cast import resolve_cast
 from tasks.voice.voices import book_voice
+
+UNDETERMINED = ("", "und")               # language tags that say nothing: the reading language replaces them
 
 Anchor = Callable[[str, "str | None", object], str]   # (voice, stored voice, engine) -> the anchored voice string
 
@@ -38,11 +41,13 @@ def prepare_book(opts, get_engine, anchor: Anchor | None = None) -> Path:
     from manifests import commit, load
 
     book = load_book(opts.book)                     # BookError on bad input: nothing written yet
+    seg = book_options(book, opts.segment, opts.language)       # the reading language, from the whole book
+    book = tagged(book, seg.lang)
     runs = cast_runs(book) if opts.cast else None   # the whole book's names, also for a preview
     if opts.chapters:
         book = select_chapters(book, opts.chapters)
     crashpoint("ingest")
-    segments, reports = segment_book(book, opts.segment, runs)   # BookError when characters vanished
+    segments, reports = segment_book(book, seg, runs)   # BookError when characters vanished
     book_dir = opts.book_dir
     old = load(book_dir).to_pylist() if book_dir.exists() else []
     engine = get_engine()                            # only a good book loads the model
@@ -66,7 +71,7 @@ def prepare_book(opts, get_engine, anchor: Anchor | None = None) -> Path:
               "the book's text there changed since the fix was made", file=sys.stderr)
     if _plan_signature(rows) != _plan_signature(old):
         commit(book_dir, rows)
-    info = book_json(book)
+    info = {**book_json(book), READING_LANGUAGE: seg.lang}    # what fix, the QA page and a re-package read back
     if book.meta.cover:
         info["cover_file"] = cover_file(book.meta.cover)
         write_bytes(book_dir / info["cover_file"], book.meta.cover, keep_same=True)   # unchanged: untouched
@@ -74,6 +79,14 @@ def prepare_book(opts, get_engine, anchor: Anchor | None = None) -> Path:
     write_bytes(book_dir / BOOK_JSON, json_bytes(info), keep_same=True)
     write_bytes(book_dir / TEXT_JSON, json_bytes(text_json(book)), keep_same=True)
     return book_dir
+
+
+def tagged(book: Book, lang: Language) -> Book:
+    """The book with an undetermined language tag ("und", "") replaced by its reading language, so the M4B/EPUB
+    language tags say it; a declared tag is kept as it is."""
+    if book.meta.language.strip().lower() not in UNDETERMINED:
+        return book
+    return replace(book, meta=replace(book.meta, language=lang))
 
 
 def cast_runs(book: Book) -> dict:

@@ -27,7 +27,7 @@ from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.plan.rows import content_key, derive_seed
 from tasks.text.normalize import normalize
-from tasks.text.segment import segment_chapter
+from tasks.text.segment import book_options, segment_chapter
 from tasks.voice.voices import saved_voices, voice_id
 
 AUDITION_SECONDS = 15.0            # s: the default passage is the first chapter's pieces up to this long
@@ -117,7 +117,7 @@ def audition(opts, aud: AuditionOptions, get_engine) -> dict:
     from tasks.synthesize.segment_audio import write_segment_audio
 
     book = load_book(opts.book)                          # BookError: nothing written yet
-    text = passage(book, opts.segment, aud.text)
+    text = passage(book, book_options(book, opts.segment, opts.language), aud.text)   # the book's reading language
     book_dir = opts.book_dir
     rows = load(book_dir).to_pylist() if book_dir.exists() else []
     cands, notes = candidates(aud, rows[0]["spk_emb"] if rows else None)

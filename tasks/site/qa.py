@@ -24,7 +24,7 @@ from pathlib import Path
 from engine.atomic import write_bytes
 from tasks.audio.names import inside
 from tasks.book import segment_name as book_segment_name
-from tasks.bookdir import PAGE_NAME, QA_PAGE, read_book_json
+from tasks.bookdir import PAGE_NAME, QA_PAGE, READING_LANGUAGE, read_book_json
 from tasks.qa.compare import compare
 from tasks.site.html import document, esc, href
 
@@ -251,7 +251,7 @@ def qa_page(book_dir: Path) -> str:
     rows = load(book_dir).to_pylist()
     s = qa_summary(rows)
     title = info.get("title") or book_dir.name
-    language = compare_language(info.get("language", ""))
+    language = compare_language(info.get(READING_LANGUAGE) or info.get("language", ""))
     book = fix_book(book_dir)
     counts = "".join(f'<div data-count="{k}"><dt>{label}</dt><dd>{s[k]}</dd></div>' for k, label in COUNTS)
     head = (f'<header class="qa"><h1>Quality checks — {esc(title)}</h1>\n'

@@ -18,12 +18,15 @@ MAX_LISTED_REMOVALS = 20     # removals shown by format_inspect (the JSON keeps 
 MAX_LISTED_POLYPHONES = 100  # polyphonic words shown by format_inspect (the JSON has them all)
 MAX_LISTED_SPEAKERS = 30     # speaker names shown by format_inspect with a cast (the JSON has them all)
 TITLE_WIDTH = 28             # characters of a chapter title shown in the table
+LANGUAGE_NAMES = {"zh": "Chinese", "en": "English"}
 
 
 def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
                  runs: Mapping[int, Mapping[int, Sequence[Run]]] | None = None, segments: bool = False,
                  polyphones: bool = False) -> dict:
-    """Title, author, encoding, per-chapter characters/segments/estimated seconds, and the coverage reports.
+    """Title, author, encoding, the declared `language` and the `reading_language` (opts.lang: resolved by the
+    caller, tasks.text.segment.book_options), per-chapter characters/segments/estimated seconds, and the coverage
+    reports.
     With a cast's `runs` (chapter -> paragraph -> runs, tasks/text/quotes.book_runs): quotes are segmented
     apart, and "parts" tallies segments and source characters per (role, speaker).  With `segments`: every
     segment as the manifest will hold it — chapter and segment (0-based, the manifest's), `name` (C.S, 1-based,
@@ -63,10 +66,12 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
         total_secs += secs
     m = book.meta
     return {
-        "title": m.title, "author": m.author, "language": m.language, "source_path": m.source_path,
+        "title": m.title, "author": m.author, "language": m.language, "reading_language": opts.lang,
+        "source_path": m.source_path,
         "source_format": m.source_format, "encoding": m.encoding,
         "options": {"target_seconds": opts.target_seconds, "max_seconds": opts.max_seconds,
-                    "max_chars": opts.max_chars, "min_chars": opts.min_chars, "t2s": opts.t2s, "tn": opts.tn,
+                    "max_chars": opts.max_chars, "min_chars": opts.min_chars, "max_words": opts.max_words,
+                    "min_words": opts.min_words, "t2s": opts.t2s, "tn": opts.tn,
                     "lexicon_entries": len(opts.lexicon.entries) if opts.lexicon else 0},
         "totals": {"chapters": len(chapters), "characters": total_chars, "segments": total_segs,
                    "estimated_seconds": round(total_secs, 1)},
@@ -120,6 +125,8 @@ def format_inspect(d: dict) -> str:
         f"Title:     {d['title']}",
         f"Author:    {d['author'] or '-'}",
         f"Source:    {d['source_path'] or '-'} ({d['source_format']}, {d['encoding']})",
+        f"Language:  read as {LANGUAGE_NAMES[d['reading_language']]} ({d['reading_language']}; the book declares "
+        f"{d['language'] or 'none'})",
         f"Chapters:  {t['chapters']}   characters: {t['characters']:,}   segments: {t['segments']:,}   "
         f"estimated: {hms(t['estimated_seconds'])}",
         "",

@@ -1,18 +1,23 @@
 """Segmentation: a chapter's normalized text cut into pieces of about 15 s (never over 20 s) ChatTTS speaks well.
 
-Sentences end at 。！？；… (and the closing quotes after them); sentences are packed into segments up to
-`target_seconds` (never over `max_seconds` or `max_chars`); a sentence over the limit is split at clause marks
-(，、：——), then between words (jieba), never inside a number window.  Fragments under `min_chars` speakable
-characters are merged with a neighbour (ChatTTS fails on very short inputs).  The chapter title is always the
-first segment (pause "paragraph").  Works as a stream: memory is bounded by a chunk, not the paragraph.
+Sentences end where the normalizer's spans say (。！？；… and the closing quotes after them; in English . ! ? that
+end a sentence); sentences are packed into segments up to `target_seconds` (never over `max_seconds`, nor
+`max_chars` characters in Chinese or `max_words` words in English: engine.units.estimate_seconds counts Han
+characters and English words each at its own rate); a sentence over the limit is split at clause marks, then
+between words (jieba in Chinese, spaces in English), never inside a number's reading.  Fragments under `min_chars`
+speakable characters (English: `min_words` words) are merged with a neighbour (ChatTTS fails on very short
+inputs).  The chapter title is always the first segment (pause "paragraph").  Works as a stream: memory is
+bounded by a chunk, not the paragraph.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping, Sequence
 
 from engine.units import estimate_seconds, speakable_chars
-from tasks.book import LANGUAGES, PAUSE_KINDS, ROLE_NARRATOR, Chapter, Language, PauseKind, Run, Segment
+from tasks.book import LANGUAGES, PAUSE_KINDS, ROLE_NARRATOR, Book, Chapter, Language, PauseKind, Run, Segment, \
+    book_language
 from tasks.text.normalize import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
 
 TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
@@ -20,7 +25,17 @@ MAX_SECONDS = 20.0         # s: never pack past this (a single sentence over it 
 MAX_CHARS = 150            # normalized characters: hard cap (upstream loses endings past ~150-200)
 MIN_CHARS = 5              # speakable characters: shorter fragments are merged with a neighbour
 MIN_SECONDS = 3.0          # s: fragments shorter than this are merged with a neighbour when it fits
+# English (lang="en"): the character cap is Chinese's (a Han character is a token); English is capped in words.
+# 20 s at engine.units.WORDS_PER_SECOND (2.58) is 52 words; ChatTTS's tokenizer (bert-base-chinese's vocabulary,
+# lower-cased) makes 1.74 tokens of an English word, punctuation included (Robinson Crusoe chapter 1: 9,143 tokens
+# for 5,258 words, at most 106 in a segment; docs/text-frontend.md): 50 words stay under a Chinese segment's 150.
+MAX_WORDS = 50             # words: hard cap of an English segment
+MIN_WORDS = 5              # words: shorter English fragments are merged with a neighbour (ChatTTS fails on them)
 _MARKS = "，。、,. "
+_END = {"zh": "。", "en": "."}               # the mark that closes a sentence, per reading language
+_EN_ENDS = ".!?…"                            # English text ending in one of these ends a sentence already
+# A word as the English caps count it: a run of letters/digits (inner apostrophes kept), each Han character apart.
+_WORD = re.compile(r"[\u3400-\u9fff]|[^\W_\u3400-\u9fff]+(?:['\u2019][^\W_\u3400-\u9fff]+)*")
 _RUNAWAY_FACTOR = 8        # a sentence longer than this many max_chars is packed before it ends
 
 
@@ -31,6 +46,8 @@ class SegmentOptions:
     max_chars: int = MAX_CHARS
     min_chars: int = MIN_CHARS
     min_seconds: float = MIN_SECONDS
+    max_words: int = MAX_WORDS         # lang="en": the cap in words (max_chars is Chinese's)
+    min_words: int = MIN_WORDS         # lang="en": the short-fragment threshold in words (min_chars: Chinese's)
     t2s: bool = True
     tn: bool = True
     lexicon: Lexicon | None = None
@@ -45,11 +62,19 @@ class SegmentOptions:
             raise ValueError(f"max_chars ({self.max_chars}) must be at least 10")
         if not 0 <= self.min_chars < self.max_chars:
             raise ValueError(f"min_chars ({self.min_chars}) must be in [0, max_chars={self.max_chars})")
+        if not 0 <= self.min_words < self.max_words:
+            raise ValueError(f"min_words ({self.min_words}) must be in [0, max_words={self.max_words})")
         if self.lang not in LANGUAGES:
             raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, not {self.lang!r}")
         if not 0 <= self.min_seconds < self.target_seconds:
             raise ValueError(f"min_seconds ({self.min_seconds}) must be in [0, target_seconds="
                              f"{self.target_seconds})")
+
+
+def book_options(book: Book, opts: SegmentOptions, language: str = "auto") -> SegmentOptions:
+    """`opts` for this book: its reading language resolved once from --language (auto | zh | en) by
+    tasks.book.book_language (ValueError naming a bad value)."""
+    return replace(opts, lang=book_language(book, language))
 
 
 def chapter_units(chapter: Chapter) -> list[str]:
@@ -73,8 +98,14 @@ class _Draft:
     speaker: str = ""
 
 
+def words(text: str) -> int:
+    """Words of normalized text as the English caps count them (a Han character is one)."""
+    return len(_WORD.findall(text))
+
+
 def _fits(text: str, opts: SegmentOptions) -> bool:
-    return len(text) <= opts.max_chars and estimate_seconds(text) <= opts.max_seconds
+    size = words(text) <= opts.max_words if opts.lang == "en" else len(text) <= opts.max_chars
+    return size and estimate_seconds(text) <= opts.max_seconds
 
 
 def _out(spans: list[Span]) -> str:
@@ -111,17 +142,25 @@ def _split_groups(spans: list[Span], at: int) -> list[list[Span]]:
     return groups
 
 
-def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
-    """Word-sized atoms: aligned text spans cut at jieba word boundaries; an atom that still does not fit is
-    cut into pieces that do (characters when aligned; otherwise its output in slices, the source riding with
-    the first slice)."""
+def _cut_words(text: str, lang: str) -> Iterator[str]:
+    """`text` as consecutive words: jieba's in Chinese; in English each word with the spaces after it."""
+    if lang == "en":
+        yield from re.findall(r"\s*\S+\s*", text) or [text]
+        return
     import jieba
     jieba.setLogLevel(60)
+    yield from jieba.cut(text, HMM=False)
+
+
+def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
+    """Word-sized atoms: aligned text spans cut at word boundaries (jieba's; English: spaces); an atom that still
+    does not fit is cut into pieces that do (characters when aligned; otherwise its output in slices, the source
+    riding with the first slice).  A number's reading is one span: never cut inside unless it alone does not fit."""
     atoms: list[list[Span]] = []
     for s in spans:
         if s.kind == "text" and s.aligned and len(s.out) > 1:
             i = 0
-            for w in jieba.cut(s.out, HMM=False):
+            for w in _cut_words(s.out, opts.lang):
                 a = s.start + i
                 if _fits(w, opts):
                     atoms.append([Span(a, a + len(w), w, "text", aligned=True)])
@@ -220,16 +259,22 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
         yield last
 
 
-def _merge(a: _Draft, b: _Draft) -> _Draft:
-    sep = ""
-    if a.u1 != b.u0 and a.text and a.text[-1] not in _MARKS:
-        sep = "。"
-    return _Draft(a.u0, a.o0, b.u1, b.o1, a.text + sep + b.text, b.pause, False, a.notes + b.notes, a.role,
-                  a.speaker)
+def _join(a: str, b: str, opts: SegmentOptions, units: bool = True) -> str:
+    """Two drafts' texts as one; `units`: they come from different units (a sentence mark between them when the
+    first has none; in English a space too)."""
+    ends = _MARKS + _EN_ENDS if opts.lang == "en" else _MARKS
+    sep = _END[opts.lang] if units and a and a[-1] not in ends else ""
+    return a + sep + (" " if opts.lang == "en" and a and b else "") + b
+
+
+def _merge(a: _Draft, b: _Draft, opts: SegmentOptions) -> _Draft:
+    return _Draft(a.u0, a.o0, b.u1, b.o1, _join(a.text, b.text, opts, a.u1 != b.u0), b.pause, False,
+                  a.notes + b.notes, a.role, a.speaker)
 
 
 def _is_short(text: str, opts: SegmentOptions) -> bool:
-    return speakable_chars(text) < opts.min_chars or estimate_seconds(text) < opts.min_seconds
+    size = words(text) < opts.min_words if opts.lang == "en" else speakable_chars(text) < opts.min_chars
+    return size or estimate_seconds(text) < opts.min_seconds
 
 
 def _short(d: _Draft, opts: SegmentOptions) -> bool:
@@ -259,8 +304,9 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
         for d in drafts():
             same_voice = prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
             if same_voice and not prev.title and not d.title:
-                if (_short(d, opts) or _short(prev, opts)) and _fits(prev.text + "。" + d.text, opts):
-                    prev = _merge(prev, d)
+                joined = prev.text + "。" + d.text if opts.lang == "zh" else _join(prev.text, d.text, opts)
+                if (_short(d, opts) or _short(prev, opts)) and _fits(joined, opts):
+                    prev = _merge(prev, d, opts)
                     continue
             if prev is not None:
                 yield prev
@@ -283,9 +329,13 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
 
 
 def _close(text: str, pause: PauseKind, opts: SegmentOptions) -> str:
-    """A segment that ends a sentence (or more) ends with 。 so ChatTTS closes the intonation."""
+    """A segment that ends a sentence (or more) ends with 。 (English: .) so ChatTTS closes the intonation."""
     if pause == "clause" or not text:
         return text
+    if opts.lang == "en":
+        if text[-1] in ",;:，；：、":                # a clause mark closing the paragraph
+            return text[:-1] + "."
+        return text + "." if text[-1] not in _EN_ENDS + "。！？" and _fits(text + ".", opts) else text
     if text[-1] in "，、":                        # a bracket or colon closing the paragraph
         return text[:-1] + "。" if _fits(text[:-1] + "。", opts) else text[:-1]
     if text[-1] not in _MARKS and _fits(text + "。", opts):

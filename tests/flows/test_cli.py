@@ -31,6 +31,8 @@ def test_usage_errors_exit_2(tmp_path):
     r = cli(str(SAMPLE), "--format", "aiff", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "aiff" in r.stderr
     assert not (tmp_path / "o").exists()
+    r = cli(str(SAMPLE), "--language", "fr", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--language" in r.stderr and "'fr'" in r.stderr
     r = cli(str(SAMPLE), "--int8", "--device", "cuda", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "int8" in r.stderr
     r = cli(str(SAMPLE), "--model", "random-tiny", "--voice", "x" * 80, "--out", str(tmp_path / "o"))

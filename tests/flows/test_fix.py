@@ -81,3 +81,23 @@ def test_a_text_fix_persists_across_a_render_and_bad_input_changes_nothing(book,
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert sorted((p.relative_to(book_dir), p.stat().st_mtime_ns) for p in book_dir.rglob("*")) == tree
+
+
+def test_a_text_fix_is_normalized_in_the_books_reading_language(tmp_path, monkeypatch):
+    """`fix --text` reads the text as the book is read: book.json's reading_language, or --language."""
+    import json
+    from types import SimpleNamespace
+
+    import flows.fix as fix
+    from tasks.bookdir import BOOK_JSON, READING_LANGUAGE
+    from tasks.options import RenderOptions
+
+    seen = []
+    monkeypatch.setattr(fix, "normalize", lambda text, **kw: seen.append(kw["lang"]) or text)
+    opts = RenderOptions(book=tmp_path / "crusoe.epub", out=tmp_path)
+    opts.book_dir.mkdir()
+    (opts.book_dir / BOOK_JSON).write_text(json.dumps({READING_LANGUAGE: "en"}), encoding="utf-8")
+    a = SimpleNamespace(text="Mr. Smith paid 3 dollars.", voice=None, seed=None, clip_text=None)
+    fix._fix_of(a, opts)
+    fix._fix_of(a, RenderOptions(book=opts.book, out=tmp_path, language="zh"))
+    assert seen == ["en", "zh"]

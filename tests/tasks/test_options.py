@@ -99,3 +99,24 @@ def test_device_cuda_without_a_gpu_is_refused_before_the_book_is_fetched(monkeyp
     monkeypatch.setattr(tasks.options, "cuda_problem", lambda: None)   # a GPU here: the book is fetched
     with pytest.raises(pytest.fail.Exception, match="the book was fetched"):
         options_from_params("s3://books/novel.epub", device="cuda")
+
+
+def test_language_option_from_the_cli_to_the_render_options(tmp_path):
+    """--language reaches RenderOptions on every command that segments a book; a bad value is a usage error."""
+    from flows.arguments import UsageError, options
+    from flows.cli import build_parser
+    from flows.commands import render_params
+
+    parser = build_parser()
+    book = tmp_path / "b.txt"
+    book.write_text("第一章\n\n正文。\n", encoding="utf-8")
+    assert render_params(parser.parse_args(["render", str(book)]))["language"] == "auto"
+    assert render_params(parser.parse_args(["render", str(book), "--language", "en"]))["language"] == "en"
+    for argv in (["inspect", str(book)], ["voices", "audition", str(book)], ["fix", str(book), "1.1", "--retake"]):
+        assert parser.parse_args([*argv, "--language", "zh"]).language == "zh"
+    with pytest.raises(UsageError, match="--language"):
+        parser.parse_args(["render", str(book), "--language", "fr"])
+    assert options(str(book), language="en").language == "en"
+    assert options(str(book)).language == "auto"
+    with pytest.raises(UsageError, match="--language 'fr': must be one of auto, zh, en"):
+        options(str(book), language="fr")

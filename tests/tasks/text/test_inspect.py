@@ -78,3 +78,15 @@ def test_segments_show_a_readings_spelling_beside_the_books_text(tmp_path):
     seg = next(s for s in d["segments"] if "銀行" in s["source_text"])
     assert "银航" in seg["text"] and "银行" not in seg["text"]
     assert "银行" not in {w["word"] for w in d["polyphones"]}          # steered: no longer a polyphone word
+
+
+def test_the_reading_language_beside_the_declared_one():
+    from tasks.text.segment import SegmentOptions
+
+    d = inspect_book(_book())
+    assert (d["language"], d["reading_language"]) == ("zh", "zh")
+    assert "Language:  read as Chinese (zh; the book declares zh)" in format_inspect(d)
+    en = Book(BookMeta(title="Crusoe", language=""), (Chapter(0, "CHAPTER I.", ("I was born in the year 1632.",)),))
+    d = inspect_book(en, SegmentOptions(lang="en"))
+    assert (d["language"], d["reading_language"]) == ("", "en") and d["options"]["max_words"] == 50
+    assert "Language:  read as English (en; the book declares none)" in format_inspect(d)

@@ -1,0 +1,141 @@
+"""segment_chapter in English (SegmentOptions.lang="en"): packing by words at the English rate, the 20 s and
+50-word caps, over-long sentences split at clause marks then at spaces, short fragments merged, the audit."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.units import estimate_seconds
+from tasks.book import Book, BookMeta, Chapter
+from tasks.text.coverage import audit_chapter
+from tasks.text.normalize import iter_spans
+from tasks.text.segment import SegmentOptions, book_options, segment_chapter, words
+
+EN = SegmentOptions(lang="en")
+ENDS = ".!?。！？"           # until helper entn's English punctuation lands, the normalizer still writes 。 and ，
+# Waits for helper entn (English spans and ASCII punctuation in tasks/text/normalize.py): strict, so the marker goes
+# once it lands.
+NEEDS_ENTN = pytest.mark.xfail(strict=True, reason="English normalization (numbers, ASCII punctuation): helper entn")
+# Robinson Crusoe, chapter I (public domain): two sentences, 68 and 41 words.
+CRUSOE = ("I had two elder brothers, one of whom was lieutenant-colonel to an English regiment of foot in Flanders, "
+          "formerly commanded by the famous Colonel Lockhart, and was killed at the battle near Dunkirk against the "
+          "Spaniards. What became of my second brother I never knew, any more than my father or mother knew what "
+          "became of me. ")
+RUN_ON = " ".join(["and the sea ran high and the ship drove on"] * 12) + "."   # 120 words, no clause mark
+
+
+def _chapter(*paras: str, title: str = "CHAPTER I. START IN LIFE") -> Chapter:
+    return Chapter(index=0, title=title, paragraphs=tuple(paras))
+
+
+def _body(segs):
+    return segs[1:]                                       # the title is the first segment
+
+
+def test_english_packed_by_words_never_over_the_caps():
+    segs = segment_chapter(_chapter(CRUSOE * 6), opts=EN)
+    body = _body(segs)
+    assert len(body) >= 4
+    for s in body:
+        assert words(s.text) <= EN.max_words and estimate_seconds(s.text) <= EN.max_seconds
+        assert words(s.text) >= EN.min_words
+        assert s.text[-1] in ENDS or s.pause_after == "clause"
+    # packing by seconds: all but the last reach the target or could not take the next sentence
+    for s, nxt in zip(body, body[1:]):
+        assert estimate_seconds(s.text) >= EN.target_seconds or not (
+            words(s.text + " " + nxt.text) <= EN.max_words and estimate_seconds(s.text + nxt.text) <= EN.max_seconds)
+    assert "".join(s.source_text for s in body) == CRUSOE * 6
+    assert audit_chapter(_chapter(CRUSOE * 6), segs, opts=EN).ok
+
+
+def test_more_words_fit_than_the_chinese_character_cap_would_allow():
+    """English is capped in words: a 40-word sentence (over 150 characters) stays one segment."""
+    sentence = CRUSOE.split(". ")[0] + "."              # 41 words, 240 characters
+    assert len(sentence) > SegmentOptions().max_chars
+    (seg,) = _body(segment_chapter(_chapter(sentence), opts=EN))
+    assert seg.source_text == sentence and words(seg.text) == words(sentence)
+
+
+def test_a_run_on_sentence_is_split_between_words():
+    segs = segment_chapter(_chapter(RUN_ON), opts=EN)
+    body = _body(segs)
+    assert len(body) >= 3
+    vocabulary = set(RUN_ON.rstrip(".").split())
+    for s in body:
+        assert words(s.text) <= EN.max_words and estimate_seconds(s.text) <= EN.max_seconds
+        assert set(s.text.rstrip(ENDS).split()) <= vocabulary, s.text     # never inside a word
+    assert " ".join(s.text.rstrip(ENDS) for s in body).split() == RUN_ON.rstrip(".").split()
+    assert audit_chapter(_chapter(RUN_ON), segs, opts=EN).ok
+
+
+def test_a_long_sentence_is_split_at_its_clause_marks_first():
+    clauses = ", ".join(["the wind blew hard from the north east all that night"] * 8) + "."   # 88 words
+    body = _body(segment_chapter(_chapter(clauses), opts=EN))
+    assert len(body) >= 2
+    for s in body[:-1]:
+        assert s.source_text.rstrip().endswith(","), s.source_text             # cut after a clause mark
+        assert s.pause_after == "clause"
+
+
+@NEEDS_ENTN
+def test_never_inside_a_number_reading():
+    """A number's reading is one span: a cut between words never falls inside it (today's normalizer reads the
+    whole run of numbers as one Chinese window, over the cap: entn's English spans make each number its own)."""
+    text = " ".join(f"and in the year {1600 + i} we sailed {i + 2} leagues" for i in range(12)) + "."
+    readings = [s.out for s in iter_spans(text, lang="en") if s.kind == "tn"]
+    assert readings and all(words(r) <= EN.max_words for r in readings)
+    segs = _body(segment_chapter(_chapter(text), opts=EN))
+    assert len(segs) >= 2
+    for r in readings:
+        assert any(r in s.text for s in segs), r
+
+
+@NEEDS_ENTN
+def test_english_segments_read_the_english_way():
+    segs = _body(segment_chapter(_chapter("In the year 1632, Mr. Crusoe waited 3 hours.", CRUSOE), opts=EN))
+    text = " ".join(s.text for s in segs)
+    assert not re.search(r"[\u3400-\u9fff。，！？]", text), text
+    assert "Mr. Crusoe" in text or "mister Crusoe" in text.lower()
+    assert all(s.text[-1] in ".!?" for s in segs)
+
+
+def test_short_english_fragments_are_merged():
+    segs = _body(segment_chapter(_chapter("Yes.", "No, sir.", CRUSOE), opts=EN))
+    assert all(words(s.text) >= EN.min_words for s in segs)
+    assert segs[0].source_text.startswith("Yes.\nNo, sir.")
+    assert re.match(r"Yes[.。] No[,，] ?sir[.。] I had", segs[0].text), segs[0].text   # a space between paragraphs
+
+
+def test_english_options_validate():
+    with pytest.raises(ValueError, match="min_words"):
+        SegmentOptions(lang="en", min_words=60)
+    with pytest.raises(ValueError, match="lang"):
+        SegmentOptions(lang="fr")
+
+
+def _book(text: str, language: str) -> Book:
+    return Book(BookMeta(title="t", language=language), (Chapter(0, "", (text,)),))
+
+
+@pytest.mark.parametrize("text, declared, requested, lang", [
+    (CRUSOE, "en", "auto", "en"),
+    (CRUSOE, "", "auto", "en"),                 # no tag: the text decides
+    ("士隱於書房閒坐，至手倦拋書。" * 20, "en", "auto", "zh"),   # a Chinese book mis-tagged en
+    (CRUSOE, "en", "zh", "zh"),                 # asked for: as asked
+])
+def test_book_options_resolve_the_reading_language(text, declared, requested, lang):
+    assert book_options(_book(text, declared), SegmentOptions(), requested).lang == lang
+
+
+def test_book_options_refuse_a_bad_language():
+    with pytest.raises(ValueError, match="auto, zh, en"):
+        book_options(_book(CRUSOE, "en"), SegmentOptions(), "fr")
+
+
+def test_chinese_segmentation_is_unchanged_by_the_english_rules():
+    """lang="zh" (the default) still caps characters: a 200-character Chinese paragraph is cut at 150."""
+    para = "士隱於書房閒坐，至手倦拋書，伏几少憩，不覺朦朧睡去" * 8 + "。"
+    segs = _body(segment_chapter(_chapter(para, title="第一回"), opts=SegmentOptions()))
+    assert all(len(s.text) <= SegmentOptions().max_chars for s in segs)
+    assert all(not re.search(r"[.] ", s.text) for s in segs)
