@@ -25,11 +25,12 @@ from functools import lru_cache
 # Constants
 # ---------------------------------------------------------------------------------------------------------------
 MAX_CARDINAL_DIGITS = 15          # digits: longer digit strings are read one digit at a time
+MAX_GROUPED_DIGITS = 21           # digits: comma-grouped numbers are cardinals up to the quintillions
 
 _ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
          "seventeen eighteen nineteen").split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-_SCALES = ((10 ** 12, "trillion"), (10 ** 9, "billion"), (10 ** 6, "million"), (1000, "thousand"))
+_SCALES = ((10 ** 18, "quintillion"), (10 ** 15, "quadrillion"), (10 ** 12, "trillion"), (10 ** 9, "billion"), (10 ** 6, "million"), (1000, "thousand"))
 _ORDINAL_WORDS = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
                   "nine": "ninth", "twelve": "twelfth"}
 MONTHS = ("january february march april may june july august september october november december").split()
@@ -38,6 +39,28 @@ _MONTH_ABBR = {m[:3]: m for m in MONTHS} | {"sept": "september"}
 CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "£": ("pound", "pounds", "penny", "pence"),
               "€": ("euro", "euros", "cent", "cents"), "¥": ("yen", "yen", "sen", "sen"),
               "₩": ("won", "won", "jeon", "jeon")}
+# US addresses: `2788 San Tomas Expy, Santa Clara, CA 95051` -> twenty seven eighty eight San Tomas Expressway,
+# Santa Clara, California nine five zero five one (house number in pairs, the street's kind and the state in
+# full, the ZIP code digit by digit).  No `Dr` (doctor, before a name).
+STREET_KINDS = {"st": "Street", "ave": "Avenue", "ct": "Court", "rd": "Road", "blvd": "Boulevard", "hwy": "Highway",
+                "expy": "Expressway", "fwy": "Freeway", "ln": "Lane", "pkwy": "Parkway", "sq": "Square",
+                "ter": "Terrace", "cir": "Circle", "pl": "Place"}
+COMPASS = {"N": "North", "S": "South", "E": "East", "W": "West", "NE": "Northeast", "NW": "Northwest",
+           "SE": "Southeast", "SW": "Southwest"}
+US_STATES = {"AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California",
+             "CO": "Colorado", "CT": "Connecticut", "DE": "Delaware", "DC": "D C", "FL": "Florida", "GA": "Georgia",
+             "HI": "Hawaii", "ID": "Idaho", "IL": "Illinois", "IN": "Indiana", "IA": "Iowa", "KS": "Kansas",
+             "KY": "Kentucky", "LA": "Louisiana", "ME": "Maine", "MD": "Maryland", "MA": "Massachusetts",
+             "MI": "Michigan", "MN": "Minnesota", "MS": "Mississippi", "MO": "Missouri", "MT": "Montana",
+             "NE": "Nebraska", "NV": "Nevada", "NH": "New Hampshire", "NJ": "New Jersey", "NM": "New Mexico",
+             "NY": "New York", "NC": "North Carolina", "ND": "North Dakota", "OH": "Ohio", "OK": "Oklahoma",
+             "OR": "Oregon", "PA": "Pennsylvania", "RI": "Rhode Island", "SC": "South Carolina",
+             "SD": "South Dakota", "TN": "Tennessee", "TX": "Texas", "UT": "Utah", "VT": "Vermont",
+             "VA": "Virginia", "WA": "Washington", "WV": "West Virginia", "WI": "Wisconsin", "WY": "Wyoming"}
+TIME_ZONES = "est edt cst cdt mst mdt pst pdt gmt utc bst cet".split()
+# Symbols standing alone (no number next to them): `$ and %` -> dollar and percent; `14/ they` -> slash.
+SYMBOL_WORDS = {"$": "dollar", "€": "euro", "₩": "won", "£": "pound", "¥": "yen", "#": "hash", "%": "percent",
+                "/": "slash"}
 _SCALE_WORDS = {"thousand": "thousand", "million": "million", "billion": "billion", "trillion": "trillion",
                 "k": "thousand", "m": "million", "mn": "million", "b": "billion", "bn": "billion"}
 
@@ -59,6 +82,8 @@ NUMBER_ABBREVIATIONS = {"No.": "number", "no.": "number", "Nos.": "numbers", "p.
                         "Vol.": "volume", "vol.": "volume", "Ch.": "chapter", "ch.": "chapter", "Chap.": "chapter",
                         "Fig.": "figure", "fig.": "figure", "art.": "article", "Art.": "article", "§": "section",
                         "b.": "born", "d.": "died", "c.": "circa", "ca.": "circa"}
+# Capitalized words that open a sentence rather than name a saint: `Elm St. It was` is a street.
+SENTENCE_OPENERS = "It The He She They We I A An This That There His Her Its Our My You But And Then".split()
 # Words after which a Roman numeral is a number (CHAPTER IV -> CHAPTER four), any letter case.
 HEADING_WORDS = ("chapter book part volume vol section act scene canto letter psalm article appendix lecture "
                  "stave number no lesson plate table figure fig war division class type phase stage grade level "
@@ -113,8 +138,8 @@ def digits_en(s: str) -> str:
 
 def integer_en(s: str) -> str:
     """A digit string (commas allowed) as a cardinal; very long ones digit by digit."""
-    s = s.replace(",", "")
-    if len(s) > MAX_CARDINAL_DIGITS:
+    grouped, s = "," in s, s.replace(",", "")
+    if len(s) > (MAX_GROUPED_DIGITS if grouped else MAX_CARDINAL_DIGITS):
         return digits_en(s)
     return cardinal_en(int(s))
 
@@ -138,6 +163,20 @@ def year_en(s: str) -> str:
     if lo == 0:
         return cardinal_en(hi) + " hundred"
     return cardinal_en(hi) + " " + (("oh " + _ONES[lo]) if lo < 10 else cardinal_en(lo))
+
+
+def pairs_en(s: str, zero: str = "zero") -> str:
+    """A house number or code read in pairs: 2788 -> twenty seven eighty eight, 123 -> one twenty three, 708 ->
+    seven zero eight (401 -> four oh one with zero="oh"), 1200 -> twelve hundred; 5+ digits one by one."""
+    if len(s) <= 2 or s[0] == "0" and len(s) > 1:
+        return cardinal_en(int(s)) if s[0] != "0" or len(s) == 1 else digits_en(s)
+    if len(s) > 4:
+        return digits_en(s)
+    head, rest = s[:-2], s[-2:]
+    if rest == "00":
+        return cardinal_en(int(s)) if s.endswith("000") else cardinal_en(int(head)) + " hundred"
+    tail = f"{zero} {_ONES[int(rest[1])]}" if rest[0] == "0" else cardinal_en(int(rest))
+    return cardinal_en(int(head)) + " " + tail
 
 
 def era_year_en(s: str) -> str:
@@ -187,8 +226,8 @@ _RE_HEADING_ALONE = re.compile(r"\s*([IVXLCDM]+)\.?\s*")
 _RE_NUMBERED_HEADING = re.compile(r"\s*([IVXLCDM]+)[.:](?=\s+[A-Z“\"'‘])")
 
 
-_RE_ADDRESS = re.compile(r"(?<![\w@.])(?:(?:https?|ftp|file)://[^\s<>\"“”]+|www\.[^\s<>\"“”]+"
-                         r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+(?:/[^\s<>\"“”]*)?"
+_RE_ADDRESS = re.compile(r"(?<![\w@])(?<![\w@]\.)(?:(?:https?|ftp|file)://[^\s<>\"“”]+|www\.[^\s<>\"“”]+"
+                         r"|\w[\w.+-]*@[\w-]+(?:\.[\w-]+)+(?:/[^\s<>\"“”]*)?"
                          r"|[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)*\.(?:com|org|net|edu|gov|io|uk|de|fr)\b"
                          r"(?:/[^\s<>\"“”]*)?)")
 _ADDRESS_SYMBOLS = {"@": "at", ".": "dot", "/": "slash", ":": "colon", "-": "dash", "_": "underscore", "&": "ampersand",
@@ -242,7 +281,10 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     for m in _RE_ST.finditer(text, start, end):
         name = re.search(r"\b[A-Z][a-z]+\s+$", text[max(start, m.start() - 24):m.start()])
         name_next = re.match(r"\s+[A-Z]", text[m.end():min(end, m.end() + 3)]) is not None
-        if name_next:                            # St. Paul, Cape St. Augustino: the span takes the capital
+        opener = re.match(r"\.\s+(?:" + "|".join(SENTENCE_OPENERS) + r")\b", text[m.end() - 1:min(end, m.end() + 8)])
+        if name and opener:                      # Elm St. It was: the street, and the period ends the sentence
+            found.append((m.start() - len(name.group()), m.end(), name.group().rstrip() + " Street."))
+        elif name_next:                          # St. Paul, Cape St. Augustino: the span takes the capital
             found.append((m.start(), m.end() + 2, "saint " + text[m.end() + 1]))
         elif name and m.group().endswith("."):   # Baker St. (the period may end the sentence)
             stop = _sentence_may_end(text, m.end(), end)
@@ -258,6 +300,14 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
         left = " " if a > 0 and text[a - 1].isalnum() else ""
         right = " " if a + 1 < len(text) and text[a + 1].isalnum() else ""
         found.append((a, a + 1, left + {"&": "and", "=": "equals", "+": "plus"}[m.group()] + right))
+    for m in re.finditer(r"[$€₩£¥#%/]", text[start:end]):         # symbols standing alone (SYMBOL_WORDS)
+        a = start + m.start()
+        before, after = text[a - 1:a] if a > 0 else "", text[a + 1:a + 2]
+        if m.group() == "/" and before.isalnum() and after.isalnum():
+            continue                             # and/or, 1/2: not a slash standing alone
+        word = "number" if m.group() == "#" and after.isdigit() else SYMBOL_WORDS[m.group()]
+        found.append((a, a + 1, (" " if before.isalnum() else "") + word + (" " if after and not after.isspace()
+                                                                             else "")))
     for m in _RE_INITIALISM.finditer(text, start, end):
         letters = m.group(1).replace(".", "")
         found.append((m.start(), m.end(), letters + "." * _sentence_may_end(text, m.end(), end)))
@@ -295,17 +345,24 @@ def _pronoun_i(text: str, at: int) -> bool:
 # Numbers
 # ---------------------------------------------------------------------------------------------------------------
 # A digit token: currency and sign before, digits with number-internal marks, letters/percent after.
-_ATOM = (r"(?:(?<![A-Za-z])(?:A|US|C|HK|NZ)?[$£€¥₩]\s?)?(?:'(?=\d\ds))?(?:\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
-         r"(?:/[A-Za-z]{1,3}\b|%|\s?[ap]\.?m\b\.?|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}\b\.?"
+_ATOM = (r"(?:(?<![A-Za-z])(?:A|US|C|HK|NZ)?[$£€¥₩]\s?)?(?:'(?=\d\ds))?"
+         r"(?:[1-4]Q\d\d(?:\d\d)?(?!\d)|\d(?:[\d,.:]*\d)?|(?<![\dA-Za-z])\.\d+)"
+         r"(?:/[A-Za-z]{1,3}\b|%|\s?[ap]\.?m\b\.?(?:(?<=\.)(?i:" + "|".join(TIME_ZONES) + r")\b)?"
+         r"|\([a-z]\)|st\b|nd\b|rd\b|th\b|[sd]\.|s\b|[A-Za-z]{1,4}(?:/[A-Za-z]{1,3}|[²³])?\b\.?|\s?º"
          r"|\s?°(?:\s?[CF]\b\.?)?|[²³])?")
 _RE_NUMTOK = re.compile(r"(?:(?<![A-Za-z0-9])[-−](?=[$£€¥₩.]?\d))?" + _ATOM
                         + r"(?:(?:\s?[-–+×x*/=]\s?| (?=\d+/\d))" + _ATOM + r")*")
 _MONTH_NAMES = "|".join([n for m in MONTHS
                          for n in (m.capitalize(), m.upper()) + ((m,) if m not in ("may", "march") else ())]
                         + [n for a in _MONTH_ABBR for n in (a.capitalize(), a.upper()) + ((a,) if a != "mar" else ())])
+_RE_STREET = re.compile(r"(?<![\d.,$£€¥₩/:-])(\d{1,5}) (?:(" + "|".join(COMPASS) + r")\.? )?"
+                        r"((?:[A-Z][a-z]+|\d{1,3}(?:st|nd|rd|th)) (?:[A-Z][a-z]+ )*)"
+                        r"(?i:(" + "|".join(STREET_KINDS) + r"))\b(?!\.\w)"
+                        r"((?:, [A-Z][a-z]+(?: [A-Z][a-z]+)*)*)"
+                        r"(?:(,? )(" + "|".join(US_STATES) + r")\b(?![a-z]))?(?:(,? )(\d{5})(?:-(\d{4}))?(?!\d))?")
 _RE_MONTH = re.compile(r"(?i:" + "|".join(MONTHS + list(_MONTH_ABBR)) + r")\.?")
 _RE_CONTEXT_WORD = re.compile(r"(?: (?:long|short))? [a-z]+\b")
-_RE_AFTER_WORD = re.compile(r"\s([A-Za-z][A-Za-z./]*)")
+_RE_AFTER_WORD = re.compile(r"\s([A-Za-z][A-Za-z./]*[²³]?)")
 _RE_BEFORE_WORD = re.compile(r"([A-Za-z]+\.?)[\s-]$")
 
 
@@ -328,8 +385,10 @@ def number_windows(text: str, start: int, end: int) -> list[tuple[int, int]]:
             e = a.end()
         if re.fullmatch(r"\d{4}|.*\dm", text[s:e]) and (a := _RE_CONTEXT_WORD.match(text, e, end)):
             e = a.end()                          # 1248 tons (a count, not a year), 25m people (million)
+        if (a := _RE_STREET.match(text, m.start())) and a.end() <= end:
+            e = max(e, a.end())                  # 123 Smth St, City, NY: the address reads as one window
         if wins and (s <= wins[-1][1] or re.fullmatch(r",?\s", text[wins[-1][1]:s])):
-            wins[-1] = (wins[-1][0], e)
+            wins[-1] = (wins[-1][0], max(wins[-1][1], e))
         else:
             wins.append((s, e))
     return wins
@@ -350,7 +409,7 @@ def _keeps_period(word: str) -> bool:
 @lru_cache(maxsize=4096)
 def _joins_number(word: str) -> bool:
     """Does wetext read `word` together with a number before it (`3 kg` -> kilograms, `5 p.m.` -> PM)?"""
-    w = word.rstrip(".")
+    w = word.rstrip(".").replace("²", "2").replace("³", "3")
     if not w or _RE_MONTH.fullmatch(word) or _keeps_period(word):
         return True
     if w.lower() in ("am", "pm", "ad", "bc", "o'clock", "percent") or w.lower() in _SCALE_WORDS:
@@ -383,6 +442,19 @@ def _money(m: re.Match) -> str:
     if sub:
         parts.append(f"{cardinal_en(sub)} {cent if sub == 1 else cents}")
     return " and ".join(parts)
+
+
+def _street(m: re.Match) -> str:
+    """A US street address (STREET_KINDS): house number in pairs, compass point, name, kind, towns, state, ZIP."""
+    number, compass, name, kind, towns, sep1, state, sep2, zip5, zip4 = m.groups()
+    name = re.sub(r"(\d+)(?:st|nd|rd|th)", lambda k: ordinal_en(int(k.group(1))), name.strip())
+    words = [pairs_en(number)] + ([COMPASS[compass]] if compass else []) + [name, STREET_KINDS[kind.lower()]]
+    out = " ".join(words) + towns
+    if state:
+        out += sep1 + US_STATES[state]
+    if zip5:
+        out += sep2 + digits_en(zip5) + (" " + digits_en(zip4) if zip4 else "")
+    return out
 
 
 def _old_money(m: re.Match) -> str:
@@ -453,11 +525,27 @@ def _month_day(m: re.Match) -> str:
     return f"{month} {ordinal_en(int(day))}{more}" + (f"{comma} {year_en(year)}" if year else "")
 
 
+def _fraction(num: str, den: str) -> str:
+    """1/4 -> one quarter, 2/4 -> two quarters, 1/2 -> one half, 3/5 -> three fifths."""
+    n, d = int(num), int(den)
+    name = {2: "half", 4: "quarter"}.get(d) or ordinal_en(d)
+    if n != 1:
+        name = "halves" if name == "half" else name + "s"
+    return f"{cardinal_en(n)} {name}"
+
+
+def _is_unit(word: str) -> bool:
+    """A unit after a number (kg, km/h), not a month, a clock or era word, nor a plain word."""
+    w = word.rstrip(".")
+    return (_joins_number(word) and not _RE_MONTH.fullmatch(word) and not _keeps_period(word)
+            and w.lower() not in ("am", "pm", "ad", "bc", "o'clock") and w.lower() not in _SCALE_WORDS)
+
+
 def _plain_number(m: re.Match) -> str:
     """An integer or decimal that no rule before claimed: 4-digit integers 1100-2099 are years (in 1632), the
     rest cardinals or decimals."""
     sign, num = m.group(1), m.group(2)
-    if (nxt := re.match(r"\s([A-Za-z][A-Za-z.']*)", m.string[m.end():])) and _joins_number(nxt.group(1)):
+    if (nxt := re.match(r"\s([A-Za-z][A-Za-z.'/]*)", m.string[m.end():])) and _joins_number(nxt.group(1)):
         return m.group(0)                        # a unit or a month after it: wetext reads them together
     if "." in num:
         words = decimal_en(num)
@@ -496,6 +584,31 @@ _DOLLARS = {"A$": "Australian dollars", "US$": "US dollars", "C$": "Canadian dol
 _OPERATORS = {"-": "minus", "+": "plus", "×": "times", "x": "times", "*": "times", "/": "divided by"}
 _PER = {"mo": "month", "yr": "year", "wk": "week", "d": "day", "hr": "hour", "h": "hour", "min": "minute"}
 _PRE: list[tuple[re.Pattern, object]] = [
+    # A comma that is not a thousands separator is a pause: 123,000012 -> one hundred and twenty three, zero ...
+    (re.compile(r"(?<=\d),(?=\d{1,2}(?!\d)|\d{4,})"), ", "),
+    # US addresses: 123 Smth St, City, NY -> one twenty three Smth Street, City, New York.
+    (_RE_STREET, _street),
+    # 45º (the ordinal indicator typed for a degree sign) -> degrees; km³, m² -> cubic, square (wetext: km3, m2).
+    (re.compile(r"(?<=\d)\s?º"), "°"),
+    (re.compile(r"(?<=[A-Za-z])[²³]"), lambda m: "2" if m.group() == "²" else "3"),
+    # Quarters: 2Q22 -> the second quarter of twenty two.
+    (re.compile(r"(?<![\w.])([1-4])Q(\d{4}|\d{2})(?!\d)"),
+     lambda m: f"the {ordinal_en(int(m.group(1)))} quarter of "
+               + (year_en(m.group(2)) if len(m.group(2)) == 4 else pairs_en(m.group(2), "oh"))),
+    # Fractions with an ordinal denominator: 1/4th -> one quarter, 2/4th -> two quarters, 3/5th -> three fifths.
+    (re.compile(r"(?<![\d/.])(\d+)/(\d+)(?:st|nd|rd|th)\b"), lambda m: _fraction(m.group(1), m.group(2))),
+    # Plan codes: 401(k) -> four oh one k, 403(b), 501(c).
+    (re.compile(r"(?<![\d.,])(\d{3})\(([a-z])\)"), lambda m: f"{pairs_en(m.group(1), 'oh')} {m.group(2)}"),
+    # A time zone glued to p.m.: 1:59 p.m.est -> one fifty nine PM EST.
+    (re.compile(r"(?<=[ap]\.m\.)(?i:(" + "|".join(TIME_ZONES) + r"))\b"), lambda m: " " + m.group(1).upper()),
+    # A unit per unit glued to its number: 12kg/kg -> 12 kg/kg (wetext reads that as per).
+    (re.compile(r"(?<=\d)(?=[A-Za-z]{1,4}/[A-Za-z]{1,3}\b)"), " "),
+    # A range of counts before a unit is not a range of years: 1234-123kg -> one thousand two hundred and thirty
+    # four to one hundred and twenty three kilograms.
+    (re.compile(r"(?<![\d.,])(\d{4})\s?[-–]\s?(?=\d+(?:\.\d+)?\s?([A-Za-z][A-Za-z/]*))"),
+     lambda m: (integer_en(m.group(1)) + " to ") if _is_unit(m.group(2)) else m.group(0)),
+    # A decade with a space before its s: 1980 s -> nineteen eighties.
+    (re.compile(r"(?<![\d.,])(\d{3}0) s(?![A-Za-z])"), lambda m: plural_en(year_en(m.group(1)))),
     # Month and day: March 3, 1850 -> March third, eighteen fifty; Nov. 14, 15, 16 -> November fourteenth,
     # fifteenth, sixteenth; May 10-14 -> May tenth to fourteenth; 3 March -> the third of March.
     (re.compile(r"\b(?P<m1>" + _MONTH_NAMES + r")(?:\.? |-)(?P<d1>\d{1,2})(?:st|nd|rd|th|d)?(?![\d:.,]\d|\s?[ap]\.?m)"
