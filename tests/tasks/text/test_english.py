@@ -88,6 +88,51 @@ def test_abbreviations_and_roman_numerals(src, out):
     assert en(src) == out
 
 
+# NeMo's English cases that were real errors (issue 25), each written as a general rule; the readings come from
+# the rules of English (and NeMo's file where it agrees), not from our output.
+@pytest.mark.parametrize("src, out", [
+    ("2788 San Tomas Expy, Santa Clara, CA 95051",
+     "twenty seven eighty eight San Tomas Expressway, Santa Clara, California nine five zero five one"),
+    ("708 N 1st St, San City", "seven zero eight North first Street, San City"),
+    ("12 S 1st st", "twelve South first Street"),
+    ("Nancy lived at 1428 Elm St. It was a strange place.",
+     "Nancy lived at fourteen twenty eight Elm Street. It was a strange place."),
+    ("He lived on Elm St. It was small.", "He lived on Elm Street. It was small."),   # no number: the opener
+    ("at St. Paul", "at saint Paul"),                                                 # still a saint
+    ("124,444,234,854,823,834,553", "one hundred and twenty four quintillion four hundred and forty four "
+     "quadrillion two hundred and thirty four trillion eight hundred and fifty four billion eight hundred and "
+     "twenty three million eight hundred and thirty four thousand five hundred and fifty three"),
+    ("41.00 km³", "forty one point zero zero cubic kilometers"),
+    ("5 m²", "five square meters"),
+    ("12kg/kg", "twelve kilograms per kilogram"),
+    ("3 cc/s", "three CC per second"),
+    ("1/4th", "one quarter"),
+    ("2/4th", "two quarters"),
+    ("a 401(k) plan", "a four oh one k plan"),
+    ("1:59 p.m.est", "one fifty nine PM EST"),
+    ("growth in 2Q22", "growth in the second quarter of twenty two"),
+    ("1980 s", "nineteen eighties"),
+    ("45º", "forty five degrees"),
+    ("1234-123kg", "one thousand two hundred and thirty four to one hundred and twenty three kilograms"),
+    ("1914-1918", "nineteen fourteen to nineteen eighteen"),                          # years stay years
+    ("123,000012", "one hundred and twenty three, zero zero zero zero one two"),
+    ("$ and 5% or %", "dollar and five percent or percent"),
+    ("/$€#%AA", "slash dollar euro hash percent AA"),
+    ("and/or", "and, or"),                                                            # a slash between words
+    ("#1 seed", "number one seed"),
+    ("test .b@gmail.com", "test. b at gmail dot com"),
+])
+def test_nemo_real_errors(src, out):
+    assert en(src) == out
+
+
+def test_pairs_en():
+    assert [english.pairs_en(s) for s in ("12", "123", "708", "2788", "1211", "700", "07")] == [
+        "twelve", "one twenty three", "seven zero eight", "twenty seven eighty eight", "twelve eleven",
+        "seven hundred", "zero seven"]
+    assert english.pairs_en("401", "oh") == "four oh one"
+
+
 def test_ascii_marks_and_quotes():
     assert en("“Is it so?” he cried—“No!”") == "Is it so. he cried, No."
     assert en("don't; won't: fine") == "dont, wont, fine"     # ChatTTS's normalizer drops apostrophes too
