@@ -303,11 +303,14 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     for m in re.finditer(r"[$€₩£¥#%/]", text[start:end]):         # symbols standing alone (SYMBOL_WORDS)
         a = start + m.start()
         before, after = text[a - 1:a] if a > 0 else "", text[a + 1:a + 2]
-        if m.group() == "/" and before.isalnum() and after.isalnum():
-            continue                             # and/or, 1/2: not a slash standing alone
+        if m.group() == "/" and not (_alone(before, after) or _alone(after, before)):
+            continue                             # and/or, (/META-INF), "/>: a slash alone has a space or an edge
+        if m.group() in CURRENCIES and re.match(r"\s?[-−]?\.?\d", text[a + 1:a + 4]):
+            continue                             # $-3.25: money (its number reads it)
         word = "number" if m.group() == "#" and after.isdigit() else SYMBOL_WORDS[m.group()]
-        found.append((a, a + 1, (" " if before.isalnum() else "") + word + (" " if after and not after.isspace()
-                                                                             else "")))
+        left = re.search(r"[A-Za-z0-9=&+][^\w\s$€₩£¥#%/]?$", text[max(0, a - 2):a]) is not None
+        found.append((a, a + 1, (" " if left else "") + word
+                      + (" " if after.isalnum() or after in SYMBOL_WORDS else "")))
     for m in _RE_INITIALISM.finditer(text, start, end):
         letters = m.group(1).replace(".", "")
         found.append((m.start(), m.end(), letters + "." * _sentence_may_end(text, m.end(), end)))
@@ -328,6 +331,11 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
             continue
         out.append((s, e, r))
     return out
+
+
+def _alone(side: str, other: str) -> bool:
+    """A slash with a space (or the text's edge) on one side and a word, a space or a read symbol on the other."""
+    return not side.strip() and (not other.strip() or other.isalnum() or other in SYMBOL_WORDS)
 
 
 def _sentence_may_end(text: str, at: int, end: int) -> bool:

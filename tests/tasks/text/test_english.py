@@ -126,6 +126,13 @@ def test_nemo_real_errors(src, out):
     assert en(src) == out
 
 
+def test_a_symbol_is_read_only_where_it_stands_alone():
+    assert "slash" not in en('<item media-type="application/xhtml+xml" />')    # markup: no slash alone
+    assert "slash" not in en("see (/META-INF) and he/she")
+    assert en('x="#EK"') == "x equals hash EK"                               # a space between the readings
+    assert "dollar" not in en("the refund was $-3.25.")                       # money, not a symbol alone
+
+
 def test_pairs_en():
     assert [english.pairs_en(s) for s in ("12", "123", "708", "2788", "1211", "700", "07")] == [
         "twelve", "one twenty three", "seven zero eight", "twenty seven eighty eight", "twelve eleven",
