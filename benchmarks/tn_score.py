@@ -32,6 +32,11 @@ also misses when the output holds a Han character or a full-width mark that its 
 with ASCII punctuation).  Mixed canonicalization (`canon_mixed`): the punctuation table for Chinese, hyphens
 inside Latin words as spaces, case does not count, and no space next to a Chinese character or mark counts
 (`CCTV 一` = CCTV一).
+
+The NeMo English sets are scored twice: raw, and with NeMo's documented conventions (`CONVENTIONS`: "and" in
+numbers and money, a dash between numbers as "to", `2x8` "by", a regnal "the", spaced initials; both sides, these
+sets only), both rates on their line; five nemo-en cases of NeMo's punctuation-preserving mode are scored with
+nemo-en-other (`NEMO_EN_MOVED`, tests/data/tn/nemo-en/README.md).
 """
 from __future__ import annotations
 
