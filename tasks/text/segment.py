@@ -177,7 +177,9 @@ def _words(spans: list[Span], opts: SegmentOptions, src: str) -> list[list[Span]
             atoms[-1].append(s)              # silent spans ride with the previous atom
         else:
             atoms.append([s])
-    return _glue(atoms, src) if opts.lang == "en" else atoms
+    if opts.lang != "en":
+        return atoms
+    return [p for a in _glue(atoms, src) for p in (_cut_word(a, src, opts) if not _fits(_out(a), opts) else [a])]
 
 
 def _glue(atoms: list[list[Span]], src: str) -> list[list[Span]]:
@@ -194,6 +196,31 @@ def _glue(atoms: list[list[Span]], src: str) -> list[list[Span]]:
                 continue
         out.append(list(atom))
     return out
+
+
+def _cut_word(atom: list[Span], src: str, opts: SegmentOptions) -> list[list[Span]]:
+    """An English word over the caps (spans that touch: a long web address) cut between its spans only where both
+    sides read alone as they read inside it (the audit reads each segment's source alone); no such cut: whole."""
+    pieces: list[list[Span]] = []
+    cur: list[Span] = []
+    for i, s in enumerate(atom):
+        if (cur and s.out and not _fits(_out(cur) + s.out, opts)
+                and _reads_alone(cur, src, opts) and _reads_alone(atom[i:], src, opts)):
+            pieces.append(cur)
+            cur = []
+        cur.append(s)
+    return pieces + [cur]
+
+
+def _reads_alone(spans: list[Span], src: str, opts: SegmentOptions) -> bool:
+    """Do these spans of `src` say, normalized alone, what they say in their sentence? (letters and digits)"""
+    alone = iter_spans(src[spans[0].start:max(s.end for s in spans)], t2s=opts.t2s, lexicon=opts.lexicon,
+                       tn=opts.tn, lang=opts.lang)
+    return _letters(_out(spans)) == _letters("".join(s.out for s in alone))
+
+
+def _letters(text: str) -> str:
+    return "".join(c for c in text if c.isalnum()).lower()
 
 
 def _fit_sentence(spans: list[Span], opts: SegmentOptions, src: str) -> list[list[Span]]:
