@@ -1,13 +1,15 @@
-"""Segmentation: a chapter's normalized text cut into pieces of about 15 s (never over 20 s) ChatTTS speaks well.
+"""Segmentation: a chapter's normalized text cut into pieces of about 15 s (never over 20 s but for one reading that
+may not be cut) ChatTTS speaks well.
 
 Sentences end where the normalizer's spans say (。！？；… and the closing quotes after them; in English . ! ? that
 end a sentence); sentences are packed into segments up to `target_seconds` (never over `max_seconds`, nor
 `max_chars` characters in Chinese or `max_words` words in English: engine.units.estimate_seconds counts Han
 characters and English words each at its own rate); a sentence over the limit is split at clause marks, then
-between words (jieba in Chinese, spaces in English), never inside a number's reading.  Fragments under `min_chars`
-speakable characters (English: `min_words` words) are merged with a neighbour (ChatTTS fails on very short
-inputs).  The chapter title is always the first segment (pause "paragraph").  Works as a stream: memory is
-bounded by a chunk, not the paragraph.
+between words (jieba in Chinese, spaces in English), never inside a span's reading (nor, in English, inside a word
+of the source: a web address); a single reading over the caps is a segment of its own, noted (OVER_CAP_NOTE).
+Fragments under `min_chars` speakable characters (English: `min_words` words) are merged with a neighbour (ChatTTS
+fails on very short inputs).  The chapter title is always the first segment (pause "paragraph").  Works as a
+stream: memory is bounded by a chunk, not the paragraph.
 """
 from __future__ import annotations
 

@@ -180,8 +180,9 @@ def test_a_long_word_is_cut_only_where_both_halves_read_alone():
 def test_a_segment_over_paragraphs_is_audited_paragraph_by_paragraph():
     """`I.` opening a paragraph is a heading numeral (one), inside a sentence the pronoun: the audit reads a
     segment that joins short paragraphs one paragraph at a time, as the segmenter does (georgia-cfi's governors)."""
-    ch = _chapter("In 1891 the Populist party was organized.", "List of Governors", "I. Administration of the Trustees.",
-                  "James Edward Oglethorpe", "1732-1743", "II. Royal Administration.")
+    ch = _chapter("In 1891 the Populist party was organized.", "List of Governors",
+                  "I. Administration of the Trustees.", "James Edward Oglethorpe", "1732-1743",
+                  "II. Royal Administration.")
     every = segment_chapter(ch, opts=EN)
     segs = _body(every)
     assert any("\n" in s.source_text and "I. Administration" in s.source_text for s in segs)
