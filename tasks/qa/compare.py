@@ -19,6 +19,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tasks.text.english import wetext_en
 from tasks.text.normalize import normalize_with_map
 
 LANGUAGES = ("zh", "en")
@@ -118,13 +119,7 @@ def _en_units(text: str) -> list[_Unit]:
 
 @lru_cache(maxsize=65_536)
 def _en_tn(token: str) -> str:
-    return _wetext_en().normalize(token)
-
-
-@lru_cache(maxsize=1)
-def _wetext_en():
-    from wetext import Normalizer
-    return Normalizer(lang="en", operator="tn")
+    return wetext_en().normalize(token)
 
 
 # ------------------------------------------------------------------------------------------- alignment

@@ -103,6 +103,7 @@ def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
     stream = "\n".join(chapter_units(chapter))
     rep = CoverageReport(chapter=chapter.index, title=chapter.title, source_chars=len(stream))
     counts: Counter = Counter()
+    joins = _joins(chapter)
     cursor = 0
     expected_index = 0
     for seg in segments:
@@ -126,8 +127,7 @@ def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
             rep.unexplained.append({"pos": at, "text": printable(src[:200]),
                                     "problem": f"segment {seg.index} is silent"})
         else:
-            spans = iter_spans(src, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang)
-            expect = "".join(sp.out for sp in spans)
+            expect = _reading(stream, at, at + len(src), joins, opts)
             if not _same_speech(expect, seg.text):
                 rep.unexplained.append({"pos": at, "text": printable(src[:200]),
                                         "problem": f"segment {seg.index}: text does not match its source "
@@ -137,6 +137,27 @@ def audit_chapter(chapter: Chapter, segments: Iterable[Segment], *,
     rep.removed_by_reason = dict(sorted(counts.items()))
     _locate(rep, chapter)
     return rep
+
+
+def _joins(chapter: Chapter) -> list[int]:
+    """Positions of the "\\n"s that join the chapter's units in its stream (a unit may hold newlines of its own)."""
+    joins, pos = [], -1
+    for u in chapter_units(chapter)[:-1]:
+        pos += len(u) + 1
+        joins.append(pos)
+    return joins
+
+
+def _reading(stream: str, start: int, end: int, joins: list[int], opts: SegmentOptions) -> str:
+    """What stream[start:end] reads as, each unit's piece normalized alone as the segmenter normalizes it (a
+    segment that spans paragraphs: `I.` opening a paragraph is a heading numeral, inside one it is a word)."""
+    cuts = [j for j in joins[bisect_right(joins, start - 1):] if j < end]
+    bounds = [start, *[p for j in cuts for p in (j, j + 1)], end]
+    out = []
+    for a, b in zip(bounds[::2], bounds[1::2]):
+        spans = iter_spans(stream[a:b], t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang)
+        out.append("".join(sp.out for sp in spans))
+    return "".join(out)
 
 
 def _locate(rep: CoverageReport, chapter: Chapter) -> None:

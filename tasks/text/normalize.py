@@ -1,6 +1,8 @@
-"""Chinese text normalization for ChatTTS: Traditional -> Simplified, a user lexicon, numbers/dates/units read
-aloud (wetext FSTs on the digit-bearing windows only, plus our own rules), every punctuation mark mapped to one
-ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of what and why.
+"""Text normalization for ChatTTS: Traditional -> Simplified, a user lexicon, numbers/dates/units read aloud
+(wetext FSTs on the digit-bearing windows only, plus our own rules), every punctuation mark mapped to one
+ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of what and why.  English runs (an
+English book, or an English phrase inside a Chinese one: `_language_runs`) are read by tasks/text/english.py with
+ASCII marks; the rest the Chinese way.
 
 The core is `iter_spans(text)`: a stream of `Span`s that tile the source text in order.  Each span says which
 source characters `[start, end)` became which output text, of what kind, and - for removals - why.  `normalize`
@@ -22,6 +24,7 @@ from typing import Iterable, Iterator, Literal
 
 from tasks.book import LANGUAGES, Language
 from tasks.errors import BookError
+from tasks.text import english as en_tn
 from tasks.text import rules as tn_rules
 from tasks.text.polyphones import parse_reading, spell
 
@@ -68,7 +71,10 @@ _marks("/／\\＼|｜", "，", CLAUSE)               # slash outside numbers: "A
 _marks("*＊#＃@＠^＾_＿`｀=＝+＋§¶†‡※〃", "", NONE)  # layout and reference symbols (*** section breaks)
 PUNCT_TABLE: dict[str, tuple[str, int]] = dict(_P)
 
-_STRENGTH = {"": 0, "、": 1, "，": 2, "。": 3}
+_STRENGTH = {"": 0, "、": 1, "，": 2, ",": 2, "。": 3, ".": 3}
+_PAUSES = "，。、,."                              # marks that already pause (Chinese and English)
+# An English run speaks the same marks in ASCII: the boundaries stay those of PUNCT_TABLE.
+_EN_MARK = {"。": ".", "，": ",", "、": ","}
 
 
 # Why a character can be removed.  Every removal is recorded (position, text, reason) and listed by the audit.
@@ -89,6 +95,19 @@ REMOVAL_REASONS = {
 _RE_SURROGATE = re.compile("[\ud800-\udfff]")
 _RE_RARE = re.compile("[\u3400-\u4dbf\U00020000-\U0003ffff]")
 _RE_DIGIT = re.compile(r"[0-9０-９]")
+_RE_LATIN = re.compile(r"[A-Za-z]")
+# Han runs of an English book: ideographs, the full-width marks among them, digits glued to them (2024年, 第2位).
+_HAN = "\u4e00-\u9fff\u3007"
+_FULL_WIDTH_MARKS = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
+_RE_HAN_RUN = re.compile(f"(?:[0-9０-９]+(?=[{_FULL_WIDTH_MARKS}]*[{_HAN}]))?[{_FULL_WIDTH_MARKS}]*[{_HAN}]"
+                         f"(?:[{_HAN}{_FULL_WIDTH_MARKS}]+|[0-9０-９]+(?![0-9A-Za-z ]))*")
+# A Latin-script run inside Chinese: words and numbers joined by spaces and ASCII marks, the marks after it.
+_RE_LATIN_RUN = re.compile(r"(?:[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[0-9][0-9,.:/]*[0-9%]?)(?:[ ,.:;!?\"'’-]+"
+                           r"(?:[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[$£€]?[0-9][0-9,.:/]*[0-9%]?))*[.,!?;:\"'’]*")
+_RE_GLUED_DIGITS = re.compile(r"[0-9](?:[0-9,.:]*[0-9])?$")          # digits touching the Han after the run
+_RE_WORD = re.compile(r"[A-Za-z]+")
+_RE_NUMBER_WORD = re.compile(r"[0-9] ([a-z]{2,})\b")              # 3 hours
+_RE_WORD_NUMBER = re.compile(r"(?<![A-Za-z])([a-z]{3,}) [0-9]")      # chapter 2
 # Chunks: up to and including a run of sentence marks and the closing quotes/brackets after it.
 _RE_TERM = re.compile(r"[。．｡！!？﹖﹗…⋯；;\n]+[」』”’）)】\]》〉\"'\s]*")   # sentence marks + closers
 _RE_CLOSERS = re.compile(r"[」』”’）)】\]》〉\"'\s]+")
@@ -224,10 +243,7 @@ def _t2s(text: str) -> str:
     return _opencc().convert(text)
 
 
-@lru_cache(maxsize=1)
-def _wetext():
-    from wetext import Normalizer
-    return Normalizer(lang="zh", operator="tn")
+_wetext = tn_rules.wetext_zh
 
 
 @lru_cache(maxsize=65_536)
@@ -515,7 +531,18 @@ class _Offset:
 
 
 def _plain_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
-    """Spans for a stretch with no lexicon hits or context removals: number windows, then characters."""
+    """Spans for a stretch with no lexicon hits or context removals: its English runs the English way
+    (tasks/text/english.py), the rest the Chinese way (number windows, then characters)."""
+    runs = _language_runs(text, start, end, opts) if opts.lang == "en" or _RE_LATIN.search(text, start, end) \
+        else [(start, end, "zh")]
+    spans: list[Span] = []
+    for s, e, lang in runs:
+        spans.extend(_en_spans(text, work, s, e, opts) if lang == "en" else _zh_spans(text, work, s, e, opts))
+    return spans
+
+
+def _zh_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
+    """Number windows read by wetext's Chinese grammar and our rules, then characters."""
     spans: list[Span] = []
     pos = start
     seg = work[start:end]
@@ -532,7 +559,100 @@ def _plain_spans(text: str, work: _Offset, start: int, end: int, opts: Normalize
     return spans
 
 
-def _tn_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
+def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
+    """An English run: number windows read by english.verbalize, abbreviations and Roman numerals outside them as
+    words, the rest character by character with English (ASCII) marks."""
+    def outside(found, taken):
+        return [f for f in found if not any(f[0] < b and a < f[1] for a, b, *_ in taken)]
+
+    addresses = en_tn.find_addresses(text, start, end) if opts.tn and ("@" in text or "." in text) else []
+    wins = en_tn.number_windows(text, start, end) if opts.tn and _RE_DIGIT.search(text, start, end) else []
+    wins = outside([(s, e, None) for s, e in wins], addresses)
+    words = outside(outside(en_tn.find_words(text, start, end), addresses), wins) if opts.tn else []
+    events = sorted(addresses + wins + words, key=lambda ev: ev[0])
+    spans: list[Span] = []
+    pos = start
+    for s, e, reading in events + [(end, end, "")]:
+        if pos < s:
+            spans.extend(_char_spans(text, work, pos, s, english=True))
+        if s < e and reading is None:
+            tn = _tn_spans(text, work, s, e, english=True)
+            if s > 0 and _is_latin(text[s - 1]) and tn and tn[0].out[:1].isalpha():
+                tn[0] = Span(tn[0].start, tn[0].end, " " + tn[0].out, "tn")     # CSS3 -> CSS three
+            spans.extend(tn)
+        elif s < e:
+            if reading[-1:].isalpha() and e < len(text) and _is_latin(text[e]) and not text[e - 1].isalpha():
+                reading += " "                           # Dr.Smith -> doctor Smith (but St. P|aul stays one word)
+            if reading[:1].isalpha() and s > 0 and _is_latin(text[s - 1]) and not text[s].isalpha() \
+                    and not (spans and spans[-1].out.endswith(" ")):
+                reading = " " + reading
+            spans.append(Span(s, e, reading, "tn", boundary=SENTENCE if reading.endswith(".") else NONE))
+        pos = max(pos, e)
+    return spans
+
+
+def _language_runs(text: str, start: int, end: int, opts: NormalizeOptions) -> list[tuple[int, int, Language]]:
+    """[(start, end, language)] tiling text[start:end].
+
+    In an English book everything but the Han runs is English (a Han run takes the full-width marks and the
+    digits glued to it: 第2位, 2024年).  In a Chinese book a Latin-script run is English only where it is a phrase
+    or a sentence (see _english_phrase): `iPhone 15 Pro`, `3 hours`, a quotation; `Xbox360`, `NBA`, `10 GB`,
+    `COVID-19` stay with the Chinese reading."""
+    runs: list[tuple[int, int, Language]] = []
+    if opts.lang == "en":
+        pos = start
+        for m in _RE_HAN_RUN.finditer(text, start, end):
+            if pos < m.start():
+                runs.append((pos, m.start(), "en"))
+            runs.append((m.start(), m.end(), "zh"))
+            pos = m.end()
+        if pos < end:
+            runs.append((pos, end, "en"))
+        return _merge_runs(runs)
+    if not opts.tn:                                  # no reading to choose: the Chinese marks everywhere
+        return [(start, end, "zh")]
+    pos = start
+    for m in _RE_LATIN_RUN.finditer(text, start, end):
+        s, e = m.start(), m.end()
+        if (g := _RE_GLUED_DIGITS.search(text, s, e)) and g.end() == e and e < end and _is_cjk(text[e]):
+            e = g.start()                            # iPhone 15号: the number goes with the Chinese after it
+        if not _english_phrase(text[s:e]):
+            continue
+        if pos < s:
+            runs.append((pos, s, "zh"))
+        runs.append((s, e, "en"))
+        pos = e
+    if pos < end:
+        runs.append((pos, end, "zh"))
+    return _merge_runs(runs)
+
+
+def _merge_runs(runs: list[tuple[int, int, Language]]) -> list[tuple[int, int, Language]]:
+    out: list[tuple[int, int, Language]] = []
+    for s, e, lang in runs:
+        if s >= e:
+            continue
+        if out and out[-1][2] == lang:
+            out[-1] = (out[-1][0], e, lang)
+        else:
+            out.append((s, e, lang))
+    return out
+
+
+def _english_phrase(run: str) -> bool:
+    """A Latin-script run inside Chinese is read the English way when it is a phrase: two words of two or more
+    letters, one of them with a lower-case letter (`iPhone 15 Pro`, `Harry Potter`, `I am fine`), or a number
+    next to a lower-case word that is not a unit wetext's Chinese grammar knows (`3 hours`, `chapter 2`; not
+    `3 km`, `5 pm`)."""
+    words = _RE_WORD.findall(run)
+    long = [w for w in words if len(w) >= 2]
+    if len(long) >= 2 and any(c.islower() for w in long for c in w):
+        return True
+    m = _RE_NUMBER_WORD.search(run) or _RE_WORD_NUMBER.search(run)
+    return m is not None and m.group(1) not in ("am", "pm", "ad", "bc") and not tn_rules.zh_unit(m.group(1))
+
+
+def _tn_spans(text: str, work: _Offset, start: int, end: int, english: bool = False) -> list[Span]:
     """One number window -> spans; unspeakable characters inside are removed first (and recorded)."""
     spans: list[Span] = []
     kept = []
@@ -544,6 +664,8 @@ def _tn_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
         else:
             kept.append(c)
     window = "".join(kept).translate(_FW)
+    if english:
+        return _interleave_removed(spans, Span(start, end, en_tn.verbalize(window), "tn"))
     if len(window) > TN_MAX_WINDOW_CHARS:
         out = "".join(_verbalize_number_window(window[i:i + TN_MAX_WINDOW_CHARS])
                       for i in range(0, len(window), TN_MAX_WINDOW_CHARS))
@@ -579,6 +701,7 @@ def _interleave_removed(removed: list[Span], tn: Span) -> list[Span]:
 
 def _clean_output(s: str) -> str:
     """Map what TN left behind (marks, stray digits, symbols) into the output alphabet."""
+    s = s.replace('\\"', '"')                      # wetext escapes a quote it passes through (的\" -> 的，)
     res = []
     for i, c in enumerate(s):
         if _is_cjk(c) or _is_latin(c) or c == " ":
@@ -600,8 +723,8 @@ def _clean_output(s: str) -> str:
     return out
 
 
-def _char_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
-    """Character-level spans: runs of speakable text merged into one aligned span."""
+def _char_spans(text: str, work: _Offset, start: int, end: int, english: bool = False) -> list[Span]:
+    """Character-level spans: runs of speakable text merged into one aligned span; `english`: ASCII marks."""
     spans: list[Span] = []
     run_start = -1
     run: list[str] = []
@@ -625,12 +748,15 @@ def _char_spans(text: str, work: _Offset, start: int, end: int) -> list[Span]:
         if kind == "punct" and c in ".." and c == "." and 0 < i < len(text) - 1 \
                 and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
             out, boundary = ".", NONE              # e.g. "e.g" inside Latin words
-        if kind == "punct" and c in "-‐‑－" and 0 < i < len(text) - 1 \
-                and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
+        if kind == "punct" and c in "-‐‑－" and 0 < i < len(text) - 1 and (
+                (_is_latin(text[i - 1]) and _is_latin(text[i + 1]))
+                or (english and _latinish(text[i - 1]) and _latinish(text[i + 1]))):
             out, kind, boundary = " ", "space", NONE  # hyphenated Latin words
         if kind == "punct" and c in "'’" and 0 < i < len(text) - 1 \
                 and _is_latin(text[i - 1]) and _is_latin(text[i + 1]):
             out = ""
+        if english and kind == "punct":
+            out = _EN_MARK.get(out, out)
         spans.append(Span(i, i + 1, out, kind, reason, boundary))
     flush(end)
     return spans
@@ -644,8 +770,8 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
     while i < n:
         sp = spans[i]
         if sp.kind not in ("punct", "space", "removed") or (sp.kind == "removed" and sp.start == sp.end):
-            if sp.out and sp.out[0] in "，。、" and state.get("last", "") in ("", "，", "。", "、", " "):
-                sp = Span(sp.start, sp.end, sp.out.lstrip("，。、"), sp.kind, sp.reason, sp.boundary, False)
+            if sp.out and sp.out[0] in _PAUSES and state.get("last", "") in ("", " ", *_PAUSES):
+                sp = Span(sp.start, sp.end, sp.out.lstrip(_PAUSES), sp.kind, sp.reason, sp.boundary, False)
             if sp.out:
                 state["last"] = sp.out[-1]
             res.append(sp)
@@ -671,18 +797,21 @@ def _finish(spans: list[Span], text: str, state: dict) -> list[Span]:
             else:
                 has_space = any(s.kind == "space" for s in run)
                 ideo = any(s.kind == "space" and "\u3000" in text[s.start:s.end] for s in run)
-                if has_space and _latinish(prev) and _latinish(nxt):
+                if has_space and (_latinish(prev) or prev in ",.") and _latinish(nxt):
                     best_out = " "
                 elif ideo and _is_cjk(prev) and _is_cjk(nxt):
                     best_out = "，"
                     bound = max(bound, CLAUSE)
                 if best_out:
                     best_at = next(k for k, s in enumerate(run) if s.kind == "space")
-        stronger = prev and prev in "，、" and _STRENGTH.get(best_out, 0) > _STRENGTH[prev]
+        stronger = prev and prev in "，、," and _STRENGTH.get(best_out, 0) > _STRENGTH[prev]
         if stronger and _strengthen_last_mark(res, best_out):
             state["last"] = prev = best_out         # a number window ended with "）", the run holds "。"
-        if not prev or prev in "，。、 ":
+        if (not prev or prev in _PAUSES or prev == " ") and best_out != " ":
             best_out = ""                           # nothing to pause after (paragraph start, or already paused)
+        elif (best_out == "," or (best_out == "." and bound >= SENTENCE)) \
+                and _latinish(nxt or text[run[-1].end:run[-1].end + 1]):
+            best_out += " "                         # English: "fine, thank you", one space after the mark
         for k, s in enumerate(run):
             out = best_out if k == best_at else ""
             if s.kind == "removed":
@@ -748,11 +877,14 @@ def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """python -m tasks.text.normalize TEXT...  (or - for stdin): the normalized text and what was removed."""
+    """python -m tasks.text.normalize [--en] TEXT...  (or - for stdin): the normalized text and what was removed;
+    --en reads it as an English book."""
     import sys
     args = sys.argv[1:] if argv is None else argv
+    lang: Language = "en" if args[:1] == ["--en"] else "zh"
+    args = args[1:] if lang == "en" else args
     text = sys.stdin.read() if args == ["-"] else " ".join(args)
-    out, spans = normalize_with_map(text)
+    out, spans = normalize_with_map(text, lang=lang)
     print(out)
     for r in removals(spans, text):
         print(f"  removed {printable(r.text)!r} at {r.start}: {r.reason}", file=sys.stderr)

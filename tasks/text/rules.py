@@ -8,6 +8,7 @@ noted per rule and in docs/text-frontend.md.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _DIGITS = "零一二三四五六七八九"
 _CURRENCY = {"$": "美元", "＄": "美元", "US$": "美元", "€": "欧元", "£": "英镑", "₩": "韩元", "¥": "元", "￥": "元",
@@ -224,8 +225,37 @@ def _phone_like(s: str) -> bool:
     return len(s) == 11 and s[0] == "1" and s[1] in "3456789"
 
 
+@lru_cache(maxsize=1)
+def wetext_zh():
+    """wetext's Chinese TN normalizer (offline FSTs in the wheel), loaded once."""
+    from wetext import Normalizer
+    return Normalizer(lang="zh", operator="tn")
+
+
+@lru_cache(maxsize=4096)
+def _unit_reading(word: str) -> str:
+    """The Latin letters wetext leaves of `word` after a number: "" for a unit it reads whole (km -> 公里)."""
+    return "".join(c for c in wetext_zh().normalize("1" + word) if c.isascii() and c.isalpha())
+
+
+def zh_unit(word: str) -> bool:
+    """Is `word` a unit wetext's Chinese grammar reads after a number (km, kg, mph, min)?"""
+    return _unit_reading(word) == ""
+
+
+def _number_before_word(m: re.Match) -> str:
+    """A unit must end at a word boundary: wetext reads the first letter of an English word after a number as a
+    unit (3 hours -> 三小时ours, 6 sheep -> 六秒heep, 2 men -> 两米en); then the number is read alone."""
+    left = _unit_reading(m.group(3))
+    if left and left != m.group(3) and m.group(3).endswith(left):
+        return decimal_zh(m.group(1)) + m.group(2) + m.group(3)
+    return m.group(0)
+
+
 # (pattern, replacement) in order.  Each rewrites digits into Chinese, so later rules and wetext skip them.
 _PRE: list[tuple[re.Pattern, object]] = [
+    # A number before an English word that is no unit: 3 hours -> 三 hours (wetext: 三小时ours).
+    (re.compile(r"(?<![\d.A-Za-z])(\d+(?:\.\d+)?)( ?)([A-Za-z]{2,})(?![A-Za-z])"), _number_before_word),
     # Era suffixes: 2934ad -> 公元二九三四年, 1234b.c. -> 公元前一二三四年, 1823年3月bc -> 公元前一八二三年三月.
     (re.compile(r"(\d+)(?:年((?:\d{1,2}月)?(?:\d{1,2}日)?))?\s*((?:a\.?d\.?|b\.?c\.?)(?![A-Za-z]))", re.I),
      _era_full),
@@ -235,7 +265,7 @@ _PRE: list[tuple[re.Pattern, object]] = [
     # Thousands separators go: 213,619 -> 213619 (wetext reads the groups apart); so does a space before a unit.
     (re.compile(r"(?<=\d),(?=\d{3}(?!\d))|(?<=\d) (?=(?:" + _SPACED_UNITS + r")(?![A-Za-z]))"), ""),
     # A hyphen between letters or a name and a number is silent: CCTV-6 -> CCTV六, U-17, 礼炮-6号.
-    (re.compile(r"(?<=[A-Za-z])[-‐](?=\d)|(?<=[\u4e00-\u9fff])[-‐](?=\d+号)"), ""),
+    (re.compile(r"(?<=[A-Za-z])[-‐](?=\d)|(?<=[\u4e00-\u9fff])[-‐](?=\d+号)|(?<=\d)[-‐](?=[A-Z]{2})"), ""),   # 3-MCPD
     # Units per unit: 875米/秒 -> 八百七十五米每秒, 21.83亿元/平方公里 (Latin units are wetext's: 10km/h ->
     # 每小时十公里).
     (re.compile(r"(\d\s?[\u4e00-\u9fff]{1,4})/(?=[\u4e00-\u9fff])"), r"\1每"),
@@ -292,6 +322,9 @@ _PRE: list[tuple[re.Pattern, object]] = [
     # Scores: 比分 17:16 -> 十七比十六.
     (re.compile(r"(比分|比数|战平|战胜|击败|负于|比赛)([^\d，。]{0,6}?)(\d+)[:：](\d+)"),
      lambda m: f"{m.group(1)}{m.group(2)}{cardinal_zh(m.group(3))}比{cardinal_zh(m.group(4))}"),
+    # Heights and lengths in metres and centimetres: 2米29 -> 两米二九 (wetext: 两米二十九).
+    (re.compile(r"(?<![\d.])(\d)米(\d{2})(?![\d.])"),
+     lambda m: f"{'两' if m.group(1) == '2' else cardinal_zh(m.group(1))}米{digits_zh(m.group(2))}"),
     # Hundredths of a second: 10秒25 -> 十秒二五, 9秒83 -> 九秒八三 (wetext: 十秒二十五).
     (re.compile(r"(?<![\d.])(\d+)秒(\d{2})(?!\d)"), lambda m: f"{cardinal_zh(m.group(1))}秒{digits_zh(m.group(2))}"),
     # Products, and plus-minus: 4×100米, 4x100米 -> 四乘一百米 (wetext: 四乘十零), 58.7 ± 0.2 -> 五十八点七正负零点二.
@@ -308,8 +341,12 @@ _PRE: list[tuple[re.Pattern, object]] = [
      lambda m: m.group(0) if _phone_like(m.group(3)) else m.group(1) + m.group(2) + digits_zh(m.group(3))),
     (re.compile(r"(?<![\d.])(\d{3,})(?=[”\"’」』]?号(?!码))"), lambda m: digits_zh(m.group(1))),
     (re.compile(r"(?<![\d.])(\d{3,4})(?=" + _EVENT_AFTER + r")"), lambda m: digits_zh(m.group(1))),
-    # Model names: letters then 3+ digits read digit by digit (Xbox360 -> Xbox三六零, A320; wetext: 三百六十).
-    (re.compile(r"(?<=[A-Za-z])(\d{3,})(?![\d.])"), lambda m: digits_zh(m.group(1))),
+    # Model names: letters (or an upper-case name and a space: IBM 7094, ISO 9660) then 3+ digits read digit by
+    # digit (Xbox360 -> Xbox三六零, A320; wetext: 三百六十) - a round number is the number (CDMA2000 -> CDMA两千,
+    # GSM 900 -> GSM九百).
+    (re.compile(r"(?:(?<=[A-Za-z])|(?<=[A-Z]{2} ))(\d{3,})(?![\d.])"),
+     lambda m: "两" + cardinal_zh(m.group(1))[1:] if re.fullmatch(r"2000+", m.group(1))
+     else (cardinal_zh(m.group(1)) if re.fullmatch(r"[1-9]00+", m.group(1)) else digits_zh(m.group(1)))),
     # A bare 8-digit number - no unit, word or sign touching it - is a landline number (8 digits in China's
     # big cities), read digit by digit, unless it is shaped like an amount: round (ends in 00) or with a run
     # of zeros (10000000 -> 一千万, 10001111 -> 一千万一千一百一十一).

@@ -1,13 +1,15 @@
-"""Segmentation: a chapter's normalized text cut into pieces of about 15 s (never over 20 s) ChatTTS speaks well.
+"""Segmentation: a chapter's normalized text cut into pieces of about 15 s (never over 20 s but for one reading that
+may not be cut) ChatTTS speaks well.
 
 Sentences end where the normalizer's spans say (。！？；… and the closing quotes after them; in English . ! ? that
 end a sentence); sentences are packed into segments up to `target_seconds` (never over `max_seconds`, nor
 `max_chars` characters in Chinese or `max_words` words in English: engine.units.estimate_seconds counts Han
 characters and English words each at its own rate); a sentence over the limit is split at clause marks, then
-between words (jieba in Chinese, spaces in English), never inside a number's reading.  Fragments under `min_chars`
-speakable characters (English: `min_words` words) are merged with a neighbour (ChatTTS fails on very short
-inputs).  The chapter title is always the first segment (pause "paragraph").  Works as a stream: memory is
-bounded by a chunk, not the paragraph.
+between words (jieba in Chinese, spaces in English), never inside a span's reading (nor, in English, inside a word
+of the source: a web address); a single reading over the caps is a segment of its own, noted (OVER_CAP_NOTE).
+Fragments under `min_chars` speakable characters (English: `min_words` words) are merged with a neighbour (ChatTTS
+fails on very short inputs).  The chapter title is always the first segment (pause "paragraph").  Works as a
+stream: memory is bounded by a chunk, not the paragraph.
 """
 from __future__ import annotations
 
@@ -31,11 +33,15 @@ MIN_SECONDS = 3.0          # s: fragments shorter than this are merged with a ne
 # for 5,258 words, at most 106 in a segment; docs/text-frontend.md): 50 words stay under a Chinese segment's 150.
 MAX_WORDS = 50             # words: hard cap of an English segment
 MIN_WORDS = 5              # words: shorter English fragments are merged with a neighbour (ChatTTS fails on them)
+# A segment over the caps is one reading the segmenter may not cut (a long number's, a web address's): kept whole and
+# noted, never cut inside (its halves would read differently); the engine renders it as any other segment.
+OVER_CAP_NOTE = "over the caps: one reading that has no cut inside"
 _MARKS = "，。、,. "
 _END = {"zh": "。", "en": "."}               # the mark that closes a sentence, per reading language
 _EN_ENDS = ".!?…"                            # English text ending in one of these ends a sentence already
 # A word as the English caps count it: a run of letters/digits (inner apostrophes kept), each Han character apart.
 _WORD = re.compile(r"[\u3400-\u9fff]|[^\W_\u3400-\u9fff]+(?:['\u2019][^\W_\u3400-\u9fff]+)*")
+_SPACE_OR_HAN = re.compile(r"[\s\u3400-\u9fff]")
 _RUNAWAY_FACTOR = 8        # a sentence longer than this many max_chars is packed before it ends
 
 
@@ -152,10 +158,12 @@ def _cut_words(text: str, lang: str) -> Iterator[str]:
     yield from jieba.cut(text, HMM=False)
 
 
-def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
-    """Word-sized atoms: aligned text spans cut at word boundaries (jieba's; English: spaces); an atom that still
-    does not fit is cut into pieces that do (characters when aligned; otherwise its output in slices, the source
-    riding with the first slice).  A number's reading is one span: never cut inside unless it alone does not fit."""
+def _words(spans: list[Span], opts: SegmentOptions, src: str) -> list[list[Span]]:
+    """Word-sized atoms: aligned text spans cut at word boundaries (jieba's; English: spaces); an aligned word that
+    still does not fit is cut into characters.  Any other span is one atom however long its reading: a reading is
+    never cut (a span over the caps becomes a part of its own, over them).  English: atoms that touch in `src` with
+    no space between them (the pieces of a web address, `$16,716,594,` and its comma) are one atom - a piece of a
+    word read alone may read differently (the coverage audit reads each segment's source alone)."""
     atoms: list[list[Span]] = []
     for s in spans:
         if s.kind == "text" and s.aligned and len(s.out) > 1:
@@ -167,22 +175,59 @@ def _words(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
                 else:
                     atoms.extend([Span(a + k, a + k + 1, c, "text", aligned=True)] for k, c in enumerate(w))
                 i += len(w)
-        elif s.out and not _fits(s.out, opts):
-            step = opts.max_chars
-            while step > 1 and not _fits(s.out[:step], opts):
-                step = step * 3 // 4
-            for k in range(0, len(s.out), step):
-                a = s.start if k == 0 else s.end
-                atoms.append([Span(a, s.end if k == 0 else s.end, s.out[k:k + step], s.kind)])
         elif atoms and not s.out:
             atoms[-1].append(s)              # silent spans ride with the previous atom
         else:
             atoms.append([s])
-    return atoms
+    if opts.lang != "en":
+        return atoms
+    return [p for a in _glue(atoms, src) for p in (_cut_word(a, src, opts) if not _fits(_out(a), opts) else [a])]
 
 
-def _fit_sentence(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
-    """A sentence as one or more parts that each fit: clause marks first, then word boundaries."""
+def _glue(atoms: list[list[Span]], src: str) -> list[list[Span]]:
+    """English atoms joined where they touch inside one source word: no space and no Han character at the
+    junction, and not both plain text (an over-long word cut into characters stays cut)."""
+    out: list[list[Span]] = []
+    for atom in atoms:
+        if out:
+            prev = out[-1]
+            at = prev[-1].end
+            if (at == atom[0].start and 0 < at < len(src) and not (prev[-1].kind == atom[0].kind == "text")
+                    and not _SPACE_OR_HAN.match(src[at - 1]) and not _SPACE_OR_HAN.match(src[at])):
+                prev.extend(atom)
+                continue
+        out.append(list(atom))
+    return out
+
+
+def _cut_word(atom: list[Span], src: str, opts: SegmentOptions) -> list[list[Span]]:
+    """An English word over the caps (spans that touch: a long web address) cut between its spans only where both
+    sides read alone as they read inside it (the audit reads each segment's source alone); no such cut: whole."""
+    pieces: list[list[Span]] = []
+    cur: list[Span] = []
+    for i, s in enumerate(atom):
+        if (cur and s.out and not _fits(_out(cur) + s.out, opts)
+                and _reads_alone(cur, src, opts) and _reads_alone(atom[i:], src, opts)):
+            pieces.append(cur)
+            cur = []
+        cur.append(s)
+    return pieces + [cur]
+
+
+def _reads_alone(spans: list[Span], src: str, opts: SegmentOptions) -> bool:
+    """Do these spans of `src` say, normalized alone, what they say in their sentence? (letters and digits)"""
+    alone = iter_spans(src[spans[0].start:max(s.end for s in spans)], t2s=opts.t2s, lexicon=opts.lexicon,
+                       tn=opts.tn, lang=opts.lang)
+    return _letters(_out(spans)) == _letters("".join(s.out for s in alone))
+
+
+def _letters(text: str) -> str:
+    return "".join(c for c in text if c.isalnum()).lower()
+
+
+def _fit_sentence(spans: list[Span], opts: SegmentOptions, src: str) -> list[list[Span]]:
+    """A sentence (spans of `src`) as one or more parts that each fit: clause marks first, then word boundaries;
+    a part that is one reading over the caps stays whole (_words)."""
     if _fits(_out(spans), opts):
         return [spans]
     parts: list[list[Span]] = []
@@ -190,7 +235,7 @@ def _fit_sentence(spans: list[Span], opts: SegmentOptions) -> list[list[Span]]:
         if _fits(_out(clause), opts):
             parts.append(clause)
         else:
-            parts.extend(_pack(_words(clause, opts), opts))
+            parts.extend(_pack(_words(clause, opts, src), opts))
     return parts
 
 
@@ -214,17 +259,17 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
             sentence.append(sp)
             chars += len(sp.out)
             if sp.boundary >= SENTENCE:
-                yield from _fit_sentence(sentence, opts)
+                yield from _fit_sentence(sentence, opts, text)
                 sentence, chars = [], 0
             elif chars > _RUNAWAY_FACTOR * opts.max_chars:
                 # A sentence with no end in sight: emit all but its last part, keep that to continue from,
                 # so memory stays bounded however long the paragraph is.
-                fitted = _fit_sentence(sentence, opts)
+                fitted = _fit_sentence(sentence, opts, text)
                 yield from fitted[:-1]
                 sentence = fitted[-1]
                 chars = len(_out(sentence))
         if sentence:
-            yield from _fit_sentence(sentence, opts)
+            yield from _fit_sentence(sentence, opts, text)
 
     cur: list[Span] = []
     cur_text = ""
@@ -321,8 +366,10 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
             yield pending
         src = _source(units, d)
         pause: PauseKind = "paragraph" if d.title and d.pause == "paragraph" else d.pause
-        pending = Segment(chapter=chapter.index, index=index, text=_close(d.text, pause, opts), source_text=src,
-                          pause_after=pause, notes=tuple(d.notes), role=d.role, speaker=d.speaker)
+        text = _close(d.text, pause, opts)
+        notes = tuple(d.notes) + ((OVER_CAP_NOTE,) if not _fits(text, opts) else ())
+        pending = Segment(chapter=chapter.index, index=index, text=text, source_text=src,
+                          pause_after=pause, notes=notes, role=d.role, speaker=d.speaker)
         index += 1
     if pending is not None:
         yield replace(pending, text=_close(pending.text, "chapter", opts), pause_after="chapter")
@@ -334,7 +381,7 @@ def _close(text: str, pause: PauseKind, opts: SegmentOptions) -> str:
         return text
     if opts.lang == "en":
         if text[-1] in ",;:，；：、":                # a clause mark closing the paragraph
-            return text[:-1] + "."
+            return text[:-1] + "." if _fits(text[:-1] + ".", opts) else text[:-1]
         return text + "." if text[-1] not in _EN_ENDS + "。！？" and _fits(text + ".", opts) else text
     if text[-1] in "，、":                        # a bracket or colon closing the paragraph
         return text[:-1] + "。" if _fits(text[:-1] + "。", opts) else text[:-1]

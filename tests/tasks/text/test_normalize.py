@@ -67,7 +67,7 @@ def test_removals_are_listed_with_positions_and_reasons():
 
 
 def test_question_mark_after_latin_is_not_a_placeholder():
-    assert normalize("Is it OK?") == "Is it OK。"
+    assert normalize("他问Is it OK?") == "他问Is it OK."       # an English sentence: its own full stop
 
 
 def test_spans_tile_the_source():
@@ -103,3 +103,61 @@ def test_lexicon_errors_name_the_file(tmp_path):
         Lexicon.load(bad)
     with pytest.raises(BookError, match="not found"):
         Lexicon.load(tmp_path / "missing.tsv")
+
+
+# Language runs (issue 25): a Latin-script phrase inside Chinese is read the English way, with English marks;
+# numbers take the reading of the language around them; Chinese-only text is untouched.
+@pytest.mark.parametrize("src, out", [
+    ("他说他有3 hours的时间。", "他说他有three hours的时间。"),
+    ("我买了iPhone 15 Pro。", "我买了iPhone fifteen Pro。"),
+    ("见chapter 2。", "见chapter two。"),
+    ("他说：\"I am fine, thank you.\"然后走了。", "他说，I am fine, thank you.然后走了。"),
+    ("第3章", "第三章"),                          # digits between Han characters: Chinese
+    ("Xbox360很好玩", "Xbox三六零很好玩"),            # one word and a number: the Chinese reading as before
+    ("共3 km", "共三公里"),                         # a unit wetext's Chinese grammar knows
+    ("下午3 pm到", "下午三pm到"),                     # am/pm after a number stay with the Chinese reading
+    ("10 GB的硬盘", "十GB的硬盘"),
+])
+def test_latin_runs_inside_chinese(src, out):
+    assert normalize(src) == out
+
+
+@pytest.mark.parametrize("src, out", [
+    ("用了3Hours", "用了三Hours"),                    # wetext alone: 三小时ours
+    ("6Sheep", "六Sheep"),                          # wetext alone: 六秒heep
+    ("2Men", "二Men"),                              # wetext alone: 两米en; the number alone is 二
+    ("3km", "三公里"),                               # a whole unit is still read
+])
+def test_a_unit_ends_at_a_word_boundary(src, out):
+    assert normalize(src) == out
+
+
+def test_mixed_spans_tile_the_source():
+    src = "他说：“I paid $3.50 on 5/12/2023.”第2回，共3 hours。"
+    out, spans = normalize_with_map(src)
+    pos = 0
+    for s in spans:
+        assert s.start == pos or s.start == s.end == pos
+        pos = s.end
+    assert pos == len(src)
+    assert "three dollars and fifty cents" in out and "三 hours" not in out
+
+
+def test_lang_en_book_reads_latin_english_and_chinese_only_text_the_same():
+    assert normalize("In 1719, 40 horses.", lang="en") == "In seventeen nineteen, forty horses."
+    for text in ("今天是2024年3月5日，第3回。", "他說：「我們已經吃過了！」"):
+        assert normalize(text, lang="en") == normalize(text)
+
+
+@pytest.mark.parametrize("src, out", [
+    ("身高2米29", "身高两米二九"),                                  # metres and centimetres
+    ("使用CDMA2000。", "使用CDMA两千。"),                          # a round number after letters is the number
+    ("GSM 900频段", "GSM九百频段"),
+    ("IBM 7094电脑", "IBM七零九四电脑"),                            # a model number after a name: digit by digit
+    ("生成3-MCPD，", "生成三MCPD，"),                              # the hyphen of a chemical name is silent
+    ('如2001年的"Band of Brothers"等。', "如二零零一年的Band of Brothers等。"),   # wetext's escaped quote
+    ("见Egi and Smith, 2001.类", "见Egi and Smith, two thousand one.类"),   # a year inside the English run
+    ("随项目以AGPL-3.0-or-later发布。", "随项目以AGPL three point zero or later发布。"),
+])
+def test_mixed_numbers(src, out):
+    assert normalize(src) == out
