@@ -12,7 +12,7 @@ No machine of ours has TensorRT, so what can be known before one does is checked
    than N").  The rest of a present op's restrictions is listed as a note to check by hand.  The default-domain
    opset must lie in the table's range.
 2. **Optimization profiles.**  Every dynamic dim of every graph input must be a named symbol with a role
-   (batch, cache, seq, frames: DIM_ROLES), or an expression of such symbols; the check turns the roles'
+   (batch, cache, length, steps, frames: DIM_ROLES), or an expression of such symbols; the check turns the roles'
    min/opt/max into the shapes `trtexec --minShapes/--optShapes/--maxShapes` and ONNX Runtime's
    `trt_profile_min_shapes/opt/max` take (the same `name:AxBxC,...` syntax).
 3. **Integer positions.**  The upstream trap (../shared/CHATTTS_NOTES.md): ChatTTS casts position ids to the
@@ -47,6 +47,7 @@ DATA_TYPE_VARS = {"Where": ("T",), "Cast": ("T1", "T2"), "CastLike": ("T1", "T2"
                   "DequantizeLinear": ("T1",), "Constant": ("T",)}
 CONST_INPUT_RULE = re.compile(r"`(\w+)`(?: input)? must be (?:an initializer|a build-time constant|a constant tensor)")
 ATTR_VALUE_RULE = re.compile(r"`(\w+)`(?: attribute)? must be (\d+)\b")
+UNSUPPORTED_ATTR_RULE = re.compile(r"`(\w+)`(?: attribute)? is not supported")
 LESS_THAN_RULE = re.compile(r"`(\w+)` input must be less than (\d+)")
 OPSET_RANGE = re.compile(r"inclusive range of opset (\d+) to opset (\d+)")
 
@@ -58,14 +59,17 @@ POSITION_SINKS = {"Gather": (1,), "GatherElements": (1,), "GatherND": (1,), "Cos
                   "Equal": (0, 1), "Less": (0, 1), "LessOrEqual": (0, 1), "Greater": (0, 1),
                   "GreaterOrEqual": (0, 1), "Shape": (0,), "Size": (0,)}
 
-# dims of graph inputs: a symbol's role by its name (first match wins: "cache_len" is a cache dim, not a seq dim)
-DIM_ROLES = (("cache", re.compile(r"cache|past|kv|total|ctx|context", re.I)),
-             ("batch", re.compile(r"batch|rows|^b$|^n$", re.I)),
+# dims of graph inputs: a symbol's role by its name (first match wins: "cache_len" is a cache dim, not a length)
+DIM_ROLES = (("cache", re.compile(r"cache|past|kv|ctx|context|total", re.I)),
+             ("batch", re.compile(r"batch|rows|^b$", re.I)),
+             ("steps", re.compile(r"step|^t$", re.I)),
              ("frames", re.compile(r"frame|mel|sample|time|audio", re.I)),
-             ("seq", re.compile(r"seq|token|prompt|len|step|^l$|^t$", re.I)))
-# role -> (min, opt, max).  batch: the GPU scheduler's batches (H200 runs use 64..512); cache: prompt + 2048 new
-# tokens fits ChatTTS's 4096 positions; seq: a prefill's prompt length; frames: mel frames, 2*2048 - 1 at most
-DEFAULT_RANGES = {"batch": (1, 64, 256), "cache": (1, 512, 4096), "seq": (1, 128, 512), "frames": (1, 1024, 4096)}
+             ("length", re.compile(r"len|seq|token|prompt|^l$", re.I)))
+# role -> (min, opt, max).  batch: the GPU scheduler's batches (H200 runs used 64..512); cache: a prompt plus
+# 2048 new tokens fits ChatTTS's 4096 positions; length: a prefill's prompt (segments of <= ~200 characters);
+# steps: generated tokens per row (max_new_token 2048); frames: mel frames, 2 per step
+DEFAULT_RANGES = {"batch": (1, 64, 256), "cache": (1, 512, 4096), "length": (1, 128, 512),
+                  "steps": (1, 512, 2048), "frames": (1, 1024, 4096)}
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,8 @@ class ProfileOptions:
     """min/opt/max per dim role, plus per-symbol overrides ((name, (min, opt, max)), ...)."""
     batch: tuple[int, int, int] = DEFAULT_RANGES["batch"]
     cache: tuple[int, int, int] = DEFAULT_RANGES["cache"]
-    seq: tuple[int, int, int] = DEFAULT_RANGES["seq"]
+    length: tuple[int, int, int] = DEFAULT_RANGES["length"]
+    steps: tuple[int, int, int] = DEFAULT_RANGES["steps"]
     frames: tuple[int, int, int] = DEFAULT_RANGES["frames"]
     overrides: tuple = ()
 
@@ -257,6 +262,13 @@ def _check_restrictions(onnx, node, schema, row: OpSupport, consts: dict, where:
             checked = True
             if name in attrs and attrs[name] != want:
                 report.problems.append(f"{where}: attribute {name}={attrs[name]}, TensorRT requires {want}")
+        for m in UNSUPPORTED_ATTR_RULE.finditer(sentence):
+            if m.group(1) in inputs:
+                continue
+            checked = True
+            if attrs.get(m.group(1), "none") not in ("none", b"none", 0):
+                report.problems.append(f"{where}: attribute {m.group(1)}={attrs[m.group(1)]!r} is not supported by "
+                                       "TensorRT")
         for m in LESS_THAN_RULE.finditer(sentence):
             i = inputs.get(m.group(1))
             if i is None or i >= len(node.input):
@@ -315,7 +327,7 @@ def _profiles(onnx, graph, init_names, opts: ProfileOptions, report: GraphReport
                 found = opts.range_of(sym)
                 if found is None:
                     report.problems.append(f"input {inp.name!r} dim {k}: symbol {sym!r} has no profile role "
-                                           f"(name it like batch/cache_len/seq_len/frames, or --dim {sym}=MIN,OPT,MAX)")
+                                           f"(name it batch/cache/length/steps/frames, or --dim {sym}=MIN,OPT,MAX)")
                 else:
                     report.symbols[sym] = found
         rows.append((inp.name, dims))
