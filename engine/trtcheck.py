@@ -150,6 +150,7 @@ class GraphReport:
     notes: list = field(default_factory=list)           # restrictions to check by hand, unknown types
     symbols: dict = field(default_factory=dict)         # symbol -> (role, (min, opt, max))
     shapes: dict = field(default_factory=dict)          # "min"/"opt"/"max" -> {input: "AxB"}
+    half: bool = False                                  # weights or inputs in float16/bfloat16 (a half export)
 
     @property
     def ok(self) -> bool:
@@ -377,6 +378,10 @@ def _positions(onnx, graph, dtypes: dict, report: GraphReport) -> None:
                     report.problems.append(f"Cast node {n.name or n.output[0]!r}: an integer position ({name!r}) "
                                            f"cast to {to} on its way to the rotary embedding")
                     continue
+                if to not in INTEGER_TYPES:
+                    report.notes.append(f"Cast node {n.name or n.output[0]!r}: position {name!r} becomes {to} "
+                                        "arithmetic: TensorRT with fp16 enabled on a weakly typed build may run it "
+                                        "in fp16 (build --stronglyTyped, or index fp32 rope tables instead)")
             for out in n.output:
                 if out and out not in seen:
                     seen.add(out)
@@ -409,6 +414,8 @@ def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTab
             if n.op_type == "Constant":
                 dtypes.update({n.output[0]: _type_name(onnx, a.t.data_type) for a in n.attribute if a.name == "value"})
     consts = _constants(graphs)
+    report.half = any(dtypes.get(v.name) in HALF_TYPES for v in model.graph.input) or any(
+        t.data_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16) for t in model.graph.initializer)
     for g in graphs:
         for node in g.node:
             report.ops[node.op_type] += 1
@@ -416,6 +423,27 @@ def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTab
     _profiles(onnx, model.graph, {t.name for t in model.graph.initializer}, opts, report)
     _positions(onnx, model.graph, dtypes, report)
     return report
+
+
+def ort_trt_options(report: GraphReport, engine_cache: Path, fp16: bool = True) -> dict:
+    """ONNX Runtime TensorRT provider options for one checked graph: its optimization profile, FP16, and the
+    engine and timing caches in `engine_cache` (a folder of the model cache).  Every value is a string."""
+    opts = {"trt_fp16_enable": str(int(fp16)), "trt_engine_cache_enable": "1",
+            "trt_engine_cache_path": str(engine_cache), "trt_timing_cache_enable": "1",
+            "trt_timing_cache_path": str(engine_cache)}
+    if report.shapes:
+        opts.update({f"trt_profile_{w}_shapes": report.shape_arg(w) for w in ("min", "opt", "max")})
+    return opts
+
+
+def trtexec_command(report: GraphReport, engine: Path, fp16_graph: bool) -> list[str]:
+    """The trtexec engine build of one checked graph: an fp16-exported graph is built strongly typed (its own
+    dtypes decide, fp32 norms/rope/heads stay fp32); an fp32 one with --fp16 (TensorRT may lower any layer)."""
+    cmd = ["trtexec", f"--onnx={report.path}", f"--saveEngine={engine}",
+           "--stronglyTyped" if fp16_graph else "--fp16"]
+    if report.shapes:
+        cmd += [f"--{w}Shapes={report.shape_arg(w)}" for w in ("min", "opt", "max")]
+    return cmd + [f"--timingCacheFile={Path(engine).with_suffix('.timing')}", "--skipInference"]
 
 
 def onnx_files(args) -> list[Path]:
@@ -442,7 +470,7 @@ def format_report(r: GraphReport, table: SupportTable) -> str:
         lines.append("   dims: " + ", ".join(f"{s} ({role}) {'/'.join(map(str, rng))}"
                                              for s, (role, rng) in r.symbols.items()))
     if r.shapes:
-        lines.append("   trtexec: " + " ".join(f"--{w}Shapes={r.shape_arg(w)}" for w in ("min", "opt", "max")))
+        lines.append("   build: " + " ".join(trtexec_command(r, r.path.with_suffix(".plan"), r.half)))
     lines += [f"   note: {n}" for n in r.notes]
     lines += [f"   PROBLEM: {p}" for p in r.problems]
     return "\n".join(lines)

@@ -111,7 +111,7 @@ def test_exported_gpt_block_passes(exported, dtype):
     assert {"MatMul", "Softmax", "Concat", "ReduceMean"} <= set(r.ops)
     assert {"Gather", "GatherND"} & set(r.ops)                     # the rope tables, indexed by the positions
     want = "FLOAT" if dtype == "fp32" else "FLOAT16"
-    assert want in r.types["MatMul"]
+    assert want in r.types["MatMul"] and r.half is (dtype == "fp16")
     # the dynamic axes became a profile: batch 1/64/256, cache 1/512/4096 (the defaults), static dims kept
     assert r.symbols == {"batch": ("batch", (1, 64, 256)), "cache": ("cache", (1, 512, 4096))}
     assert r.shapes["max"]["past_k"] == f"256x{H}x4096x{C // H}" and r.shapes["min"]["pos"] == "1x1"
@@ -224,6 +224,12 @@ def test_profiles_from_symbolic_dims(tmp_path):
     assert r.shapes["min"] == {"ids": "1x2", "past": "1x4x1x8", "mask": "1x3"}
     assert r.shapes["max"] == {"ids": "256x32", "past": "256x4x4096x8", "mask": "256x4128"}
     assert r.shape_arg("opt") == "ids:64x8,past:64x4x512x8,mask:64x520"
+    ort = trtcheck.ort_trt_options(r, tmp_path / "trt")
+    assert ort["trt_profile_max_shapes"] == "ids:256x32,past:256x4x4096x8,mask:256x4128"
+    assert ort["trt_fp16_enable"] == "1" and ort["trt_engine_cache_path"] == str(tmp_path / "trt")
+    cmd = trtcheck.trtexec_command(r, tmp_path / "g.plan", fp16_graph=False)
+    assert cmd[:4] == ["trtexec", f"--onnx={path}", f"--saveEngine={tmp_path / 'g.plan'}", "--fp16"]
+    assert "--minShapes=ids:1x2,past:1x4x1x8,mask:1x3" in cmd and not r.half
 
 
 def test_profiles_need_named_dims(tmp_path):
@@ -271,6 +277,7 @@ def test_fp32_angles_then_fp16_passes(tmp_path):
     """Positions cast to fp32, angles and cos in fp32, the bounded cos cast to fp16 afterwards: fine."""
     r = trtcheck.check_model(_rope_graph(tmp_path, cast_to=TP.FLOAT, cast_after=TP.FLOAT16))
     assert r.ok, r.problems
+    assert any("cast_pos" in n and "--stronglyTyped" in n for n in r.notes)   # TensorRT's own fp16 lowering
 
 
 def test_half_precision_position_input_fails(tmp_path):
@@ -285,6 +292,7 @@ def test_cli_table_and_exit_codes(tmp_path, capsys):
     assert trtcheck.main([str(good)]) == 0
     out = capsys.readouterr().out
     assert "1/1 graphs pass" in out and "--maxShapes=pos:256x512" in out and "Cos" in out
+    assert f"build: trtexec --onnx={good} --saveEngine={good.with_suffix('.plan')} --fp16" in out
     _rope_graph(tmp_path, cast_to=TP.FLOAT16, name="bad.onnx")
     assert trtcheck.main([str(tmp_path)]) == 1                     # a folder: both graphs
     out = capsys.readouterr().out
