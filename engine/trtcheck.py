@@ -48,6 +48,8 @@ DATA_TYPE_VARS = {"Where": ("T",), "Cast": ("T1", "T2"), "CastLike": ("T1", "T2"
 CONST_INPUT_RULE = re.compile(r"`(\w+)`(?: input)? must be (?:an initializer|a build-time constant|a constant tensor)")
 ATTR_VALUE_RULE = re.compile(r"`(\w+)`(?: attribute)? must be (\d+)\b")
 UNSUPPORTED_ATTR_RULE = re.compile(r"`(\w+)`(?: attribute)? is not supported")
+FIRST_OUTPUT_RULE = re.compile(r"Only the first output `\w+` is supported")
+OUTPUT_RULE = re.compile(r"`(\w+)` output tensor unsupported")
 LESS_THAN_RULE = re.compile(r"`(\w+)` input must be less than (\d+)")
 OPSET_RANGE = re.compile(r"inclusive range of opset (\d+) to opset (\d+)")
 
@@ -150,7 +152,8 @@ class GraphReport:
     notes: list = field(default_factory=list)           # restrictions to check by hand, unknown types
     symbols: dict = field(default_factory=dict)         # symbol -> (role, (min, opt, max))
     shapes: dict = field(default_factory=dict)          # "min"/"opt"/"max" -> {input: "AxB"}
-    half: bool = False                                  # weights or inputs in float16/bfloat16 (a half export)
+    half: bool = False                                  # a half-precision export (engine/onnxgraph.py's dtype
+                                                        # beside the file, else: half inputs or weights)
 
     @property
     def ok(self) -> bool:
@@ -270,6 +273,18 @@ def _check_restrictions(onnx, node, schema, row: OpSupport, consts: dict, where:
             if attrs.get(m.group(1), "none") not in ("none", b"none", 0):
                 report.problems.append(f"{where}: attribute {m.group(1)}={attrs[m.group(1)]!r} is not supported by "
                                        "TensorRT")
+        if FIRST_OUTPUT_RULE.search(sentence):
+            checked = True
+            if any(node.output[1:]):
+                report.problems.append(f"{where}: only its first output is supported by TensorRT, the node has "
+                                       f"{sum(map(bool, node.output))}")
+        for m in OUTPUT_RULE.finditer(sentence):
+            outputs = [p.name for p in schema.outputs]
+            if m.group(1) in outputs:
+                checked = True
+                i = outputs.index(m.group(1))
+                if i < len(node.output) and node.output[i]:
+                    report.problems.append(f"{where}: output {m.group(1)} is not supported by TensorRT")
         for m in LESS_THAN_RULE.finditer(sentence):
             i = inputs.get(m.group(1))
             if i is None or i >= len(node.input):
@@ -388,6 +403,15 @@ def _positions(onnx, graph, dtypes: dict, report: GraphReport) -> None:
                     todo.append(out)
 
 
+def _export_dtype(path: Path) -> str | None:
+    """The dtype engine/onnxgraph.py exported the graph's folder in (its info file), None when unknown."""
+    try:
+        from engine.onnxgraph import INFO_FILE, read_info
+    except ImportError:
+        return None
+    return read_info(path.parent).get("dtype") if (path.parent / INFO_FILE).is_file() else None
+
+
 def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTable | None = None) -> GraphReport:
     """Check one .onnx file (external data is not loaded: only names, types and shapes are read)."""
     onnx = _onnx()
@@ -414,8 +438,9 @@ def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTab
             if n.op_type == "Constant":
                 dtypes.update({n.output[0]: _type_name(onnx, a.t.data_type) for a in n.attribute if a.name == "value"})
     consts = _constants(graphs)
-    report.half = any(dtypes.get(v.name) in HALF_TYPES for v in model.graph.input) or any(
-        t.data_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16) for t in model.graph.initializer)
+    dtype = _export_dtype(path)
+    report.half = dtype == "fp16" if dtype else any(dtypes.get(v.name) in HALF_TYPES for v in model.graph.input) or any(
+        _type_name(onnx, t.data_type) in HALF_TYPES for t in model.graph.initializer)
     for g in graphs:
         for node in g.node:
             report.ops[node.op_type] += 1
@@ -425,10 +450,13 @@ def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTab
     return report
 
 
-def ort_trt_options(report: GraphReport, engine_cache: Path, fp16: bool = True) -> dict:
-    """ONNX Runtime TensorRT provider options for one checked graph: its optimization profile, FP16, and the
-    engine and timing caches in `engine_cache` (a folder of the model cache).  Every value is a string."""
-    opts = {"trt_fp16_enable": str(int(fp16)), "trt_engine_cache_enable": "1",
+def ort_trt_options(report: GraphReport, engine_cache: Path) -> dict:
+    """ONNX Runtime TensorRT provider options for one checked graph: its optimization profile, the engine and
+    timing caches in `engine_cache` (a folder of the model cache), and for a half export FP16 with the norms'
+    Pow + ReduceMean kept in fp32 (the provider builds weakly typed: FP16 on lets TensorRT lower any layer).
+    Every value is a string."""
+    half = str(int(report.half))
+    opts = {"trt_fp16_enable": half, "trt_layer_norm_fp32_fallback": half, "trt_engine_cache_enable": "1",
             "trt_engine_cache_path": str(engine_cache), "trt_timing_cache_enable": "1",
             "trt_timing_cache_path": str(engine_cache)}
     if report.shapes:
@@ -436,11 +464,10 @@ def ort_trt_options(report: GraphReport, engine_cache: Path, fp16: bool = True) 
     return opts
 
 
-def trtexec_command(report: GraphReport, engine: Path, fp16_graph: bool) -> list[str]:
-    """The trtexec engine build of one checked graph: an fp16-exported graph is built strongly typed (its own
-    dtypes decide, fp32 norms/rope/heads stay fp32); an fp32 one with --fp16 (TensorRT may lower any layer)."""
-    cmd = ["trtexec", f"--onnx={report.path}", f"--saveEngine={engine}",
-           "--stronglyTyped" if fp16_graph else "--fp16"]
+def trtexec_command(report: GraphReport, engine: Path) -> list[str]:
+    """The trtexec engine build of one checked graph: a half export is built strongly typed (the graph's own
+    dtypes decide: its fp32 norms, rope, heads and vocoder stay fp32), an fp32 export as fp32."""
+    cmd = ["trtexec", f"--onnx={report.path}", f"--saveEngine={engine}"] + (["--stronglyTyped"] if report.half else [])
     if report.shapes:
         cmd += [f"--{w}Shapes={report.shape_arg(w)}" for w in ("min", "opt", "max")]
     return cmd + [f"--timingCacheFile={Path(engine).with_suffix('.timing')}", "--skipInference"]
@@ -470,7 +497,7 @@ def format_report(r: GraphReport, table: SupportTable) -> str:
         lines.append("   dims: " + ", ".join(f"{s} ({role}) {'/'.join(map(str, rng))}"
                                              for s, (role, rng) in r.symbols.items()))
     if r.shapes:
-        lines.append("   build: " + " ".join(trtexec_command(r, r.path.with_suffix(".plan"), r.half)))
+        lines.append("   build: " + " ".join(trtexec_command(r, r.path.with_suffix(".plan"))))
     lines += [f"   note: {n}" for n in r.notes]
     lines += [f"   PROBLEM: {p}" for p in r.problems]
     return "\n".join(lines)
