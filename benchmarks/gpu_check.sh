@@ -6,8 +6,9 @@
 #   steps.jsonl       decode-step time, random-full bf16, batch 1/64/128/256, eager and CUDA-graphed (--compile)
 #   onnx.txt          benchmarks/onnx_gpu_check.py (issue 26): engine/onnxgraph.py's graphs of $ONNX_MODEL (default
 #                     random-tiny), fp32 and fp16, exported here; each graph's torch module on CUDA against
-#                     onnxruntime's CPU provider on the same small inputs (cosine, max abs diff, SNR); engine/trtcheck.py
-#                     on every graph (TensorRT's parser table, profiles, integer positions) with its trtexec line.
+#                     onnxruntime's CPU provider on the same small inputs (cosine, max abs diff, SNR);
+#                     engine/trtcheck.py on every graph (TensorRT's parser table, profiles, integer positions)
+#                     with its trtexec line.
 #                     The image has onnx 1.23.1, onnxscript 0.7.2 and a CPU-only onnxruntime 1.30.0: nothing to carry.
 #                     (No TensorRT and no onnxruntime-gpu there: the TensorRT provider itself cannot run; ~1-2 min.)
 #   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --compile --batch B (B = 64, 128, 256, 512):

@@ -38,7 +38,6 @@ def _metrics(ref, got) -> dict:
 
 def check_dtype(model: str, dtype: str, device: str, out: Path | None, lines: list) -> bool:
     """Export, compare and TensorRT-check one dtype's graphs; appends result lines; True when all pass."""
-    import numpy as np
     import onnxruntime as ort
     import torch
 
@@ -118,7 +117,8 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False     # the reference in true fp32 (cuDNN convolutions default TF32)
     torch.backends.cudnn.allow_tf32 = False
     torch.set_num_threads(min(torch.get_num_threads(), 8))
-    lines = [f"torch {torch.__version__} ({a.device}{', ' + torch.cuda.get_device_name() if a.device.startswith('cuda') else ''}), "
+    gpu = f", {torch.cuda.get_device_name()}" if a.device.startswith("cuda") else ""
+    lines = [f"torch {torch.__version__} ({a.device}{gpu}), "
              f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__} "
              f"({', '.join(onnxruntime.get_available_providers())}), model {a.model}"]
     print(lines[0], flush=True)

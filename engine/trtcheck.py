@@ -152,8 +152,7 @@ class GraphReport:
     notes: list = field(default_factory=list)           # restrictions to check by hand, unknown types
     symbols: dict = field(default_factory=dict)         # symbol -> (role, (min, opt, max))
     shapes: dict = field(default_factory=dict)          # "min"/"opt"/"max" -> {input: "AxB"}
-    half: bool = False                                  # a half-precision export (engine/onnxgraph.py's dtype
-                                                        # beside the file, else: half inputs or weights)
+    half: bool = False                                  # the graph holds float16/bfloat16 tensors
 
     @property
     def ok(self) -> bool:
@@ -403,15 +402,6 @@ def _positions(onnx, graph, dtypes: dict, report: GraphReport) -> None:
                     todo.append(out)
 
 
-def _export_dtype(path: Path) -> str | None:
-    """The dtype engine/onnxgraph.py exported the graph's folder in (its info file), None when unknown."""
-    try:
-        from engine.onnxgraph import INFO_FILE, read_info
-    except ImportError:
-        return None
-    return read_info(path.parent).get("dtype") if (path.parent / INFO_FILE).is_file() else None
-
-
 def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTable | None = None) -> GraphReport:
     """Check one .onnx file (external data is not loaded: only names, types and shapes are read)."""
     onnx = _onnx()
@@ -438,9 +428,7 @@ def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTab
             if n.op_type == "Constant":
                 dtypes.update({n.output[0]: _type_name(onnx, a.t.data_type) for a in n.attribute if a.name == "value"})
     consts = _constants(graphs)
-    dtype = _export_dtype(path)
-    report.half = dtype == "fp16" if dtype else any(dtypes.get(v.name) in HALF_TYPES for v in model.graph.input) or any(
-        _type_name(onnx, t.data_type) in HALF_TYPES for t in model.graph.initializer)
+    report.half = any(t in HALF_TYPES for t in dtypes.values())
     for g in graphs:
         for node in g.node:
             report.ops[node.op_type] += 1
@@ -452,9 +440,9 @@ def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTab
 
 def ort_trt_options(report: GraphReport, engine_cache: Path) -> dict:
     """ONNX Runtime TensorRT provider options for one checked graph: its optimization profile, the engine and
-    timing caches in `engine_cache` (a folder of the model cache), and for a half export FP16 with the norms'
-    Pow + ReduceMean kept in fp32 (the provider builds weakly typed: FP16 on lets TensorRT lower any layer).
-    Every value is a string."""
+    timing caches in `engine_cache` (a folder of the model cache), and for a graph holding half tensors FP16
+    with the norms' Pow + ReduceMean kept in fp32 (the provider builds weakly typed: FP16 on lets TensorRT
+    lower any layer; an all-fp32 graph gets no FP16).  Every value is a string."""
     half = str(int(report.half))
     opts = {"trt_fp16_enable": half, "trt_layer_norm_fp32_fallback": half, "trt_engine_cache_enable": "1",
             "trt_engine_cache_path": str(engine_cache), "trt_timing_cache_enable": "1",
@@ -465,8 +453,8 @@ def ort_trt_options(report: GraphReport, engine_cache: Path) -> dict:
 
 
 def trtexec_command(report: GraphReport, engine: Path) -> list[str]:
-    """The trtexec engine build of one checked graph: a half export is built strongly typed (the graph's own
-    dtypes decide: its fp32 norms, rope, heads and vocoder stay fp32), an fp32 export as fp32."""
+    """The trtexec engine build of one checked graph: one holding half tensors is built strongly typed (the
+    graph's own dtypes decide: its fp32 norms and rope stay fp32), an all-fp32 one as fp32."""
     cmd = ["trtexec", f"--onnx={report.path}", f"--saveEngine={engine}"] + (["--stronglyTyped"] if report.half else [])
     if report.shapes:
         cmd += [f"--{w}Shapes={report.shape_arg(w)}" for w in ("min", "opt", "max")]

@@ -324,5 +324,6 @@ def test_exported_engine_graphs_pass():
         for name, path in export_graphs("random-tiny", dtype=dtype).items():
             r = trtcheck.check_model(path)
             assert r.ok, (dtype, name, r.problems)
-            assert r.shapes and r.half is (dtype == "fp16"), (dtype, name, r.shapes)
+            # fp16 matmuls in the GPT graphs of the fp16 export; its heads and vocoder are fp32 throughout
+            assert r.shapes and r.half is (dtype == "fp16" and name in ("prefill", "decode")), (dtype, name)
             assert {"batch"} <= set(r.symbols), (dtype, name, r.symbols)
