@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     inspect.add_argument("--segments", action="store_true",
                          help="every segment: what ChatTTS is given beside the book's text, named C.S")
+    inspect.add_argument("--polyphones", action="store_true",
+                         help="the words holding a character of more than one reading, most frequent first, "
+                              "with their readings (for lexicon readings: word<TAB>yin2 hang2)")
     inspect.add_argument("--chapters", default=None, help="only these chapters, 1-based: e.g. 1-2,5")
     arg.text(inspect)
     arg.cast(inspect)

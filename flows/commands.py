@@ -86,7 +86,7 @@ def cmd_inspect(a) -> int:
     runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
     if opts.chapters:
         book = select_chapters(book, opts.chapters)
-    report = inspect_book(book, opts.segment, runs, segments=a.segments)
+    report = inspect_book(book, opts.segment, runs, segments=a.segments, polyphones=a.polyphones)
     if opts.cast:
         report["cast"] = cast_report(opts.cast, report.pop("parts"), quotes)
     print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))

@@ -19,7 +19,6 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tasks.errors import QAUnavailable
 from tasks.text.normalize import normalize_with_map
 
 LANGUAGES = ("zh", "en")
@@ -104,11 +103,7 @@ def _lazy_pinyin(run: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _pypinyin():
-    try:                                             # the qa extra: imported only when a check runs
-        from pypinyin import Style, lazy_pinyin
-    except ImportError:
-        raise QAUnavailable("pypinyin", "the Chinese comparison needs the qa extra: "
-                                        "pip install 'chattts-render[qa]'") from None
+    from pypinyin import Style, lazy_pinyin          # a main dependency; imported only when a check runs
     return lambda run: lazy_pinyin(run, style=Style.NORMAL, errors=lambda chars: list(chars))
 
 

@@ -11,21 +11,25 @@ from typing import Mapping, Sequence
 from engine.units import estimate_seconds, hms
 from tasks.book import Book, Run, Segment, segment_name
 from tasks.text.coverage import audit_chapter
+from tasks.text.polyphones import polyphone_words
 from tasks.text.segment import SegmentOptions, iter_segments
 
 MAX_LISTED_REMOVALS = 20     # removals shown by format_inspect (the JSON keeps each chapter's list)
+MAX_LISTED_POLYPHONES = 100  # polyphonic words shown by format_inspect (the JSON has them all)
 MAX_LISTED_SPEAKERS = 30     # speaker names shown by format_inspect with a cast (the JSON has them all)
 TITLE_WIDTH = 28             # characters of a chapter title shown in the table
 
 
 def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
-                 runs: Mapping[int, Mapping[int, Sequence[Run]]] | None = None, segments: bool = False) -> dict:
+                 runs: Mapping[int, Mapping[int, Sequence[Run]]] | None = None, segments: bool = False,
+                 polyphones: bool = False) -> dict:
     """Title, author, encoding, per-chapter characters/segments/estimated seconds, and the coverage reports.
     With a cast's `runs` (chapter -> paragraph -> runs, tasks/text/quotes.book_runs): quotes are segmented
     apart, and "parts" tallies segments and source characters per (role, speaker).  With `segments`: every
     segment as the manifest will hold it — chapter and segment (0-based, the manifest's), `name` (C.S, 1-based,
     as the player and `fix` show it), `text` (what ChatTTS is given), `source_text` (the book's), its pause,
-    role and speaker, and its estimated seconds."""
+    role and speaker, and its estimated seconds.  With `polyphones`: the words of what ChatTTS is given that hold
+    a character of more than one reading in use, most frequent first (tasks/text/polyphones.polyphone_words)."""
     parts: Counter = Counter()
     chapters = []
     reports = []
@@ -34,10 +38,13 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
     total_chars = total_segs = 0
     total_secs = 0.0
     listed = []
+    spoken: list[tuple[str, str]] = []
     for ch in book.chapters:
         segs = list(iter_segments(ch, opts=opts, runs=(runs or {}).get(ch.index)))
         if segments:
             listed += [segment_entry(s) for s in segs]
+        if polyphones:
+            spoken += [(segment_name(s.chapter, s.index), s.text) for s in segs]
         rep = audit_chapter(ch, segs, opts=opts)
         for s in segs:
             parts[(s.role, s.speaker, "segments")] += 1
@@ -71,6 +78,7 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
         **({"parts": [{"role": r, "speaker": sp, "segments": n, "characters": parts[(r, sp, "characters")]}
                       for (r, sp, what), n in parts.items() if what == "segments"]} if runs is not None else {}),
         **({"segments": listed} if segments else {}),
+        **({"polyphones": polyphone_words(spoken)} if polyphones else {}),
     }
 
 
@@ -145,6 +153,8 @@ def format_inspect(d: dict) -> str:
         lines += _format_cast(d["cast"])
     if "segments" in d:
         lines += _format_segments(d["segments"])
+    if "polyphones" in d:
+        lines += _format_polyphones(d["polyphones"])
     return "\n".join(lines)
 
 
@@ -157,6 +167,21 @@ def _format_segments(segments: list[dict]) -> list[str]:
         lines.append(f"{s['name']:>{width}}  {s['text']}{who}")
         if " ".join(s["source_text"].split()) != s["text"]:
             lines.append(f"{'<':>{width}}  {' '.join(s['source_text'].split())}")
+    return lines
+
+
+def _format_polyphones(words: list[dict]) -> list[str]:
+    """The polyphonic words: count, word, pypinyin's reading (and the lexicon line that asks for it), the readings
+    of its polyphones, and where it first occurs."""
+    lines = ["", f"Polyphones: {len(words)} words hold a character of more than one reading "
+                 f"({sum(w['count'] for w in words):,} occurrences); to steer one, a lexicon line word<TAB>reading:"]
+    for w in words[:MAX_LISTED_POLYPHONES]:
+        alts = "  ".join(f"{c} {'/'.join(rs)}" for c, rs in w["polyphones"].items())
+        how = "phrase" if w["phrase"] else "chars"
+        lines.append(f"  {w['count']:>7,}  {w['word']}\t{w['lexicon']:<16}  {w['reading']}  ({how}; {alts})  "
+                     f"{w['sample']['name']}: {' '.join(w['sample']['text'].split())}")
+    if len(words) > MAX_LISTED_POLYPHONES:
+        lines.append("    ... (all of them in --json)")
     return lines
 
 

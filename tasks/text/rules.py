@@ -28,7 +28,12 @@ _SPACED_UNITS = "km|cm|mm|m|kg|mg|g|ml|mL|L"
 # Measure words after which 2 is read 两 (wetext does this for 个/岁 only): 2次 -> 两次, 2枚 -> 两枚.
 _MEASURE_WORDS = ("次|遍|趟|位|种|件|本|张|条|只|头|匹|家|天|周|倍|根|把|双|对|层|间|辆|架|艘|座|台|部|场|封|篇|首|句|份|"
                   "名|人|碗|杯|口|声|步|下|眼|样|枚|颗|粒|例|户|所|支|项|批|届|轮|集|期|成|株|棵|片|幅|组|套|瓶|盒|"
-                  "包|节|块钱|分钟|小时|公里|斤|公斤|吨|里路|点钟|点半|点(?=\\d+分)")
+                  "包|节|块钱|分钟|小时|公里|斤|公斤|吨|里路|点")
+# Around an h:mm:ss that make it a duration (用时2:15:08, 以2:01:09夺冠, 2:30:00以内) rather than a clock time with
+# seconds (于5:35:36发射, 00:30:00): words just before it, and words right after it.  See _hms.
+_DURATION_BEFORE = r"(?:用时|耗时|历时|费时|成绩|时长|跑出|游出|骑出|仅用|净时|完赛时间|纪录|记录)[为是了：:\s]{0,2}$|以$"
+_DURATION_FOLLOWS = ("以内|以下|之内|内|的成绩|的个人|的世界|的全国|的亚洲|的赛会|的纪录|的记录|的时间|的好成绩|夺冠|完赛|跑完|"
+                     "夺得|获得|位列|名列|排名")
 # Verbs after a score "N-M" / "N:M" (2-1击败, 0-0打平, 91-99负于): the dash or colon is read 比.
 _SCORE_VERBS = "击败|战胜|打平|战平|逼平|负于|败给|不敌|小胜|小负|险胜|惜败|完胜|逆转|力克|胜|负|败|赢|输"
 
@@ -120,16 +125,18 @@ def _range(m: re.Match) -> str:
     a, pa, sep, b, pb = m.groups()
     years = (len(a) == len(b) == 4 and "1000" <= a < b <= "2099"
              and (a >= "1900" or m.string.startswith("年", m.end())))
-    return _range_end(a, pa, years) + (sep if sep in "至到" else "到") + _range_end(b, pb, years)
+    ordinal = m.string[max(0, m.start() - 1):m.start()] == "第"        # 第200-300名: 第二百到三百名
+    return (_range_end(a, pa, years, ordinal) + (sep if sep in "至到" else "到")
+            + _range_end(b, pb, years, ordinal))
 
 
-def _range_end(n: str, percent: str, years: bool) -> str:
+def _range_end(n: str, percent: str, years: bool, ordinal: bool = False) -> str:
     if years:
         return digits_zh(n)
     if percent:
         return "百分之" + decimal_zh(n, drop_trailing_zeros=True)
     zh = decimal_zh(n)                    # a leading 2 before 百/千/万/亿 is 两, as wetext reads 200 alone
-    return "两" + zh[1:] if zh[:1] == "二" and zh[1:2] in ("百", "千", "万", "亿") else zh
+    return "两" + zh[1:] if not ordinal and zh[:1] == "二" and zh[1:2] in ("百", "千", "万", "亿") else zh
 
 
 def _ratio(m: re.Match) -> str:
@@ -155,9 +162,44 @@ def _short_year(m: re.Match) -> str:
 
 
 def _clock(hh: str, mm: str) -> str:
-    """15, 15 -> 十五点十五分; 9, 05 -> 九点零五分; 8, 00 -> 八点."""
+    """15, 15 -> 十五点十五分; 9, 05 -> 九点零五分; 8, 00 -> 八点; 2, 30 -> 两点三十分 (a clock hour 2 is 两点)."""
     minutes = "" if mm == "00" else ("零" + digits_zh(mm[1]) if mm[0] == "0" else cardinal_zh(mm)) + "分"
-    return f"{cardinal_zh(hh)}点{minutes}"
+    return f"{_count(hh)}点{minutes}"
+
+
+def _count(n: str) -> str:
+    """A count as said before a unit: 2 -> 两 (两点, 两小时, 两分), otherwise the cardinal."""
+    return "两" if n.lstrip("0") == "2" else cardinal_zh(n)
+
+
+def _padded(n: str, after: bool) -> str:
+    """A two-digit minute or second field: 08 -> 零八 after a larger unit (两小时零八分), 8 alone; 15 -> 十五."""
+    if n[0] == "0" and n != "00":
+        return ("零" if after else "") + (digits_zh(n[1]) if after else _count(n[1]))
+    return cardinal_zh(n)
+
+
+def _duration(h: str, mm: str, ss: str, frac: str = "") -> str:
+    """A clock-style duration: 2:15:08 -> 两小时十五分零八秒, 1:02:03 -> 一小时零二分零三秒, 2:30:00 -> 两小时三十分,
+    2:00:35 -> 两小时零三十五秒, 0:45:12 -> 四十五分十二秒; m:ss.ff (h "") 1:53.61 -> 一分五十三秒六一."""
+    out = _count(h) + "小时" if h.strip("0") else ""
+    if mm != "00" and mm.strip("0"):
+        out += _padded(mm, bool(out)) + "分"
+    elif out and (ss.strip("0") or frac):
+        out += "零"                                       # 两小时零三十五秒: the minutes are silent
+    if ss.strip("0") or frac or not out:
+        out += (_padded(ss, bool(out)) if ss.strip("0") else "零") + "秒" + digits_zh(frac)
+    return out
+
+
+def _hms(m: re.Match) -> str:
+    """h:mm:ss is a duration where the words around it say so (_DURATION_BEFORE / _DURATION_FOLLOWS) or the hours
+    cannot be a clock's (over 24); otherwise it is left to wetext, which reads a clock time (于5:35:36发射)."""
+    h, mm, ss, frac = m.groups()
+    before = m.string[max(0, m.start() - 8):m.start()]
+    duration = (int(h) > 24 or re.search(_DURATION_BEFORE, before) is not None
+                or re.match(_DURATION_FOLLOWS, m.string[m.end():]) is not None)
+    return _duration(h, mm, ss, frac or "") if duration else m.group(0)
 
 
 def _m_dot_n(m: re.Match) -> str:
@@ -238,6 +280,11 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(公元前?|前)(\d{1,4})年"), lambda m: m.group(1) + digits_zh(m.group(2)) + "年"),
     (re.compile(r"(?<![\d.])(.?)(?<![\d.])(\d{2,3})年(?![" + _DURATION_AFTER + r"])"), _short_year),
     (re.compile(r"(?<![\d.])(\d{5,})(?=年)"), lambda m: cardinal_zh(m.group(1))),   # no year has 5 digits: 一万年
+    # Clock-style durations: 用时2:15:08 -> 用时两小时十五分零八秒, 2:30:00以内 (the words around decide: _hms), and
+    # sports times with hundredths, m:ss.ff: 1:53.61 -> 一分五十三秒六一 (a clock has no decimals; wetext: a ratio).
+    (re.compile(r"(?<![\d.:：∶])(\d{1,3})[:：]([0-5]\d)[:：]([0-5]\d)(?:\.(\d{1,3}))?(?![\d:：∶]|\.\d)"), _hms),
+    (re.compile(r"(?<![\d.:：∶比])(\d{1,2})[:：]([0-5]\d)\.(\d{1,3})(?![\d.:：∶])"),
+     lambda m: _duration("", m.group(1).zfill(2), m.group(2), m.group(3))),
     # Clock times written with 分: 15:15分 -> 十五点十五分 (wetext reads N:M分 as a score).
     (re.compile(r"(?<![\d.])([01]?\d|2[0-4])[:：]([0-5]\d)分"), lambda m: _clock(m.group(1), m.group(2))),
     # Ratios: 11∶1 -> 十一比一, 0.4:39.5:60.1 -> 零点四比三十九点五比六十点一 (a clock time has no decimals).
@@ -278,7 +325,11 @@ _PRE: list[tuple[re.Pattern, object]] = [
     # Long plain integers (9-16 digits) that are not phone-shaped: cardinals (wetext reads them digit by digit).
     (re.compile(r"(?<![\d.,+\-])([1-9]\d{8,15})(?![\d.,])"),
      lambda m: m.group(0) if _phone_like(m.group(1)) else cardinal_zh(m.group(1))),
-    # 2 before a measure word is 两 (wetext does this for 个/岁 but not for 次/遍/天/...): 2次 -> 两次.
+    # Ordinals never take 两: 第2名 -> 第二名, 第200个 -> 第二百个 (wetext: 第两名, 第两百个).  After the 号 rules
+    # (第2758号 stays 第二七五八号) and the ranges (第3-5章).
+    (re.compile(r"第\s?(\d+)(?![\d.,])"), lambda m: "第" + cardinal_zh(m.group(1))),
+    # 2 before a measure word is 两 (wetext does this for 个/岁 but not for 次/遍/天/...): 2次 -> 两次, and a clock
+    # hour: 2点 -> 两点 (晚上2点, 2点半).
     (re.compile(r"(?<![\d.第])2(?=(?:" + _MEASURE_WORDS + r"))"), "两"),
     # A minus sign left in front of a verbalized number: 负.
     (re.compile(r"(?<![0-9A-Za-z])[-−](?=[零一二三四五六七八九十两])"), "负"),
@@ -294,7 +345,7 @@ def pre(text: str) -> str:
 
 
 _POST: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"(?<![一二三四五六七八九十百千点])二千"), "两千"),   # 2xxx at a number or group start: 两千
+    (re.compile(r"(?<![一二三四五六七八九十百千点第])二千"), "两千"),  # 2xxx at a number or group start: 两千
     (re.compile(r"两(?=分之)"), "二"),                 # 二分之一, never 两分之一
 ]
 

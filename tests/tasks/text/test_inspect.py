@@ -53,3 +53,28 @@ def test_segments_list_what_chattts_is_given_beside_the_books_text():
     assert "segments" not in inspect_book(_book())               # only when asked
     text = format_inspect(d)
     assert f"{date['name']}  {date['text']}\n  <  {' '.join(date['source_text'].split())}" in text
+
+
+def test_polyphones_list_the_words_of_what_chattts_is_given():
+    book = Book(BookMeta(title="行", author="", source_path="/x/b.txt"),
+                (Chapter(0, "第一回", ("他去银行取钱。银行关门了，他只好回家。",)),))
+    d = inspect_book(book, polyphones=True)
+    words = {w["word"]: w for w in d["polyphones"]}
+    assert words["银行"]["count"] == 2 and words["银行"]["sample"]["name"] == "1.2"   # 1.1 is the title
+    assert "polyphones" not in inspect_book(book)                                    # only when asked
+    text = format_inspect(d)
+    assert "Polyphones: " in text and "银行\tyin2 hang2" in text and "(phrase; 行 xíng/háng)" in text
+
+
+def test_segments_show_a_readings_spelling_beside_the_books_text(tmp_path):
+    from tasks.text.normalize import Lexicon
+    from tasks.text.segment import SegmentOptions
+
+    (tmp_path / "lex.tsv").write_text("银行\tyin2 hang2\n", encoding="utf-8")
+    book = Book(BookMeta(title="行", author="", source_path="/x/b.txt"),
+                (Chapter(0, "第一回", ("他去銀行取钱，走了很久很久。",)),))
+    d = inspect_book(book, SegmentOptions(lexicon=Lexicon.load(tmp_path / "lex.tsv")), segments=True,
+                     polyphones=True)
+    seg = next(s for s in d["segments"] if "銀行" in s["source_text"])
+    assert "银航" in seg["text"] and "银行" not in seg["text"]
+    assert "银行" not in {w["word"] for w in d["polyphones"]}          # steered: no longer a polyphone word
