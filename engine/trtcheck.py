@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+ONNX_MISSING = "engine.trtcheck needs the onnx package: pip install 'chattts-render[onnx]'"
 TABLE_PATH = Path(__file__).with_name("data") / "onnx-tensorrt-operators.md"
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # the table's type names -> ONNX TensorProto type names; "INF64" is a typo in the table (ConstantOfShape's row)
@@ -170,7 +171,7 @@ def _onnx():
         import onnx.numpy_helper
         import onnx.shape_inference
     except ImportError:
-        raise SystemExit("engine.trtcheck needs the onnx package: pip install 'chattts-render[onnx]'") from None
+        raise ImportError(ONNX_MISSING) from None
     return onnx
 
 
@@ -507,9 +508,10 @@ def main(argv=None) -> int:
                    help="profile range of one dim symbol (overrides its role's)")
     a = p.parse_args(argv)
     try:
+        _onnx()
         opts = ProfileOptions(overrides=tuple(a.dim))
         files = onnx_files(a.paths)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, ImportError) as e:
         print(f"trtcheck: {e}", file=sys.stderr)
         return 2
     if not files:

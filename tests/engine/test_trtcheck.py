@@ -3,6 +3,7 @@ fails on unsupported ops / dtypes / restrictions, derives optimization profiles,
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import numpy as np
 import pytest
@@ -310,6 +311,12 @@ def test_cli_table_and_exit_codes(tmp_path, capsys):
     (tmp_path / "junk" / "x.onnx").write_bytes(b"not a protobuf at all \xff\xfe")
     assert trtcheck.main([str(tmp_path / "junk")]) == 2
     assert "not a readable ONNX model" in capsys.readouterr().err
+
+
+def test_cli_without_onnx_is_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnx", None)                  # import onnx raises ImportError
+    assert trtcheck.main(["anything.onnx"]) == 2
+    assert capsys.readouterr().err.strip() == f"trtcheck: {trtcheck.ONNX_MISSING}"
 
 
 # ------------------------------------------------------------------------------------------ our exporter's graphs
