@@ -10,7 +10,10 @@
 #                     engine/trtcheck.py on every graph (TensorRT's parser table, profiles, integer positions)
 #                     with its trtexec line.
 #                     The image has onnx 1.23.1, onnxscript 0.7.2 and a CPU-only onnxruntime 1.30.0: nothing to carry.
-#                     (No TensorRT and no onnxruntime-gpu there: the TensorRT provider itself cannot run; ~1-2 min.)
+#                     For the dev venv's versions, the cp312 wheels in .whl/ are onnx 1.23.2 8.5 MiB, onnxscript
+#                     0.7.2 0.7 MiB, onnxruntime 1.32.0 26.5 MiB (36 MiB: fits the 64 MiB carry beside ChatTTS's).
+#                     onnxruntime-gpu and TensorRT's libraries are far larger: the TensorRT provider cannot run
+#                     there.  ~1-2 min.
 #   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --compile --batch B (B = 64, 128, 256, 512):
 #                     ours (bf16, the CUDA default) against sorted upstream at the same batch, peak GPU memory
 #
