@@ -319,7 +319,7 @@ def _eval_dim(expr: str, values: dict) -> int:
     return ev(ast.parse(expr, mode="eval"))
 
 
-def _profiles(onnx, graph, init_names, opts: ProfileOptions, report: GraphReport) -> None:
+def _profiles(graph, init_names, opts: ProfileOptions, report: GraphReport) -> None:
     """Per dynamic graph input: its shape at min/opt/max, from the dims' symbols and their roles."""
     rows = []
     for inp in graph.input:
@@ -434,7 +434,7 @@ def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTab
         for node in g.node:
             report.ops[node.op_type] += 1
             _check_node(onnx, node, opset, table, dtypes, consts, report)
-    _profiles(onnx, model.graph, {t.name for t in model.graph.initializer}, opts, report)
+    _profiles(model.graph, {t.name for t in model.graph.initializer}, opts, report)
     _positions(onnx, model.graph, dtypes, report)
     return report
 
