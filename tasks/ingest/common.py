@@ -14,6 +14,8 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u200b\u2060\
 _WS_RE = re.compile(r"\s+")
 # Gutenberg markers: the header ends at "*** START OF ..." and the footer starts at "*** END OF ...".
 PG_START_RE = re.compile(r"\*{3}\s*START OF (?:THE |THIS )?PROJECT GUTENBERG", re.I)
+# Older files (1990s-2000s) end their header with the licence: "*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*...".
+PG_SMALL_PRINT_END_RE = re.compile(r"^\s*\*+\s*END\s*\*?\s*THE SMALL PRINT!", re.I)
 PG_END_RE = re.compile(r"\*{3}\s*END OF (?:THE |THIS )?PROJECT GUTENBERG", re.I)
 PG_END_LINE_RE = re.compile(r"^\s*(?:\*{3}\s*)?END OF (?:THE |THIS )?PROJECT GUTENBERG|^\s*End of (?:the )?Project "
                             r"Gutenberg(?:'s)?\b", re.I)

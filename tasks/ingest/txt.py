@@ -1,5 +1,7 @@
 """Plain-text books: encoding detection, Gutenberg boilerplate removal, chapter headings (第X回/章/卷/节/篇,
-序/楔子/后记..., bare title lines in essay collections) and unwrapping of hard-wrapped lines.
+序/楔子/后记..., bare title lines in essay collections) and unwrapping of hard-wrapped lines.  Text whose letters
+are mostly Latin goes to tasks.ingest.txt_en (English headings, front matter, paragraphs) instead; the Chinese
+path is unchanged by it.
 
 Everything here is linear in the input: line-by-line loops, anchored regexes on single lines, and lists
 joined once.  `read_txt(data, path)` is the entry point (bytes in, Book out)."""
@@ -9,11 +11,12 @@ import codecs
 import html
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tasks.book import Book, BookMeta, Chapter
+from tasks.book import Book, BookMeta, Chapter, book_language, guess_language
 from tasks.errors import BookError
-from tasks.ingest.common import PG_END_LINE_RE, PG_START_RE, clean_title, collapse_ws
+from tasks.ingest.common import PG_END_LINE_RE, PG_SMALL_PRINT_END_RE, PG_START_RE, clean_title, collapse_ws
+from tasks.ingest.txt_en import double_spaced_wraps, english_chapters, title_lines
 
 MAX_TXT_BYTES = 512 * 1024 * 1024        # bytes; larger files are refused, not read
 DETECT_SAMPLE_BYTES = 1 * 1024 * 1024    # bytes handed to charset-normalizer (the whole file is decoded strictly)
@@ -32,6 +35,7 @@ MIN_COMMON_HANZI_SHARE = 0.25            # share of common characters in real Ch
 MAX_BLANK_AFTER_SHARE = 0.3              # share of text lines followed by a blank line above which flush-left
                                          # short lines are dialogue, not essay titles
 MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
+MAX_WESTERN_ACCENT_SHARE = 0.02          # share of non-ASCII letters below which a Latin text is English (cp1252)
 
 # The commonest Chinese characters (Simplified and Traditional forms), for telling GB18030 from Big5 from junk.
 _COMMON_HANZI = frozenset(
@@ -71,6 +75,12 @@ _JUNK_TITLES = {"無標題文件", "无标题文档", "無標題文檔", "无标
 _LABEL_RE = re.compile(r"^(书名|書名|作者|著者|title|Title|author|Author)\s*[:：︰]\s*(\S.{0,60})$")
 _PG_CREDIT_RE = re.compile(r"^(Produced by|E-text prepared by|Transcribed by|Transcribed from)\b", re.I)
 _PG_META_RE = re.compile(r"^(Title|Author)\s*:\s*(.+)$", re.I)
+_PG_LANGUAGE_RE = re.compile(r"^Language\s*:\s*([A-Za-z]+)", re.I)
+# Gutenberg's "Language:" header line -> BCP 47 (the languages of most of its books; others: read from the text).
+_PG_LANGUAGES = {"english": "en", "chinese": "zh", "french": "fr", "german": "de", "spanish": "es", "italian": "it",
+                 "portuguese": "pt", "dutch": "nl", "finnish": "fi", "latin": "la", "japanese": "ja"}
+_HAN_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LATIN_RE = re.compile(r"[A-Za-z\u00c0-\u024f]")
 _PG_FOOTER_META_RE = re.compile(r"End of (?:the )?Project Gutenberg(?:'s|\s+E-?Book of)\s+(.+?)(?:,\s+by\s+(.+?))?\s*"
                                 r"(?:\*{3}|$)", re.I)
 # Other file types people rename to .txt/.epub: refused by name, not by "unknown text encoding".
@@ -103,6 +113,8 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
     lossy = _nearly_utf8(data)
     if lossy is not None:
         return lossy
+    if _western(data):
+        return data.decode("cp1252"), "cp1252"
     enc = _detect(data)
     if enc is None:
         raise BookError(path, "unknown text encoding")
@@ -116,6 +128,20 @@ def decode_text(data: bytes, path: str) -> tuple[str, str]:
         except UnicodeDecodeError:
             raise BookError(path, "unknown text encoding") from None
     return text, enc
+
+
+def _western(data: bytes) -> bool:
+    """True when `data` decodes as cp1252 into text whose letters are nearly all ASCII (English with a few accented
+    names): English text saved by Windows.  The detector takes such text for cp1250 or cp852 (æ read as ć, à as ŕ)
+    or, with one accented letter in an ASCII file, for Big5; Chinese in any encoding is far from passing."""
+    try:
+        text = data.decode("cp1252")
+    except UnicodeDecodeError:
+        return False
+    sample = text[:DETECT_SAMPLE_BYTES]
+    accented = sum(1 for ch in sample if ord(ch) > 0x7F and ch.isalpha())
+    ascii_letters = sum(1 for ch in sample if ch.isascii() and ch.isalpha())
+    return accented <= MAX_WESTERN_ACCENT_SHARE * max(1, ascii_letters + accented)
 
 
 def _decode_tolerating_cut_end(data: bytes, codec: str) -> str:
@@ -219,17 +245,28 @@ def _br_at_line_ends(text: str) -> bool:
     return n_br > 0 and n_end >= 0.8 * n_br
 
 
-def _strip_gutenberg(lines: list[str]) -> tuple[list[str], dict[str, str]]:
-    """Drop the PG header (through '*** START OF ...') and footer (from '*** END OF ...' / 'End of the Project
-    Gutenberg EBook'); return the remaining lines and Title/Author found in the header."""
+@dataclass(frozen=True)
+class _Gutenberg:
+    found: bool        # a Gutenberg header or footer was removed
+    language: str      # BCP 47 tag from the header's "Language:" line, "" when absent or not known
+
+
+def _strip_gutenberg(lines: list[str]) -> tuple[list[str], dict[str, str], _Gutenberg]:
+    """Drop the PG header (through '*** START OF ...', or the older '*END*THE SMALL PRINT! ...' licence) and footer
+    (from '*** END OF ...' / 'End of the Project Gutenberg EBook'); return the remaining lines, Title/Author found
+    in the header, and whether there was one, with its Language line."""
     meta: dict[str, str] = {}
+    language = ""
     start = 0
     for i, line in enumerate(lines[:2000]):
-        if PG_START_RE.search(line):
+        if PG_START_RE.search(line) or PG_SMALL_PRINT_END_RE.match(line):
             for h in lines[:i]:
                 m = _PG_META_RE.match(h.strip())
                 if m and m.group(1).lower() not in meta:
                     meta[m.group(1).lower()] = m.group(2).strip()
+                m = _PG_LANGUAGE_RE.match(h.strip())
+                if m and not language:
+                    language = _PG_LANGUAGES.get(m.group(1).lower(), "")
             start = i + 1
             break
     end = len(lines)
@@ -242,7 +279,7 @@ def _strip_gutenberg(lines: list[str]) -> tuple[list[str], dict[str, str]]:
         if m:
             meta.setdefault("footer_title", m.group(1).strip())
             meta.setdefault("footer_author", (m.group(2) or "").strip())
-    return lines[start:end], meta
+    return lines[start:end], meta, _Gutenberg(found=start > 0 or end < len(lines), language=language)
 
 
 # ---------------------------------------------------------------------------------------------- headings
@@ -531,9 +568,15 @@ def read_txt(data: bytes, path: str) -> Book:
         raise BookError(path, "not a text file (binary data)")
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     text = _strip_html(text)
-    lines, pg_meta = _strip_gutenberg(text.split("\n"))
-    if _double_spaced(lines):
+    lines, pg_meta, pg = _strip_gutenberg(text.split("\n"))
+    body = "\n".join(ln for ln in lines if not _PG_CREDIT_RE.match(ln.strip()))  # a credit line is not the book
+    english = guess_language(_count(_HAN_RE, body), _count(_LATIN_RE, body)) == "en"
+    # English paragraphs are one blank line apart, so a blank after each line is double spacing only where the
+    # lines before those blanks are cut mid-sentence.
+    if _double_spaced(lines) and (not english or double_spaced_wraps(lines)):
         lines = _collapse_double_spacing(lines)
+    if english:
+        return _english_book(lines, pg_meta, pg, path, encoding)
     wrap = _wrap_width(lines)
     heads = _find_headings(lines, wrap)
     indented = sum(1 for ln in lines if ln.strip() and _indent(ln) > 0)
@@ -570,6 +613,32 @@ def read_txt(data: bytes, path: str) -> Book:
                     encoding=encoding)
     return Book(meta=meta, chapters=tuple(Chapter(index=i, title=t or title, paragraphs=tuple(p))
                                           for i, (t, p) in enumerate(chapters)))
+
+
+def _count(pattern: re.Pattern[str], text: str) -> int:
+    return len(text) - len(pattern.sub("", text))
+
+
+def _english_book(lines: list[str], pg_meta: dict[str, str], pg: _Gutenberg, path: str, encoding: str) -> Book:
+    """An English text (tasks.ingest.txt_en): headings, front matter and paragraphs; title and author from the
+    Gutenberg header, else from the title page; language from the header's Language line, else from the text."""
+    from pathlib import Path
+
+    text = english_chapters(lines, gutenberg=pg.found)
+    page_title, page_author = title_lines(text.title_page)
+    title = clean_title(pg_meta.get("title") or page_title or pg_meta.get("footer_title") or Path(path).stem)
+    author = clean_title(pg_meta.get("author") or page_author or pg_meta.get("footer_author", ""))
+    chapters = [(title, text.front)] + text.chapters if text.front else text.chapters
+    chapters = [(t, p) for t, p in chapters if p]
+    if not chapters:
+        raise BookError(path, "no readable text")
+    meta = BookMeta(title=title, author=author, language=pg.language, source_path=str(path), source_format="txt",
+                    encoding=encoding)
+    book = Book(meta=meta, chapters=tuple(Chapter(index=i, title=t or title, paragraphs=tuple(p))
+                                          for i, (t, p) in enumerate(chapters)))
+    if not pg.language:
+        book = Book(meta=replace(meta, language=book_language(book)), chapters=book.chapters)
+    return book
 
 
 def _front_matter(front: list[str], pg_meta: dict[str, str], path: str,

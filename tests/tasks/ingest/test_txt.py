@@ -338,7 +338,7 @@ def test_english_chapter_headings(tmp_path):
     p = tmp_path / "en.txt"
     p.write_text(text, encoding="utf-8")
     book = load_book(p)
-    assert [c.title for c in book.chapters] == ["CHAPTER I.\u3000The Beginning", "CHAPTER II. The End"]
+    assert [c.title for c in book.chapters] == ["CHAPTER I. The Beginning", "CHAPTER II. The End"]
     assert book.chapters[1].paragraphs == ("It was over.", "Chapter 3 was not written.")
 
 
