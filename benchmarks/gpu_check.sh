@@ -4,6 +4,16 @@
 #   env.txt           GPU, torch, transformers, whether ChatTTS imports
 #   pytest-gpu.txt    `pytest -m gpu tests/engine` (our Llama in bf16/fp16, CUDA-graph step, Engine on CUDA)
 #   steps.jsonl       decode-step time, random-full bf16, batch 1/64/128/256, eager and CUDA-graphed (--compile)
+#   onnx.txt          benchmarks/onnx_gpu_check.py (issue 26): engine/onnxgraph.py's graphs of $ONNX_MODEL (default
+#                     random-tiny), fp32 and fp16, exported here; each graph's torch module on CUDA against
+#                     onnxruntime's CPU provider on the same small inputs (cosine, max abs diff, SNR);
+#                     engine/trtcheck.py on every graph (TensorRT's parser table, profiles, integer positions)
+#                     with its trtexec line.
+#                     The image has onnx 1.23.1, onnxscript 0.7.2 and a CPU-only onnxruntime 1.30.0: nothing to carry.
+#                     For the dev venv's versions, the cp312 wheels in .whl/ are onnx 1.23.2 8.5 MiB, onnxscript
+#                     0.7.2 0.7 MiB, onnxruntime 1.32.0 26.5 MiB (36 MiB: fits the 64 MiB carry beside ChatTTS's).
+#                     onnxruntime-gpu and TensorRT's libraries are far larger: the TensorRT provider cannot run
+#                     there.  ~1-2 min.
 #   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --compile --batch B (B = 64, 128, 256, 512):
 #                     ours (bf16, the CUDA default) against sorted upstream at the same batch, peak GPU memory
 #
@@ -13,7 +23,8 @@
 # loguru==0.7.3 torch-einops-utils==0.2.0 pybase16384==0.3.9 (cp312 manylinux wheel); .site/ = copies of the
 # pure-Python ChatTTS/ and encodec/ packages from the dev venv (both are sdist-only on PyPI).
 # Without them the Engine/benchmark parts are skipped (the Llama and CUDA-graph tests still run).
-# Budget: ~6-9 min on an H200 (random-full generation ~1 min, pytest ~1-2 min, steps ~2 min, bench ~3 min).
+# Budget: ~7-11 min on an H200 (random-full generation ~1 min, pytest ~1-2 min, onnx ~1-2 min, steps ~2 min, bench
+# ~3 min).  $OUT then holds 8 files, the most a lent machine's run brings back: the graphs go to /tmp/onnx-graphs.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
@@ -44,6 +55,12 @@ cat "$OUT/env.txt"
 HAVE_CHATTTS=$(grep -c "ChatTTS: importable" "$OUT/env.txt")
 
 timeout "$LIMIT" $PY -m pytest -m gpu tests/engine -q -p no:cacheprovider -o addopts="" -rs 2>&1 | tee "$OUT/pytest-gpu.txt"
+
+if [ "$HAVE_CHATTTS" = "1" ] && [ -z "${SKIP_ONNX:-}" ]; then
+  timeout "$LIMIT" $PY -m benchmarks.onnx_gpu_check --model "${ONNX_MODEL:-random-tiny}" --device cuda \
+      --out /tmp/onnx-graphs --report "$OUT/onnx.txt" 2>&1 | tail -40
+  [ -s "$OUT/onnx.txt" ] || echo "onnx step: no report (see the lines above)" > "$OUT/onnx.txt"
+fi
 
 if [ "$HAVE_CHATTTS" = "1" ]; then
   : > "$OUT/steps.jsonl"
