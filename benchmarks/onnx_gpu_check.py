@@ -36,6 +36,18 @@ def _metrics(ref, got) -> dict:
             "snr_db": 10 * np.log10(float(np.sum(a ** 2)) / err) if err else float("inf")}
 
 
+def _flat(x) -> list:
+    """Tensors of a graph's inputs or outputs in the graph's order: the KV cache's per-layer lists flattened."""
+    if isinstance(x, (tuple, list)):
+        return [t for item in x for t in _flat(item)]
+    return [x]
+
+
+def _on(x, device: str):
+    """A tensor, or a list of them (a KV cache's layers), on `device`."""
+    return [t.to(device) for t in x] if isinstance(x, list) else x.to(device)
+
+
 def check_dtype(model: str, dtype: str, device: str, out: Path | None, lines: list) -> bool:
     """Export, compare and TensorRT-check one dtype's graphs; appends result lines; True when all pass."""
     import onnxruntime as ort
@@ -49,23 +61,23 @@ def check_dtype(model: str, dtype: str, device: str, out: Path | None, lines: li
     paths = onnxgraph.export_graphs(loaded, None if out is None else out / dtype, dtype=dtype)
     where = paths[next(iter(paths))].parent
     lines.append(f"{dtype} export: {len(paths)} graphs in {time.perf_counter() - t0:.1f} s -> {where}")
-    mods = onnxgraph._modules(loaded, dtype)
+    mods = onnxgraph.modules(loaded, dtype)
     cm = mods.pop("model")
     tdtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
     ok = True
     so = ort.SessionOptions()
     so.log_severity_level = 3
     for name, path in paths.items():
-        args = onnxgraph._examples(name, cm, tdtype)
+        args = onnxgraph.examples(name, cm, tdtype)
         try:                                        # the modules share the loaded model's weights: back to cpu
             with torch.inference_mode():            # after, so the next dtype's export finds them there
-                ref = mods[name].to(device)(*(a.to(device) for a in args))
-            ref = tuple(t.float().cpu() for t in (ref if isinstance(ref, tuple) else (ref,)))
+                ref = mods[name].to(device)(*(_on(a, device) for a in args))
+            ref = tuple(t.float().cpu() for t in _flat(ref))
         finally:
             mods[name].to("cpu")
         try:
             sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-            feed = {i.name: a.cpu().numpy() for i, a in zip(sess.get_inputs(), args)}
+            feed = {i.name: a.cpu().numpy() for i, a in zip(sess.get_inputs(), _flat(args))}
             got = sess.run(None, feed)
         except Exception as e:                      # noqa: BLE001 — e.g. an op without a CPU kernel in fp16
             lines.append(f"{dtype} {name}: onnxruntime CPU failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")

@@ -19,16 +19,16 @@ Q·V code cells, T steps; every one of B, L, S, T is a dynamic axis):
     heads    hidden [B, C] fp32                                 -> logits [B, Q, V] fp32 (every code head)
     vocoder  hidden [B, T, C] fp32                              -> wav [B, 256·(2T-1)] fp32 (Decoder + Vocos)
 
-The KV cache is an explicit input/output, one tensor per layer (input_axes / output_axes name them all): the
-caller (engine/ortengine.py) keeps it in its own tensors and writes the returned keys at `pos`.  A decode step
-attends over the past and the new key without concatenating them (scores of both, one softmax, then the past's
-weighted sum plus the new value's share), so the past is read once and never copied inside the graph.  A row's past is valid below its position (a slot holds its sequence from
-index 0): decode masks past keys at index >= pos, so rows of different lengths share one call with S the
-longest.  Positions are int64 inputs in every dtype (RoPE tables are fp32 constants indexed by them, never
-computed from a half-precision position: CHATTTS_NOTES.md's trap); norms, RoPE and the heads run in fp32 as in
-the torch engine.  Vocos' ISTFT (torch.istft, centre padding) is exported as a real inverse-DFT MatMul and an
-overlap-add of hop-sized chunks (no DFT op, which TensorRT's parser lacks); its output matches torch.istft to
-float rounding.
+The KV cache is an explicit input/output, one tensor per layer (input_axes / output_axes name them all): the caller
+(engine/ortengine.py) keeps it in its own tensors and writes the returned keys at `pos`. A decode step attends over
+the past and the new key without concatenating them (scores of both, one softmax, then the past's weighted sum plus
+the new value's share), so the past is read once and never copied inside the graph. A row's past is valid below its
+position (a slot holds its sequence from index 0): decode masks past keys at index >= pos, so rows of different
+lengths share one call with S the longest. Positions are int64 inputs in every dtype (RoPE tables are fp32 constants
+indexed by them, never computed from a half-precision position: CHATTTS_NOTES.md's trap); norms, RoPE and the heads
+run in fp32 as in the torch engine. Vocos' ISTFT (torch.istft, centre padding) is exported as a real inverse-DFT
+MatMul and an overlap-add of hop-sized chunks (no DFT op, which TensorRT's parser lacks); its output matches
+torch.istft to float rounding.
 
 Files: `<cache_root()>/onnx/<fingerprint>-<dtype>-o<OPSET>-g<GRAPH_VERSION>/{prefill,decode,heads,vocoder}.onnx`
 and `graphs.json` (names, opset, versions, axis names), written as one folder (engine.atomic.atomic_dir): a
@@ -77,7 +77,8 @@ def output_axes(name: str, layers: int) -> dict[str, dict[int, str]]:
 
 def graph_dir(fingerprint: str, dtype: str, root: Path | None = None) -> Path:
     """Where the graphs of a model fingerprint and dtype live in the model cache (engine.assets.cache_root)."""
-    return (Path(root) if root is not None else cache_root() / "onnx") / f"{fingerprint}-{dtype}-o{OPSET}-g{GRAPH_VERSION}"
+    base = Path(root) if root is not None else cache_root() / "onnx"
+    return base / f"{fingerprint}-{dtype}-o{OPSET}-g{GRAPH_VERSION}"
 
 
 def complete(folder: Path) -> bool:
@@ -90,7 +91,7 @@ def graph_paths(folder: Path) -> dict[str, Path]:
 
 
 # ------------------------------------------------------------------------------------------ the modules exported
-def _modules(loaded, dtype: str) -> dict[str, Any]:
+def modules(loaded, dtype: str) -> dict[str, Any]:
     """The torch modules behind each graph, built from `loaded` (a fresh, unpacked CodeModel in `dtype`)."""
     import torch
     import torch.nn as nn
@@ -240,7 +241,7 @@ def Vocoder(decoder, vocos):
     return _vocoder_class()(decoder, vocos)
 
 
-def _examples(name: str, cm, dtype) -> tuple:
+def examples(name: str, cm, dtype) -> tuple:
     import torch
 
     s, B, L, S = cm.llama.s, EXAMPLE_BATCH, EXAMPLE_LEN, EXAMPLE_CACHE
@@ -304,7 +305,7 @@ def export_graphs(model_name_or_loaded, out_dir: Path | str | None = None, dtype
     if complete(folder):
         return graph_paths(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    mods = _modules(loaded, dtype)
+    mods = modules(loaded, dtype)
     cm = mods.pop("model")
     tdtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
     import onnx
@@ -313,7 +314,7 @@ def export_graphs(model_name_or_loaded, out_dir: Path | str | None = None, dtype
     try:
         with atomic_dir(folder, replace_if=lambda f: not complete(f)) as tmp, torch.no_grad(), _quiet():
             for name in NAMES:
-                _export(mods[name], _examples(name, cm, tdtype), name, Path(tmp) / f"{name}.onnx", cm.llama.s.layers)
+                _export(mods[name], examples(name, cm, tdtype), name, Path(tmp) / f"{name}.onnx", cm.llama.s.layers)
             s = cm.llama.s
             info = {"graph_version": GRAPH_VERSION, "opset": OPSET, "dtype": dtype, "fingerprint": loaded.fingerprint,
                     "torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,

@@ -12,7 +12,7 @@ from tests.conftest import ROOT
 from tests.test_layering import PACKAGES, imported_roots
 
 # Extras whose distributions the package imports (lazily, behind QAUnavailable): declared there, not in the core.
-IMPORTED_EXTRAS = ("qa",)
+IMPORTED_EXTRAS = ("qa", "onnx")
 # Declared for a dependency's sake, not imported by us, and why.
 NOT_IMPORTED = {"requests": "`import ChatTTS` needs it and chattts 0.2.5 does not declare it"}
 
