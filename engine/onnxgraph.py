@@ -33,7 +33,8 @@ torch.istft to float rounding.
 Files: `<cache_root()>/onnx/<fingerprint>-<dtype>-o<OPSET>-g<GRAPH_VERSION>/{prefill,decode,heads,vocoder}.onnx`
 and `graphs.json` (names, opset, versions, axis names), written as one folder (engine.atomic.atomic_dir): a
 half-written export is never used.  Dynamic axes carry names ("batch", "length", "cache", "steps") so a
-TensorRT optimization profile maps min/opt/max onto each (engine/ortengine.py's trt_profiles).
+TensorRT optimization profile maps min/opt/max onto each (engine/trtcheck.py derives it; engine/ortengine.py's
+trt_options passes it on).
 """
 from __future__ import annotations
 

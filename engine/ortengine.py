@@ -15,7 +15,7 @@ both back-ends draw alike wherever their logits agree.
 
 Providers by device: cpu -> CPUExecutionProvider (`onnxruntime`); cuda -> TensorrtExecutionProvider (FP16
 engines cached in the graph folder's trt/, an optimization profile per graph for batch and cache
-length: trt_profiles) with CUDAExecutionProvider behind it, or CUDA alone (`onnxruntime-gpu`).  The CUDA
+length: trt_options, from engine.trtcheck) with CUDAExecutionProvider behind it, or CUDA alone (`onnxruntime-gpu`).  The CUDA
 paths are written but have not been run by us (no GPU with onnxruntime-gpu): docs/onnx.md.  A provider error
 saying the memory ran out becomes torch.OutOfMemoryError, so the scheduler's OOM backoff works unchanged.
 
@@ -69,21 +69,27 @@ def backend_name(device: str) -> str:
     return f"onnx-ort{ort_version()}-{provider_for(device)}"
 
 
-def trt_profiles(name: str, info: dict, max_batch: int, max_len: int) -> dict[str, str]:
-    """TensorRT provider options trt_profile_{min,opt,max}_shapes for graph `name`: batch 1..max_batch (a decode
-    step runs at most the batch's slots; the scratch slot is never one: call_size pads nothing), prompt and cache
-    length 1..max_len (opt: TRT_OPT_LEN), vocoder steps 1..max_len."""
-    N, H, D, C = info["layers"], info["kv_heads"], info["head_dim"], info["hidden"]
-    opt_len = min(TRT_OPT_LEN, max_len)
+def trt_options(name: str, folder: Path, max_batch: int, max_len: int) -> dict | None:
+    """TensorRT provider options for graph `name`, from engine.trtcheck (the one source of profiles): the graph is
+    checked (operators, dtypes, integer positions) and its profile derived: batch 1..max_batch (opt half; the
+    vocoder decodes one row), prompt and cache length 1..max_len (opt TRT_OPT_LEN), vocoder steps 1..max_len;
+    FP16 only for a graph holding half tensors.  None (and a warning) when the check finds a problem: the graph
+    then runs on the CUDA provider."""
+    import warnings
 
-    def shapes(b: int, n: int) -> str:
-        past = {f"past_{kv}_{i}": (b, H, n, D) for kv in "kv" for i in range(N)}
-        dims = {"prefill": {"x": (b, n, C), "pos": (b, n)}, "decode": {"x": (b, 1, C), "pos": (b, 1), **past},
-                "heads": {"hidden": (b, C)}, "vocoder": {"hidden": (1, n, C)}}[name]
-        return ",".join(f"{k}:{'x'.join(map(str, v))}" for k, v in dims.items())
+    from engine.trtcheck import ProfileOptions, check_model, ort_trt_options
 
-    return {"trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(max(1, max_batch // 2), opt_len),
-            "trt_profile_max_shapes": shapes(max_batch, max_len)}
+    opt = min(TRT_OPT_LEN, max_len)
+    batch = (1, 1, 1) if name == "vocoder" else (1, max(1, max_batch // 2), max_batch)
+    report = check_model(Path(folder) / f"{name}.onnx",
+                         ProfileOptions(batch=batch, cache=(1, opt, max_len), length=(1, opt, max_len),
+                                        steps=(1, opt, max_len)))
+    if not report.ok:
+        warnings.warn(f"{name}.onnx: TensorRT would not take it ({'; '.join(report.problems)}): CUDA provider")
+        return None
+    cache = Path(folder) / "trt"
+    cache.mkdir(exist_ok=True)
+    return {"device_id": "0", **ort_trt_options(report, cache)}
 
 
 def _providers(provider: str, name: str, info: dict, folder: Path, max_batch: int) -> list:
@@ -92,12 +98,8 @@ def _providers(provider: str, name: str, info: dict, folder: Path, max_batch: in
     cuda = (PROVIDERS["cuda"], {"device_id": 0})
     if provider == "cuda":
         return [cuda, PROVIDERS["cpu"]]
-    cache = folder / "trt"
-    cache.mkdir(exist_ok=True)
-    trt = {"device_id": 0, "trt_fp16_enable": info["dtype"] == "fp16", "trt_engine_cache_enable": True,
-           "trt_engine_cache_path": str(cache), "trt_timing_cache_enable": True,
-           "trt_timing_cache_path": str(cache), **trt_profiles(name, info, max_batch, info["max_pos"])}
-    return [(PROVIDERS["trt"], trt), cuda, PROVIDERS["cpu"]]
+    trt = trt_options(name, folder, max_batch, info["max_pos"])
+    return ([(PROVIDERS["trt"], trt)] if trt else []) + [cuda, PROVIDERS["cpu"]]
 
 
 class Session:

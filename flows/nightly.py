@@ -56,14 +56,15 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
                            device: str | None = None, deployment: str = RENDER_DEPLOYMENT,
                            wait: bool = False, base_url: str | None = None,
                            segments_per_shard: int | None = None, max_shards: int = 8,
-                           language: str | None = None) -> list[dict]:
+                           language: str | None = None, backend: str | None = None) -> list[dict]:
     """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete in `out` (a
     folder or a store URL).  Relative paths are taken from the working directory (the repo root for the
     deployments).  With wait,
     block until those runs finish and fail when one did not complete.  base_url: where OUT is served (the
     feed's links; None: relative).  segments_per_shard: a book with more segments left than this renders
     over several workers (render-book's shards: one per segments_per_shard, at most max_shards).  language:
-    every book's reading language (auto | zh | en; None: auto, resolved per book)."""
+    every book's reading language (auto | zh | en; None: auto, resolved per book).  backend: what runs the model
+    in every render (torch | onnx; None: render-book's default, torch)."""
     from prefect.context import get_run_context
     from prefect.deployments import run_deployment
 
@@ -82,7 +83,8 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
             log.info("%s: a run is already waiting for a worker; not starting another", s.book)
         elif s.needs_render:
             params = {"book": s.book, "out": out_root, "model": model, "voice": voice, "formats": formats,
-                      "device": device, "catalogue": not in_store, "base_url": base_url, "language": language}
+                      "device": device, "catalogue": not in_store, "base_url": base_url, "language": language,
+                      "backend": backend}
             if segments_per_shard is not None:
                 left = segments_left(Path(s.book), s.book_dir, planned=s.state == INCOMPLETE)   # a folder or a URL
                 params["shards"] = shard_count(left, segments_per_shard, max_shards)

@@ -190,12 +190,13 @@ def test_trt_profiles_cover_every_input_of_each_graph(engines):
     """The TensorRT optimization profiles name every input of each graph, min <= opt <= max on every axis."""
     import onnx
 
-    from engine.onnxgraph import NAMES, read_info
-    from engine.ortengine import trt_profiles
+    from engine.onnxgraph import NAMES
+    from engine.ortengine import trt_options
 
     model = engines[0].model
     for name in NAMES:
-        prof = trt_profiles(name, read_info(model.folder), 8, 4096)
+        prof = trt_options(name, model.folder, 8, 4096)
+        assert prof["trt_engine_cache_path"] == str(model.folder / "trt")
         inputs = [i.name for i in onnx.load(str(model.folder / f"{name}.onnx"), load_external_data=False).graph.input]
         parsed = [dict(kv.split(":") for kv in prof[f"trt_profile_{k}_shapes"].split(",")) for k in ("min", "opt", "max")]
         assert all(list(p) == inputs for p in parsed), (name, inputs)

@@ -334,22 +334,3 @@ def test_exported_engine_graphs_pass():
             # fp16 matmuls in the GPT graphs of the fp16 export; its heads and vocoder are fp32 throughout
             assert r.shapes and r.half is (dtype == "fp16" and name in ("prefill", "decode")), (dtype, name)
             assert {"batch"} <= set(r.symbols), (dtype, name, r.symbols)
-
-
-def test_profiles_agree_with_the_onnx_backend():
-    """engine/ortengine.py's trt_profiles (what --backend onnx --device cuda passes to TensorRT) and the profile
-    this check derives from the graphs' own dims are the same shapes, given the same ranges."""
-    if importlib.util.find_spec("engine.ortengine") is None:
-        pytest.skip("engine.ortengine is not in this tree yet (the onnx branch adds it; wired at merge)")
-    from engine import ortengine
-    from engine.onnxgraph import export_graphs, read_info
-
-    paths = export_graphs("random-tiny", dtype="fp16")
-    info = read_info(paths["decode"].parent)
-    batch, top = 32, info["max_pos"]
-    for name, path in paths.items():
-        opts = trtcheck.ProfileOptions(batch=(1, 1, 1) if name == "vocoder" else (1, batch // 2, batch),
-                                       cache=(1, 512, top), length=(1, 512, top), steps=(1, 512, top))
-        r = trtcheck.check_model(path, opts)
-        mine = {f"trt_profile_{w}_shapes": r.shape_arg(w) for w in ("min", "opt", "max")}
-        assert mine == ortengine.trt_profiles(name, info, batch, top), name
