@@ -24,6 +24,7 @@ bitwise); docs/onnx.md has the numbers and the reasons it holds.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ from engine.codemodel import CodeModel
 from engine.llama import KVCache, LlamaShape
 from engine.onnxgraph import export_graphs, read_info
 from engine.sampling import hash32
+from engine.trtcheck import ProfileOptions, check_model, ort_trt_options
 from engine.units import samples_for_tokens
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "trt": "TensorrtExecutionProvider"}
@@ -75,10 +77,6 @@ def trt_options(name: str, folder: Path, max_batch: int, max_len: int) -> dict |
     vocoder decodes one row), prompt and cache length 1..max_len (opt TRT_OPT_LEN), vocoder steps 1..max_len;
     FP16 only for a graph holding half tensors.  None (and a warning) when the check finds a problem: the graph
     then runs on the CUDA provider."""
-    import warnings
-
-    from engine.trtcheck import ProfileOptions, check_model, ort_trt_options
-
     opt = min(TRT_OPT_LEN, max_len)
     batch = (1, 1, 1) if name == "vocoder" else (1, max(1, max_batch // 2), max_batch)
     report = check_model(Path(folder) / f"{name}.onnx",
