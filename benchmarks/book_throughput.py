@@ -46,8 +46,8 @@ class EngineClock:
         self._inner = inner = Engine.synthesize
         clock = self
 
-        def synthesize(engine, requests, progress=None):
-            it = inner(engine, requests, progress)
+        def synthesize(engine, requests, progress=None, more=None):
+            it = inner(engine, requests, progress, more)
             while True:
                 t0 = time.perf_counter()
                 try:

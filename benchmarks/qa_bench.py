@@ -108,18 +108,23 @@ class Speaking:
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def synthesize(self, requests, progress=None):
+    def synthesize(self, requests, progress=None, more=None):
         from engine.api import Result
         from tests.speech_engine import padded
 
-        requests = list(requests)
-        missing = [r for r in requests if r.text not in self.script]
-        if missing:
-            raise ValueError(f"request {missing[0].key}: no recording for {missing[0].text!r}")
-        speech = {r.key: padded(self.script[r.text].audio) for r in requests}   # key -> (audio, T)
-        self.takes += len(requests)
-        forced = [dataclasses.replace(r, forced_tokens=speech[r.key][1]) for r in requests]
-        for res in self._engine.synthesize(forced, progress):
+        speech: dict[str, tuple] = {}                    # key -> (audio, T)
+
+        def forced(reqs) -> list:
+            reqs = list(reqs)
+            missing = [r for r in reqs if r.text not in self.script]
+            if missing:
+                raise ValueError(f"request {missing[0].key}: no recording for {missing[0].text!r}")
+            speech.update({r.key: padded(self.script[r.text].audio) for r in reqs})
+            self.takes += len(reqs)
+            return [dataclasses.replace(r, forced_tokens=speech[r.key][1]) for r in reqs]
+
+        late = (lambda idle: forced(more(idle))) if more is not None else None
+        for res in self._engine.synthesize(forced(requests), progress, more=late):
             audio, tokens = speech[res.key]
             if len(res.audio) != len(audio) or res.tokens != tokens:
                 raise AssertionError(f"{res.key}: the engine made {len(res.audio)} samples, forced to {len(audio)}")

@@ -4,6 +4,7 @@
     voice = engine.sample_voice(seed=1234)              # a spk_emb string, stored in the manifest
     for result in engine.synthesize(requests):          # yields as segments finish (completion order)
         ...
+    engine.synthesize(requests, more=retakes)           # retakes(idle) -> requests that join the running pass
 
 Determinism: on CPU a Result depends only on (text, spk_emb, seed, forced_tokens, engine version), never on
 the other requests it was batched with; on CUDA its last bits can depend on the batch's shape (slot count,

@@ -14,6 +14,7 @@ a result does not depend on the requests it was batched with.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from typing import Callable, Iterable, Iterator
@@ -211,17 +212,25 @@ class Engine:
                    order=order, codes=codes)
 
     # ------------------------------------------------------------------------------------------ synthesize
-    def synthesize(self, requests: Iterable[Request],
-                   progress: Callable[[Result], None] | None = None) -> Iterator[Result]:
+    def synthesize(self, requests: Iterable[Request], progress: Callable[[Result], None] | None = None,
+                   more: Callable[[bool], Iterable[Request]] | None = None) -> Iterator[Result]:
         """Yield a Result per request as rows finish (completion order).  Bad requests (voice, forced count,
-        length) raise ValueError before any decoding."""
+        length) raise ValueError before any decoding.  `more(idle)` adds requests while it runs (a proof render's
+        re-takes): asked before every decode step, and with idle=True once the engine has nothing left (it may
+        block; nothing then ends the call); see engine.scheduler."""
         from engine.scheduler import Scheduler
 
         rows = [self._row(r, i) for i, r in enumerate(requests)]
+        order = itertools.count(len(rows))           # arrival index of the late ones
+
+        def late(idle: bool) -> list:
+            return [self._row(r, next(order)) for r in more(idle)]
+
         exact = self.opts.device == "cpu"
         sched = Scheduler(self.model, self.opts.batch, exact=exact)
         self.last_batch_sizes = sched.batch_sizes
-        for row in sched.run(rows):              # (no grad mode held across yields: weights need no grad)
+        # (no grad mode held across yields: weights need no grad)
+        for row in sched.run(rows, late if more is not None else None):
             if self.opts.backend == "onnx":          # the Decoder + Vocos graph, the row alone
                 wav = self.model.vocode(row.hiddens)
             else:

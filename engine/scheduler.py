@@ -10,6 +10,11 @@ capped by `max_batch`.  When a row finishes its slot is refilled at once; the ne
 other rows' caches are untouched.  A CUDA out-of-memory error halves the batch: the rows that were in flight
 restart from scratch in a smaller batch (rows depend only on their own inputs, so nothing changes), finished
 rows are kept.
+
+Rows may also arrive while it runs (`more`, a proof render's re-takes): `more(idle)` is asked before every step
+for rows to add (idle=False), and once nothing is pending or in flight (idle=True: it may block until it knows;
+nothing then ends the run).  A late row joins the pending queue after the rows already there; one that does not fit
+the running batch's cache waits until that batch drains, and the next batch is sized for what is pending.
 """
 from __future__ import annotations
 
@@ -79,25 +84,30 @@ class Scheduler:
         self.batch_sizes: list[int] = []             # every batch size used, in order (OOM backoff shows here)
         self.refills = 0                             # admissions while other rows were mid-decode
 
-    def run(self, rows: Iterable[Row]) -> Iterator[Row]:
+    def run(self, rows: Iterable[Row], more: Callable[[bool], Iterable[Row]] | None = None) -> Iterator[Row]:
         pending = deque(bucket_order(rows))
-        if not pending:
-            return
-        max_len = -(-max(r.prompt_len + r.end_at for r in pending) // LEN_ROUND) * LEN_ROUND
-        max_steps = max(r.end_at for r in pending)
-        size = batch_for_budget(self.model, min(self.max_batch, len(pending)), max_len, max_steps, self.free_bytes)
+        cap = self.max_batch                         # halved by each out-of-memory error
+        size = 0
         batch: DecodeBatch | None = None
-        while pending or (batch is not None and batch.rows):
+        while True:
+            in_flight = batch is not None and bool(batch.rows)
+            if more is not None:
+                pending.extend(more(not pending and not in_flight))
+            if not pending and not in_flight:
+                return
             finished: list[Row] = []
             touched: list[Row] = []                  # rows whose state this iteration may leave half-done
             try:
-                if batch is None:
+                if batch is None or (not batch.rows and not any(batch.fits(r) for r in pending)):
+                    max_len = -(-max(r.prompt_len + r.end_at for r in pending) // LEN_ROUND) * LEN_ROUND
+                    max_steps = max(r.end_at for r in pending)
+                    size = batch_for_budget(self.model, min(cap, len(pending)), max_len, max_steps, self.free_bytes)
                     batch = DecodeBatch(self.model, size, max_len, max_steps, self.exact)
                     self.batch_sizes.append(size)
                 for slot in batch.free_slots():
-                    if not pending:
+                    row = _pop_fitting(pending, batch)
+                    if row is None:
                         break
-                    row = pending.popleft()
                     touched.append(row)
                     self.refills += bool(batch.rows) and any(r.steps > 1 for r in batch.rows.values())
                     done = batch.admit(row, slot)
@@ -120,5 +130,14 @@ class Scheduler:
                 batch = None
                 if self.model.device.type == "cuda":
                     torch.cuda.empty_cache()
-                size = max(1, size // 2)
+                cap = max(1, size // 2)
             yield from finished
+
+
+def _pop_fitting(pending: deque, batch: DecodeBatch) -> Row | None:
+    """The first pending row that fits the batch's cache, taken out of the queue; None when none does."""
+    for i, row in enumerate(pending):
+        if batch.fits(row):
+            del pending[i]
+            return row
+    return None

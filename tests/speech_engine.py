@@ -244,6 +244,7 @@ class SpeechEngine:
         self.loaded = _speaker_model()
         self.calls: list[tuple[str, str, int | None, str]] = []   # (key, text, take or None, clip name) per request
         self.last_batch_sizes: list[int] = []
+        self.passes: list[list[list[tuple[str, int | None]]]] = []   # per synthesize call, its rounds' (text, take)
 
     def takes(self, text: str) -> tuple[Clip, ...]:
         got = self.script[text]
@@ -269,21 +270,29 @@ class SpeechEngine:
         take = self.take_of(req)
         return take, takes[min(take or len(takes), len(takes)) - 1]
 
-    def synthesize(self, requests: Iterable[Request], progress=None) -> Iterator[Result]:
+    def synthesize(self, requests: Iterable[Request], progress=None, more=None) -> Iterator[Result]:
         """A Result per request, shortest first (then in request order).  A text the script lacks raises
-        ValueError before anything is yielded."""
+        ValueError before anything of its round is yielded.  `more` (as engine.engine.Engine.synthesize's): once
+        a round is yielded, more(True)'s requests are the next round of this call, until it gives none.
+        `passes` records each call's rounds, as (text, take) per request."""
+        rounds: list[list[tuple[str, int | None]]] = []
+        self.passes.append(rounds)
+        self.last_batch_sizes = []
         requests = list(requests)
-        missing = [r for r in requests if r.text not in self.script]
-        if missing:
-            raise ValueError(f"request {missing[0].key}: the script has no clip for {missing[0].text!r}")
-        done = []
-        for i, req in enumerate(requests):
-            take, clip = self.clip_for(req)
-            self.calls.append((req.key, req.text, take, clip.name))
-            audio, tokens = padded(clip.audio)
-            done.append((len(audio), i, Result(key=req.key, audio=audio, tokens=tokens)))
-        self.last_batch_sizes = [len(requests)] if requests else []
-        for _, _, res in sorted(done, key=lambda d: d[:2]):
-            if progress is not None:
-                progress(res)
-            yield res
+        while requests or (more is not None and (requests := list(more(True)))):
+            missing = [r for r in requests if r.text not in self.script]
+            if missing:
+                raise ValueError(f"request {missing[0].key}: the script has no clip for {missing[0].text!r}")
+            done = []
+            for i, req in enumerate(requests):
+                take, clip = self.clip_for(req)
+                self.calls.append((req.key, req.text, take, clip.name))
+                audio, tokens = padded(clip.audio)
+                done.append((len(audio), i, Result(key=req.key, audio=audio, tokens=tokens)))
+            rounds.append([(r.text, self.take_of(r)) for r in requests])
+            self.last_batch_sizes.append(len(requests))
+            for _, _, res in sorted(done, key=lambda d: d[:2]):
+                if progress is not None:
+                    progress(res)
+                yield res
+            requests = []

@@ -3,13 +3,15 @@
 One request per distinct content key, as render.py.  Take k (1-based) renders with reroll_seed(seed, k) into
 tasks.bookdir.take_relpath(key, k) (durable), then the checker thread hears it while the engine decodes on
 (tasks.qa.checker.Checker.hear: the ASR — mode full: every take; suspect: the takes whose duration is odd and
-those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  After
-each pass over the engine:
+those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  A take the duration
+guard or the ASR flags is re-taken in the same pass: the engine asks for more rows before every step
+(Engine.synthesize's `more`), and when it has none left it waits for the takes still being heard.  After each pass
+over the engine:
 
 - each voice's reference is frozen in the book's qa.json once its takes give one (tasks.qa.checker.voice_reference,
   the cutoff from the book's own spread), and the drift gate judges every take against it;
-- a take flagged by any check (duration, asr, drift) is re-taken in the next pass, up to max_takes; an
-  inconclusive one never is;
+- a take the drift gate flags is re-taken in the next pass; every re-take up to max_takes; an inconclusive take
+  is never re-taken;
 - a segment that is decided keeps its best take (tasks.qa.verdict.take_rank): the row is done with that take's
   audio and what the checks found, or failed when every take failed the duration guard.
 
@@ -72,19 +74,27 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
             need = {k: t for k in sorted(open_keys) if (t := _next_take(segs[k], qa)) is not None
                     and t not in segs[k].takes}
             counts["retaken"] += sum(t > 1 for t in need.values())
-            requests = [Request(key=f"{k}#{t}", text=segs[k].first["text"], spk_emb=segs[k].first["spk_emb"],
-                                seed=reroll_seed(segs[k].first["seed"], t)) for k, t in need.items()]
-            futures: list[Future] = []                  # being heard while the engine decodes on
-            for res in engine.synthesize(requests):
+            requests = [_request(segs[k], k, t) for k, t in need.items()]
+            hearing: list[Future] = []                  # being heard while the engine decodes on
+
+            def retakes(idle: bool) -> list[Request]:
+                """The engine asks before every step: the re-takes of the takes heard since (flagged by the
+                duration guard or the ASR) join its running pass.  Idle: wait for every take still being heard."""
+                done = [f for f in hearing if idle or f.done()]
+                _collect(done, segs)
+                hearing[:] = [f for f in hearing if f not in done]
+                new = {k: t for k in sorted({f.result()[0] for f in done})
+                       if (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes}
+                counts["retaken"] += len(new)
+                return [_request(segs[k], k, t) for k, t in new.items()]
+
+            for res in engine.synthesize(requests, more=retakes):
                 k, t = res.key.rsplit("#", 1)
                 write_segment_audio(book_dir / take_relpath(k, int(t)), res.audio, SAMPLE_RATE)
                 crashpoint("segment-written")
                 segs[k].takes[int(t)] = None
-                futures.append(pool.submit(_hear, book_dir, k, int(t), segs[k], res.audio, qa, guard, checker))
-                done = {f for f in futures if f.done()}
-                _collect(list(done), segs)
-                futures = [f for f in futures if f not in done]
-            _collect(futures, segs)
+                hearing.append(pool.submit(_hear, book_dir, k, int(t), segs[k], res.audio, qa, guard, checker))
+            _collect(hearing, segs)
             refs = _judge_voices(book_dir, segs, refs, qa, checker, pool, all_rows)
             waiting = {s.first["voice_id"] for k, s in segs.items() if k in open_keys
                        and s.first["voice_id"] not in refs and _next_take(s, qa) is not None}
@@ -97,6 +107,11 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
                 finish(rows)
             open_keys -= decided
     return counts
+
+
+def _request(seg: _Segment, key: str, take: int) -> Request:
+    row = seg.first
+    return Request(key=f"{key}#{take}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], take))
 
 
 def _hear(book_dir: Path, key: str, take: int, seg: _Segment, audio: np.ndarray, qa: QAOptions, guard,

@@ -51,8 +51,8 @@ def test_batched_equals_alone_bitwise_under_continuous_refill(engine, requests, 
     refills = []
     orig_run = Scheduler.run
 
-    def spy(self, rows):                               # record that slots were refilled mid-decode
-        yield from orig_run(self, rows)
+    def spy(self, rows, more=None):                    # record that slots were refilled mid-decode
+        yield from orig_run(self, rows, more)
         refills.append(self.refills)
 
     Scheduler.run = spy
@@ -68,6 +68,27 @@ def test_batched_equals_alone_bitwise_under_continuous_refill(engine, requests, 
         assert np.array_equal(again[req.key].audio, out[req.key].audio), req.key
     # and the results are not trivially equal to each other
     assert not np.array_equal(out["seg0"].audio[:1000], out["seg5"].audio[:1000])
+
+
+def test_requests_given_while_it_runs_join_the_pass_and_sound_as_alone(engine, requests, batched):
+    """synthesize(..., more=): a proof render's re-takes join the running pass (one batch here), each bitwise what
+    it is in any other batch; a bad late request is refused as a first one is."""
+    out, _ = batched
+    late = list(requests[2:])
+    asked = []
+
+    def more(idle):
+        asked.append(idle)
+        return [late.pop(0)] if late and (idle or len(asked) % 4 == 0) else []
+
+    got = {r.key: r for r in engine.synthesize(requests[:2], more=more)}
+    assert set(got) == set(out) and not late
+    assert engine.last_batch_sizes == [2]                     # one batch: the late ones took freed slots
+    for k in out:
+        assert np.array_equal(got[k].audio, out[k].audio), k
+    bad = Request("x", requests[0].text, "not a voice", 5)
+    with pytest.raises(ValueError):
+        list(engine.synthesize(requests[:1], more=lambda idle: [bad] if idle else []))
 
 
 def test_seed_and_voice_change_the_audio(engine, requests, batched):

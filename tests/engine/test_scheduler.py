@@ -112,6 +112,35 @@ def test_oom_inside_forward_prefill_or_decode(model, reference, fail_at):
         assert out[k].tokens == ref[k].tokens and torch.equal(out[k].hiddens, ref[k].hiddens), k
 
 
+def test_rows_arriving_while_it_runs_join_the_running_batch_and_decode_as_alone(model, reference):
+    """`more` (a proof render's re-takes): rows given while the batch decodes are admitted into freed slots of the
+    same batch; a late row too long for its cache waits for the batch to drain and gets a batch of its own; the run
+    ends only when more(idle=True) has nothing.  Every row's output is what it is alone."""
+    def long_row():                                          # 86 positions: beyond the first batch's cache (64)
+        r = make_row(model, "long", 6, 99, 80)
+        r.order = len(SPECS)
+        return r
+
+    alone = next(S.Scheduler(model, max_batch=1, exact=True, free_bytes=1 << 40).run([long_row()]))
+    first, late = rows(model)[:3], rows(model)[3:]
+    queue = [late[:2], [late[2], long_row()], *([r] for r in late[3:])]
+    asked: list[bool] = []
+
+    def more(idle: bool) -> list:
+        asked.append(idle)
+        return queue.pop(0) if queue and (idle or len(asked) % 3 == 0) else []
+
+    sched = S.Scheduler(model, max_batch=4, exact=True, free_bytes=1 << 40)
+    out = {r.key: r for r in sched.run(first, more)}
+    assert set(out) == set(reference) | {"long"} and not queue
+    for k in reference:
+        assert out[k].tokens == reference[k].tokens and torch.equal(out[k].hiddens, reference[k].hiddens), k
+    assert out["long"].tokens == 80 and torch.equal(out["long"].hiddens, alone.hiddens)
+    assert sched.batch_sizes == [3, 1]          # the late rows joined the first batch; the long one came after it
+    assert sched.refills >= len(late) - 1       # admitted while other rows were mid-decode
+    assert asked[-1] is True                    # it ended idle, when more had nothing
+
+
 def test_is_oom_follows_the_exception_chain():
     try:
         try:
