@@ -1,5 +1,6 @@
 """Precision and recall of the QA flags on every (recording, text) pair the real-speech corpus gives, the ASR
-check and the drift gate separately, and what the ASR costs (ASR seconds per audio second, batched and not).
+check and the drift gate separately, and what the checks cost (ASR and speaker-embedding seconds per audio
+second).
 
     python -m benchmarks.qa_precision                       # Whisper base, one thread
     python -m benchmarks.qa_precision --asr-model small --threads 2 --json out.json -v
@@ -158,18 +159,26 @@ def rates(rows: list[dict]) -> dict:
 
 
 def run(asr_model: str = "base", threads: int = 1, speech_dir: Path = SPEECH) -> dict:
+    """Load Whisper (`asr_model`, int8 on `threads` CPU threads) and the speaker encoder, then `measure`."""
     from tasks.qa.asr import load_transcriber
-    from tasks.qa.options import QAOptions
-    from tasks.qa.speaker import load_encoder, similarity
-    from tasks.qa.verdict import asr_verdict, drift_verdict
+    from tasks.qa.speaker import load_encoder
 
-    opts = QAOptions(asr_model=asr_model)
-    clips = corpus_clips(speech_dir)
-    by_name, cache = {c.name: c for c in clips}, {}
     t = time.perf_counter()
     transcriber = load_transcriber(asr_model, "cpu", threads)
     load_s = time.perf_counter() - t
+    return {"asr_model": asr_model, "threads": threads, "load_s": round(load_s, 3),
+            **measure(corpus_clips(speech_dir), transcriber, load_encoder("cpu"))}
 
+
+def measure(clips: list[Clip], transcriber, encoder) -> dict:
+    """Every pair's verdict (asr_rows, drift_rows), their precision and recall per kind, and the checks' seconds
+    per audio second; each audio is heard and embedded once."""
+    from tasks.qa.options import QAOptions
+    from tasks.qa.speaker import similarity
+    from tasks.qa.verdict import asr_verdict, drift_verdict
+
+    opts = QAOptions()
+    by_name, cache = {c.name: c for c in clips}, {}
     apairs = asr_pairs(clips)
     keys = list(dict.fromkeys((p.audio, p.language) for p in apairs))          # each audio heard once
     transcripts, asr_s, audio_s = {}, 0.0, 0.0
@@ -188,10 +197,6 @@ def run(asr_model: str = "base", threads: int = 1, speech_dir: Path = SPEECH) ->
                          "cer": round(check.cer, 4), "verdict": check.verdict, "reason": check.reason,
                          "should_flag": p.should_flag})
 
-    batched = _batched_vs_single(transcriber, [(audio_of(c.name, by_name, cache), c.language) for c in clips],
-                                 {c.name: transcripts[c.name, c.language] for c in clips}, [c.name for c in clips])
-
-    encoder = load_encoder("cpu")
     t = time.perf_counter()
     emb = {c.name: encoder.embed(*audio_of(c.name, by_name, cache), opts.min_speech_s) for c in clips}
     embed_s = time.perf_counter() - t
@@ -201,8 +206,7 @@ def run(asr_model: str = "base", threads: int = 1, speech_dir: Path = SPEECH) ->
         sim = None if a is None or b is None else similarity(a, b)
         drift_rows.append({"kind": p.kind, "a": p.audio, "b": p.other, "similarity": sim and round(sim, 4),
                            "verdict": drift_verdict(sim, opts.drift_floor), "should_flag": p.should_flag})
-    return {"asr_model": asr_model, "threads": threads, "load_s": round(load_s, 3),
-            "asr_s_per_audio_s": round(asr_s / audio_s, 4), "asr_audio_s": round(audio_s, 2),
+    return {"asr_s_per_audio_s": round(asr_s / audio_s, 4), "asr_audio_s": round(audio_s, 2),
             "embed_s_per_audio_s": round(embed_s / sum(len(cache[c.name][0]) / cache[c.name][1] for c in clips), 4),
             "thresholds": {"max_cer": opts.max_cer, "min_units": opts.min_units, "low_logprob": opts.low_logprob,
                            "drift_floor": opts.drift_floor, "min_speech_s": opts.min_speech_s},
@@ -210,21 +214,7 @@ def run(asr_model: str = "base", threads: int = 1, speech_dir: Path = SPEECH) ->
                                                for k in ("right", "wrong", "truncated", "noise")}},
             "drift": {"all": rates(drift_rows), **{k: rates([r for r in drift_rows if r["kind"] == k])
                                                    for k in ("same", "other")}},
-            "batched": batched, "asr_rows": asr_rows, "drift_rows": drift_rows}
-
-
-def _batched_vs_single(transcriber, items, single, names) -> dict:
-    """The clips through transcribe_many (BatchedInferencePipeline) against one by one: time and agreement."""
-    t = time.perf_counter()
-    for (a, rate), lang in items:
-        transcriber.transcribe(a, rate, lang)
-    single_s = time.perf_counter() - t
-    t = time.perf_counter()
-    many = transcriber.transcribe_many([(a, rate, lang) for (a, rate), lang in items])
-    batched_s = time.perf_counter() - t
-    same = sum(m.text == single[n].text for m, n in zip(many, names))
-    return {"single_s": round(single_s, 3), "batched_s": round(batched_s, 3),
-            "batched_over_single": round(batched_s / single_s, 3), "same_text": same, "clips": len(names)}
+            "asr_rows": asr_rows, "drift_rows": drift_rows}
 
 
 def _fmt(r: dict) -> str:
@@ -265,11 +255,8 @@ def main(argv: list[str] | None = None) -> int:
           f"avg_logprob min {min(lp):.3f}; wrong pairs: cer min "
           f"{min(x['cer'] for x in r['asr_rows'] if x['kind'] == 'wrong'):.3f}")
     print(f"  similarity: same-speaker min {min(sims['same']):.3f}, other-speaker max {max(sims['other']):.3f}")
-    b = r["batched"]
     print(f"  ASR {r['asr_s_per_audio_s']:.3f} s per audio s ({r['asr_audio_s']:.0f} s of audio; model load "
           f"{r['load_s']:.2f} s); speaker embedding {r['embed_s_per_audio_s']:.3f} s per audio s")
-    print(f"  batched (transcribe_many) / one by one: {b['batched_over_single']:.2f} "
-          f"({b['batched_s']:.2f} s vs {b['single_s']:.2f} s, {b['same_text']}/{b['clips']} transcripts identical)")
     if a.json:
         a.json.write_text(json.dumps(r, ensure_ascii=False, indent=1), encoding="utf-8")
     return 0
