@@ -27,6 +27,7 @@ TEXTS = ["今天天气很好，我们去公园散步吧。", "春眠不觉晓，
          "道可道，非常道；名可名，非常名。"]
 STEPS = 24                         # decode steps compared
 SEED = 1234
+TOKENS_BATCH = 3                   # rows decoded together when the segments' tokens are compared
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,9 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2. tokens of forced-length segments (the scheduler, the same seeds) and 3. vocoder SNR
     reqs = [Request(key=f"s{i}", text=t, spk_emb=voice, seed=SEED + i) for i, t in enumerate(TEXTS)]
-    from tests.engine.test_onnx import _tokens
-
-    ta, tb = _tokens(onnx, reqs), _tokens(ours, reqs)
+    ta, tb = onnx.sampled_codes(reqs, TOKENS_BATCH), ours.sampled_codes(reqs, TOKENS_BATCH)
     parted = {k: next((i for i, (x, y) in enumerate(zip(ta[k], tb[k])) if x != y), None) for k in ta}
     res["tokens"] = {"equal": ta == tb, "first_difference_step": parted, "steps": {k: len(v) - 1 for k, v in ta.items()}}
     print(json.dumps(res["tokens"]), flush=True)

@@ -6,11 +6,11 @@
 
 Books: the examples (examples/daodejing.epub and the TXT chapters it is made from) and the corpus's Chinese books
 (`../shared/corpus/txt/gutenberg-zh/*.txt`, the Chinese EPUB pg25288), every chapter.  Each book is read with
-`load_book`, its language resolved as prepare does (`book_language`), and segmented and audited by
-`tasks.plan.prepare.segment_book`; every segment's (chapter, index, text, source_text, pause_after) is kept with
-its content key as the plan computes it (`tasks.plan.rows.plan_rows`, with a fixed voice string and a fixed engine
-version: a key depends only on (text, voice, seed, engine version), the seed on (text, voice), so with those two
-fixed the key is the plan's key for the same voice and model - no model is loaded).
+`load_book`, its language resolved as prepare does (`tasks.text.segment.book_options`, --language auto), and
+segmented and audited by `tasks.plan.prepare.segment_book`; every segment's (chapter, index, text, source_text,
+pause_after) is kept with its content key as the plan computes it (`tasks.plan.rows.plan_rows`, with a fixed voice
+string and a fixed engine version: a key depends only on (text, voice, seed, engine version), the seed on (text,
+voice), so with those two fixed the key is the plan's key for the same voice and model - no model is loaded).
 
 `--against`: per book, the segments changed / added / removed (each chapter's sequence of segments aligned by
 difflib on (content key, source_text, pause_after), so an inserted segment does not shift the rest), the first
@@ -48,17 +48,13 @@ def books(only: list[str] | None = None) -> list[tuple[str, Path]]:
 
 def book_segments(path: Path) -> tuple[str, list[dict]]:
     """(title, rows) of one book as the plan would make them: chapter, index, text, source_text, pause_after, key."""
-    from dataclasses import replace
-
-    from tasks.book import book_language
     from tasks.ingest import load_book
     from tasks.plan.prepare import segment_book
     from tasks.plan.rows import plan_rows
-    from tasks.text.segment import SegmentOptions
+    from tasks.text.segment import SegmentOptions, book_options
 
     book = load_book(path)
-    opts = replace(SegmentOptions(), lang=book_language(book))
-    segments, _ = segment_book(book, opts)
+    segments, _ = segment_book(book, book_options(book, SegmentOptions()))
     rows = plan_rows(book, segments, VOICE, ENGINE_VERSION, Path("/nonexistent/segment-diff"))
     return book.meta.title, [{"chapter": r["chapter"], "index": r["segment"], "text": r["text"],
                               "source_text": r["source_text"], "pause_after": r["pause_after"],

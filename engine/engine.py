@@ -239,3 +239,22 @@ class Engine:
             if progress is not None:
                 progress(res)
             yield res
+
+    def sampled_codes(self, requests: Iterable[Request], max_batch: int) -> dict[str, list]:
+        """{key: the sampled codes (one per code head) of every step but the last, read from the decode batch
+        before each decode step, then the row's token count}: what two back-ends are compared on
+        (benchmarks/onnx_equivalence.py, tests/engine/test_onnx.py).  The scheduler runs exact, `max_batch` rows
+        at most together; no audio is decoded."""
+        from engine.scheduler import Scheduler
+
+        rows = [self._row(r, i) for i, r in enumerate(requests)]
+        seen: dict[str, list] = {r.key: [] for r in rows}
+
+        def hook(batch):
+            for slot, row in batch.rows.items():
+                if len(seen[row.key]) < row.steps:
+                    seen[row.key].append(batch.last[slot].tolist())
+
+        for row in Scheduler(self.model, max_batch, exact=True, step_hook=hook).run(rows):
+            seen[row.key].append(row.tokens)
+        return seen

@@ -1,7 +1,9 @@
 """`chattts-render check AUDIO... --text TEXT | --texts TSV`: the QA checks (tasks/qa/) on any recordings.
 
-Every input is read and checked before a model loads; a bad one is one line naming it and exit 2, as is a missing
-qa extra or ASR model (QAUnavailable).  --json prints one object per recording, one per line."""
+Exit 1 when any recording's verdict is flag, 0 when every one passes or is inconclusive (reported, not a failure:
+the render's re-takes follow the same rule).  Every input is read and checked before a model loads; a bad one is
+one line naming it and exit 2, as is a missing qa extra or ASR model (QAUnavailable).  --json prints one object
+per recording, one per line (the exit status is the same)."""
 from __future__ import annotations
 
 import argparse
@@ -14,15 +16,20 @@ from tasks.qa.asr import load_transcriber
 from tasks.qa.options import QAOptions
 from tasks.qa.recordings import LANGUAGE_CHOICES, check_recordings, read_recording, read_texts
 from tasks.qa.speaker import load_encoder
+from tasks.qa.verdict import FLAG
 
 TRANSCRIPT_COLUMN = 48            # characters of the transcript the table shows
+EXIT_PASSED, EXIT_FLAGGED = 0, 1  # every recording pass or inconclusive / any flagged (usage errors: 2, flows.cli)
 
 
 def add_check_command(sub) -> argparse.ArgumentParser:
     d = QAOptions()
     p = sub.add_parser("check", help="Hear recordings and check them against their texts (ASR, voice drift).",
                        description="Transcribe recordings with Whisper and compare them with what they should say; "
-                                   "with --voice-ref, also compare their speaker with a reference clip.")
+                                   "with --voice-ref, also compare their speaker with a reference clip.",
+                       epilog="Exit status: 0 when every recording passes or is inconclusive (too short or too "
+                              "unsure to judge: reported, not a failure), 1 when any is flagged, 2 for bad input "
+                              "or usage or a missing qa extra or ASR model. The same with --json.")
     p.add_argument("audio", nargs="*", help="recordings (any format soundfile or ffmpeg reads)")
     texts = p.add_mutually_exclusive_group(required=True)
     texts.add_argument("--text", default=None, help="what every recording given should say")
@@ -63,7 +70,7 @@ def cmd_check(a: argparse.Namespace) -> int:
             print(json.dumps(r.as_json(), ensure_ascii=False))
     else:
         _table(results, with_similarity=reference is not None)
-    return 0
+    return EXIT_FLAGGED if any(r.verdict == FLAG for r in results) else EXIT_PASSED
 
 
 def _items(a: argparse.Namespace) -> list[tuple[Path, str]]:

@@ -9,10 +9,10 @@ themselves: flows/commands.py).
     chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
     chattts-render --version
 
-Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes); 2 bad input or
-usage, or the book is being rendered by another process, or a QA check cannot run (its extra or ASR model is
-missing); 3 the machine: a missing tool (ffmpeg), no GPU for
---device cuda, or an unusable output folder.  Every error is one line on stderr naming the file and the problem;
+Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes), or `check`
+flagged a recording; 2 bad input or usage, or the book is being rendered by another process, or a QA check cannot
+run (its extra or ASR model is missing); 3 the machine: a missing tool (ffmpeg), no GPU for --device cuda, or an
+unusable output folder.  Every error is one line on stderr naming the file and the problem;
 a bad input creates and overwrites nothing."""
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ measures, clock times, fractions, month-day dates), our rules before it for what
                                     No. 5) and Roman numerals (CHAPTER IV, Charles II)
                                     as (start, end, reading) - the segmenter never cuts inside them;
     `number_windows(text, start, end)` / `verbalize(window)`  the short windows around digits and their reading.
+It also uses `first_of_overlapping(spans)`, the one rule for overlapping spans (find_words' too): the first wins.
 
 Output alphabet (what ChatTTS's own normalizer lets through for English, `ChatTTS/norm.py` reject pattern
 `[^\\u4e00-\\u9fffA-Za-z，。、,\\. ]`): ASCII letters, single spaces, `,` and `.`.  ChatTTS's normalizer turns `!`
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Iterable, TypeVar
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -325,12 +327,20 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
         if value and value < 40 and name.lower() not in HEADING_WORDS:
             found.append((m.start(), m.end(2), f"{name} the {ordinal_en(value)}"))
     found.sort(key=lambda f: f[0])              # stable: at one start, the first rule above wins
-    out: list[tuple[int, int, str]] = []
-    for s, e, r in found:
-        if out and s < out[-1][1]:
-            continue
-        out.append((s, e, r))
-    return out
+    return first_of_overlapping(found)
+
+
+_Span = TypeVar("_Span", bound=tuple)   # (start, end, ...): a word's reading, a removal, a normalize event
+
+
+def first_of_overlapping(spans: Iterable[_Span]) -> list[_Span]:
+    """Spans (start, end, ...) in the order given (sorted by start), each one that begins before the end of the last
+    kept one dropped: of overlapping spans the first wins."""
+    kept: list[_Span] = []
+    for span in spans:
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
 
 
 def _alone(side: str, other: str) -> bool:

@@ -423,13 +423,7 @@ def _find_removals(text: str, start: int, end: int) -> list[tuple[int, int, str]
                     (i > 0 and text[i - 1] in "一二三四五六七八九十〇○零")
                     or (i + 1 < len(text) and text[i + 1] in "一二三四五六七八九十〇○零")):
                 found.append((i, i + 1, "placeholder"))
-    found.sort()
-    merged: list[tuple[int, int, str]] = []
-    for s, e, r in found:
-        if merged and s < merged[-1][1]:
-            continue
-        merged.append((s, e, r))
-    return merged
+    return en_tn.first_of_overlapping(sorted(found))
 
 
 def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -495,12 +489,7 @@ def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions) -> lis
     blocked = sorted([(s, e, "removed", r) for s, e, r in removals]
                      + [(s, e, "lexicon", rep) for s, e, rep in lex_hits]
                      + [(s, e, "acronym", rep) for s, e, rep in acronyms])
-    # Resolve overlaps: earlier wins.
-    events: list[tuple[int, int, str, str]] = []
-    for ev in blocked:
-        if events and ev[0] < events[-1][1]:
-            continue
-        events.append(ev)
+    events = en_tn.first_of_overlapping(blocked)
 
     pos = start
     for s, e, kind, val in events + [(end, end, "", "")]:

@@ -45,6 +45,17 @@ def test_results_have_forced_lengths(batched, requests):
         assert np.isfinite(res.audio).all() and np.abs(res.audio).max() > 0
 
 
+def test_sampled_codes_are_every_step_and_do_not_depend_on_the_batch(engine, requests, batched):
+    out, _ = batched
+    some = requests[:4]
+    codes = engine.sampled_codes(some, 3)
+    assert codes == {r.key: engine.sampled_codes([r], 1)[r.key] for r in some}
+    for r in some:
+        *steps, count = codes[r.key]
+        assert count == out[r.key].tokens and len(steps) == count - 1
+        assert {len(s) for s in steps} == {engine.model.Q}                 # a code per head, every step
+
+
 def test_batched_equals_alone_bitwise_under_continuous_refill(engine, requests, batched):
     from engine.scheduler import Scheduler
     out, _ = batched

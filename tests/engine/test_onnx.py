@@ -17,6 +17,7 @@ TEXTS = ["你好。", "今天天气很好，我们去公园散步吧。", "一�
 COSINE_MIN = 0.99999               # fp32 decode-step logits, per code head
 LOGITS_ATOL = 1e-4                 # max abs diff of the logits (random-tiny measures ~2e-7)
 SNR_MIN_DB = 60.0                  # Decoder + Vocos graph vs torch (random-tiny measures ~117 dB)
+MAX_BATCH = 3                      # rows decoded together (both engines, and the sampled-codes comparison)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -31,8 +32,8 @@ def engines():
     """(onnx engine, torch engine) on random-tiny: the onnx one exports into the model cache once."""
     from engine.engine import Engine
 
-    return (Engine.load(EngineOptions(model="random-tiny", backend="onnx", max_batch=3, threads=1)),
-            Engine.load(EngineOptions(model="random-tiny", max_batch=3, threads=1)))
+    return (Engine.load(EngineOptions(model="random-tiny", backend="onnx", max_batch=MAX_BATCH, threads=1)),
+            Engine.load(EngineOptions(model="random-tiny", max_batch=MAX_BATCH, threads=1)))
 
 
 @pytest.fixture(scope="module")
@@ -97,27 +98,9 @@ def test_decode_step_logits_of_every_head_match_torch(engines):
     assert float(cos.min()) >= COSINE_MIN and float((a - b).abs().max()) < LOGITS_ATOL, (cos.min(), (a - b).abs().max())
 
 
-def _tokens(engine, requests) -> dict[str, list]:
-    """Every request's sampled codes, step by step, read from the decode batch before each step."""
-    from engine.scheduler import Scheduler
-
-    rows = [engine._row(r, i) for i, r in enumerate(requests)]
-    seen: dict[str, list] = {r.key: [] for r in rows}
-
-    def hook(batch):
-        for slot, row in batch.rows.items():
-            if len(seen[row.key]) < row.steps:
-                seen[row.key].append(batch.last[slot].tolist())
-
-    sched = Scheduler(engine.model, 3, exact=True, step_hook=hook)
-    for row in sched.run(rows):
-        seen[row.key].append(row.tokens)
-    return seen
-
-
 def test_forced_segment_samples_the_same_tokens(engines, requests):
     ort_engine, torch_engine = engines
-    a, b = _tokens(ort_engine, requests), _tokens(torch_engine, requests)
+    a, b = ort_engine.sampled_codes(requests, MAX_BATCH), torch_engine.sampled_codes(requests, MAX_BATCH)
     assert a == b and all(len(v) > 5 for v in a.values())
 
 

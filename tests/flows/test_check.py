@@ -1,6 +1,7 @@
 """`chattts-render check` end to end in a subprocess: --json per recording (a right pair passes, a wrong one and a
-truncation are flagged, --voice-ref adds the similarity and the drift verdict), the table, and bad input as one
-line and exit 2 before any model loads."""
+truncation are flagged, --voice-ref adds the similarity and the drift verdict), the table, the exit status (1 when
+any recording is flagged, 0 when every one passes or is inconclusive), and bad input as one line and exit 2 before
+any model loads."""
 from __future__ import annotations
 
 import json
@@ -27,8 +28,8 @@ def speech():
     return corpus_path("speech")
 
 
-def _lines(r) -> list[dict]:
-    assert r.returncode == 0, r.stderr
+def _lines(r, returncode: int) -> list[dict]:
+    assert r.returncode == returncode, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
@@ -41,7 +42,7 @@ def test_json_per_recording_from_a_tsv_with_a_voice_reference(speech, tmp_path):
     tsv = tmp_path / "texts.tsv"
     tsv.write_text(f"# recording\ttext\n{speech / W0121}\t{texts[W0121]}\n{speech / W0122}\t{texts[W0121]}\n"
                    f"cut.wav\t{texts[W0122]}\n", encoding="utf-8")           # a right, a wrong, a truncated pair
-    rows = _lines(cli("check", "--texts", str(tsv), "--voice-ref", str(speech / W0121), "--json"))
+    rows = _lines(cli("check", "--texts", str(tsv), "--voice-ref", str(speech / W0121), "--json"), returncode=1)
     assert [r["file"] for r in rows] == [str(speech / W0121), str(speech / W0122), str(tmp_path / "cut.wav")]
     assert [r["verdict"] for r in rows] == ["pass", "flag", "flag"]
     assert rows[0]["cer"] < 0.2 and "交易" in rows[0]["transcript"] and rows[0]["reason"] == ""
@@ -53,11 +54,22 @@ def test_json_per_recording_from_a_tsv_with_a_voice_reference(speech, tmp_path):
 def test_text_for_every_recording_and_the_table(speech):
     r = cli("check", str(speech / "en_whisper_jfk.flac"), "--text",
             "And so my fellow Americans, ask not what your country can do for you")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr                                           # flagged
     lines = r.stdout.splitlines()
     assert lines[0].split()[:3] == ["verdict", "cer", "file"]
     assert lines[1].startswith("flag") and "en_whisper_jfk.flac" in lines[1]     # 7 words it did not expect
     assert lines[-1] == "1 recording(s): 0 pass, 0 inconclusive, 1 flag"
+
+
+def test_a_set_with_no_flag_exits_0(speech, tmp_path):
+    """A pass and an inconclusive (a text too short to judge) recording: reported, exit 0."""
+    tsv = tmp_path / "texts.tsv"
+    tsv.write_text(f"{speech / W0121}\t甚至出现交易几乎停滞的情况\n{speech / W0122}\t一二线城市\n", encoding="utf-8")
+    r = cli("check", "--texts", str(tsv))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1].startswith("pass") and lines[2].startswith("inconclusive") and "too short" in lines[3]
+    assert lines[-1] == "2 recording(s): 1 pass, 1 inconclusive, 0 flag"
 
 
 @pytest.mark.parametrize("content, problem", [

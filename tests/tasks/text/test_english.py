@@ -133,6 +133,12 @@ def test_a_symbol_is_read_only_where_it_stands_alone():
     assert "dollar" not in en("the refund was $-3.25.")                       # money, not a symbol alone
 
 
+def test_of_overlapping_spans_the_first_wins():
+    spans = [(0, 3, "a"), (2, 4, "b"), (3, 5, "c", "more"), (3, 4, "d"), (5, 5, "e"), (5, 6, "f")]
+    assert english.first_of_overlapping(spans) == [(0, 3, "a"), (3, 5, "c", "more"), (5, 5, "e"), (5, 6, "f")]
+    assert english.first_of_overlapping([]) == []
+
+
 def test_pairs_en():
     assert [english.pairs_en(s) for s in ("12", "123", "708", "2788", "1211", "700", "07")] == [
         "twelve", "one twenty three", "seven zero eight", "twenty seven eighty eight", "twelve eleven",
