@@ -6,6 +6,10 @@ this module parses, holds the book's lock and prints.
     fix BOOK 2.14 --takes         its takes (no model loaded)
     fix BOOK 2.14 --take 1        keep take 1 again (no model loaded)
     fix BOOK 2.14 --text "…"      speak this instead (kept in OUT/<book>/fixes.json, applied at every plan)
+
+With `--out URL` the fix works in the store's scratch folder as a render does (tasks/fleet/storage.py: leased,
+pulled — and the named segments' takes and check records with it — and every commit published); `--takes` reads
+a temp mirror of the store's book and holds nothing.
 """
 from __future__ import annotations
 
@@ -49,49 +53,57 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_fix(a) -> int:
+    from flows.pipeline import locked
     from manifests import compact, load
 
     names = _names(a)
     action = _action(a)
-    if a.out and storage.is_url(a.out):
-        raise UsageError("fix works on a local output folder, not a store URL")
-    params = dict(out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, qa=a.qa, asr_model=a.asr_model,
+    params = dict(out=a.out, scratch=a.scratch, lexicon=a.lexicon, t2s=not a.no_t2s, qa=a.qa, asr_model=a.asr_model,
                   allow_gaps=a.allow_gaps, language=a.language, **engine_params(a))
     opts = options(a.book, need_book=False, **params)
-    formats = a.format.split(",") if a.format else read_report(opts.book_dir).get("formats")
+    with storage.viewed(opts) as (view, store):      # --out URL: the store's manifest, report.json, book.json
+        if load(view).num_rows == 0:
+            raise BookError(str(a.book), f"no render found in {opts.store or view}")
+        if action == "--takes":
+            from tasks.synthesize.fix import takes_table
+
+            print(takes_table(view, _rows(view, names, a.book, store)))
+            return EXIT_OK
+        formats = a.format.split(",") if a.format else read_report(view).get("formats")
+        fix, spec = _fix_of(a, opts, view) if action == ACTIONS[3] else (None, None)
     opts = options(a.book, need_book=False, formats=formats, **params)
     note_threads(opts)
-    fix, spec = _fix_of(a, opts) if action == ACTIONS[3] else (None, None)
-    book_dir = opts.book_dir
-    if load(book_dir).num_rows == 0:
-        raise BookError(str(a.book), f"no render found in {book_dir}")
-    if action == "--takes":
-        from tasks.synthesize.fix import find_rows, takes_table
-
-        print(takes_table(book_dir, find_rows(load(book_dir).to_pylist(), names, a.book)))
-        return EXIT_OK
-    from flows.pipeline import locked
-
-    with locked(opts):
-        rendered, before, after = _fix(a, opts, names, action, fix, spec)
-        compact(book_dir)
+    with locked(opts), storage.attached(opts) as store:    # a store: leased, pulled, every commit published
+        rendered, before, after = _fix(a, opts, names, action, fix, spec, store)
+        compact(opts.book_dir)
     chapters = ", ".join(map(str, _changed(before, after))) if after is not None else "none (other segments are " \
         "not rendered: render the book, or pass --allow-gaps)"
     print(f"fix: {rendered} segments rendered, chapters re-packaged: {chapters or 'none'}")
     return EXIT_OK
 
 
-def _fix(a, opts, names: list[str], action: str, fix: Fix | None, spec):
+def _rows(book_dir: Path, names: list[str], book: str, store) -> list[dict]:
+    """The named rows; with a store, their segments' takes and check records pulled where the scratch lacks them."""
+    from manifests import load
+    from tasks.synthesize.fix import find_rows
+
+    rows = find_rows(load(book_dir).to_pylist(), names, book)
+    if store is not None:
+        store.pull_takes(rows)
+    return rows
+
+
+def _fix(a, opts, names: list[str], action: str, fix: Fix | None, spec, store):
     """Under the lock: change the rows, render what needs it, package.  Returns (segments rendered, the
     chapters' packaging before, after — None when the book cannot be packaged yet)."""
     from manifests import load
     from tasks import stages
     from tasks.qa.checker import checker_for
-    from tasks.synthesize.fix import choose_take, find_rows, override, packaged_chapters, retake
+    from tasks.synthesize.fix import choose_take, override, packaged_chapters, retake
     from tasks.synthesize.render import synthesize_book
 
     book_dir = opts.book_dir
-    rows = find_rows(load(book_dir).to_pylist(), names, a.book)
+    rows = _rows(book_dir, names, a.book, store)
     before, rendered = packaged_chapters(book_dir), 0
     if action == "--take":
         new = choose_take(book_dir, rows, a.take, a.book)
@@ -150,9 +162,10 @@ def _action(a) -> str:
     return asked[0]
 
 
-def _fix_of(a, opts):
-    """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model."""
-    seg = replace(opts.segment, lang=reading_language(opts.book_dir) if opts.language == "auto" else opts.language)
+def _fix_of(a, opts, book_dir: Path):
+    """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model.
+    book_dir holds the book.json that gives the book's reading language."""
+    seg = replace(opts.segment, lang=reading_language(book_dir) if opts.language == "auto" else opts.language)
     text = None if a.text is None else normalize(a.text, t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn,
                                                  lang=seg.lang).strip()
     spec = parse_voice(a.voice, a.clip_text, seg) if a.voice is not None else None

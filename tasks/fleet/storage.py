@@ -5,13 +5,17 @@ The render itself is today's local render, unchanged, in a scratch folder (`--sc
 SCRATCH_DEFAULT; deletable at any time): atomic renames, the flock, the crash points.  The store is a layer
 around it (`attached(opts)`):
 
-    pull      before the run: the store's manifest parts replace the scratch's (the store is the truth), and
-              the audio of every done row that the scratch lacks is downloaded (atomic, fsynced)
-    publish   after every manifest commit (manifests.store.on_commit): first the audio of the part's done rows
-              that the store does not hold yet, then the part itself; so a part in the store never names
-              audio that is not there.  After the run: the outputs (chapter files, report.json, pages …),
-              and the store's manifest parts that compaction folded away are deleted (the compacted part was
-              uploaded first)
+    pull      before the run: the store's manifest parts replace the scratch's (the store is the truth), its
+              book records (book.json, text.json, coverage.json, qa.json's frozen drift references, fixes.json,
+              .chapters.json) too, and the audio of every done row that the scratch lacks is downloaded (atomic,
+              fsynced); `fix` also pulls every take and check record of the segments it names (pull_takes)
+    publish   after every manifest commit (manifests.store.on_commit): first the audio of the part's rows that
+              the store does not hold yet (the kept take and every take listed in `takes`), then their check
+              records (<key>[.t<k>].qa.json), then qa.json and fixes.json where they changed (the rows were judged
+              against, or planned from, them), then the part itself; so a part in the store never names a file
+              that is not there.  After the run: the outputs (chapter files, report.json, pages …), and the
+              store's manifest parts that compaction folded away are deleted (the compacted part was uploaded
+              first)
     lease     one render per book across machines (tasks/fleet/lease.py)
 
 Nothing in the store is ever half-written: every object is one PUT of a complete local file (S3, GCS and
@@ -24,6 +28,7 @@ AWS_ENDPOINT_URL, ~/.aws/config); back-ends are extras (`pip install chattts-ren
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from contextlib import contextmanager
@@ -31,8 +36,8 @@ from pathlib import Path
 
 from engine.atomic import TEMP_PREFIX, atomic_path, read_json
 from engine.atomic import scratch as temp_in
-from tasks.bookdir import (BOOK_JSON, COVERAGE_JSON, REPORT_NAME, SEGMENTS_DIRNAME, SHARD_FILE, TEXT_JSON,
-                           VOICES_DIRNAME)
+from tasks.bookdir import (BOOK_JSON, CHAPTERS_JSON, COVERAGE_JSON, FIXES_JSON, QA_JSON, REPORT_NAME, SEGMENTS_DIRNAME,
+                           SHARD_FILE, TEXT_JSON, VOICES_DIRNAME, check_relpath, take_relpath)
 from tasks.errors import BookError, RenderFailed, StoreError
 
 SCRATCH_ENV = "CHATTTS_RENDER_SCRATCH"          # overrides the default scratch folder
@@ -40,6 +45,10 @@ SCRATCH_DEFAULT = Path("~/.cache/chattts-render/scratch")
 LOCAL_PROTOCOLS = ("file", "local")
 STORE_ID_CHARS = 16                             # hex chars of the store URL's hash naming its scratch folder
 NOT_PUBLISHED = ("manifest", SEGMENTS_DIRNAME, VOICES_DIRNAME)   # per commit (the first two) or never
+# What a render or fix reads besides the manifest, pulled from the store first (the drift references in qa.json stay
+# frozen across machines, fixes.json's overrides apply at every plan, .chapters.json names the last packaging).
+BOOK_RECORDS = (BOOK_JSON, TEXT_JSON, COVERAGE_JSON, QA_JSON, FIXES_JSON, CHAPTERS_JSON)
+COMMIT_RECORDS = (QA_JSON, FIXES_JSON)          # committed rows depend on them: published (if changed) before a part
 # Why a store cannot be used, by the exception's class name (back-ends raise their own classes).
 NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError", "DefaultCredentialsError")
 UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ConnectionError",
@@ -148,10 +157,12 @@ def fetch_book(url: str, scratch: str | None) -> Path:
 class Publisher:
     """One book's place in the store: OUT_URL/<slug>/, mirrored from the scratch book dir."""
 
-    def __init__(self, store: Store, book_dir: Path):
+    def __init__(self, store: Store, book_dir: Path, records: bool = True):
         self.store, self.book_dir = store, Path(book_dir)
         self.prefix = store.key(self.book_dir.name)
-        self.published: set[str] = set()        # relative paths of segment audio the store holds
+        self.published: set[str] = set()        # relative paths of segment files (audio, check records) it holds
+        self.records = records                  # publish COMMIT_RECORDS with the parts (a shard does not)
+        self.digests: dict[str, str] = {}       # COMMIT_RECORDS as the store holds them: sha256 of their bytes
         self.put_s = self.pull_s = 0.0          # s spent uploading / pulling (what the store costs a render)
         self.puts = 0
 
@@ -196,46 +207,76 @@ class Publisher:
         for name in remote:
             self.store.get(self._key(f"manifest/{name}"), mdir / name)
 
-    def pull_files(self, *rels: str) -> None:
-        """These files of the book, where the store holds them."""
-        for rel in rels:
-            if self.store.fs.isfile(self._key(rel)):
-                self.store.get(self._key(rel), self.book_dir / rel)
+    def pull_files(self, *rels: str) -> list[str]:
+        """These files of the book, where the store holds them; returns those it held."""
+        held = [rel for rel in rels if self.store.fs.isfile(self._key(rel))]
+        for rel in held:
+            self.store.get(self._key(rel), self.book_dir / rel)
+        return held
 
     def pull_records(self) -> None:
-        """What packaging reads besides the manifest (book.json, its cover, text.json, coverage.json), so that
-        `package --out URL` works from an empty scratch folder."""
+        """What a render, `fix` or packaging reads besides the manifest (BOOK_RECORDS, the cover), so that they
+        work from an empty scratch folder.  A commit record the store lacks stays as the scratch has it (no
+        committed row depends on it yet: it goes up with the next commit)."""
 
-        self.pull_files(BOOK_JSON, TEXT_JSON, COVERAGE_JSON)
+        held = self.pull_files(*BOOK_RECORDS)
+        self.digests.update({rel: _digest(self.book_dir / rel) for rel in COMMIT_RECORDS if rel in held})
         if cover := read_json(self.book_dir / BOOK_JSON).get("cover_file"):
             self.pull_files(cover)
 
     def pull(self) -> None:
-        """The store's manifest and records, and the audio of its done rows that the scratch lacks."""
-        from manifests import STATUS_DONE, load
+        """The store's manifest and records, and the audio of its done rows that the scratch lacks.  Every take
+        and check record its rows list is in the store (published before the part that lists it): not uploaded
+        again, not downloaded (pull_takes, for the segments `fix` names)."""
+        from manifests import load
 
         t0 = time.monotonic()
         self.pull_manifest()
         self.pull_records()
-        for r in load(self.book_dir).to_pylist():
-            if r["status"] == STATUS_DONE and r["audio_path"]:
-                self.published.add(r["audio_path"])
-                if not (self.book_dir / r["audio_path"]).is_file():
-                    self.store.get(self._key(r["audio_path"]), self.book_dir / r["audio_path"])
+        kept, takes, records = segment_files(load(self.book_dir).to_pylist())
+        self.published.update(kept, takes, records)
+        for rel in kept:
+            if not (self.book_dir / rel).is_file():
+                self.store.get(self._key(rel), self.book_dir / rel)
+        self.pull_s += time.monotonic() - t0
+
+    def pull_takes(self, rows: list[dict]) -> None:
+        """Every take of these rows' segments and its check record that the store holds and the scratch lacks
+        (`fix --takes`, `--take K`, `--retake`: only the segments named, one listing per segments/ folder)."""
+        t0 = time.monotonic()
+        folders: dict[str, list[str]] = {}
+        for key in sorted({r["content_key"] for r in rows}):
+            folder = take_relpath(key, 1).rsplit("/", 1)[0]
+            if folder not in folders:
+                folders[folder] = self.store.names(self._key(folder))
+            for rel in (f"{folder}/{n}" for n in folders[folder] if n.startswith(f"{key}.")):
+                self.published.add(rel)
+                if not (self.book_dir / rel).is_file():
+                    self.store.get(self._key(rel), self.book_dir / rel)
         self.pull_s += time.monotonic() - t0
 
     def on_commit(self, part: Path) -> None:
-        """A manifest part was committed: publish its done rows' audio, then the part."""
+        """A manifest part was committed: publish its rows' audio (kept, then every take), their check records,
+        the commit records that changed, then the part."""
         import pyarrow.parquet as pq
 
-        from manifests import STATUS_DONE
-
-        rows = pq.read_table(part, columns=["status", "audio_path"]).to_pylist()
-        for r in rows:
-            if r["status"] == STATUS_DONE and r["audio_path"] and r["audio_path"] not in self.published:
-                self._put(r["audio_path"])
-                self.published.add(r["audio_path"])
+        rows = pq.read_table(part, columns=["status", "content_key", "audio_path", "takes"]).to_pylist()
+        kept, takes, records = segment_files(rows)
+        for rel in kept:                              # must be here: a done row's audio
+            self._put_once(rel)
+        for rel in (*takes, *records):                # here unless a pull brought only the kept take
+            if (self.book_dir / rel).is_file():
+                self._put_once(rel)
+        for rel in COMMIT_RECORDS if self.records else ():
+            if (self.book_dir / rel).is_file() and self.digests.get(rel) != (d := _digest(self.book_dir / rel)):
+                self._put(rel)
+                self.digests[rel] = d
         self._put(f"manifest/{part.name}")
+
+    def _put_once(self, rel: str) -> None:
+        if rel not in self.published:
+            self._put(rel)
+            self.published.add(rel)
 
     def finish(self) -> None:
         """After the run: delete the store's parts that compaction folded away, publish the source record and
@@ -254,6 +295,27 @@ class Publisher:
             rel = p.relative_to(self.book_dir).as_posix()
             if p.is_file() and rel.split("/")[0] not in NOT_PUBLISHED and not p.name.startswith(TEMP_PREFIX):
                 self._put(rel)
+
+
+def segment_files(rows: list[dict]) -> tuple[list[str], list[str], list[str]]:
+    """The segments/ files that manifest rows name, each once: (the done rows' kept audio, the audio of every take
+    their `takes` list, those takes' check records)."""
+    from manifests import STATUS_DONE
+
+    kept, takes, records = {}, {}, {}
+    for r in rows:
+        if r["status"] == STATUS_DONE and r["audio_path"]:
+            kept[r["audio_path"]] = None
+        for e in json.loads(r.get("takes") or "[]"):
+            if e.get("audio_path"):
+                takes[e["audio_path"]] = None
+            if r.get("content_key") and e.get("take"):
+                records[check_relpath(r["content_key"], e["take"])] = None
+    return list(kept), [t for t in takes if t not in kept], list(records)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _mirrored(name: str) -> bool:
@@ -275,7 +337,7 @@ def _publisher(opts) -> Publisher | None:
 
 @contextmanager
 def attached(opts):
-    """Around a render (or `package`) of opts.book_dir, under its local lock: with a store (opts.store),
+    """Around a render (or `package`, `fix`) of opts.book_dir, under its local lock: with a store (opts.store),
     check it, take the book's lease, pull, publish every commit, and publish the outputs at the end.
     Without one, nothing happens (the local render is exactly what it was)."""
     from manifests.store import on_commit
@@ -316,7 +378,8 @@ def attached_shard(opts, writer: str):
     """Around one shard of a sharded render (flows/shards.py), whose parent holds the book (flock, lease,
     slot).  Yields the book dir the shard renders in: without a store the parent's own; with one, a scratch
     folder of its own (`<scratch>/.shards/<writer>/<book>`: other shards may run on this machine) holding the
-    store's manifest and shard file, every commit published as a render's is; the folder goes at the end."""
+    store's manifest, shard file and qa.json, every commit published as a render's is (its takes and records, but
+    never a qa.json: the store's drift references are the parent's); the folder goes at the end."""
     if opts.store is None:
         yield opts.book_dir
         return
@@ -327,10 +390,10 @@ def attached_shard(opts, writer: str):
     store = Store(opts.store)
     store.check()
     root = opts.out / ".shards" / writer
-    pub = Publisher(store, root / opts.book_dir.name)
+    pub = Publisher(store, root / opts.book_dir.name, records=False)    # qa.json in the store is the parent's
     try:
         pub.pull_manifest()
-        pub.pull_files(SHARD_FILE)                      # absent: the shard is refused (tasks.fleet.shards.shard)
+        pub.pull_files(SHARD_FILE, QA_JSON)             # absent: the shard is refused (tasks.fleet.shards.shard)
         with on_commit(pub.book_dir, pub.on_commit):
             yield pub.book_dir
     finally:
@@ -341,10 +404,24 @@ def load_manifest(opts):
     """The book's manifest table as the store holds it (`status BOOK --out URL`), read through a temp folder."""
     from manifests import load
 
+    with viewed(opts) as (book_dir, _):
+        return load(book_dir)
+
+
+@contextmanager
+def viewed(opts):
+    """The book of opts read, not held (`status`, `fix --takes`): yields (its book dir, a Publisher of it or None).
+    Without a store, opts.book_dir and None; with one (checked), book_view's temp mirror of the store's book —
+    manifest, report.json, book.json — whose publisher pulls the takes wanted (Publisher.pull_takes)."""
+    if opts.store is None:
+        yield opts.book_dir, None
+        return
     store = Store(opts.store)
     store.check()
     with book_view(store, opts.book_dir.name, opts.out) as book_dir:
-        return load(book_dir)
+        pub = Publisher(store, book_dir)
+        pub.pull_files(BOOK_JSON)
+        yield book_dir, pub
 
 
 @contextmanager

@@ -98,6 +98,6 @@ def test_a_text_fix_is_normalized_in_the_books_reading_language(tmp_path, monkey
     opts.book_dir.mkdir()
     (opts.book_dir / BOOK_JSON).write_text(json.dumps({READING_LANGUAGE: "en"}), encoding="utf-8")
     a = SimpleNamespace(text="Mr. Smith paid 3 dollars.", voice=None, seed=None, clip_text=None)
-    fix._fix_of(a, opts)
-    fix._fix_of(a, RenderOptions(book=opts.book, out=tmp_path, language="zh"))
+    fix._fix_of(a, opts, opts.book_dir)
+    fix._fix_of(a, RenderOptions(book=opts.book, out=tmp_path, language="zh"), opts.book_dir)
     assert seen == ["en", "zh"]

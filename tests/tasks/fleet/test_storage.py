@@ -2,6 +2,8 @@
 what a pull brings back, and what the end of a run leaves in the store."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import manifests
@@ -100,3 +102,78 @@ def test_an_unusable_store_is_a_store_error_naming_it(s3_server):
             storage.Store("s3://no-such-bucket/out").check()
     with pytest.raises(storage.StoreError, match="nosuchproto://b: not a storage URL"):
         storage.Store("nosuchproto://b")
+
+
+KEY, OTHER = "ab" + "1" * 30, "ab" + "2" * 30          # two segments' content keys, in one segments/ folder
+
+
+def proofed_row(segment: int, key: str = KEY, takes: int = 2, kept: int = 2) -> dict:
+    """A done row of a `--qa full` render: `takes` takes listed, take `kept` kept."""
+    from tasks.bookdir import take_relpath
+
+    listed = [{"take": t, "seed": t, "audio_path": take_relpath(key, t), "verdict": "flag" if t < kept else "pass"}
+              for t in range(1, takes + 1)]
+    return {**row(segment, audio=take_relpath(key, kept)), "content_key": key, "take": kept,
+            "takes": json.dumps(listed)}
+
+
+def with_takes(book_dir, key: str = KEY, takes: int = 2):
+    """A scratch book dir holding every take of a segment and its check record."""
+    from tasks.bookdir import check_relpath, take_relpath
+
+    for t in range(1, takes + 1):
+        for rel, data in ((take_relpath(key, t), f"take {t}".encode()), (check_relpath(key, t), b'{"version": 1}')):
+            (book_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            (book_dir / rel).write_bytes(data)
+    return book_dir
+
+
+def test_every_take_goes_up_before_its_record_and_the_references_before_the_part(store, tmp_path):
+    from tasks.bookdir import QA_JSON, check_relpath, take_relpath
+
+    rec = Recording(store.url)
+    book_dir = with_takes(tmp_path / "novel")
+    (book_dir / QA_JSON).write_text('{"version": 1, "voices": {}}')
+    pub = storage.Publisher(rec, book_dir)
+    with on_commit(book_dir, pub.on_commit):
+        manifests.commit(book_dir, [proofed_row(0)])
+        manifests.commit(book_dir, [proofed_row(0), proofed_row(1)])     # nothing new: the part alone
+        (book_dir / QA_JSON).write_text('{"version": 1, "voices": {"v": {}}}')
+        manifests.commit(book_dir, [proofed_row(0, kept=1)])             # `fix --take 1`: qa.json changed
+    assert rec.puts == [f"novel/{take_relpath(KEY, 2)}", f"novel/{take_relpath(KEY, 1)}",
+                        f"novel/{check_relpath(KEY, 1)}", f"novel/{check_relpath(KEY, 2)}", f"novel/{QA_JSON}",
+                        "novel/manifest/part-00000001.parquet", "novel/manifest/part-00000002.parquet",
+                        f"novel/{QA_JSON}", "novel/manifest/part-00000003.parquet"]
+    shard = Recording(store.url)                 # a shard keeps its qa.json: the store's is its parent's
+    pub = storage.Publisher(shard, with_takes(tmp_path / "shard" / "novel"), records=False)
+    (pub.book_dir / QA_JSON).write_text("{}")
+    with on_commit(pub.book_dir, pub.on_commit):
+        manifests.commit(pub.book_dir, [proofed_row(0)])
+    assert f"novel/{QA_JSON}" not in shard.puts and len(shard.puts) == 5
+
+
+def test_a_pull_brings_the_records_and_fix_pulls_only_the_takes_of_its_segments(store, tmp_path):
+    from tasks.bookdir import FIXES_JSON, QA_JSON, check_relpath, take_relpath
+
+    a = with_takes(with_takes(tmp_path / "A" / "novel"), OTHER)
+    (a / QA_JSON).write_text('{"version": 1}')
+    (a / FIXES_JSON).write_text('{"1.2": {}}')
+    pub = storage.Publisher(store, a)
+    with on_commit(a, pub.on_commit):
+        manifests.commit(a, [proofed_row(0), proofed_row(1, OTHER)])
+    pub.finish()
+    b = tmp_path / "B" / "novel"                 # another machine, an empty scratch: the kept takes and the records
+    rec = Recording(store.url)
+    pull = storage.Publisher(rec, b)
+    pull.pull()
+    assert (b / QA_JSON).read_text() == '{"version": 1}' and (b / FIXES_JSON).read_text() == '{"1.2": {}}'
+    assert (b / take_relpath(KEY, 2)).is_file() and not (b / take_relpath(KEY, 1)).exists()
+    rows = manifests.load(b).to_pylist()
+    pull.pull_takes([r for r in rows if r["content_key"] == KEY])
+    for t in (1, 2):
+        assert (b / take_relpath(KEY, t)).read_bytes() == f"take {t}".encode()
+        assert (b / check_relpath(KEY, t)).is_file()
+    assert not (b / take_relpath(OTHER, 1)).exists() and not (b / check_relpath(OTHER, 2)).exists()
+    with on_commit(b, pull.on_commit):           # every take the store holds: none uploaded again
+        manifests.commit(b, rows)
+    assert rec.puts == ["novel/manifest/part-00000002.parquet"]
