@@ -26,6 +26,8 @@ TASKS = {
     stages.prepare: task(stages.prepare, name="prepare", cache_policy=NO_CACHE, retries=1),
     stages.synthesize: task(stages.synthesize, name="synthesize", cache_policy=NO_CACHE, retries=2,
                             retry_delay_seconds=5),
+    stages.freeze_references: task(stages.freeze_references, name="freeze-references", cache_policy=NO_CACHE,
+                                   retries=2, retry_delay_seconds=5),
     stages.package: task(stages.package, name="package", cache_policy=NO_CACHE, retries=1),
 }
 

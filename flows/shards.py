@@ -1,9 +1,11 @@
-"""One book over several workers: a `render-book` run with `shards` N > 1 (the parent) plans the book, writes
-the shard file (tasks/fleet/shards.py: N disjoint sets of the rows left, balanced by expected tokens, and a token),
-starts N-1 runs of its own deployment with `shard` = 1 … N-1 and that token, renders shard 0 itself (a parent
-that only waited would hold a worker's slot idle), waits until every shard run is final, then, only when all
-completed and nothing is left to render, compacts the manifest and packages once.  A failed shard fails the
-parent after the others ended; what any shard committed stays, and rerunning the parent renders only the rest.
+"""One book over several workers: a `render-book` run with `shards` N > 1 (the parent) plans the book, renders
+(with proof on) each voice's first rows until its drift reference is frozen (tasks.stages.freeze_references: every
+shard judges against it), writes the shard file (tasks/fleet/shards.py: N disjoint sets of the rows left, balanced
+by expected tokens, and a token), starts N-1 runs of its own deployment with `shard` = 1 … N-1 and that token,
+renders shard 0 itself (a parent that only waited would hold a worker's slot idle), waits until every shard run is
+final, then, only when all completed and nothing is left to render, compacts the manifest and packages once.  A
+failed shard fails the parent after the others ended; what any shard committed stays, and rerunning the parent
+renders only the rest.
 
 The parent keeps the book's flock, store lease and concurrency slot for the whole time; a shard run takes none
 of them: its token, checked against the shard file (flows/pipeline.render_shard), is its authority."""
@@ -27,6 +29,7 @@ def fan_out(shards: int, call, on_done):
         from prefect.context import get_run_context
 
         parent = get_run_context().flow_run            # a deployment's run (render_book_flow checks)
+        call(stages.freeze_references, book_dir, opts)  # with proof: every voice's drift reference, before the split
         plan = sharding.start(book_dir, shards, opts.guard)
         if store is not None:
             store.publish(sharding.SHARD_FILE)           # the shards on other machines read it from the store

@@ -15,7 +15,7 @@ from tasks.qa.options import QAOptions
 from tasks.site.player import write_book_page
 from tasks.site.qa import qa_summary, write_qa_page
 from tasks.synthesize.anchor import anchored
-from tasks.synthesize.render import synthesize_book
+from tasks.synthesize.render import render_references, synthesize_book
 
 
 def get_engine(opts: RenderOptions):
@@ -51,6 +51,16 @@ def synthesize(book_dir: Path, opts: RenderOptions,
     if shard is None:
         compact(book_dir)
     return counts
+
+
+def freeze_references(book_dir: Path, opts: RenderOptions) -> dict:
+    """A sharded render's first step (flows/shards.py), before it splits the book: with proof on, each voice's
+    first rows are rendered here until its drift reference is frozen (tasks.synthesize.render.render_references),
+    so all shards judge against it.  Returns {rendered}; nothing to do with proof off."""
+    engine = get_engine(opts)
+    qa = qa_options(opts, engine)
+    checker = checker_for(qa) if qa.mode != "off" else None
+    return {"rendered": render_references(Path(book_dir), engine, guard=opts.guard, qa=qa, checker=checker)}
 
 
 def qa_options(opts: RenderOptions, engine) -> QAOptions:

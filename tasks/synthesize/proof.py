@@ -31,8 +31,10 @@ import numpy as np
 from engine.api import Request
 from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
+from manifests import STATUS_DONE
 from manifests.crashpoints import crashpoint
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
+from tasks.plan.rows import to_render
 from tasks.qa.checker import CHECK_ORDER, Checker, accepted, judge_drift, reference_cutoff, voice_reference
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
@@ -42,6 +44,7 @@ from tasks.synthesize.guard import reroll_seed
 from tasks.synthesize.segment_audio import read_audio, write_segment_audio
 
 SUSPECT_RATIO = (0.6, 1.6)    # duration / expected outside this: `--qa suspect` transcribes the take
+REFERENCE_ROWS_FACTOR = 4     # x reference_takes: rows of a voice a sharded render's parent renders for its reference
 RECORD_VERSION = 1            # of a take's check record (<key>[.t<k>].qa.json)
 PUBLIC = ("take", "seed", "audio_path", "samples", "checks", "transcript", "cer", "similarity", "verdict",
           "reason")          # a take as the manifest's `takes` lists it (no embedding)
@@ -193,6 +196,28 @@ def _reference(book_dir: Path, vid: str, segs: dict[str, _Segment], qa: QAOption
         return None
     return {"reference": encode_vector(ref), "cutoff": round(reference_cutoff(heard, ref, qa), 4),
             "takes": min(len(ordered), qa.reference_takes), "heard": sum(bool(r.get("embedding")) for r in heard)}
+
+
+def reference_keys(book_dir: Path, rows: list[dict], qa: QAOptions, max_attempts: int,
+                   skip: set[str] = frozenset()) -> set[str]:
+    """What a sharded render renders before it splits the book (tasks.synthesize.render.render_references): for
+    each voice with rows still to render and no drift reference in qa.json, its first content keys to render in
+    reading order, as many as qa.reference_takes less the accepted takes its done rows kept (at least one), until
+    REFERENCE_ROWS_FACTOR * reference_takes were asked for (then its shards freeze their own).  Empty when every
+    voice left to render has its reference.  rows: the book's, in reading order; skip: keys not to ask
+    for (rendered already, their takes undecided)."""
+    refs = _read_references(book_dir)
+    todo = {r["content_key"] for r in to_render(rows, max_attempts)} - set(skip)
+    keys: set[str] = set()
+    for vid in dict.fromkeys(r["voice_id"] for r in rows):
+        mine = [r for r in rows if r["voice_id"] == vid]
+        left = list(dict.fromkeys(r["content_key"] for r in mine if r["content_key"] in todo))
+        asked = len({r["content_key"] for r in mine} & set(skip))
+        if vid in refs or not left or asked >= REFERENCE_ROWS_FACTOR * qa.reference_takes:
+            continue
+        have = sum(r["status"] == STATUS_DONE and accepted(_kept_record(book_dir, r)) for r in mine)
+        keys.update(left[:max(1, qa.reference_takes - have)])
+    return keys
 
 
 def _transcribed(book_dir: Path, seg: _Segment, rec: dict, checker: Checker, pool: ThreadPoolExecutor) -> dict:

@@ -61,7 +61,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     from tasks.synthesize.guard import GuardOptions
 
     guard = guard or GuardOptions()
-    rows = load(book_dir).to_pylist()
+    rows = book_rows = load(book_dir).to_pylist()            # reading order
     if shard is not None:
         rows = [r for r in rows if r["content_key"] in shard.keys]
     if keys is not None:
@@ -120,7 +120,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
         if by_key:
             checker.load()                  # a missing extra or model: one line before anything renders
         try:
-            got = render_proofed(book_dir, engine, by_key, qa, guard, checker, finish, rows)
+            got = render_proofed(book_dir, engine, by_key, qa, guard, checker, finish, book_rows)
         finally:
             commit(book_dir, batch)
         counts["rendered"] += got["rendered"]
@@ -146,6 +146,26 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     finally:
         commit(book_dir, batch)   # whatever finished is kept, also when the engine fails
     return counts
+
+
+def render_references(book_dir: Path, engine, *, guard=None, qa=None, checker=None) -> int:
+    """Before a sharded render splits the book (flows/shards.py), with proof on: render each voice's first rows in
+    reading order (tasks.synthesize.proof.reference_keys) until its drift reference is frozen in qa.json or it has
+    no row left to render.  So every shard judges against the voice's one reference, whatever the split, and no
+    shard writes qa.json.  Returns the rows rendered."""
+    import manifests
+    from tasks.synthesize.guard import GuardOptions
+    from tasks.synthesize.proof import reference_keys
+
+    guard = guard or GuardOptions()
+    rendered = 0
+    if qa is None or qa.mode == "off":
+        return rendered
+    tried: set[str] = set()
+    while keys := reference_keys(book_dir, manifests.load(book_dir).to_pylist(), qa, guard.max_attempts, tried):
+        tried |= keys                            # asked for once: a row still to render after it is not again
+        rendered += synthesize_book(book_dir, engine, guard=guard, keys=keys, qa=qa, checker=checker)["rendered"]
+    return rendered
 
 
 def check_engine(book_dir: Path, rows: list[dict], version: str) -> None:
