@@ -41,7 +41,7 @@ def fan_out(shards: int, call, on_done):
         finally:
             wait_for(runs)                               # every shard ends before the parent goes on or fails
         if store is not None:
-            store.pull()                                 # the shards' parts and audio
+            store.pull(records=False)                    # the shards' parts and audio; the records are the parent's
         counts = sharding.gather(book_dir, plan, opts.guard)
         if store is not None:
             store.remove(sharding.SHARD_FILE)

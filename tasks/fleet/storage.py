@@ -224,15 +224,18 @@ class Publisher:
         if cover := read_json(self.book_dir / BOOK_JSON).get("cover_file"):
             self.pull_files(cover)
 
-    def pull(self) -> None:
+    def pull(self, records: bool = True) -> None:
         """The store's manifest and records, and the audio of its done rows that the scratch lacks.  Every take
         and check record its rows list is in the store (published before the part that lists it): not uploaded
-        again, not downloaded (pull_takes, for the segments `fix` names)."""
+        again, not downloaded (pull_takes, for the segments `fix` names).  records=False: the manifest and audio
+        only (a sharded render's parent after its shards: its own records, which it may have rewritten in
+        prepare and not published yet, stay)."""
         from manifests import load
 
         t0 = time.monotonic()
         self.pull_manifest()
-        self.pull_records()
+        if records:
+            self.pull_records()
         kept, takes, records = segment_files(load(self.book_dir).to_pylist())
         self.published.update(kept, takes, records)
         for rel in kept:

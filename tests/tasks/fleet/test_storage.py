@@ -177,3 +177,24 @@ def test_a_pull_brings_the_records_and_fix_pulls_only_the_takes_of_its_segments(
     with on_commit(b, pull.on_commit):           # every take the store holds: none uploaded again
         manifests.commit(b, rows)
     assert rec.puts == ["novel/manifest/part-00000002.parquet"]
+
+
+def test_a_parent_after_its_shards_pulls_their_rows_and_keeps_its_own_records(store, tmp_path):
+    """The parent of a sharded render pulls the shards' parts and audio (pull(records=False)); its book.json, which
+    its prepare rewrote for an edited book and publishes only at the end, is not replaced by the store's older one."""
+    from tasks.bookdir import BOOK_JSON
+
+    a = book_with_audio(tmp_path / "A" / "novel")             # an earlier render's, in the store
+    (a / BOOK_JSON).write_text('{"title": "old"}')
+    pub = storage.Publisher(store, a)
+    with on_commit(a, pub.on_commit):
+        manifests.commit(a, [row(0)])
+    pub.finish()
+    b = tmp_path / "B" / "novel"                              # the parent, re-planned for the edited book
+    manifests.commit(b, [row(0, "pending")])
+    (b / BOOK_JSON).write_text('{"title": "new"}')
+    storage.Publisher(store, b).pull(records=False)
+    assert (b / BOOK_JSON).read_text() == '{"title": "new"}' and (b / AUDIO).read_bytes() == b"fLaC audio"
+    assert [r["status"] for r in manifests.load(b).to_pylist()] == ["done"]
+    storage.Publisher(store, b).pull()                       # a render's first pull: the store is the truth
+    assert (b / BOOK_JSON).read_text() == '{"title": "old"}'
