@@ -3,10 +3,10 @@
 One request per distinct content key, as render.py.  Take k (1-based) renders with reroll_seed(seed, k) into
 tasks.bookdir.take_relpath(key, k) (durable), then the checker thread hears it while the engine decodes on
 (tasks.qa.checker.Checker.hear: the ASR — mode full: every take; suspect: the takes whose duration is odd and
-those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  A take the duration
-guard or the ASR flags is re-taken in the same pass: the engine asks for more rows before every step
-(Engine.synthesize's `more`), and when it has none left it waits for the takes still being heard.  After each pass
-over the engine:
+those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  A take
+the duration guard or the ASR flags is re-taken in the same pass: the engine asks for more rows before every step
+(Engine.synthesize's `more`), and when it has none left it waits for the takes still being heard.  After each
+pass over the engine:
 
 - each voice's reference is frozen in the book's qa.json once its takes give one (tasks.qa.checker.voice_reference,
   the cutoff from the book's own spread), and the drift gate judges every take against it;
