@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from flows.arguments import UsageError
+from flows.arguments import EXIT_FAILED, EXIT_OK, UsageError
 from tasks.errors import BookError
 from tasks.qa.asr import load_transcriber
 from tasks.qa.options import QAOptions
@@ -19,7 +19,6 @@ from tasks.qa.speaker import load_encoder
 from tasks.qa.verdict import FLAG
 
 TRANSCRIPT_COLUMN = 48            # characters of the transcript the table shows
-EXIT_PASSED, EXIT_FLAGGED = 0, 1  # every recording pass or inconclusive / any flagged (usage errors: 2, flows.cli)
 
 
 def add_check_command(sub) -> argparse.ArgumentParser:
@@ -70,7 +69,7 @@ def cmd_check(a: argparse.Namespace) -> int:
             print(json.dumps(r.as_json(), ensure_ascii=False))
     else:
         _table(results, with_similarity=reference is not None)
-    return EXIT_FLAGGED if any(r.verdict == FLAG for r in results) else EXIT_PASSED
+    return EXIT_FAILED if any(r.verdict == FLAG for r in results) else EXIT_OK
 
 
 def _items(a: argparse.Namespace) -> list[tuple[Path, str]]:

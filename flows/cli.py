@@ -23,7 +23,7 @@ import sys
 from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 from flows import arguments as arg
-from flows.arguments import PROG, UsageError, package_version
+from flows.arguments import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, PROG, UsageError, package_version
 from flows import fix as fix_command
 from flows.check import add_check_command
 from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
@@ -32,7 +32,6 @@ from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.errors import BookError, OutputError, QAUnavailable, RenderFailed, StoreError, ToolMissing
 from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
-EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 1, 2, 3
 DEFAULT_COMMAND = "render"
 VOICE_ACTIONS = ("audition", "save", "list")     # `voices BOOK` is `voices audition BOOK`
 

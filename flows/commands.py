@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
-from flows.arguments import UsageError, engine_params, note_threads, options, render_params
+from flows.arguments import EXIT_OK, UsageError, engine_params, note_threads, options, render_params
 from flows.progress import TqdmProgress
 from tasks.errors import BookError
 from tasks.fleet import storage
@@ -24,7 +24,6 @@ from tasks.text.segment import book_options
 from tasks.voice.cast import cast_report
 from tasks.voice.voices import format_saved, save_voice, saved_voices
 
-EXIT_OK = 0
 
 
 def prefect_server_configured() -> bool:

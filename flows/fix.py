@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from flows import arguments as arg
-from flows.arguments import UsageError, engine_params, note_threads, options
+from flows.arguments import EXIT_OK, UsageError, engine_params, note_threads, options
 from tasks.book import segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
@@ -27,7 +27,6 @@ from tasks.plan.fixes import Fix, parse_name, read_names
 from tasks.text.normalize import normalize
 from tasks.voice.voices import book_voice, parse_voice
 
-EXIT_OK = 0
 ACTIONS = ("--retake", "--take", "--takes", "--text/--seed/--voice")
 
 
