@@ -17,7 +17,7 @@ PROG = "chattts-render"
 EXIT_OK = 0               # done; `check`: no recording flagged
 EXIT_FAILED = 1           # a render failed (rerun resumes); `check`: a recording flagged
 EXIT_USAGE = 2            # a user mistake (bad option, file, book; a missing extra or model): one line
-EXIT_ENVIRONMENT = 3      # this machine lacks what was asked (`--device cuda` without a GPU)
+EXIT_ENVIRONMENT = 3      # the machine: a tool missing (ffmpeg), no GPU for --device cuda, an unusable output folder
 ROOT = Path(__file__).resolve().parents[1]        # the checkout (pyproject.toml), for package_version()
 
 
