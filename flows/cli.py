@@ -23,8 +23,8 @@ import sys
 from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 from flows import arguments as arg
-from flows.arguments import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, PROG, UsageError, package_version
 from flows import fix as fix_command
+from flows.arguments import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, PROG, UsageError, package_version
 from flows.check import add_check_command
 from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
                             cmd_voices_list, cmd_voices_save)

@@ -25,7 +25,6 @@ from tasks.voice.cast import cast_report
 from tasks.voice.voices import format_saved, save_voice, saved_voices
 
 
-
 def prefect_server_configured() -> bool:
     """True when a Prefect API URL is set (env or the active profile) — without importing Prefect."""
     if os.environ.get("PREFECT_API_URL"):
