@@ -3,6 +3,8 @@
     python -m benchmarks.qa_bench --json F               # random-full, 13 segments (~105 s of speech), 2 threads
     python -m benchmarks.qa_bench --repeat 2 --json F    # each mode twice, the rounds in rotated order; medians
     python -m benchmarks.qa_bench --copies 2             # 7 segments
+    python -m benchmarks.qa_bench --bad 3 --json F       # 3 sentences' first takes wrong: re-takes, in the running
+                                                         # pass (full) against the next pass (full-next)
 
 One process, one model load and one load of the QA models (Whisper base, the speaker encoder) before any timing.
 The book is one reader's sentences from the speech corpus (../shared/corpus/speech: THCHS-30's three test clips,
@@ -21,10 +23,15 @@ real speech of each segment's duration:
   before the guard and the checks see it.
 
 So the ASR and the encoder do their real work on real speech that says the segment's text, and a re-take happens
-only where the checks would ask for one on a right recording.  Printed per mode: wall seconds and the ratio to
+only where the checks would ask for one on a right recording.  With `--bad K`, the first take of K copies (from the
+second round on: the first round gives the drift reference) says another of the reader's sentences, which the ASR
+flags, and take 2 the right one; a fourth mode, `full-next`, renders with the engine ignoring `more`, so its
+re-takes wait for the next pass over the engine (as before re-takes joined the running pass): `full` against it is
+what re-taking in the running pass saves.  Printed per mode: wall seconds and the ratio to
 off, CPU seconds (the process's user + system: the neighbours on a shared machine do not count) and its ratio,
-seconds inside the engine, inside the ASR (transcribe calls) and inside the encoder (embed calls) — the checks run
-on the checker thread beside the engine, so they overlap it —, takes rendered, verdicts.  Then ASR and encoder
+seconds inside the engine (with proof this includes the engine's wait, once it has run dry, for the takes still
+being heard: they may ask for re-takes), inside the ASR (transcribe calls) and inside the encoder (embed calls) —
+the checks run on the checker thread beside the engine, so they overlap it —, takes rendered, verdicts.  Then ASR and encoder
 seconds per audio second: during the renders (beside the engine) and alone (each recording once, after the
 renders, nothing else running in the process).
 """
@@ -97,6 +104,20 @@ def reader_script(book_dir: Path, clips: dict) -> dict:
     return book_script(book_dir, reader, fill=title)
 
 
+def with_bad_takes(script: dict, clips: dict, bad: int) -> dict:
+    """The script with `bad` sentences' first take saying another of the reader's sentences (take 2: the right
+    one): the first `bad` after the first round in reading order (the first round gives the drift reference)."""
+    reader = [clips[name] for name in READER]
+    chosen = [t for t, c in script.items() if c.name in READER][len(READER):][:bad]   # the manifest's order
+    if len(chosen) < bad:
+        raise ValueError(f"--bad {bad}: the book has {len(chosen)} sentences after the first round (raise --copies)")
+    out = dict(script)
+    for text in chosen:
+        right = script[text]
+        out[text] = [next(c for c in reader if c.name != right.name), right]
+    return out
+
+
 class Speaking:
     """An engine whose results say the script's recordings: forced to each recording's length, its audio replaced
     by it (see the module docstring).  Everything else is the wrapped engine's."""
@@ -107,6 +128,15 @@ class Speaking:
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
+
+    def clip(self, req):
+        """The recording of this request: its text's, or its take's where the script lists one per take."""
+        from tests.speech_engine import SpeechEngine
+
+        got = self.script[req.text]
+        if not isinstance(got, list):
+            return got
+        return got[min(SpeechEngine.take_of(req) or len(got), len(got)) - 1]
 
     def synthesize(self, requests, progress=None, more=None):
         from engine.api import Result
@@ -119,7 +149,7 @@ class Speaking:
             missing = [r for r in reqs if r.text not in self.script]
             if missing:
                 raise ValueError(f"request {missing[0].key}: no recording for {missing[0].text!r}")
-            speech.update({r.key: padded(self.script[r.text].audio) for r in reqs})
+            speech.update({r.key: padded(self.clip(r).audio) for r in reqs})
             self.takes += len(reqs)
             return [dataclasses.replace(r, forced_tokens=speech[r.key][1]) for r in reqs]
 
@@ -129,6 +159,20 @@ class Speaking:
             if len(res.audio) != len(audio) or res.tokens != tokens:
                 raise AssertionError(f"{res.key}: the engine made {len(res.audio)} samples, forced to {len(audio)}")
             yield Result(key=res.key, audio=audio, tokens=res.tokens)
+
+
+class NextPass:
+    """The engine as before re-takes joined its running pass: `more` is not asked, so a proof render's re-takes
+    wait for its next pass over the engine (tasks/synthesize/proof.py collects them after the pass)."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def synthesize(self, requests, progress=None, more=None):
+        return self._engine.synthesize(requests, progress)
 
 
 class Clock:
@@ -237,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="render each mode this many times, rounds in rotated order (off-suspect-full, suspect-full-"
                          "off, ...); medians")
+    ap.add_argument("--bad", type=int, default=0,
+                    help="copies whose first take says another sentence (re-taken); adds the mode full-next")
     ap.add_argument("--asr-model", default="base")
     ap.add_argument("--speech", type=Path, default=SPEECH_DIR, help="the speech corpus folder")
     ap.add_argument("--json", type=Path, default=None)
@@ -244,10 +290,15 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.speech / "transcripts.tsv").is_file():
         print(f"{args.speech}: no transcripts.tsv (pass --speech, the corpus's speech folder)", file=sys.stderr)
         return 2
-    for flag, value in (("--repeat", args.repeat), ("--copies", args.copies)):
-        if value < 1:
-            print(f"{flag} {value}: must be at least 1", file=sys.stderr)
+    for flag, value, least in (("--repeat", args.repeat, 1), ("--copies", args.copies, 1), ("--bad", args.bad, 0)):
+        if value < least:
+            print(f"{flag} {value}: must be at least {least}", file=sys.stderr)
             return 2
+    if args.bad > (args.copies - 1) * len(READER):
+        print(f"--bad {args.bad}: the book has {(args.copies - 1) * len(READER)} copies after the first round "
+              "(raise --copies)", file=sys.stderr)
+        return 2
+    modes = MODES + (("full-next",) if args.bad else ())
     start = time.perf_counter()
 
     import torch
@@ -268,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         def options(mode: str, run: int):
             return options_from_params(str(book), out=str(Path(tmp) / f"out-{mode}-{run}"), model=args.model,
                                        voice=VOICE, formats=list(FORMATS), max_batch=args.batch,
-                                       threads=args.threads, qa=mode,
+                                       threads=args.threads, qa=mode.removesuffix("-next"),
                                        asr_model=args.asr_model)
 
         stages_get = stages.get_engine
@@ -280,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             checker_for(options(mode, 0).qa).load()
         qa_load_s = time.perf_counter() - t0
         probe = stages.prepare(options("off", "warmup"))                    # the plan: which recording says what
-        speaking = Speaking(engine, reader_script(probe, clips))
+        speaking = Speaking(engine, with_bad_takes(reader_script(probe, clips), clips, args.bad))
+        engines = {m: NextPass(speaking) if m == "full-next" else speaking for m in modes}
         t0 = time.perf_counter()
         stages.get_engine = lambda opts: speaking
         try:                                    # a warm-up render, untimed: the first render of a process is slower
@@ -288,23 +340,23 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             stages.get_engine = stages_get
         warmup_s = time.perf_counter() - t0
-        speech_s = sum(c.seconds for c in speaking.script.values())
+        speech_s = sum((c[-1] if isinstance(c, list) else c).seconds for c in speaking.script.values())   # kept
         print(f"engine {engine.version} loaded in {load_s:.1f} s; QA models ({args.asr_model}, speaker encoder) "
               f"in {qa_load_s:.1f} s; batch {engine.opts.batch}, {args.threads} threads; book: "
               f"{len(speaking.script)} segments, {speech_s:.1f} s of speech ({', '.join(READER)} x {args.copies} "
-              f"and the title)", flush=True)
+              f"and the title); {args.bad} with a wrong first take", flush=True)
         print(f"warm-up render (off, untimed): {warmup_s:.1f} s", flush=True)
 
-        stages.get_engine = lambda opts: speaking
-        runs: dict[str, list[dict]] = {m: [] for m in MODES}
+        runs: dict[str, list[dict]] = {m: [] for m in modes}
         try:
             with (EngineClock() as eclock, Clock(Transcriber, "transcribe", _one_s) as t1,
                   Clock(SpeakerEncoder, "embed", _one_s) as e):
                 clocks = {"engine": eclock, "transcribe": t1, "embed": e}
                 for k in range(args.repeat):
-                    for mode in MODES[k % len(MODES):] + MODES[:k % len(MODES)]:   # each round starts elsewhere
+                    for mode in modes[k % len(modes):] + modes[:k % len(modes)]:   # each round starts elsewhere
                         takes0 = speaking.takes
                         opts = options(mode, k + 1)
+                        stages.get_engine = lambda opts, e=engines[mode]: e
                         r = render_once(opts, clocks)
                         r.update(verdicts(opts.book_dir), takes=speaking.takes - takes0)
                         runs[mode].append(r)
@@ -325,27 +377,34 @@ def main(argv: list[str] | None = None) -> int:
               "asr_model": args.asr_model, "repeat": args.repeat, "copies": args.copies,
               "segments": len(speaking.script), "speech_s": round(speech_s, 2),
               "engine_load_s": round(load_s, 1), "qa_load_s": round(qa_load_s, 1), "warmup_s": round(warmup_s, 1),
+              "bad": args.bad,
               "modes": {m: {**{k: round(v, 2) for k, v in med[m].items()}, "runs": [_rounded(r) for r in runs[m]]}
-                        for m in MODES},
-              "wall_ratio": {m: round(med[m]["wall_s"] / med["off"]["wall_s"], 4) for m in MODES},
+                        for m in modes},
+              "wall_ratio": {m: round(med[m]["wall_s"] / med["off"]["wall_s"], 4) for m in modes},
               # the best run of each mode: a neighbour on a shared box only ever adds time
-              "best_wall_s": {m: round(best[m], 2) for m in MODES},
-              "best_wall_ratio": {m: round(best[m] / best["off"], 4) for m in MODES},
-              "cpu_ratio": {m: round(med[m]["cpu_s"] / med["off"]["cpu_s"], 4) for m in MODES},
+              "best_wall_s": {m: round(best[m], 2) for m in modes},
+              "best_wall_ratio": {m: round(best[m] / best["off"], 4) for m in modes},
+              "cpu_ratio": {m: round(med[m]["cpu_s"] / med["off"]["cpu_s"], 4) for m in modes},
               "in_render": {m: {"asr_s_per_audio_s": _per(med[m]["asr_s"], med[m]["asr_audio_s"]),
                                 "encoder_s_per_audio_s": _per(med[m]["encoder_s"], med[m]["encoder_audio_s"])}
-                            for m in MODES[1:]},
+                            for m in modes[1:]},
               "alone": solo}
-    for m in MODES:
-        print(f"{m:8s} wall {med[m]['wall_s']:.1f} s (x{result['wall_ratio'][m]:.3f} of off), CPU "
+    for m in modes:
+        print(f"{m:9s} wall {med[m]['wall_s']:.1f} s (x{result['wall_ratio'][m]:.3f} of off), CPU "
               f"{med[m]['cpu_s']:.1f} s (x{result['cpu_ratio'][m]:.3f}); best of {args.repeat}: {best[m]:.1f} s "
               f"(x{result['best_wall_ratio'][m]:.3f})")
-    for m in MODES[1:]:
+    for m in modes[1:]:
         p = result["in_render"][m]
-        print(f"{m:8s} in the render: ASR {p['asr_s_per_audio_s']} s per audio s, encoder "
+        print(f"{m:9s} in the render: ASR {p['asr_s_per_audio_s']} s per audio s, encoder "
               f"{p['encoder_s_per_audio_s']} s per audio s (beside the engine)")
     print(f"alone: ASR {solo['asr_s_per_audio_s']:.4f} s per audio s, encoder {solo['encoder_s_per_audio_s']:.4f} s "
           f"per audio s ({solo['audio_s']:.1f} s of speech, each recording once, best of {solo['reps']})")
+    if args.bad:
+        result["running_over_next_pass"] = {"wall": round(med["full"]["wall_s"] / med["full-next"]["wall_s"], 4),
+                                            "best_wall": round(best["full"] / best["full-next"], 4)}
+        print(f"re-takes in the running pass (full) against the next pass (full-next): wall "
+              f"x{result['running_over_next_pass']['wall']:.3f}, best of {args.repeat} "
+              f"x{result['running_over_next_pass']['best_wall']:.3f}")
     return finish(result, start, args.json, print)
 
 
