@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
@@ -565,19 +565,44 @@ def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
         if pos < s:
             spans.extend(_char_spans(text, work, pos, s, english=True))
         if s < e and reading is None:
-            tn = _tn_spans(text, work, s, e, english=True)
-            if s > 0 and _is_latin(text[s - 1]) and tn and tn[0].out[:1].isalpha():
-                tn[0] = Span(tn[0].start, tn[0].end, " " + tn[0].out, "tn")     # CSS3 -> CSS three
-            spans.extend(tn)
+            spans.extend(_tn_spans(text, work, s, e, english=True))
         elif s < e:
-            if reading[-1:].isalpha() and e < len(text) and _is_latin(text[e]) and not text[e - 1].isalpha():
-                reading += " "                           # Dr.Smith -> doctor Smith (but St. P|aul stays one word)
-            if reading[:1].isalpha() and s > 0 and _is_latin(text[s - 1]) and not text[s].isalpha() \
-                    and not (spans and spans[-1].out.endswith(" ")):
-                reading = " " + reading
             spans.append(Span(s, e, reading, "tn", boundary=SENTENCE if reading.endswith(".") else NONE))
         pos = max(pos, e)
-    return spans
+    return _spaced(spans, text)
+
+
+def _spaced(spans: list[Span], text: str) -> list[Span]:
+    """An English run's spans with one space wherever a reading (a `tn` span: our rules, wetext, a word's reading)
+    meets a letter, a digit or another reading with nothing spoken between them: `CSS3` -> CSS three, `B2A23C` ->
+    B two A twenty three C, `Dr.Smith` -> doctor Smith, `$12@12%` -> twelve dollars twelve percent.  They stay
+    one word where the source is one word: a reading that took the next word's capital (`St. P|aul` -> saint
+    Paul, `J. M. B|arrie`) or an apostrophe before letters (`12's` -> twelves).  The space goes on the reading's
+    side (the reading after, else the one before), so a text span stays aligned."""
+    out = list(spans)
+    last = -1                                   # the last span that says something
+    for i, sp in enumerate(out):
+        if not sp.out:
+            continue
+        if last >= 0:
+            a = out[last]
+            if "tn" in (a.kind, sp.kind) and _latinish(a.out[-1]) and _latinish(sp.out[0]) \
+                    and not _one_word(text, a.end, sp.start):
+                if sp.kind == "tn":
+                    out[i] = sp = replace(sp, out=" " + sp.out)
+                else:
+                    out[last] = replace(a, out=a.out + " ")
+        last = i
+    return out
+
+
+def _one_word(text: str, at: int, to: int) -> bool:
+    """Is text[at:to] (between two spoken spans) inside one source word: nothing between two letters, or only
+    apostrophes before a letter?"""
+    gap = text[at:to]
+    if to >= len(text) or not _is_latin(text[to]) or at == 0:
+        return False
+    return (not gap and _is_latin(text[at - 1])) or (gap != "" and all(c in "'’" for c in gap))
 
 
 def _language_runs(text: str, start: int, end: int, opts: NormalizeOptions) -> list[tuple[int, int, Language]]:

@@ -126,6 +126,37 @@ def test_nemo_real_errors(src, out):
     assert en(src) == out
 
 
+# Where a reading meets a letter, a digit or another reading, one space between them: never two words glued
+# (ChatTTS would read `dollarstwelve` as one nonsense word).  NeMo's serial and tag cases (nemo-en-other).
+@pytest.mark.parametrize("src, out", [
+    ("$12@12%", "twelve dollars twelve percent"),
+    ("<pitch=-.3>123 123</pitch>",
+     "pitch equals minus point three one hundred and twenty three one hundred and twenty three"),
+    ("t-0t25d12-f", "t zero t twenty five d twelve f"),
+    ("B2A23C", "B two A twenty three C"),
+    ("25d08A", "twenty five d oh eight A"),
+    ("CSS3 and HTML5", "CSS three and HTML five"),
+    ("Dr.Smith", "doctor Smith"),
+    # One source word stays one word: the reading that took the next word's capital, an apostrophe before letters.
+    ("St. Paul and J. M. Barrie", "saint Paul and J M Barrie"),
+    ("the 12's", "the twelves"),
+])
+def test_readings_are_never_glued(src, out):
+    assert en(src) == out
+
+
+@pytest.mark.parametrize("src", ["$12@12%", "<pitch=-.3>123?123</pitch>", "t-0t25d12-f", "B2A23C", "25d08A",
+                                 "a-1.b3_c&-d@gma4i-l.com", "x=5+3y", "No.5A", "1st2nd", "$5#7", "4kg|5kg"])
+def test_every_reading_is_whole_words_of_the_output(src):
+    """Each reading's words stand as words of the whole output: nothing glued on either side."""
+    whole, spans = normalize_with_map(src, lang="en")
+    words = " " + " ".join(whole.replace(",", " ").replace(".", " ").split()) + " "
+    for s in spans:
+        reading = " ".join(s.out.replace(",", " ").replace(".", " ").split())
+        if s.kind == "tn" and reading:
+            assert f" {reading} " in words, (src, s, whole)
+
+
 def test_a_symbol_is_read_only_where_it_stands_alone():
     assert "slash" not in en('<item media-type="application/xhtml+xml" />')    # markup: no slash alone
     assert "slash" not in en("see (/META-INF) and he/she")
