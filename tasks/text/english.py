@@ -379,6 +379,14 @@ _RE_STREET = re.compile(r"(?<![\d.,$£€¥₩/:-])(\d{1,5}) (?:(" + "|".join(CO
                         r"((?:, [A-Z][a-z]+(?: [A-Z][a-z]+)*)*)"
                         r"(?:(,? )(" + "|".join(US_STATES) + r")\b(?![a-z]))?(?:(,? )(\d{5})(?:-(\d{4}))?(?!\d))?")
 _RE_MONTH = re.compile(r"(?i:" + "|".join(MONTHS + list(_MONTH_ABBR)) + r")\.?")
+# North American telephone numbers, only where the shape says so: 3-3-4 digit groups with dashes, or an area code
+# in brackets, or a +1 / 1- in front (`(123) 123-5678`, `+1 (123)-123-5678`, `1-800-555-0199`); a toll-free 1-8XX
+# before a spelled word (`1-800-GO-U-HAUL`: one, eight hundred GO U HAUL; `1-888-FLOWERS`: one, eight eight
+# eight).  Ranges (`1914-1918`, `pp. 12-15`), dates and scores never have these shapes.
+_RE_PHONE = re.compile(r"(?<![\w.+(/-])(?:(?P<plus>\+1)[\s-]?|(?P<one>1)[\s-](?=\(|\d{3}-))?"
+                       r"(?:\((?P<area>\d{3})\)[\s-]?(?P<x>\d{3})-|(?P<area2>\d{3})-(?P<x2>\d{3})-)(?P<line>\d{4})"
+                       r"(?![\w-]|[.,]\d)"
+                       r"|(?<![\w.+(/-])1-(?P<free>8(?:00|88|77|66|55|44|33))-(?=[A-Z]|\Z)")
 _RE_CONTEXT_WORD = re.compile(r"(?: (?:long|short))? [a-z]+\b")
 _RE_AFTER_WORD = re.compile(r"\s([A-Za-z][A-Za-z./]*[²³]?)")
 _RE_BEFORE_WORD = re.compile(r"([A-Za-z]+\.?)[\s-]$")
@@ -388,6 +396,7 @@ def number_windows(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """[s, e) windows in text[start:end] around digit tokens: the token, a month name before it, and after it a
     word that wetext reads together with the number (a unit, a month, a.m./p.m.).  Adjacent windows merge."""
     wins: list[tuple[int, int]] = []
+    phones = [p.span() for p in _RE_PHONE.finditer(text, start, end)]
     for m in _RE_NUMTOK.finditer(text, start, end):
         s, e = m.start(), m.end()
         tok = text[s:e]
@@ -405,6 +414,8 @@ def number_windows(text: str, start: int, end: int) -> list[tuple[int, int]]:
             e = a.end()                          # 1248 tons (a count, not a year), 25m people (million)
         if (a := _RE_STREET.match(text, m.start())) and a.end() <= end:
             e = max(e, a.end())                  # 123 Smth St, City, NY: the address reads as one window
+        if (p := next((p for p in phones if p[0] <= m.start() < p[1]), None)):
+            s, e = min(s, p[0]), max(e, p[1])    # (123) 123-5678, +1 123-123-5678: the number is one window
         if wins and (s <= wins[-1][1] or re.fullmatch(r",?\s", text[wins[-1][1]:s])):
             wins[-1] = (wins[-1][0], max(wins[-1][1], e))
         else:
@@ -473,6 +484,15 @@ def _street(m: re.Match) -> str:
     if zip5:
         out += sep2 + digits_en(zip5) + (" " + digits_en(zip4) if zip4 else "")
     return out
+
+
+def _phone(m: re.Match) -> str:
+    """A North American telephone number (_RE_PHONE) read digit by digit in its groups, a comma after each."""
+    if (free := m.group("free")):                 # one eight hundred, one eight eight eight
+        return "one, " + (cardinal_en(int(free)) if free == "800" else digits_en(free))
+    head = ["plus one"] if m.group("plus") else ["one"] if m.group("one") else []
+    groups = [m.group("area") or m.group("area2"), m.group("x") or m.group("x2"), m.group("line")]
+    return ", ".join(head + [digits_en(g) for g in groups])
 
 
 def _old_money(m: re.Match) -> str:
@@ -602,6 +622,9 @@ _DOLLARS = {"A$": "Australian dollars", "US$": "US dollars", "C$": "Canadian dol
 _OPERATORS = {"-": "minus", "+": "plus", "×": "times", "x": "times", "*": "times", "/": "divided by"}
 _PER = {"mo": "month", "yr": "year", "wk": "week", "d": "day", "hr": "hour", "h": "hour", "min": "minute"}
 _PRE: list[tuple[re.Pattern, object]] = [
+    # North American telephone numbers: (123) 123-5678 -> one two three, one two three, five six seven eight;
+    # +1 ... -> plus one, ...; 1-800-555-0199 -> one, eight zero zero, ...; 1-800-GO-U-HAUL -> one, eight hundred.
+    (_RE_PHONE, lambda m: _phone(m)),
     # A comma that is not a thousands separator is a pause: 123,000012 -> one hundred and twenty three, zero ...
     (re.compile(r"(?<=\d),(?=\d{1,2}(?!\d)|\d{4,})"), ", "),
     # US addresses: 123 Smth St, City, NY -> one twenty three Smth Street, City, New York.

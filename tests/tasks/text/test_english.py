@@ -157,6 +157,27 @@ def test_every_reading_is_whole_words_of_the_output(src):
             assert f" {reading} " in words, (src, s, whole)
 
 
+# North American telephone numbers: digit by digit in their groups, never cardinals or a range (NeMo's telephone
+# cases); ranges, dates and years beside them keep their readings.
+@pytest.mark.parametrize("src, out", [
+    ("(123) 123-5678", "one two three, one two three, five six seven eight"),
+    ("(123)-123-5678", "one two three, one two three, five six seven eight"),
+    ("(555)555-5555", "five five five, five five five, five five five five"),
+    ("123-123-5678", "one two three, one two three, five six seven eight"),
+    ("+1 123-123-5678", "plus one, one two three, one two three, five six seven eight"),
+    ("+1 (123) 123-5678", "plus one, one two three, one two three, five six seven eight"),
+    ("1-800-555-0199", "one, eight zero zero, five five five, zero one nine nine"),
+    ("call me at +1-123-123-5678.", "call me at plus one, one two three, one two three, five six seven eight."),
+    ("Call 1-800-GO-U-HAUL", "Call one, eight hundred GO U HAUL"),
+    ("In 1914-1918 (pp. 12-15) on 2006-08-05 it was 3-2.",
+     "In nineteen fourteen to nineteen eighteen, pages twelve to fifteen, on august fifth two thousand six it was "
+     "three to two."),
+    ("(1914) 1914-1918", "nineteen fourteen, nineteen fourteen to nineteen eighteen"),    # no 3-digit area code
+])
+def test_telephone_numbers(src, out):
+    assert en(src) == out
+
+
 def test_a_symbol_is_read_only_where_it_stands_alone():
     assert "slash" not in en('<item media-type="application/xhtml+xml" />')    # markup: no slash alone
     assert "slash" not in en("see (/META-INF) and he/she")
