@@ -236,8 +236,8 @@ class Publisher:
         self.pull_manifest()
         if records:
             self.pull_records()
-        kept, takes, records = segment_files(load(self.book_dir).to_pylist())
-        self.published.update(kept, takes, records)
+        kept, takes, checks = segment_files(load(self.book_dir).to_pylist())
+        self.published.update(kept, takes, checks)
         for rel in kept:
             if not (self.book_dir / rel).is_file():
                 self.store.get(self._key(rel), self.book_dir / rel)

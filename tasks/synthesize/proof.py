@@ -206,13 +206,13 @@ def reference_keys(book_dir: Path, rows: list[dict], qa: QAOptions, max_attempts
     REFERENCE_ROWS_FACTOR * reference_takes were asked for (then its shards freeze their own).  Empty when every
     voice left to render has its reference.  rows: the book's, in reading order; skip: keys not to ask
     for (rendered already, their takes undecided)."""
-    refs = _read_references(book_dir)
-    todo = {r["content_key"] for r in to_render(rows, max_attempts)} - set(skip)
+    refs, skip = _read_references(book_dir), set(skip)
+    todo = {r["content_key"] for r in to_render(rows, max_attempts)} - skip
     keys: set[str] = set()
     for vid in dict.fromkeys(r["voice_id"] for r in rows):
         mine = [r for r in rows if r["voice_id"] == vid]
         left = list(dict.fromkeys(r["content_key"] for r in mine if r["content_key"] in todo))
-        asked = len({r["content_key"] for r in mine} & set(skip))
+        asked = len({r["content_key"] for r in mine} & skip)
         if vid in refs or not left or asked >= REFERENCE_ROWS_FACTOR * qa.reference_takes:
             continue
         have = sum(r["status"] == STATUS_DONE and accepted(_kept_record(book_dir, r)) for r in mine)

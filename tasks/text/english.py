@@ -624,7 +624,7 @@ _PER = {"mo": "month", "yr": "year", "wk": "week", "d": "day", "hr": "hour", "h"
 _PRE: list[tuple[re.Pattern, object]] = [
     # North American telephone numbers: (123) 123-5678 -> one two three, one two three, five six seven eight;
     # +1 ... -> plus one, ...; 1-800-555-0199 -> one, eight zero zero, ...; 1-800-GO-U-HAUL -> one, eight hundred.
-    (_RE_PHONE, lambda m: _phone(m)),
+    (_RE_PHONE, _phone),
     # A comma that is not a thousands separator is a pause: 123,000012 -> one hundred and twenty three, zero ...
     (re.compile(r"(?<=\d),(?=\d{1,2}(?!\d)|\d{4,})"), ", "),
     # US addresses: 123 Smth St, City, NY -> one twenty three Smth Street, City, New York.
