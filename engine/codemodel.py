@@ -3,7 +3,8 @@ sizes (invariant_sizes).
 
     model = CodeModel.from_chattts(chat.gpt, embed, spk_emb_id, "cpu", torch.float32)
     model.quantize_int8(); model.pack(engine.cpu.cpu_linear())     # the CPU back-end (engine/cpu.py)
-    h = model.llama(x, pos, cache, slots, lengths=lens)             # engine/generate.py's decode loop drives it
+    call = model.llama.attention.begin(cache, pos, slots, lens)     # engine/attention.py: chosen with the back-end
+    h = model.llama(x, call)                                        # engine/generate.py's decode loop drives it
     logits = model.logits(h[:, -1])                                 # [B, Q, V]
 """
 from __future__ import annotations

@@ -396,7 +396,7 @@ def _ints(name: str, values) -> torch.Tensor:
 
 def decode_attention(slots: torch.Tensor, lens: list[int]):
     """attend(q [B, H, 1, D], k_cache, v_cache [slots, Hkv, S, D]) -> [B, H, 1, D] for one decode step's rows:
-    row b over cache[slots[b], :, :lens[b]] (lens[b] == 0: a padding row, zeros).  engine.llama.Llama.forward
+    row b over cache[slots[b], :, :lens[b]] (lens[b] == 0: a padding row, zeros).  engine.attention.CAttention
     makes one per step and every layer calls it."""
     lib = library()
     sl = _ints("slots", slots)
@@ -454,7 +454,8 @@ PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step
 
 class DecodeStep:
     """engine/kernels.c's chattts_step: a decode step of the whole Llama (every layer, then the final norm) in one
-    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.cpu attaches it).
+    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.attention.CStep
+    runs it).
     The per-row path's decode step otherwise costs ~30 small torch ops per layer (norms, RoPE, cache writes,
     SiLU, residual adds) and a kernel call per projection, each with its own OpenMP fork; here one team does the
     lot.  Holds references to every tensor it points at.  `times` adds up the seconds spent in its GEMMs,

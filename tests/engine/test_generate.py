@@ -200,6 +200,19 @@ def test_exact_and_batched_mask_paths_agree():
         torch.testing.assert_close(a[key].hiddens, b[key].hiddens, atol=1e-5, rtol=1e-4)
 
 
+def test_the_decode_batch_takes_the_models_strategy_or_batched_and_refuses_an_inexact_one_for_exact():
+    """The strategy is chosen once: exact decoding on the model's own (engine/cpu.py's choice), the non-exact
+    step on Batched; a model whose strategy is not exact cannot decode exactly."""
+    from engine.attention import Batched
+
+    model = random_code_model()
+    assert G.DecodeBatch(model, 2, 32, 8, exact=True).attention is model.llama.attention
+    assert type(G.DecodeBatch(model, 2, 32, 8, exact=False).attention) is Batched
+    model.llama.attention = Batched()
+    with pytest.raises(ValueError, match="exact attention strategy, not Batched"):
+        G.DecodeBatch(model, 2, 32, 8, exact=True)
+
+
 def test_prompt_embedding_applies_normalized_speaker():
     model = random_code_model()
     ids = torch.tensor([3, SPK_ID, 9])
