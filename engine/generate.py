@@ -20,7 +20,8 @@ assumed.  So on CPU (`exact=True`) the engine measures, once per (model, thread 
 sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer
 (engine.codemodel.invariant_sizes), and a decode step is one call over all active rows padded up to the smallest such size with a scratch slot;
 where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical shape: both ways give the same
-bits).  Attention runs per row over its own prefix, and every per-row op (logits processing, sampling:
+bits).  Attention runs per row over its own prefix (the model's exact strategy, engine/attention.py, taken once
+per DecodeBatch; the non-exact step takes Batched), and every per-row op (logits processing, sampling:
 engine/sampling.py) reduces over the row's own values only.  Sampling noise is counter-based — a hash of (row
 seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
 """

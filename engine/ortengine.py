@@ -33,7 +33,7 @@ import torch
 from engine.api import DeviceUnavailable
 from engine.attention import Attention, Call
 from engine.codemodel import CodeModel
-from engine.llama import KVCache, LlamaShape
+from engine.llama import LlamaShape
 from engine.onnxgraph import export_graphs, read_info
 from engine.sampling import hash32
 from engine.trtcheck import ProfileOptions, check_model, ort_trt_options
