@@ -22,7 +22,8 @@ punctuation-matching mode; on their own line) and `nemo-en-audio` (`~written` fo
 a case matches when any one does), all with lang="en"; our held-out sets of real sentences `heldout-en`
 (heldout-en/cases.tsv, lang="en") and `mixed` (mixed/cases.tsv: Chinese sentences with English in them,
 lang="zh").  `codes` (codes/cases.tsv, issue 33) is a held-out set of Chinese sentences with telephone numbers,
-postcodes, ID and account numbers, QQ numbers, flights, trains and plates.  `--baseline` is wetext alone in the set's language (`Normalizer(lang="en")` for the English sets).
+postcodes, ID and account numbers, QQ numbers, flights, trains and plates.  `--baseline` is wetext alone in the
+set's language (`Normalizer(lang="en")` for the English sets).
 
 English canonicalization (both sides, `canon_en`): a hyphen inside a Latin word is a space (`thirty-two` = thirty
 two), quotes and apostrophes at the edge of a word do not count (`'nineties` = nineties), then our punctuation

@@ -1,5 +1,6 @@
 """Text normalization for ChatTTS: Traditional -> Simplified, a user lexicon, numbers/dates/units read aloud
-(wetext FSTs on the digit-bearing windows only, plus our own rules), every punctuation mark mapped to one
+(wetext FSTs on the digit-bearing windows only, plus our own rules; telephone numbers and codes first, digit by
+digit: tasks/text/codes.py), every punctuation mark mapped to one
 ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of what and why.  English runs (an
 English book, or an English phrase inside a Chinese one: `_language_runs`) are read by tasks/text/english.py with
 ASCII marks; the rest the Chinese way.
@@ -24,6 +25,7 @@ from typing import Iterable, Iterator, Literal
 
 from tasks.book import LANGUAGES, Language
 from tasks.errors import BookError
+from tasks.text import codes as tn_codes
 from tasks.text import english as en_tn
 from tasks.text import rules as tn_rules
 from tasks.text.polyphones import parse_reading, spell
@@ -531,21 +533,30 @@ def _plain_spans(text: str, work: _Offset, start: int, end: int, opts: Normalize
 
 
 def _zh_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
-    """Number windows read by wetext's Chinese grammar and our rules, then characters."""
+    """Telephone numbers and codes (tasks/text/codes.py), number windows read by wetext's Chinese grammar and our
+    rules between them, then characters."""
     spans: list[Span] = []
     pos = start
     seg = work[start:end]
-    wins = []
+    wins: list[tuple[int, int, str | None]] = []
     if opts.tn and _RE_DIGIT.search(seg):
-        wins = _number_windows(seg, 0, len(seg))
-        wins = [(s + start, e + start) for s, e in wins]
-    for ws, we in wins + [(end, end)]:
+        gap = 0
+        for s, e, reading in tn_codes.find_codes(seg, 0, len(seg), _say) + [(len(seg), len(seg), "")]:
+            wins += [(ws, we, None) for ws, we in _number_windows(seg, gap, s)] + [(s, e, reading)]
+            gap = e
+        wins = [(s + start, e + start, reading) for s, e, reading in wins]
+    for ws, we, reading in wins + [(end, end, None)]:
         if pos < ws:
             spans.extend(_char_spans(text, work, pos, ws))
         if ws < we:
-            spans.extend(_tn_spans(text, work, ws, we))
+            spans.extend(_tn_spans(text, work, ws, we) if reading is None else [Span(ws, we, reading, "tn")])
         pos = max(pos, we)
     return spans
+
+
+def _say(text: str) -> str:
+    """Plain text (a keyword and the marks after it, inside a code's span) as the paragraph renders it."""
+    return "".join(classify(c)[0] for c in text)
 
 
 def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
