@@ -29,6 +29,7 @@ from tasks.text import codes as tn_codes
 from tasks.text import english as en_tn
 from tasks.text import rules as tn_rules
 from tasks.text.polyphones import parse_reading, spell
+from tasks.text.zhe import simplify_zhe
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -378,13 +379,15 @@ def _glued(a: str, b: str) -> bool:
         or a.isdigit() or b.isdigit()
 
 
-def _t2s_aligned(chunk: str, on: bool) -> str:
-    """Simplified text with the same length as `chunk` (per-character conversion if phrases changed length)."""
+def _t2s_aligned(chunk: str, on: bool, traditional: bool = False) -> str:
+    """Simplified text with the same length as `chunk` (per-character conversion if phrases changed length).
+    `traditional`: the paragraph is Traditional text (OpenCC changes it), so 著 is written 着 where it is not zhù
+    (tasks/text/zhe.py); a chunk OpenCC changes is Traditional too."""
     if not on or chunk.isascii():
         return chunk
     if _RE_SURROGATE.search(chunk):              # OpenCC needs UTF-8: keep lone surrogates out of it
         safe = _RE_SURROGATE.sub("\x00", chunk)
-        conv = _t2s_aligned(safe, on)
+        conv = _t2s_aligned(safe, on, traditional)
         return "".join(c if c != "\x00" else o for c, o in zip(conv, chunk))
     conv = _t2s(chunk)
     if len(conv) != len(chunk):
@@ -393,7 +396,7 @@ def _t2s_aligned(chunk: str, on: bool) -> str:
         # OpenCC maps some common Traditional characters to rare Simplified ones outside U+4E00-U+9FFF
         # (綝 -> U+2C62D, 喎 -> U+359E) that ChatTTS cannot read: keep the Traditional character then.
         conv = "".join(c if _RE_RARE.match(x) and not _RE_RARE.match(c) else x for c, x in zip(chunk, conv))
-    return conv
+    return simplify_zhe(conv) if traditional or conv != chunk else conv
 
 
 def _find_removals(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
@@ -462,10 +465,10 @@ def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
     return wins
 
 
-def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
-    """Spans tiling text[start:end], before punctuation collapsing."""
+def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions, traditional: bool = False) -> list[Span]:
+    """Spans tiling text[start:end], before punctuation collapsing; `traditional`: the paragraph is Traditional."""
     chunk = text[start:end]
-    work_chunk = _t2s_aligned(chunk, opts.t2s)
+    work_chunk = _t2s_aligned(chunk, opts.t2s, traditional)
     # Work in absolute coordinates on a same-length simplified copy: work[i] <-> text[i].
     work = _Offset(work_chunk, start)
     removals = _find_removals(text, start, end)
@@ -870,8 +873,15 @@ def iter_spans(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, t
     book's reading language."""
     opts = NormalizeOptions(t2s=t2s, tn=tn, lexicon=lexicon, lang=lang)
     state: dict = {}
+    traditional = t2s and _traditional(text[:MAX_CHUNK_CHARS])
     for s, e in _iter_chunks(text):
-        yield from _finish(_chunk_spans(text, s, e, opts), text, state)
+        yield from _finish(_chunk_spans(text, s, e, opts, traditional), text, state)
+
+
+def _traditional(text: str) -> bool:
+    """Is `text` Traditional Chinese: does OpenCC's t2s change it?  (Decided per paragraph from its first
+    MAX_CHUNK_CHARS, so a sentence with no other Traditional character still reads 著 as its paragraph does.)"""
+    return not text.isascii() and not _RE_SURROGATE.search(text) and _t2s(text) != text
 
 
 def normalize_with_map(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True,
