@@ -1,18 +1,14 @@
 """著 after Traditional -> Simplified (tasks/text/zhe.py, issue 33): 着 where it is zhe/zháo/zhuó, 著 where zhù."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from benchmarks.t2s_zhe import WINDOW
+from benchmarks.t2s_zhe import WINDOW, load_labels
 from tasks.book import Chapter
 from tasks.text.coverage import audit_chapter
 from tasks.text.normalize import _t2s, normalize
 from tasks.text.segment import SegmentOptions, segment_chapter
 from tasks.text.zhe import simplify_zhe
-
-LABELS = Path(__file__).resolve().parents[2] / "data" / "t2s" / "zhu.tsv"
 
 
 @pytest.mark.parametrize("src, out", [
@@ -62,16 +58,16 @@ def test_the_labelled_occurrences_of_the_corpus():
     """Every hand-labelled context of tests/data/t2s/zhu.tsv (where 著 may be zhù), through OpenCC then the rule:
     97 % right (the three misses need more than the neighbours: 所著袍带 is 所穿着, 王秀楚著《…》 and 大抵著者 are
     zhù after a name and an adverb the rule does not know), and most of its 24 zhù kept."""
-    rows = [line.split("\t") for line in LABELS.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    rows = load_labels()
     assert len(rows) >= 100
     right = kept = 0
-    for ctx, form, *_ in rows:
+    for ctx, form in rows.items():
         i = WINDOW if len(ctx) == 2 * WINDOW + 1 or ctx[len(ctx) - WINDOW - 1] != "著" else len(ctx) - WINDOW - 1
         got = simplify_zhe(_t2s(ctx))[i]
         right += got == form
         kept += got == form == "著"
     assert right / len(rows) >= 0.97
-    assert kept >= 22 and sum(r[1] == "著" for r in rows) == 24
+    assert kept >= 22 and list(rows.values()).count("著") == 24
 
 
 def test_the_audit_accepts_a_segment_cut_from_its_paragraph():
