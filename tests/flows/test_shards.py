@@ -142,9 +142,12 @@ def test_a_killed_shard_fails_the_parent_and_a_rerun_renders_only_the_rest(servi
     assert outputs(book_dir) == reference[0] and rows_without_plan(book_dir) == reference[1]
 
 
+@pytest.mark.slow
 def test_two_shards_into_a_store(service, s3_server, book, reference, tmp_path):
     """shards=2 with out=s3://… (moto, the real s3fs): the store ends up holding a one-shard render's files;
-    the shard worked in a scratch folder of its own, gone at its end."""
+    the shard worked in a scratch folder of its own, gone at its end.  Slow (~30 s): the default suite has the
+    same in test_pgfleet's shards=2 run into a store (one-shard files and rows, one manifest part, no shard
+    scratch left), on two workers with their own scratch folders."""
     from prefect.deployments import run_deployment
 
     from tests.flows.test_fleet import store_files, store_manifest, without_manifest
