@@ -28,8 +28,8 @@ BOOK_CHAPTERS, BOOK_SENTENCES = 3, 12        # about 15 segments: several manife
 REASONS = {"bad-url": "not a storage URL", "no-bucket": "no such bucket", "no-credentials": "no credentials",
            "unreachable": "unreachable", "no-book": "no such file in the store"}
 COUNTS_RE = re.compile(r"\((\d+) rendered, (\d+) reused\)")
-# A store that is gone: one try a call, not the AWS client's default of several with back-off (~5 s each, ~25 s
-# for a render that loses its store); the same error ends the command either way.
+# A store that is gone: one try a call, not the AWS client's retries with back-off; the same error ends the command
+# either way (measured: the unreachable case 11.5 s -> 3 s, the store lost mid-render 31 s -> 14 s).
 NO_RETRIES = {"AWS_MAX_ATTEMPTS": "1"}
 
 
