@@ -11,11 +11,16 @@ demo: setup
 	$(PY) -m flows.cli examples/daodejing.epub --model random-tiny --out output
 	@ls -l output/daodejing
 
-# The test suite as CI runs it: CPU only, one torch thread; slow and GPU tests are skipped.
+# The test suite as CI runs it: CPU only, one torch thread a process, TEST_JOBS processes (pytest-xdist: a module
+# runs whole on one of them, tests/conftest.py), the 25 slowest tests listed; slow and GPU tests are skipped.
+# TEST_JOBS=0 runs it in one process.  test-all: the slow tests too (RUN_SLOW=1).
+TEST_JOBS ?= 2
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --durations=25
+
 test:
 	@bash scripts/setup.sh test
-	$(PY) -m pytest -q -m "not slow and not gpu" -p no:cacheprovider
+	$(PYTEST) -m "not slow and not gpu"
 
 test-all:
 	@bash scripts/setup.sh test
-	RUN_SLOW=1 $(PY) -m pytest -q -p no:cacheprovider
+	RUN_SLOW=1 $(PYTEST)

@@ -52,6 +52,13 @@ def doc_commands(path: Path = SERVICE_DOC, section: str | None = None, other_tha
             and (other_than is None or not heading.startswith(other_than))]
 
 
+def doc(fragment: str) -> str:
+    """The one command line of docs/service.md (outside the fleet recipe) containing fragment."""
+    found = [c for c in doc_commands(other_than=FLEET_SECTION) if fragment in c]
+    assert len(found) == 1, f"{fragment!r} matches {found}"
+    return found[0]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,6 +78,7 @@ class PrefectService:
         self.port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.procs: dict[str, subprocess.Popen] = {}
+        self.started: dict[str, tuple] = {}        # name: start()'s arguments, for restart()
         _stop_on_exit(self)
         bin_dir = str(Path(sys.executable).parent)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
@@ -129,7 +137,25 @@ class PrefectService:
                              stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.procs[name] = p
+        self.started[name] = (doc_line, replace, extra, env)
         return p
+
+    def restart(self, prefix: str, ready: str, timeout: float = SERVER_START_TIMEOUT_S) -> list[str]:
+        """Start again, with the same command, each process named prefix* that was killed or has ended, and wait
+        until each has logged `ready` once more; the names started."""
+        names = [n for n in self.started if n.startswith(prefix) and (n not in self.procs or
+                                                                       self.procs[n].poll() is not None)]
+        seen = {n: self.log(n).count(ready) for n in names}
+        for n in names:
+            self.start(n, *self.started[n])
+        t0 = time.monotonic()
+        while any(self.log(n).count(ready) <= seen[n] for n in names):
+            for n in names:
+                if self.procs[n].poll() is not None:
+                    raise AssertionError(f"{n} exited {self.procs[n].returncode}:\n{self.log(n)[-3000:]}")
+            assert time.monotonic() - t0 < timeout, f"{names}: not {ready!r} after {timeout} s"
+            time.sleep(POLL_S)
+        return names
 
     def log(self, name: str) -> str:
         try:
