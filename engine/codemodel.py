@@ -2,7 +2,7 @@
 sizes (invariant_sizes).
 
     model = CodeModel.from_chattts(chat.gpt, embed, spk_emb_id, "cpu", torch.float32)
-    model.quantize_int8(); model.pack(engine.cpu.cpu_linear())     # the CPU back-end (engine/cpu.py)
+    model.pack(*engine.cpu.path_linears(path))                     # the CPU back-end (engine/cpu.py, cpupath.py)
     call = model.llama.attention.begin(cache, pos, slots, lens)     # engine/attention.py: chosen with the back-end
     h = model.llama(x, call)                                        # engine/generate.py's decode loop drives it
     logits = model.logits(h[:, -1])                                 # [B, Q, V]
@@ -91,14 +91,14 @@ class CodeModel:
         """hidden [B, C] -> logits [B, Q, V] fp32."""
         return self.head_linear(hidden.float()).view(-1, self.Q, self.V)
 
-    def pack(self, make=None) -> "CodeModel":
-        """CPU fp32: the block projections (those still dense nn.Linear) and the heads through a packed-weight
-        linear, make(weight): engine.cpu.PackedLinear (oneDNN, the default) or engine.kernels.GemmLinear (the
-        caller checks that it is available: engine.cpu.cpu_linear).  Forget the call sizes measured for the old
-        kernel."""
+    def pack(self, make=None, heads=None) -> "CodeModel":
+        """CPU: the block projections (those still dense nn.Linear) through a packed-weight linear, make(weight)
+        — engine.cpu.PackedLinear (oneDNN, the default), engine.kernels.GemmLinear (the caller checks that it is
+        available: engine.cpu.cpu_linear), or a path's (engine.cpu.path_linears) — and the heads through
+        heads(weight) (default: make).  Forget the call sizes measured for the old kernel."""
         make = make or PackedLinear
         pack_linears(self.llama, make)
-        self.head_linear = make(self.head)
+        self.head_linear = (heads or make)(self.head)
         self._sizes.clear()
         return self
 

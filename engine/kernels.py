@@ -1,33 +1,29 @@
-"""Our fp32 kernels for the CPU decode step: engine/kernels.c (AVX2 + FMA), built once per machine with the C compiler.
+"""Our kernels for the CPU decode step: engine/kernels.c, built once per machine with the C compiler.
 
     if kernels.available():
-        lin = GemmLinear(weight)          # weight [N, K] fp32; packs it once
+        lin = GemmLinear(weight)          # weight [N, K] fp32; packs it once (kind "f32": AVX2 + FMA)
         y = lin(x)                        # x [..., K] fp32 -> [..., N]
-        q8 = GemmInt8Linear(linear)       # --int8: int8 weights, fp32 activations (a quarter of the bytes)
+        lin = GemmLinear(weight, "f32_512")   # the same bits on AVX-512 (where kinds() has it)
+        q8 = GemmInt8Linear(wq, scale)    # --int8: int8 weights, fp32 activations (a quarter of the bytes)
+        b16 = GemmBf16Linear(weight)      # bf16 weights and activations, fp32 sums (AVX512_BF16)
+        w8a8 = GemmW8A8Linear(wq, scale)  # int8 weights and activations, exact int32 sums (AVX512_VNNI)
         attend = decode_attention(slots, lens)     # one step's rows: cache slots [B], valid lengths
         o = attend(q, k_cache, v_cache)            # q [B, H, 1, D] -> [B, H, 1, D], each row over its own prefix
-        step = DecodeStep(llama)                   # a Llama whose projections are all GemmLinear (or all int8)
+        step = DecodeStep(llama)                   # a Llama whose projections are all one kind of ours
         h = step(x, pos, cache, slots, lens)       # x [B, 1, C] -> [B, 1, C]: every layer and the final norm
 
 **The linear.**  The decode step multiplies a few rows by ~750 MB of GPT weights, so it is bound by how fast the weights
 stream from memory.  On this project's AVX2 machines oneDNN's packed kernel reads them at ~12 GB/s at 4-16 rows
 and MKL's sgemm at 5-7 GB/s, while memory gives ~27 GB/s; this kernel streams each weight once per call in
 16-column blocks (measured with 20 layers' distinct weights, 2 threads: 4 rows 34 ms vs oneDNN 57, 16 rows 52 vs
-80, 32 rows 86 vs 105).  And every output is one in-order chain of fused multiply-adds, so a row's bits depend
-on nothing else in the call: any call size is batch-invariant (no padding rows) and the thread count does not
-matter either (engine/generate.py measures it all the same).
-
-**The step.**  chattts_step runs a whole decode step of the GPT in one call and one OpenMP team: per layer the
-RMSNorm, the projections, RoPE, the cache writes, the attention, SiLU·up and the residual adds, then the final
-norm.  Through torch those were ~30 small ops per layer, each a dispatch and some an OpenMP fork (16 ms of a 50 ms
-step at 4 rows); with them in C the step's "other" is ~3 ms, the Python around the step included
-(benchmarks/README.md).  Per row, every phase is done by one thread in a fixed order.
-
-**The attention** of a decode step (one query per row) over each row's own prefix of the KV cache, all rows in
-one call (the exact path ran one SDPA call per row and layer): per (row, head) the scores stream the keys, a
-vectorized exp weighs them, the values stream once; every (row, head) is computed in an order fixed by its
-length alone, so rows stay batch-invariant.  Measured at 32 rows of 200-975 keys, 20 layers: the per-row SDPA
-loop ~160 ms per step (memory-bound: 2.3 GB of fp32 keys and values).
+80, 32 rows 86 vs 105).  And every output is one in-order chain, so a row's bits depend on nothing else in the
+call: any call size is batch-invariant (no padding rows) and the thread count does not matter either
+(engine/generate.py measures it all the same).  That holds for every *kind* (KINDS: the weights' format and the
+instructions that multiply them, engine/kernels.c's header): fp32 and int8 weights on AVX2 ("f32", "q8") or
+AVX-512 ("f32_512", "q8_512": the same chains, so the same bits — checked at load), bf16 weights and activations
+("bf16": AVX512_BF16's vdpbf16ps, half the bytes of fp32 and twice its products per instruction), int8 weights
+and activations ("i8": AVX512_VNNI's vpdpbusd, exact int32 sums).  `kinds()` is what this CPU and this build
+have; engine/cpupath.py chooses among them.
 
 **The build.**  The shared library is compiled from kernels.c (package data: it ships in the wheel) with `$CC`
 (or cc/gcc) into `<cache_root()>/kernels/kernels-<key>.so` on first use and loaded with ctypes.  The key hashes
@@ -75,7 +71,7 @@ SOURCE = Path(__file__).with_name("kernels.c")
 CFLAGS = ("-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fopenmp", "-fPIC")   # no -ffast-math: the FMA chains stay
                                   # in order; no contraction the source does not write
 STRICT_FLAGS = ("-Wall", "-Wextra", "-Werror")   # build(strict=True): the tests' build
-ABI_VERSION = 1                   # kernels.c's CHATTTS_ABI: the entry points' signatures and struct chattts_layer
+ABI_VERSION = 2                   # kernels.c's CHATTTS_ABI: the entry points' signatures and struct chattts_layer
 FAILED_SUFFIX = ".failed"         # kernels-<key>.failed: a failed build, remembered (its reason inside)
 VERSION_TIMEOUT = 20              # s: `cc --version`
 ENV = "CHATTTS_RENDER_KERNELS"    # "off": never use these kernels (the engine then uses oneDNN and SDPA)
@@ -83,21 +79,35 @@ BUILD_TIMEOUT = 120               # s
 GEMM_RANGE = "gemm"               # record_function name of a linear while the torch profiler runs (benchmarks/limits;
                                   # the attention runs inside engine/llama.py's "attention" range)
 COLUMN_ALIGN = 8                  # the kernel's output columns come in blocks of 16 and a last block of 8
+AVX512 = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
+# kernels.c's kinds: name -> (its KIND_* number, the /proc/cpuinfo flags it needs beyond AVX2 + FMA, weight dtype)
+KINDS = {"f32": (0, frozenset(), "fp32"), "q8": (1, frozenset(), "int8"),
+         "f32_512": (2, AVX512, "fp32"), "q8_512": (3, AVX512, "int8"),
+         "bf16": (4, AVX512 | {"avx512_bf16"}, "bf16"), "i8": (5, AVX512 | {"avx512_vnni"}, "int8")}
+SAME_BITS = {"f32_512": "f32", "q8_512": "q8"}   # kinds that run another's chains exactly (checked at load)
 
 log = logging.getLogger(__name__)
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()         # kinds() holds it while library() takes it
 _LIB: list = []                   # [ctypes library or None] once tried
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's /proc/cpuinfo flags (empty where there is no such file)."""
+    try:
+        line = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags"))
+    except (OSError, StopIteration):
+        return set()
+    return set(line.split(":", 1)[1].split())
 
 
 def _cpu_ok() -> bool:
     """x86-64 with AVX2 and FMA (Linux: /proc/cpuinfo; elsewhere torch's own dispatch level)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-        return {"avx2", "fma"} <= set(flags.split(":", 1)[1].split())
-    except (OSError, StopIteration):
-        return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+    flags = cpu_flags()
+    if flags:
+        return {"avx2", "fma"} <= flags
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
 
 
 def _compiler() -> str | None:
@@ -187,7 +197,8 @@ class Layer(ctypes.Structure):
     """kernels.c's struct chattts_layer: one layer's weights for chattts_step."""
     _fields_ = [("attn_norm", ctypes.c_void_p), ("ffn_norm", ctypes.c_void_p),   # [C] fp32 each
                 ("w", ctypes.c_void_p * 4),                                    # PROJECTIONS, packed
-                ("scale", ctypes.c_void_p * 4)]                                # their int8 column scales, or NULL
+                ("scale", ctypes.c_void_p * 4),                                # their int8 column scales, or NULL
+                ("comp", ctypes.c_void_p * 4)]                                 # their "i8" column offsets, or NULL
 
 
 def expected_layout() -> tuple[int, ...]:
@@ -195,7 +206,7 @@ def expected_layout() -> tuple[int, ...]:
     then sizeof(long) and sizeof(void *) — 8 each: `long *` and pointer-array arguments are int64 tensors —
     and sizeof(float)."""
     return (ctypes.sizeof(Layer), Layer.attn_norm.offset, Layer.ffn_norm.offset, Layer.w.offset,
-            Layer.scale.offset, 8, 8, 4)
+            Layer.scale.offset, Layer.comp.offset, 8, 8, 4)
 
 
 def _abi_problem(lib) -> str | None:
@@ -232,20 +243,16 @@ def _load():
     if problem is not None:
         log.warning("engine/kernels.c not usable (ABI mismatch: %s): the CPU engine uses oneDNN instead", problem)
         return None
-    P, L = ctypes.c_void_p, ctypes.c_long
-    lib.chattts_pack.argtypes = [P, L, L, P]
-    lib.chattts_pack.restype = None
-    lib.chattts_gemm.argtypes = [P, L, L, P, L, P, ctypes.c_int]
-    lib.chattts_gemm.restype = None
-    lib.chattts_pack_q8.argtypes = [P, L, L, P]
-    lib.chattts_pack_q8.restype = None
-    lib.chattts_gemm_q8.argtypes = [P, L, L, P, P, L, P, ctypes.c_int]
-    lib.chattts_gemm_q8.restype = None
-    lib.chattts_attend.argtypes = [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, ctypes.c_int]
-    lib.chattts_attend.restype = None
-    lib.chattts_step.argtypes = [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, P, ctypes.c_int, L, P, P, P, P, P,
-                                 P, ctypes.c_int, P]
-    lib.chattts_step.restype = None
+    P, L, I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
+    for name, args in (("chattts_pack", [P, L, L, P]), ("chattts_pack_q8", [P, L, L, P]),
+                       ("chattts_pack_bf16", [P, L, L, P]), ("chattts_pack_i8", [P, L, L, P, P]),
+                       ("chattts_linear", [I, P, L, L, P, P, P, L, P, I]),
+                       ("chattts_attend", [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, I]),
+                       ("chattts_step", [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, P, I, L, P, P, P, P, P, P,
+                                         I, P]),
+                       ("chattts_kinds", [])):
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, (I if name == "chattts_kinds" else None)
     return lib
 
 
@@ -262,6 +269,21 @@ def available() -> bool:
     return library() is not None
 
 
+_KINDS: list = []                 # [the usable kinds] once checked
+
+
+def kinds() -> tuple[str, ...]:
+    """The kinds (KINDS order) usable here: built by this compiler (chattts_kinds), the CPU has their flags, and
+    each passes its self-check (a kind of SAME_BITS gives its twin's bits).  () without the kernels."""
+    with _LOCK:
+        if not _KINDS:
+            lib, flags = library(), cpu_flags()
+            built = lib.chattts_kinds() if lib is not None else 0
+            have = [k for k, (i, need, _) in KINDS.items() if built >> i & 1 and need <= flags]
+            _KINDS.append(tuple(k for k in have if _kind_check(lib, k)))
+        return _KINDS[0]
+
+
 def _self_check(lib) -> bool:
     """The built kernels agree with torch on small problems (the linear with an 8-column tail and a ragged row
     chunk; the attention with a padding row and lengths that are not multiples of 8)."""
@@ -269,13 +291,60 @@ def _self_check(lib) -> bool:
 
     g = torch.Generator().manual_seed(0)
     w, x = torch.randn(40, 37, generator=g), torch.randn(7, 37, generator=g)
-    ok = torch.allclose(_apply(lib, x, _pack(lib, w), 40, 37), x @ w.t(), atol=1e-4, rtol=1e-4)
+    ok = torch.allclose(Packed(lib, w).multiply(x), x @ w.t(), atol=1e-4, rtol=1e-4)
     k, v, q = torch.randn(3, 2, 24, 16, generator=g), torch.randn(3, 2, 24, 16, generator=g), torch.randn(2, 2, 1, 16)
     o = _attend(lib, q, k, v, torch.tensor([2, 0]), torch.tensor([19, 0]))
     ref = F.scaled_dot_product_attention(q[:1], k[2:, :, :19], v[2:, :, :19])
     ok = ok and torch.allclose(o[:1], ref, atol=1e-5, rtol=1e-4) and not o[1].any()
     if not ok:
         log.warning("engine/kernels.c disagrees with torch here: the CPU engine uses oneDNN instead")
+    return ok
+
+
+def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int8 weights per output channel, symmetric: (wq [N, K] int8, scale [N] fp32), weight ~ scale[:, None] * wq."""
+    w = weight.detach().float()                                                  # [N, K]
+    scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                           # [N]
+    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
+
+
+def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] fp32 -> (xq [M, K] int8, s [M, 1] fp32), x ~ s * xq: each row on its own (its absmax / 127), as the
+    W8A8 linears quantize their activations (engine.cpu.Int8Linear, and "i8" inside engine/kernels.c)."""
+    s = (x.abs().amax(-1, keepdim=True) / 127.0).clamp_min(1e-12)                # [M, 1]
+    return torch.round(x / s).clamp(-127, 127).to(torch.int8), s
+
+
+def rounded_operands(kind: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, weight) in float64 as `kind` rounds them before it multiplies (fp32 kinds: as they are; bf16: both to
+    bf16; int8 kinds: the weight quantized per column, "i8" the rows too): the operands of a reference product."""
+    wdtype = KINDS[kind][2]
+    if wdtype == "int8":
+        wq, scale = quantize_weight(weight)
+        weight = wq.double() * scale.double()[:, None]
+    if kind == "bf16":
+        x, weight = x.bfloat16(), weight.bfloat16()
+    if kind == "i8":
+        xq, s = quantize_rows(x)
+        x = xq.double() * s.double()
+    return x.double(), weight.double()
+
+
+def _kind_check(lib, kind: str) -> bool:
+    """One kind on a small problem (33 columns: two 16-column blocks, a lone one, a tail of 8 after padding; K = 37:
+    odd, not a multiple of 4; 14 rows: a ragged chunk of every width) against float64 over the operands as the kind
+    rounds them (rounded_operands), within 1e-5 of the sum of the products' magnitudes (the fp32 sums' rounding); a
+    kind of SAME_BITS equal to its twin bit for bit.  A kind that fails is not used (a warning says so)."""
+    g = torch.Generator().manual_seed(1)
+    w, x = torch.randn(33, 37, generator=g), torch.randn(14, 37, generator=g)
+    weight, scale = quantize_weight(w) if KINDS[kind][2] == "int8" else (w, None)
+    y = Packed(lib, weight, kind, scale).multiply(x).double()
+    xr, wr = rounded_operands(kind, x, w)
+    ok = bool(((y - xr @ wr.t()).abs() <= 1e-5 * (xr.abs() @ wr.abs().t())).all())
+    if ok and kind in SAME_BITS:
+        ok = torch.equal(y, Packed(lib, weight, SAME_BITS[kind], scale).multiply(x).double())
+    if not ok:
+        log.warning("engine/kernels.c's %s kernel disagrees with its reference here: not used", kind)
     return ok
 
 
@@ -308,47 +377,82 @@ def _check(name: str, t, dtypes: tuple, dims: int | None = None, contiguous: boo
 FP32, INT8, INTS = (torch.float32,), (torch.int8,), (torch.int64, torch.int32, torch.int16, torch.uint8)
 
 
-def _pack(lib, weight: torch.Tensor) -> torch.Tensor:
-    """weight [N, K] fp32 or int8 -> the blocked layout (N padded with zero columns), flat, same dtype."""
-    _check("weight", weight, FP32 + INT8, dims=2)
-    if weight.shape[0] < 1 or weight.shape[1] < 1:
-        raise ValueError(f"engine/kernels.c: weight has shape {tuple(weight.shape)}; N and K must be at least 1")
-    w = _pad_rows(weight.detach())                                       # [ceil8(N), K], contiguous
-    packed = torch.empty(w.numel(), dtype=w.dtype)
-    (lib.chattts_pack_q8 if w.dtype == torch.int8 else lib.chattts_pack)(w.data_ptr(), w.shape[0], w.shape[1],
-                                                                         packed.data_ptr())
-    return packed
+class Packed:
+    """A weight [N, K] packed once for one kind (engine/kernels.c's layouts; N padded with zero columns to a multiple
+    of COLUMN_ALIGN): `packed` flat (fp32, int8, or bf16 bits as int16), `scale` [N_pad] fp32 column scales (int8
+    kinds: weight ~ scale[n] * wq[n]), `comp` [N_pad] int32 column offsets ("i8"), and multiply(x)."""
+
+    def __init__(self, lib, weight: torch.Tensor, kind: str = "f32", scale: torch.Tensor | None = None):
+        if kind not in KINDS:
+            raise ValueError(f"engine/kernels.c: no kind {kind!r} (one of {', '.join(KINDS)})")
+        wdtype = KINDS[kind][2]
+        _check("weight", weight, INT8 if wdtype == "int8" else FP32, dims=2)
+        if weight.shape[0] < 1 or weight.shape[1] < 1:
+            raise ValueError(f"engine/kernels.c: weight has shape {tuple(weight.shape)}; N and K must be at least 1")
+        if (scale is not None) != (wdtype == "int8"):
+            raise ValueError("engine/kernels.c: int8 weights need their column scales, fp32 weights none")
+        if scale is not None:
+            _check("scale", scale, FP32, dims=1)
+            if scale.shape[0] != weight.shape[0]:
+                raise ValueError(f"engine/kernels.c: {scale.shape[0]} column scales for {weight.shape[0]} columns")
+        self.lib, self.kind = lib, kind
+        self.out_features, self.in_features = weight.shape
+        w = _pad_rows(weight.detach())                                   # [N_pad, K], contiguous
+        n, k = w.shape
+        self.comp = None
+        if kind == "bf16":
+            self.packed = torch.empty(_packed_size(kind, n, k), dtype=torch.int16)    # K padded to even
+            lib.chattts_pack_bf16(w.data_ptr(), n, k, self.packed.data_ptr())
+        elif kind == "i8":
+            self.packed = torch.empty(_packed_size(kind, n, k), dtype=torch.int8)     # K padded to 4
+            self.comp = torch.empty(n, dtype=torch.int32)
+            lib.chattts_pack_i8(w.data_ptr(), n, k, self.packed.data_ptr(), self.comp.data_ptr())
+        else:
+            self.packed = torch.empty(w.numel(), dtype=w.dtype)
+            (lib.chattts_pack_q8 if wdtype == "int8" else lib.chattts_pack)(w.data_ptr(), n, k, self.packed.data_ptr())
+        self.scale = _pad_rows(scale.float(), 1.0) if scale is not None else None     # [N_pad] fp32
+
+    def multiply(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., K] fp32 -> [..., N]."""
+        k, n, n_pad = self.in_features, self.out_features, _padded(self.out_features)
+        _check("x", x, FP32)
+        if x.dim() < 1 or x.shape[-1] != k:
+            raise ValueError(f"engine/kernels.c: x has shape {tuple(x.shape)}; the weight takes K = {k}")
+        self._check_packed(n_pad, k)
+        x2 = x.reshape(-1, k).contiguous()                               # [M, K]
+        y = torch.empty(x2.shape[0], n_pad)
+        self.lib.chattts_linear(KINDS[self.kind][0], x2.data_ptr(), x2.shape[0], k, self.packed.data_ptr(),
+                                _ptr(self.scale), _ptr(self.comp), n_pad, y.data_ptr(), torch.get_num_threads())
+        if n_pad != n:
+            y = y[:, :n].contiguous()
+        return y.view(*x.shape[:-1], n)
 
 
-def _apply(lib, x: torch.Tensor, packed: torch.Tensor, n: int, k: int,
-           scale: torch.Tensor | None = None) -> torch.Tensor:
-    """x [..., K] fp32 times a packed weight (n outputs, k inputs) -> [..., n]; int8 weights with their (padded)
-    column scales."""
-    _check("x", x, FP32)
-    if x.dim() < 1 or x.shape[-1] != k:
-        raise ValueError(f"engine/kernels.c: x has shape {tuple(x.shape)}; the weight takes K = {k}")
-    _check("packed weight", packed, FP32 + INT8, dims=1, contiguous=True)
-    n_pad = _padded(n)
-    if packed.numel() != n_pad * k:
-        raise ValueError(f"engine/kernels.c: the packed weight holds {packed.numel()} values, not {n_pad} x {k}")
-    q8 = packed.dtype == torch.int8
-    if q8 != (scale is not None):
-        raise ValueError("engine/kernels.c: int8 weights need their column scales, fp32 weights none")
-    if q8:
-        _check("scale", scale, FP32, dims=1, contiguous=True)
-        if scale.numel() != n_pad:
-            raise ValueError(f"engine/kernels.c: {scale.numel()} column scales for {n_pad} columns")
-    x2 = x.reshape(-1, k).contiguous()                                   # [M, K]
-    y = torch.empty(x2.shape[0], n_pad)
-    if not q8:
-        lib.chattts_gemm(x2.data_ptr(), x2.shape[0], k, packed.data_ptr(), n_pad, y.data_ptr(),
-                         torch.get_num_threads())
-    else:
-        lib.chattts_gemm_q8(x2.data_ptr(), x2.shape[0], k, packed.data_ptr(), scale.data_ptr(), n_pad,
-                            y.data_ptr(), torch.get_num_threads())
-    if n_pad != n:
-        y = y[:, :n].contiguous()
-    return y.view(*x.shape[:-1], n)
+    def _check_packed(self, n_pad: int, k: int) -> None:
+        """ValueError unless the packed weight, scales and offsets are what C reads for this kind and shape."""
+        wdtype = KINDS[self.kind][2]
+        _check("packed weight", self.packed, {"fp32": FP32, "int8": INT8, "bf16": (torch.int16,)}[wdtype], dims=1,
+               contiguous=True)
+        if self.packed.numel() != _packed_size(self.kind, n_pad, k):
+            raise ValueError(f"engine/kernels.c: the packed weight holds {self.packed.numel()} values, not "
+                             f"{_packed_size(self.kind, n_pad, k)} ({n_pad} x {k}, {self.kind})")
+        for name, t, dtypes, need in (("column scales", self.scale, FP32, wdtype == "int8"),
+                                      ("column offsets", self.comp, (torch.int32,), self.kind == "i8")):
+            if need != (t is not None):
+                raise ValueError(f"engine/kernels.c: {self.kind} weights {'need' if need else 'take no'} {name}")
+            if t is not None:
+                _check(name, t, dtypes, dims=1, contiguous=True)
+                if t.numel() != n_pad:
+                    raise ValueError(f"engine/kernels.c: {t.numel()} {name} for {n_pad} columns")
+
+
+def _packed_size(kind: str, n: int, k: int) -> int:
+    """Values in a packed weight of n (padded) columns and K = k: bf16 pads K to even, "i8" to a multiple of 4."""
+    return n * {"bf16": 2 * (-(-k // 2)), "i8": 4 * (-(-k // 4))}.get(kind, k)
+
+
+def _ptr(t: torch.Tensor | None):
+    return None if t is None else t.data_ptr()
 
 
 def _check_rows(slots: torch.Tensor, lens: torch.Tensor, slots_n: int, S: int, what: str) -> None:
@@ -406,47 +510,75 @@ def decode_attention(slots: torch.Tensor, lens: list[int]):
     return lambda q, k_cache, v_cache: _attend(lib, q, k_cache, v_cache, sl, ln)
 
 
-class GemmLinear(nn.Module):
-    """fp32 linear through engine/kernels.c with the weight packed once (CPU).  The dense `weight` stays (the HF
-    model shares it: engine.codemodel.share_weights_with_hf); `packed` is the kernel's blocked copy."""
+def _usable(kind: str):
+    """The library, where `kind` is usable here (kinds()); RuntimeError otherwise."""
+    lib = library()
+    if lib is None:
+        raise RuntimeError("engine/kernels.c is not available here (see engine.kernels.available)")
+    if kind not in kinds():
+        raise RuntimeError(f"engine/kernels.c's {kind} kernel is not usable here (this CPU and build have "
+                           f"{', '.join(kinds())})")
+    return lib
 
-    def __init__(self, weight: torch.Tensor):
-        super().__init__()
-        self.lib = library()
-        if self.lib is None:
-            raise RuntimeError("engine/kernels.c is not available here (see engine.kernels.available)")
-        _check("weight", weight, FP32, dims=2)
+
+class GemmLinear(nn.Module, Packed):
+    """fp32 linear through engine/kernels.c with the weight packed once (CPU), on AVX2 ("f32") or AVX-512
+    ("f32_512", the same bits).  The dense `weight` stays (the HF model shares it:
+    engine.codemodel.share_weights_with_hf); `packed` is the kernel's blocked copy."""
+
+    RUNS = ("f32", "f32_512")     # the kinds this class runs
+
+    def __init__(self, weight: torch.Tensor, kind: str = "f32"):
+        nn.Module.__init__(self)
+        Packed.__init__(self, self._lib(kind), weight, kind)
         self.weight = weight                                             # [N, K] fp32, dense
-        self.out_features, self.in_features = weight.shape
-        self.packed = _pack(self.lib, weight)                            # [ceil8(N) * K] blocked
 
-    scale = None                                                         # fp32 weights: no column scales
+    @classmethod
+    def _lib(cls, kind: str):
+        if kind not in cls.RUNS:
+            raise ValueError(f"engine/kernels.c: {cls.__name__} runs {' or '.join(cls.RUNS)}, not {kind!r}")
+        return _usable(kind)
 
     def forward(self, x):                                                # x [..., K] fp32 -> [..., N]
         if torch._C._autograd._profiler_enabled():                      # a range the profile counts as GEMM
             with torch.profiler.record_function(GEMM_RANGE):
-                return _apply(self.lib, x, self.packed, self.out_features, self.in_features, self.scale)
-        return _apply(self.lib, x, self.packed, self.out_features, self.in_features, self.scale)
+                return self.multiply(x)
+        return self.multiply(x)
+
+
+class GemmBf16Linear(GemmLinear):
+    """bf16 weights (rounded once, at load) and activations (each row rounded as it enters), fp32 sums in a fixed
+    order (AVX512_BF16's vdpbf16ps): half the bytes of fp32 and twice the products per instruction; every row's
+    bits its own, as GemmLinear's.  The dense fp32 `weight` stays, as GemmLinear's."""
+
+    RUNS = ("bf16",)
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__(weight, "bf16")
 
 
 class GemmInt8Linear(GemmLinear):
-    """int8 weights with a scale per output column (engine.cpu.quantize_weight: per output channel, symmetric),
-    fp32 activations and sums, through engine/kernels.c (CPU): a step streams a quarter of the fp32 weight bytes.
-    Weight-only, so unlike the W8A8 engine.cpu.Int8Linear the activations are not rounded; batch-invariant like
-    GemmLinear."""
+    """int8 weights with a scale per output column (quantize_weight: per output channel, symmetric), fp32
+    activations and sums, through engine/kernels.c (CPU; "q8" on AVX2, "q8_512" the same bits on AVX-512): a step
+    streams a quarter of the fp32 weight bytes.  Weight-only, so unlike the W8A8 engine.cpu.Int8Linear and
+    GemmW8A8Linear the activations are not rounded; batch-invariant like GemmLinear."""
 
-    def __init__(self, wq: torch.Tensor, scale: torch.Tensor):           # wq [N, K] int8, scale [N] fp32
+    RUNS = ("q8", "q8_512")
+
+    def __init__(self, wq: torch.Tensor, scale: torch.Tensor, kind: str = "q8"):   # wq [N, K] int8, scale [N] fp32
         nn.Module.__init__(self)
-        self.lib = library()
-        if self.lib is None:
-            raise RuntimeError("engine/kernels.c is not available here (see engine.kernels.available)")
-        _check("int8 weight", wq, INT8, dims=2)
-        _check("scale", scale, FP32, dims=1)
-        if scale.shape[0] != wq.shape[0]:
-            raise ValueError(f"engine/kernels.c: {scale.shape[0]} column scales for {wq.shape[0]} columns")
-        self.out_features, self.in_features = wq.shape
-        self.packed = _pack(self.lib, wq)                                # [ceil8(N) * K] int8, blocked
-        self.scale = _pad_rows(scale, 1.0)                               # [ceil8(N)] fp32
+        Packed.__init__(self, self._lib(kind), wq, kind, scale)
+
+
+class GemmW8A8Linear(GemmInt8Linear):
+    """W8A8 through AVX512_VNNI's vpdpbusd ("i8"): int8 weights per output column as GemmInt8Linear's, each row
+    quantized to int8 as it enters (quantize_rows: its absmax / 127), exact int32 sums, one fp32 rescale — the
+    arithmetic of engine.cpu.Int8Linear (torch), so the same bits, at the speed of four products an instruction."""
+
+    RUNS = ("i8",)
+
+    def __init__(self, wq: torch.Tensor, scale: torch.Tensor):
+        super().__init__(wq, scale, "i8")
 
 
 PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step's table order
@@ -454,8 +586,8 @@ PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step
 
 class DecodeStep:
     """engine/kernels.c's chattts_step: a decode step of the whole Llama (every layer, then the final norm) in one
-    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.attention.CStep
-    runs it).
+    call, for a model whose block projections are all of one class and kind of ours (GemmLinear, GemmBf16Linear,
+    GemmInt8Linear, GemmW8A8Linear: engine.attention.CStep runs it).
     The per-row path's decode step otherwise costs ~30 small torch ops per layer (norms, RoPE, cache writes,
     SiLU, residual adds) and a kernel call per projection, each with its own OpenMP fork; here one team does the
     lot.  Holds references to every tensor it points at.  `times` adds up the seconds spent in its GEMMs,
@@ -465,9 +597,9 @@ class DecodeStep:
         s = model.s
         self.lib = library()
         if self.lib is None or not self.supports(model):
-            raise ValueError("chattts_step needs engine/kernels.c and uniform packed fp32/int8 projections")
+            raise ValueError("chattts_step needs engine/kernels.c and projections all of one kind of ours")
         blocks = model.layers
-        self.q8 = isinstance(blocks[0].wqkv, GemmInt8Linear)
+        self.kind = blocks[0].wqkv.kind
         self.norm, self.cos, self.sin = model.norm.weight, model.cos, model.sin   # [C]; [P, D] RoPE tables
         for name, w in (("norm", self.norm), ("cos", self.cos), ("sin", self.sin)):
             _check(name, w, FP32, dims=1 if name == "norm" else 2, contiguous=True)
@@ -485,20 +617,21 @@ class DecodeStep:
                 setattr(t, name, w.data_ptr())
                 self.keep.append(w)
             for i, lin in enumerate(lins):
-                t.w[i] = lin.packed.data_ptr()
-                t.scale[i] = lin.scale.data_ptr() if self.q8 else None
-                self.keep += [lin.packed] + ([lin.scale] if self.q8 else [])
+                t.w[i], t.scale[i], t.comp[i] = lin.packed.data_ptr(), _ptr(lin.scale), _ptr(lin.comp)
+                self.keep += [a for a in (lin.packed, lin.scale, lin.comp) if a is not None]
         self.s = s
         self.times = torch.zeros(3, dtype=torch.float64)                 # GEMM, attention, rest (s)
 
     @staticmethod
     def supports(model) -> bool:
-        """fp32 on CPU, every projection the same kernel class, no padded output columns, 8-wide C, D, F."""
+        """fp32 on CPU, every projection the same class and kind of ours, no padded output columns, 8-wide C, D,
+        F."""
         s = model.s
         lins = [getattr(b, n) for b in model.layers for n in PROJECTIONS]
-        kind = type(lins[0]) if lins else None
-        return (kind in (GemmLinear, GemmInt8Linear) and all(type(lin) is kind for lin in lins)
-                and all(lin.packed.numel() == lin.out_features * lin.in_features for lin in lins)
+        cls, kind = (type(lins[0]), getattr(lins[0], "kind", None)) if lins else (None, None)
+        return (isinstance(lins[0] if lins else None, GemmLinear)
+                and all(type(lin) is cls and lin.kind == kind for lin in lins)
+                and all(lin.out_features % COLUMN_ALIGN == 0 for lin in lins)
                 and model.norm.weight.dtype == torch.float32 and model.norm.weight.device.type == "cpu"
                 and s.hidden % 8 == 0 and s.head_dim % 8 == 0 and s.ffn % 8 == 0 and s.heads % s.kv_heads == 0)
 
@@ -524,7 +657,7 @@ class DecodeStep:
         out = torch.empty(B, s.hidden)
         self.lib.chattts_step(xs.data_ptr(), B, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.layers, s.eps,
                               ctypes.addressof(self.table), kc.data_ptr(), vc.data_ptr(), self.norm.data_ptr(),
-                              int(self.q8), S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(),
+                              KINDS[self.kind][0], S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(),
                               self.sin.data_ptr(), out.data_ptr(), torch.get_num_threads(),
                               self.times.data_ptr())
         return out.view(B, 1, s.hidden)

@@ -85,11 +85,12 @@ def test_without_a_cast_segments_keys_and_a_main_manifest_are_unchanged(tmp_path
     rows, _ = _render(out, capsys)
     old = pq.read_table(DATA / "main-manifest.parquet").to_pylist()
     assert [[r[k] for k in SAME_AS_MAIN] for r in rows] == [[r[k] for k in SAME_AS_MAIN] for r in old]
-    from engine.cpu import backend_name
-    from engine.engine import ENGINE_VERSION
+    from engine.api import EngineOptions
+    from engine.engine import Engine
 
-    assert [r["engine_version"] for r in rows] == [          # the same engine, named by its version and CPU back-end
-        r["engine_version"].replace("ours2-", f"ours{ENGINE_VERSION}-") + f"-{backend_name()}" for r in old]
+    engine = Engine.load(EngineOptions(model="random-tiny"))       # the CLI's engine (auto: this CPU's path)
+    assert {r["engine_version"] for r in rows} == {engine.version}
+    assert {r["engine_version"] for r in old} <= set(engine.adopts)          # main's (ours2, fp32): adopted
     assert [r["content_key"] for r in rows] == [content_key(r["text"], r["voice_id"], r["seed"],
                                                             r["engine_version"]) for r in rows]
     assert {(r["role"], r["speaker"]) for r in rows} == {("narrator", "")}
