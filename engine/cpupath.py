@@ -188,7 +188,7 @@ def measure_steps(paths, shape, rows: int, threads: int) -> dict[str, float]:
         steps = {}
         for p in paths:
             llama = pack_path(build_llama(s, state), p)
-            cache = KVCache(s, rows, MEASURE_POSITIONS, "cpu", torch.float32)
+            cache = KVCache(s, rows, MEASURE_POSITIONS, "cpu", llama.attention.kv_dtype or torch.float32)
             x = torch.randn(rows, 1, s.hidden, generator=torch.Generator().manual_seed(0))
             pos = torch.full((rows, 1), MEASURE_POSITIONS - 1)
             args = (x, pos, cache, torch.arange(rows), [MEASURE_POSITIONS] * rows)

@@ -78,12 +78,13 @@ class DecodeBatch:
         self.model, self.params, self.exact = model, params, exact
         self.slots, self.max_len, self.max_steps = slots, max_len, max_steps
         self.scratch = slots                                   # a spare slot that padding rows write into
-        self.cache = KVCache(model.llama.s, slots + 1, max_len, dev, model.dtype)
+        self.attention = model.llama.attention if exact else Batched()     # engine/attention.py, for every call
+        kv_dtype = self.attention.kv_dtype or model.dtype                   # (bf16 kernels: a bf16 cache)
+        self.cache = KVCache(model.llama.s, slots + 1, max_len, dev, kv_dtype)
         self.hid = torch.zeros(slots + 1, max_steps, C, device=dev, dtype=torch.float32)   # hidden_i per slot
         self.last = torch.zeros(slots + 1, Q, dtype=torch.long, device=dev)        # token of the last step
         self.hist = torch.full((slots + 1, Q, params.penalty_window), model.V, dtype=torch.long, device=dev)
         self.rows: dict[int, Row] = {}                          # slot -> row
-        self.attention = model.llama.attention if exact else Batched()     # engine/attention.py, for every call
         if exact and not self.attention.exact:
             raise ValueError(f"exact decoding needs an exact attention strategy, not {self.attention!r}")
         self.graphs = None if exact else GraphStep(self, capture=model.graphs and dev.type == "cuda")

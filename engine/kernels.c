@@ -304,6 +304,7 @@ VKERNELS(7) VKERNELS(8) VKERNELS(9) VKERNELS(10) VKERNELS(11) VKERNELS(12)
 static const kernel_u V2[MZ + 1] = LIST12(v2_), V1[MZ + 1] = LIST12(v1_), V8[MZ + 1] = LIST12(v8_);
 #endif
 
+#if HAVE_BF16 || HAVE_VNNI
 /* tiles as gemm512_for, over converted rows x [M][P] and weights of P units per column */
 static void gemmu_for(const kernel_u *k2, const kernel_u *k1, const kernel_u *k8, const int *x, long M, long P,
                       const int *Wp, const float *scale, const int *comp, const float *xs, long N, float *y) {
@@ -320,6 +321,7 @@ static void gemmu_for(const kernel_u *k2, const kernel_u *k1, const kernel_u *k8
         }
     }
 }
+#endif
 
 /* ------------------------------------------------------------------------------------------------ bf16, int8
  * Rounding to bf16 (weights once, activations each call): to nearest, ties to even, as torch's .bfloat16() (NaN
@@ -332,10 +334,13 @@ static inline unsigned short bf16(float f) {
     return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+#if HAVE_BF16
 static void bf16_row(const float *x, long K, long Kp, unsigned short *out) {     /* Kp: K padded to even, zeros */
     for (long k = 0; k < K; k++) out[k] = bf16(x[k]);
     for (long k = K; k < Kp; k++) out[k] = 0;
 }
+#endif
+#if HAVE_VNNI
 
 static void quant_row(const float *x, long K, long Kq, unsigned char *out, float *scale) {   /* Kq: K to 4 */
     float m = 0.0f;
@@ -350,6 +355,7 @@ static void quant_row(const float *x, long K, long Kq, unsigned char *out, float
     for (long k = K; k < Kq; k++) out[k] = 128;
     *scale = s;
 }
+#endif
 
 static long pairs_of(long K) { return (K + 1) / 2; }
 static long quads_of(long K) { return (K + 3) / 4; }
@@ -390,6 +396,7 @@ enum { KIND_F32, KIND_Q8, KIND_F32_512, KIND_Q8_512, KIND_BF16, KIND_I8, KINDS }
 
 static void linear_for(int kind, const float *x, long M, long K, const void *Wp, const float *scale, const int *comp,
                        long N, float *y, void *xc, float *xs) {
+    (void)comp; (void)xc; (void)xs;           /* used by the kinds this compiler builds */
     switch (kind) {
     case KIND_F32: gemm_for(K16_F, K8_F, sizeof(float), x, M, K, Wp, 0, N, y); return;
     case KIND_Q8: gemm_for(K16_Q, K8_Q, 1, x, M, K, Wp, scale, N, y); return;
@@ -478,56 +485,79 @@ static inline __m256 exp_neg(__m256 x) {
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
 }
 
-/* the (row, head) pairs of one call as an orphaned `omp for` (see gemm_for); p: this thread's S + 8 floats */
-static void attend_for(const float *q, const float *kc, const float *vc, long B, long H, long Hkv, long S, long D,
-                       const long *slots, const long *lens, float scale, float *out, float *p) {
-    long rep = H / Hkv;
-    #pragma omp for schedule(dynamic, 1)
-    for (long bh = 0; bh < B * H; bh++) {
-        long b = bh / H, h = bh % H, n = lens[b];
-        const float *qv = q + bh * D;
-        float *o = out + bh * D;
-        if (n <= 0 || p == NULL) {
-            for (long d = 0; d < D; d++) o[d] = n <= 0 ? 0.0f : NAN;
-            continue;
-        }
-        const float *k = kc + ((slots[b] * Hkv + h / rep) * S) * D;
-        const float *v = vc + ((slots[b] * Hkv + h / rep) * S) * D;
-        float m = -INFINITY;
-        for (long j = 0; j < n; j++) {                       /* scores: one 8-lane chain over d, then hsum */
-            __m256 acc = _mm256_setzero_ps();
-            for (long d = 0; d < D; d += 8)
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), _mm256_loadu_ps(k + j * D + d), acc);
-            p[j] = hsum(acc) * scale;
-            m = p[j] > m ? p[j] : m;
-        }
-        for (long j = n; j < n + 8; j++) p[j] = -INFINITY;   /* the last group's lanes past n: weight 0 */
-        __m256 mv = _mm256_set1_ps(m), lsum = _mm256_setzero_ps();
-        for (long j = 0; j < n; j += 8) {
-            __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv));
-            _mm256_storeu_ps(p + j, w);
-            lsum = _mm256_add_ps(lsum, w);
-        }
-        float inv = 1.0f / hsum(lsum);
-        for (long d0 = 0; d0 < D; d0 += 32) {                 /* values: up to 4 accumulators of 8 dims */
-            long nd = D - d0 < 32 ? D - d0 : 32;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (long j = 0; j < n; j++) {
-                const float *vj = v + j * D + d0;
-                __m256 w = _mm256_set1_ps(p[j]);
-                a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj), a0);
-                if (nd > 8) a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8), a1);
-                if (nd > 16) a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 16), a2);
-                if (nd > 24) a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 24), a3);
-            }
-            __m256 iv = _mm256_set1_ps(inv);
-            _mm256_storeu_ps(o + d0, _mm256_mul_ps(a0, iv));
-            if (nd > 8) _mm256_storeu_ps(o + d0 + 8, _mm256_mul_ps(a1, iv));
-            if (nd > 16) _mm256_storeu_ps(o + d0 + 16, _mm256_mul_ps(a2, iv));
-            if (nd > 24) _mm256_storeu_ps(o + d0 + 24, _mm256_mul_ps(a3, iv));
-        }
-    }
+/* the (row, head) pairs of one call as an orphaned `omp for` (see gemm_for); p: this thread's S + 8 floats.  The
+ * cache in fp32 (attend_for) or bf16 (attend_for_b16: each key and value widened to fp32 exactly as it is read, then
+ * the same arithmetic) */
+#define KV_F32(p) _mm256_loadu_ps(p)
+#define KV_B16(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define ATTEND_FOR(name, T, LOAD) \
+static void name(const float *q, const T *kc, const T *vc, long B, long H, long Hkv, long S, long D, \
+                 const long *slots, const long *lens, float scale, float *out, float *p) { \
+    long rep = H / Hkv; \
+    _Pragma("omp for schedule(dynamic, 1)") \
+    for (long bh = 0; bh < B * H; bh++) { \
+        long b = bh / H, h = bh % H, n = lens[b]; \
+        const float *qv = q + bh * D; \
+        float *o = out + bh * D; \
+        if (n <= 0 || p == NULL) { \
+            for (long d = 0; d < D; d++) o[d] = n <= 0 ? 0.0f : NAN; \
+            continue; \
+        } \
+        const T *k = kc + ((slots[b] * Hkv + h / rep) * S) * D; \
+        const T *v = vc + ((slots[b] * Hkv + h / rep) * S) * D; \
+        float m = -INFINITY; \
+        long j = 0; \
+        for (; j + 4 <= n; j += 4) {                         /* scores: one 8-lane chain over d, then hsum, */ \
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;   /* four keys' chains side by side */ \
+            for (long d = 0; d < D; d += 8) { \
+                __m256 qd = _mm256_loadu_ps(qv + d); \
+                c0 = _mm256_fmadd_ps(qd, LOAD(k + j * D + d), c0); \
+                c1 = _mm256_fmadd_ps(qd, LOAD(k + (j + 1) * D + d), c1); \
+                c2 = _mm256_fmadd_ps(qd, LOAD(k + (j + 2) * D + d), c2); \
+                c3 = _mm256_fmadd_ps(qd, LOAD(k + (j + 3) * D + d), c3); \
+            } \
+            p[j] = hsum(c0) * scale; p[j + 1] = hsum(c1) * scale; \
+            p[j + 2] = hsum(c2) * scale; p[j + 3] = hsum(c3) * scale; \
+            for (long i = j; i < j + 4; i++) m = p[i] > m ? p[i] : m; \
+        } \
+        for (; j < n; j++) { \
+            __m256 acc = _mm256_setzero_ps(); \
+            for (long d = 0; d < D; d += 8) \
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), LOAD(k + j * D + d), acc); \
+            p[j] = hsum(acc) * scale; \
+            m = p[j] > m ? p[j] : m; \
+        } \
+        for (long j = n; j < n + 8; j++) p[j] = -INFINITY;   /* the last group's lanes past n: weight 0 */ \
+        __m256 mv = _mm256_set1_ps(m), lsum = _mm256_setzero_ps(); \
+        for (long j = 0; j < n; j += 8) { \
+            __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv)); \
+            _mm256_storeu_ps(p + j, w); \
+            lsum = _mm256_add_ps(lsum, w); \
+        } \
+        float inv = 1.0f / hsum(lsum); \
+        for (long d0 = 0; d0 < D; d0 += 64) {    /* values: a chain over j per 8 dims, up to 8 side by side */ \
+            long nd = D - d0 < 64 ? D - d0 : 64; \
+            __m256 a[8]; \
+            for (long i = 0; i < 8; i++) a[i] = _mm256_setzero_ps(); \
+            for (long j = 0; j < n; j++) { \
+                const T *vj = v + j * D + d0; \
+                __m256 w = _mm256_set1_ps(p[j]); \
+                if (nd == 64) { \
+                    a[0] = _mm256_fmadd_ps(w, LOAD(vj), a[0]); a[1] = _mm256_fmadd_ps(w, LOAD(vj + 8), a[1]); \
+                    a[2] = _mm256_fmadd_ps(w, LOAD(vj + 16), a[2]); a[3] = _mm256_fmadd_ps(w, LOAD(vj + 24), a[3]); \
+                    a[4] = _mm256_fmadd_ps(w, LOAD(vj + 32), a[4]); a[5] = _mm256_fmadd_ps(w, LOAD(vj + 40), a[5]); \
+                    a[6] = _mm256_fmadd_ps(w, LOAD(vj + 48), a[6]); a[7] = _mm256_fmadd_ps(w, LOAD(vj + 56), a[7]); \
+                } else { \
+                    for (long i = 0; i < nd / 8; i++) a[i] = _mm256_fmadd_ps(w, LOAD(vj + 8 * i), a[i]); \
+                } \
+            } \
+            __m256 iv = _mm256_set1_ps(inv); \
+            for (long i = 0; i < nd / 8; i++) _mm256_storeu_ps(o + d0 + 8 * i, _mm256_mul_ps(a[i], iv)); \
+        } \
+    } \
 }
+ATTEND_FOR(attend_for, float, KV_F32)
+ATTEND_FOR(attend_for_b16, unsigned short, KV_B16)
 
 void chattts_attend(const float *q, const float *kc, const float *vc, long B, long H, long Hkv, long S, long D,
                     const long *slots, const long *lens, float scale, float *out, int threads) {
@@ -548,7 +578,8 @@ void chattts_attend(const float *q, const float *kc, const float *vc, long B, lo
  * x [B][C] (the input embeddings; overwritten with the residual stream), out [B][C]; layer l's weights at
  * tab[l] (struct chattts_layer: attn_norm, ffn_norm, Wqkv, Wo, W13, W2 packed for `kind` as chattts_pack* leaves
  * them, every N a multiple of 8, their column scales (int8 kinds) and offsets (KIND_I8) or NULL); its caches at
- * kcs[l], vcs[l] ([slots][Hkv][S][D] fp32);
+ * kcs[l], vcs[l] ([slots][Hkv][S][D], fp32, or bf16 where kv_bf16: keys and values rounded to bf16 as they are
+ * written, widened exactly as they are read);
  * cos, sin [P][D] (HF's rotate-half tables).  Every element is computed per row in a fixed order, by one thread:
  * a row's bits depend on nothing else in the call, nor on the thread count.  times (or NULL): seconds spent, added
  * to times[0] (GEMM), times[1] (attention), times[2] (the rest), as thread 0 saw them. */
@@ -593,7 +624,8 @@ static __m256 silu(__m256 x) {       /* x * sigmoid(x), sigmoid from exp(-|x|): 
 #define LAP(i) if (times && omp_get_thread_num() == 0) { double t1 = omp_get_wtime(); times[i] += t1 - t0; t0 = t1; }
 
 void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, long layers, float eps,
-                  const struct chattts_layer *tab, float *const *kcs, float *const *vcs, const float *norm, int kind,
+                  const struct chattts_layer *tab, void *const *kcs, void *const *vcs, int kv_bf16, const float *norm,
+                  int kind,
                   long S, const long *slots, const long *pos, const long *lens, const float *cos, const float *sin,
                   float *out, int threads, double *times) {
     long Nqkv = (H + 2 * Hkv) * D, Kmax = C > H * D ? (C > F ? C : F) : (H * D > F ? H * D : F);
@@ -616,7 +648,7 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
             const struct chattts_layer *t = tab + l;
             const float *const *sc = t->scale;
             const int *const *cp = t->comp;
-            float *kc = kcs[l], *vc = vcs[l];
+            void *kc = kcs[l], *vc = vcs[l];
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++) rms_norm_row(x + b * C, t->attn_norm, C, eps, h + b * C);
             LAP(2)
@@ -629,14 +661,22 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
                 for (long j = 0; j < Hkv; j++) {
                     long at = ((slots[b] * Hkv + j) * S + pos[b]) * D;
                     for (long d = 0; d < D; d++) {
-                        kc[at + d] = r[(H + j) * D + d];
-                        vc[at + d] = r[(H + Hkv + j) * D + d];
+                        if (kv_bf16) {
+                            ((unsigned short *)kc)[at + d] = bf16(r[(H + j) * D + d]);
+                            ((unsigned short *)vc)[at + d] = bf16(r[(H + Hkv + j) * D + d]);
+                        } else {
+                            ((float *)kc)[at + d] = r[(H + j) * D + d];
+                            ((float *)vc)[at + d] = r[(H + Hkv + j) * D + d];
+                        }
                     }
                 }
                 for (long j = 0; j < H * D; j++) q[b * H * D + j] = r[j];       /* q, contiguous [B][H][D] */
             }
             LAP(2)
-            attend_for(q, kc, vc, B, H, Hkv, S, D, slots, lens, 1.0f / sqrtf((float)D), qkv, p);
+            if (kv_bf16)
+                attend_for_b16(q, kc, vc, B, H, Hkv, S, D, slots, lens, 1.0f / sqrtf((float)D), qkv, p);
+            else
+                attend_for(q, kc, vc, B, H, Hkv, S, D, slots, lens, 1.0f / sqrtf((float)D), qkv, p);
             LAP(1)
             linear_for(kind, qkv, B, H * D, t->w[1], sc[1], cp[1], C, y, xc, xs);   /* qkv holds o [B][H*D] */
             LAP(0)

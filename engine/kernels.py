@@ -248,8 +248,8 @@ def _load():
                        ("chattts_pack_bf16", [P, L, L, P]), ("chattts_pack_i8", [P, L, L, P, P]),
                        ("chattts_linear", [I, P, L, L, P, P, P, L, P, I]),
                        ("chattts_attend", [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, I]),
-                       ("chattts_step", [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, P, I, L, P, P, P, P, P, P,
-                                         I, P]),
+                       ("chattts_step", [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, I, P, I, L, P, P, P, P, P,
+                                         P, I, P]),
                        ("chattts_kinds", [])):
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, (I if name == "chattts_kinds" else None)
@@ -600,6 +600,7 @@ class DecodeStep:
             raise ValueError("chattts_step needs engine/kernels.c and projections all of one kind of ours")
         blocks = model.layers
         self.kind = blocks[0].wqkv.kind
+        self.kv_dtype = torch.bfloat16 if self.kind == "bf16" else torch.float32   # the KV cache it reads
         self.norm, self.cos, self.sin = model.norm.weight, model.cos, model.sin   # [C]; [P, D] RoPE tables
         for name, w in (("norm", self.norm), ("cos", self.cos), ("sin", self.sin)):
             _check(name, w, FP32, dims=1 if name == "norm" else 2, contiguous=True)
@@ -656,22 +657,22 @@ class DecodeStep:
         vc = torch.tensor([t.data_ptr() for t in cache.v], dtype=torch.int64)
         out = torch.empty(B, s.hidden)
         self.lib.chattts_step(xs.data_ptr(), B, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.layers, s.eps,
-                              ctypes.addressof(self.table), kc.data_ptr(), vc.data_ptr(), self.norm.data_ptr(),
-                              KINDS[self.kind][0], S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(),
+                              ctypes.addressof(self.table), kc.data_ptr(), vc.data_ptr(),
+                              int(self.kv_dtype == torch.bfloat16), self.norm.data_ptr(), KINDS[self.kind][0], S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(),
                               self.sin.data_ptr(), out.data_ptr(), torch.get_num_threads(),
                               self.times.data_ptr())
         return out.view(B, 1, s.hidden)
 
     def _check_cache(self, cache) -> int:
-        """The cache's length S, once every layer's keys and values are [cache.slots, Hkv, S, D] fp32 contiguous
-        CPU tensors of this model's geometry (ValueError otherwise)."""
+        """The cache's length S, once every layer's keys and values are [cache.slots, Hkv, S, D] contiguous CPU
+        tensors of this model's geometry in kv_dtype (ValueError otherwise)."""
         s, S = self.s, cache.max_len
         if len(cache.k) != s.layers or len(cache.v) != s.layers:
             raise ValueError(f"chattts_step: a cache of {len(cache.k)} layers for a model of {s.layers}")
         want = (cache.slots, s.kv_heads, S, s.head_dim)
         for name, tensors in (("k", cache.k), ("v", cache.v)):
             for t in tensors:
-                _check(f"cache.{name}", t, FP32, contiguous=True)
+                _check(f"cache.{name}", t, (self.kv_dtype,), contiguous=True)
                 if tuple(t.shape) != want:
                     raise ValueError(f"chattts_step: cache.{name} has shape {tuple(t.shape)}; expected {want}")
         return S

@@ -349,7 +349,7 @@ def _step_inputs(model, seed=3):
     from engine.llama import KVCache
 
     g = torch.Generator().manual_seed(seed)
-    cache = KVCache(model.s, 6, 40, "cpu", torch.float32)
+    cache = KVCache(model.s, 6, 40, "cpu", model.attention.kv_dtype)     # bf16 kernels: a bf16 cache
     for t in cache.k + cache.v:
         t.copy_(torch.randn(t.shape, generator=g))
     slots, lens = torch.tensor([3, 0, 5, 1, 2]), [7, 1, 30, 12, 0]
@@ -371,21 +371,23 @@ def _clone(cache):
 @pytest.mark.parametrize("kind", KIND_PARAMS)
 def test_the_decode_step_equals_the_layer_by_layer_path(kind):
     """chattts_step (norms, RoPE, cache writes, attention, SiLU, residuals of every layer in one call) gives what
-    Block.forward gives with the same kernels — output and the keys/values it writes.  The two compute norms, RoPE
-    and SiLU apart (C and torch), so with activations rounded to bf16 or int8 as a linear takes them, an input one
-    ulp apart may round to the next step: there the tolerance is that step's (2^-8, 1/127 of the row)."""
+    Block.forward gives with the same kernels (attending through our kernel, or — a bf16 cache — SDPA over the
+    widened keys) — output and the keys/values it writes.  The two compute norms, RoPE and SiLU apart (C and torch),
+    so with activations rounded to bf16 or int8 as a linear takes them, an input one ulp apart may round to the
+    next step: there the tolerance is that step's (2^-8, 1/127 of the row)."""
     model = _llama(kind)
     assert isinstance(model.attention, CStep)
     step = model.attention.decode
     assert isinstance(step, kernels.DecodeStep) and step.kind == kind
+    assert step.kv_dtype == (torch.bfloat16 if kind == "bf16" else torch.float32)
     x, pos, cache, slots, lens = _step_inputs(model)
     ref_cache = _clone(cache)
     y = _run(model, x, pos, cache, slots, lens)
-    ref = _run(model, x, pos, ref_cache, slots, lens, CAttention())
+    ref = _run(model, x, pos, ref_cache, slots, lens, PerRow() if kind == "bf16" else CAttention())
     tol = {"bf16": 2e-2, "i8": 5e-2}.get(kind, 2e-5)
     torch.testing.assert_close(y, ref, atol=tol, rtol=tol / 2)
     for a, b in zip(cache.k + cache.v, ref_cache.k + ref_cache.v):
-        torch.testing.assert_close(a, b, atol=tol, rtol=tol / 2)
+        torch.testing.assert_close(a.float(), b.float(), atol=tol, rtol=tol / 2)
     assert (step.times > 0).all()                                        # GEMM, attention, the rest: timed
 
 
