@@ -117,6 +117,7 @@ class BatchedCall(Call):
             kk, vv = k_cache[:B, :, :S], v_cache[:B, :, :S]                     # [B, Hkv, S, D]
         else:
             kk, vv = k_cache[self.slots, :, :S], v_cache[self.slots, :, :S]
+        kk, vv = kk.to(q.dtype), vv.to(q.dtype)                                 # a bf16 cache: widened exactly
         return F.scaled_dot_product_attention(q, _heads(kk, rep), _heads(vv, rep), attn_mask=self.mask)
 
 
