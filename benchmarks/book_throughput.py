@@ -126,8 +126,15 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from benchmarks.limits import (dtypes_of, flops_per_audio_s, format_bandwidth, format_peaks, memory_bandwidth,
-                                   peak_gemm, side_limits)
+    from benchmarks.limits import (
+        dtypes_of,
+        flops_per_audio_s,
+        format_bandwidth,
+        format_peaks,
+        memory_bandwidth,
+        peak_gemm,
+        side_limits,
+    )
     from engine.api import EngineOptions
     from engine.units import expected_tokens
     from tasks import stages

@@ -235,7 +235,7 @@ def _hf_logits(loaded, llama, ids, codes, spk):
     return torch.einsum("lc,qvc->lqv", h, loaded.head_code_weight)
 
 
-def _cos(a, b) -> "object":
+def _cos(a, b) -> object:
     import torch.nn.functional as F
 
     return F.cosine_similarity(a.float(), b.float(), dim=-1).flatten()
@@ -432,8 +432,19 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
     """Peak GEMM per CPU dtype, the memory bandwidth, FLOPs per audio second, the roofline and limit_fraction of
     each of our sides (at the best float dtype and at its own path), and the per-step profile of each
     (benchmarks/limits.py)."""
-    from benchmarks.limits import (PEAK_N, PEAK_REPS, dtypes_of, flops_per_audio_s, format_bandwidth, format_peaks,
-                                   format_profile, memory_bandwidth, peak_gemm, side_limits, step_profile)
+    from benchmarks.limits import (
+        PEAK_N,
+        PEAK_REPS,
+        dtypes_of,
+        flops_per_audio_s,
+        format_bandwidth,
+        format_peaks,
+        format_profile,
+        memory_bandwidth,
+        peak_gemm,
+        side_limits,
+        step_profile,
+    )
 
     cpu = args.device == "cpu"
     peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in dtypes_of(engines.values()) if cpu}

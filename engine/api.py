@@ -28,8 +28,8 @@ BACKENDS = ("torch", "onnx")       # what runs the model calls: our torch engine
 class EngineOptions:
     model: ModelSpec = "hf"
     device: Literal["cpu", "cuda"] = "cpu"
-    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"   # auto: fp32 on CPU, bf16 on CUDA; bf16 on CPU too
-    int8: bool = False             # CPU only: int8 GPT linears (weight-only on engine/kernels.c, else W8A8)
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"   # auto: CPU the fastest exact float path (cpupath)
+    int8: bool = False             # CPU only: int8 GPT linears (engine/kernels.c's fastest int8 path, else W8A8)
     compile: bool = False          # CUDA only: decode steps as captured CUDA graphs (--compile; not torch.compile)
     max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
     threads: int | None = None     # torch CPU threads, >= 1 (more than the CPUs: they share them); None: torch's

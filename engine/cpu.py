@@ -7,6 +7,7 @@
 
 The model (engine/llama.py) knows nothing of this: these functions replace a Block's nn.Linear projections and
 choose its attention strategy (`attach_kernels`: engine/attention.py's CStep, CAttention or PerRow) to match.
+Which path (engine/kernels.c's kind and the engine's dtype) a CPU engine runs is engine/cpupath.py's choice.
 """
 from __future__ import annotations
 

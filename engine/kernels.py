@@ -47,7 +47,10 @@ it — two thread pools, each spinning while the other works — which the expli
 bundled libgomp (another torch build) the library links the compiler's (`-fopenmp`).
 
 Not available — and the engine falls back to oneDNN's linear and per-row SDPA — without AVX2/FMA, without a C
-compiler, when the build, the ABI check or a self-check fails, or with CHATTTS_RENDER_KERNELS=off.
+compiler, when the build, the ABI check or a self-check fails, or with CHATTTS_RENDER_KERNELS=off.  A kind is
+left out of kinds() (the others stay) where the CPU lacks its flags, this compiler cannot build it (gcc < 10 has
+no AVX512_BF16: chattts_kinds says what was built) or its self-check against float64 fails; no code of a kind
+the CPU lacks is ever called (its functions are compiled for their instructions alone, __attribute__((target))).
 """
 from __future__ import annotations
 
@@ -243,16 +246,16 @@ def _load():
     if problem is not None:
         log.warning("engine/kernels.c not usable (ABI mismatch: %s): the CPU engine uses oneDNN instead", problem)
         return None
-    P, L, I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
+    P, L, N = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
     for name, args in (("chattts_pack", [P, L, L, P]), ("chattts_pack_q8", [P, L, L, P]),
                        ("chattts_pack_bf16", [P, L, L, P]), ("chattts_pack_i8", [P, L, L, P, P]),
-                       ("chattts_linear", [I, P, L, L, P, P, P, L, P, I]),
-                       ("chattts_attend", [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, I]),
-                       ("chattts_step", [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, I, P, I, L, P, P, P, P, P,
-                                         P, I, P]),
+                       ("chattts_linear", [N, P, L, L, P, P, P, L, P, N]),
+                       ("chattts_attend", [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, N]),
+                       ("chattts_step", [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, N, P, N, L, P, P, P, P, P,
+                                         P, N, P]),
                        ("chattts_kinds", [])):
         fn = getattr(lib, name)
-        fn.argtypes, fn.restype = args, (I if name == "chattts_kinds" else None)
+        fn.argtypes, fn.restype = args, (N if name == "chattts_kinds" else None)
     return lib
 
 

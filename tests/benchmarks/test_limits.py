@@ -58,9 +58,8 @@ def test_peak_gemm_is_the_best_of_blas_onednn_and_our_kernels(monkeypatch):
 def test_the_roofline_is_the_slower_of_bytes_over_bandwidth_and_flops_over_peak():
     """One layer of hidden 8 (weights: 8 x 24 + 8 x 8 + 3 x 8 x 16 = 640), rows of prompt 3 and 5 tokens: 4 steps
     of 2 rows at 2 rows a call; bf16 weights (2 bytes) and KV (2 bytes a value: 2 x 8 per position)."""
-    from engine.llama import LlamaShape
-
     from benchmarks.limits import roofline
+    from engine.llama import LlamaShape
 
     s = LlamaShape(hidden=8, layers=1, heads=2, kv_heads=2, ffn=16, rope_theta=1e4, eps=1e-6, max_pos=64)
     cost = {"decoder_vocos": 0.0}

@@ -112,7 +112,7 @@ def test_the_environment_names_the_paths_allowed(every_kind, monkeypatch):
     with pytest.raises(ValueError, match="none of them runs --dtype bf16 on this CPU"):
         choose("bf16", False, SHAPE, 8, 1, t)
     monkeypatch.setenv(kernels.ENV, "fp64-avx9")
-    with pytest.raises(ValueError, match="no path fp64-avx9 .*fp32-avx2"):
+    with pytest.raises(ValueError, match=r"no path fp64-avx9 .*fp32-avx2"):
         choose("auto", False, SHAPE, 8, 1, t)
 
 
