@@ -4,7 +4,10 @@ Docker-compatible socket (`podman system service`, what Prefect's Docker worker 
 stopped at the end."""
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -12,6 +15,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.flows.helpers import pages_digest, tree_digest
 
 IMAGE = "localhost/chattts-render:latest"     # scripts/image.sh's tag of the CPU image
 SOURCE_LABEL = "org.chattts-render.source"    # scripts/image.sh: the digest of the code the image was built from
@@ -19,6 +23,7 @@ IMAGE_UID = 1000                              # the image's user `render` (Conta
 SOCKET_TIMEOUT_S = 60                         # s: a service whose socket does not answer by then fails the test
 POLL_S = 0.2
 COMMAND_TIMEOUT_S = 600                       # s: one `podman run` of the sample book on a loaded 2-core machine
+DEMO_RE = re.compile(r"-m flows\.cli (.*)$", re.M)    # the Makefile's demo recipe
 
 
 def source_digest() -> str:
@@ -56,6 +61,24 @@ def writable_by_image(path: Path) -> Path:
 
 def remove_volume(name: str) -> None:
     subprocess.run(["podman", "volume", "rm", "--force", name], capture_output=True, timeout=120)
+
+
+def demo_args() -> list[str]:
+    """`make demo`'s chattts-render arguments (the Makefile's recipe), without its --out."""
+    args = shlex.split(DEMO_RE.search((ROOT / "Makefile").read_text()).group(1))
+    i = args.index("--out")
+    return args[:i] + args[i + 2:]
+
+
+def book_digest(book_dir: Path) -> dict[str, str]:
+    """Every file of a rendered book by sha256, but the manifest's parts (named by their commit), book.json's source
+    path (where the book was read) and the pages' book path (the same)."""
+    files = {k: v for k, v in tree_digest(book_dir).items() if not k.startswith("manifest/")}
+    book_json = json.loads((book_dir / "book.json").read_text(encoding="utf-8"))
+    source = book_json.pop("source_path")
+    files["book.json"] = json.dumps(book_json, sort_keys=True)
+    files.update(pages_digest(lambda p: (book_dir / p).read_text(encoding="utf-8"), source))
+    return files
 
 
 class PodmanService:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 import subprocess
 import sys
 import time
@@ -20,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, unavailable
-from tests.flows.helpers import SAMPLE, chapter_files, cli_env, pages_digest, tree_digest
-from tests.podman import IMAGE, IMAGE_UID, missing_reason, podman_run, remove_volume, writable_by_image
+from tests.flows.helpers import SAMPLE, chapter_files, cli_env
+from tests.podman import (IMAGE, IMAGE_UID, book_digest, demo_args, missing_reason, podman_run, remove_volume,
+                          writable_by_image)
 
 pytestmark = [pytest.mark.slow, pytest.mark.image]
 
 BOOKS, OUT, CACHE = "/books", "/out", "/cache"         # the Containerfile's mount points
-DEMO_RE = re.compile(r"-m flows\.cli (.*)$", re.M)    # the Makefile's demo recipe
 
 
 @pytest.fixture(scope="module")
@@ -42,34 +40,6 @@ def cache_volume():
     name = f"chattts-test-cache-{os.getpid()}"
     yield name
     remove_volume(name)
-
-
-def demo_args() -> list[str]:
-    """`make demo`'s chattts-render arguments (the Makefile's recipe), without its --out."""
-    args = shlex.split(DEMO_RE.search((ROOT / "Makefile").read_text()).group(1))
-    i = args.index("--out")
-    return args[:i] + args[i + 2:]
-
-
-def book_digest(book_dir: Path) -> dict[str, str]:
-    """Every file of a rendered book by sha256, but the manifest's parts (named by their commit), book.json's source
-    path (where the book was read) and the pages' book path (the same)."""
-    files = {k: v for k, v in tree_digest(book_dir).items() if not k.startswith("manifest/")}
-    book_json = json.loads((book_dir / "book.json").read_text(encoding="utf-8"))
-    source = book_json.pop("source_path")
-    files["book.json"] = json.dumps(book_json, sort_keys=True)
-    files.update(pages_digest(lambda p: (book_dir / p).read_text(encoding="utf-8"), source))
-    return files
-
-
-@pytest.fixture(scope="module")
-def demo_render(tmp_path_factory):
-    """`make demo`'s render of the sample book on this machine (its folder)."""
-    out = tmp_path_factory.mktemp("demo")
-    r = subprocess.run([sys.executable, "-m", "flows.cli", *demo_args(), "--out", str(out)], cwd=ROOT,
-                       env=cli_env(), capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out / SAMPLE.stem
 
 
 def test_podman_run_renders_the_sample_book_as_make_demo_does(image, cache_volume, demo_render, tmp_path):

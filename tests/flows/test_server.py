@@ -47,7 +47,7 @@ def service(tmp_path_factory):
         svc.run(doc("work-pool create"))
         svc.start("worker0", doc("CUDA_VISIBLE_DEVICES=0 prefect worker start"), extra=["--name", "worker-gpu0"])
         svc.start("worker1", doc("CUDA_VISIBLE_DEVICES=1 prefect worker start"), extra=["--name", "worker-gpu1"])
-        svc.run(doc("prefect deploy --all"))
+        svc.run(doc("prefect deploy --name adhoc"))
         svc.t0 = t0
         yield svc
     finally:
