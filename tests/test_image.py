@@ -81,7 +81,8 @@ def test_bad_input_in_the_container_is_the_clis_one_line_error(image, case, tmp_
                           cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=300)
     inside = [_in_container(a, paths) for a in args]
     volumes = {host_dir: f"{mount}:ro" for host_dir, mount in paths.items()}
-    r = podman_run("chattts-render", *inside, "--model", "random-tiny", "--out", OUT, volumes={**volumes, str(out): OUT})
+    r = podman_run("chattts-render", *inside, "--model", "random-tiny", "--out", OUT,
+                   volumes={**volumes, str(out): OUT})
     assert host.returncode == 2 and len(host.stderr.strip().splitlines()) == 1, host.stderr
     want = _in_container(host.stderr.strip(), {**paths, str(host_out): OUT})
     assert (r.returncode, r.stderr.strip()) == (2, want)

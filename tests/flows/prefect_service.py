@@ -158,6 +158,16 @@ class PrefectService:
             time.sleep(POLL_S)
         raise AssertionError(f"prefect server not healthy after {timeout} s:\n{self.log('server')[-3000:]}")
 
+    def start_server(self) -> None:
+        """docs/service.md step 1 as written: `prefect server start` on this service's loopback port, healthy, and
+        the client pointed at it (`prefect config set PREFECT_API_URL=…`)."""
+        lines = doc_commands(other_than=FLEET_SECTION)
+        [start] = [c for c in lines if "prefect server start" in c]
+        [config] = [c for c in lines if "config set PREFECT_API_URL" in c]
+        self.start("server", start)
+        self.wait_healthy()
+        self.run(config)
+
     def client_settings(self):
         """A context manager pointing this process's Prefect client at the service."""
         from prefect.settings import PREFECT_API_URL, temporary_settings

@@ -33,13 +33,6 @@ def doc(fragment: str) -> str:
     return found[0]
 
 
-def service_doc(fragment: str) -> str:
-    """The one line of docs/service.md (the server's steps the section starts from) containing fragment."""
-    from tests.flows.test_server import doc as service_line
-
-    return service_line(fragment)
-
-
 @pytest.fixture(scope="module")
 def docker_pool(tmp_path_factory):
     if (reason := missing_reason()) is not None:
@@ -54,9 +47,7 @@ def docker_pool(tmp_path_factory):
     cache = f"chattts-test-pool-cache-{os.getpid()}"
     t0 = time.monotonic()
     try:
-        svc.start("server", service_doc("prefect server start"))
-        svc.wait_healthy()
-        svc.run(service_doc("config set PREFECT_API_URL"))
+        svc.start_server()
         svc.run(doc("work-pool create"))
         svc.run(doc("prefect deploy --name container"))
         svc.start("worker", doc("worker start"), replace={DOC_SOCKET: podman.url}, extra=["--name", "docker-worker"])
@@ -70,7 +61,8 @@ def docker_pool(tmp_path_factory):
 
 
 def run_container(svc: PrefectService, line: str, replace: dict[str, str]) -> float:
-    """A documented `prefect deployment run … --watch` line, to its end; its seconds.  Completed, or the worker's log."""
+    """A documented `prefect deployment run … --watch` line, to its end: its seconds.  Completed, else the
+    worker's log."""
     t0 = time.monotonic()
     p = svc.run(line, replace=replace, extra=["--param", "model=random-tiny"], timeout=RUN_TIMEOUT_S, check=False)
     assert p.returncode == 0 and "Completed" in p.stdout, \
