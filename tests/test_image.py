@@ -62,9 +62,12 @@ def test_podman_run_renders_the_sample_book_as_make_demo_does(image, cache_volum
 
 def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     """case: (arguments as the host CLI takes them, host path -> container path)."""
+    import zipfile
+
     notes = tmp / "books" / "notes.epub"
     notes.parent.mkdir(parents=True)
-    notes.write_text("not a zip")                               # an EPUB that is not one
+    with zipfile.ZipFile(notes, "w") as z:                      # an EPUB without its package document
+        z.writestr("mimetype", "application/epub+zip")
     sample = {str(SAMPLE.parent): BOOKS}
     return {"missing book": ([str(SAMPLE.parent / "no-such-book.epub")], sample),
             "not an epub": ([str(notes)], {str(notes.parent): BOOKS}),

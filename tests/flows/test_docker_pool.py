@@ -85,15 +85,16 @@ def test_a_deployment_renders_the_sample_book_in_a_container(docker_pool, demo_r
 
 
 def test_a_deployment_renders_from_the_store_into_the_store_in_a_container(docker_pool, demo_render, s3_server):
-    """No folder mounted but the cache: the book is read from the store and the audiobook published to it."""
+    """No folder mounted but the cache: the book is read from the store and the audiobook published to it (the run
+    mounts none of the deployment's folders: a bind mount of a folder the host lacks would create it)."""
     fs, bucket = s3_server.filesystem(), s3_server.bucket("pool")
     fs.put_file(str(SAMPLE), f"{bucket}/books/{SAMPLE.name}")
     env = s3_server.env()
     line = doc("--param out=s3://audiobooks/out")
     seconds = run_container(docker_pool, line, replace={
         "s3://books/in/novel.epub": f"s3://{bucket}/books/{SAMPLE.name}", "s3://audiobooks/out": f"s3://{bucket}/out",
-        "KEY": env["AWS_ACCESS_KEY_ID"], "SECRET": env["AWS_SECRET_ACCESS_KEY"],
-        "https://s3.example.com": env["AWS_ENDPOINT_URL"]})
+        "key-id": env["AWS_ACCESS_KEY_ID"], "secret-key": env["AWS_SECRET_ACCESS_KEY"],
+        "https://s3.example.com": env["AWS_ENDPOINT_URL"], "chattts-cache": docker_pool.cache})
     stored = store_files(fs, f"{bucket}/out/{SAMPLE.stem}")
     local = book_digest(demo_render)
     chapters = {p.name for p in chapter_files(demo_render)}
@@ -101,5 +102,6 @@ def test_a_deployment_renders_from_the_store_into_the_store_in_a_container(docke
     segments = {k: v for k, v in local.items() if k.startswith("segments/")}
     assert segments and {k: stored.get(k) for k in segments} == segments
     [run] = [r for r in flow_runs(docker_pool, "render-book/container") if r.parameters.get("out", "").startswith("s3")]
+    assert run.job_variables["volumes"] == [f"{docker_pool.cache}:/cache"], run.job_variables
     assert "CUDA_VISIBLE_DEVICES=" in run_logs(docker_pool, run.id)
     print(f"\nthe sample book from the store into the store through the Docker work pool: {seconds:.1f} s")
