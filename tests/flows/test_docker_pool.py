@@ -72,7 +72,7 @@ def run_container(svc: PrefectService, line: str, replace: dict[str, str]) -> fl
 
 def test_a_deployment_renders_the_sample_book_in_a_container(docker_pool, demo_render, tmp_path):
     out = writable_by_image(tmp_path / "out")
-    seconds = run_container(docker_pool, doc("--job-variable volumes="), replace={
+    seconds = run_container(docker_pool, doc("--param book=/books/daodejing.epub"), replace={
         "/srv/books": str(SAMPLE.parent),
         "/srv/audiobooks": str(out), "chattts-cache": docker_pool.cache})
     book_dir = out / SAMPLE.stem
