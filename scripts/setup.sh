@@ -24,8 +24,14 @@ if [ "${1:-}" = image ]; then
   nofile=$(ulimit -Hn); [ "$nofile" = unlimited ] || [ "$nofile" -gt 20000 ] && nofile=20000
   nproc=$(ulimit -Hu); [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ] && nproc=32768
   conf=/etc/containers/containers.conf.d/chattts-render.conf
-  want=$(printf '# scripts/setup.sh image (chattts-render): runc, and limits containers can have here\n[containers]\n%s\n[engine]\nruntime = "runc"\n' \
-    "default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"]")
+  want=$(cat <<EOF
+# scripts/setup.sh image (chattts-render): runc, and limits containers can have here
+[containers]
+default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
+[engine]
+runtime = "runc"
+EOF
+)
   if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
     echo "setup: writing $conf"
     $SUDO mkdir -p "$(dirname "$conf")"
