@@ -1,5 +1,5 @@
 # The two commands of the README.  Both set everything up first (scripts/setup.sh is idempotent).
-.PHONY: setup demo test test-all
+.PHONY: setup demo test test-all image test-image
 PY := .venv/bin/python
 export OMP_NUM_THREADS ?= 1
 
@@ -24,3 +24,13 @@ test:
 test-all:
 	@bash scripts/setup.sh test
 	RUN_SLOW=1 $(PYTEST)
+
+# The container image (Containerfile, docs/containers.md): podman, no registry needed for the CPU image.
+image:
+	@bash scripts/setup.sh image
+	@bash scripts/image.sh
+
+# The image's tests: podman run of the sample book, bad input, the Docker work pool (slow: minutes).
+test-image: image
+	@bash scripts/setup.sh test
+	RUN_SLOW=1 $(PY) -m pytest -q -m image -p no:cacheprovider
