@@ -26,7 +26,9 @@ def prefect_service(tmp_path_factory):
     svc = PrefectService(tmp_path_factory.mktemp("prefect-home"))
     t0 = time.monotonic()
     try:
-        svc.start_server()
+        svc.start("server", doc("prefect server start"))
+        svc.wait_healthy()
+        svc.run(doc("config set PREFECT_API_URL"))
         svc.run(doc("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"))
         svc.run(doc("automation create"))
         svc.run(doc("work-pool create"))
