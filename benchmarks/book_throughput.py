@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.api import EngineOptions
     from engine.units import expected_tokens
     from tasks import stages
-    from tasks.options import options_from_params
+    from flows.options import options_from_params
 
     torch.set_num_threads(args.threads)
     eopts = EngineOptions(model=args.model, dtype=args.dtype, int8=args.int8, threads=args.threads,

@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from flows.pipeline import render
     from tasks import stages
-    from tasks.options import options_from_params
+    from flows.options import options_from_params
     from tasks.qa.asr import Transcriber
     from tasks.qa.checker import checker_for
     from tasks.qa.speaker import SpeakerEncoder

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
-from flows.arguments import EXIT_OK, UsageError, engine_params, note_threads, options, render_params
+from flows.arguments import EXIT_OK, UsageError, note_threads, options, params_of, render_params
 from flows.progress import TqdmProgress
 from tasks.errors import BookError
 from tasks.fleet import storage
@@ -45,7 +45,7 @@ def cmd_render(a) -> int:
 
     params = render_params(a)
     opts = options(**params)
-    note_threads(opts)
+    note_threads(opts.engine)
     t0 = time.monotonic()
     progress = TqdmProgress()
     try:
@@ -80,7 +80,7 @@ def cmd_status(a) -> int:
 def cmd_inspect(a) -> int:
     import json
 
-    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast, chapters=a.chapters, language=a.language)
+    opts = options(a.book, **params_of(a, "text", "cast", "chapters"))
     book = load_book(opts.book)
     seg = book_options(book, opts.segment, opts.language)                          # from the whole book
     runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
@@ -97,8 +97,7 @@ def cmd_package(a) -> int:
     from manifests.lock import BookLock
     from tasks import stages
 
-    opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch,
-                   allow_gaps=a.allow_gaps)
+    opts = options(a.book, need_book=False, **params_of(a, "output", "formats", "allow_gaps"))
     _rendered(opts, a.book)
     with BookLock(opts.book_dir), attached(opts):
         stages.package(opts.book_dir, opts)
@@ -110,9 +109,8 @@ def cmd_voices(a) -> int:
     """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
     from flows.pipeline import audition
 
-    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, scratch=a.scratch, language=a.language,
-                   **engine_params(a))
-    note_threads(opts)
+    opts = options(a.book, **params_of(a, "output", "engine", "text"))
+    note_threads(opts.engine)
     try:
         aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)
     except ValueError as e:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from flows import arguments as arg
-from flows.arguments import EXIT_OK, UsageError, engine_params, note_threads, options
+from flows.arguments import EXIT_OK, UsageError, note_threads, options
 from tasks.book import segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
@@ -41,14 +41,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--take", type=int, default=None, metavar="K", help="keep take K (the model is not loaded)")
     p.add_argument("--text", default=None, help="what the segment says instead (the subtitles keep the book's)")
     p.add_argument("--seed", type=int, default=None, help="render the segment with this seed")
-    arg.voice(p)
-    p.add_argument("--format", default=None, help="output formats (default: those of the book's last packaging)")
-    p.add_argument("--allow-gaps", action="store_true",
-                   help="re-package even if other segments are not rendered (silence in their place)")
-    arg.out(p)
-    arg.engine(p)
-    arg.text(p)
-    arg.qa(p)
+    arg.add(p, "voices")
+    arg.add(p, "formats", default=None, help="output formats (default: those of the book's last packaging)")
+    arg.add(p, "allow_gaps", help="re-package even if other segments are not rendered (silence in their place)")
+    arg.add(p, "output", "engine", "text", "proof")
 
 
 def cmd_fix(a) -> int:
@@ -57,8 +53,7 @@ def cmd_fix(a) -> int:
 
     names = _names(a)
     action = _action(a)
-    params = dict(out=a.out, scratch=a.scratch, lexicon=a.lexicon, t2s=not a.no_t2s, qa=a.qa, asr_model=a.asr_model,
-                  allow_gaps=a.allow_gaps, language=a.language, **engine_params(a))
+    params = arg.params_of(a, "output", "engine", "text", "proof", "allow_gaps")
     opts = options(a.book, need_book=False, **params)
     with storage.viewed(opts) as (view, store):      # --out URL: the store's manifest, report.json, book.json
         if load(view).num_rows == 0:
@@ -70,8 +65,8 @@ def cmd_fix(a) -> int:
             return EXIT_OK
         formats = a.format.split(",") if a.format else read_report(view).get("formats")
         fix, spec = _fix_of(a, opts, view) if action == ACTIONS[3] else (None, None)
-    opts = options(a.book, need_book=False, formats=formats, **params)
-    note_threads(opts)
+    opts = options(a.book, need_book=False, **params, **({"formats": formats} if formats else {}))
+    note_threads(opts.engine)
     with locked(opts), storage.attached(opts) as store:    # a store: leased, pulled, every commit published
         rendered, before, after = _fix(a, opts, names, action, fix, spec, store)
         compact(opts.book_dir)

@@ -117,7 +117,7 @@ def prepared(tmp_path, clips, monkeypatch, formats=("flac",), qa="off"):
     """The corpus book prepared through tasks.stages with the stand-in (QA off: the stand-in is no random model,
     so a render's default would hear it); (opts, book_dir, engine with its script)."""
     from tasks import stages
-    from tasks.options import options_from_params
+    from flows.options import options_from_params
 
     book = write_corpus_book(tmp_path / "speech.txt", clips)
     opts = options_from_params(str(book), out=str(tmp_path / "out"), voice=VOICE, formats=list(formats),

@@ -10,7 +10,7 @@ import pytest
 
 import manifests
 from tasks import stages
-from tasks.options import options_from_params
+from flows.options import options_from_params
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
 from tasks.site.qa import qa_summary, segment_name

@@ -18,7 +18,7 @@ from tasks import stages
 from tasks.book import segment_name
 from tasks.bookdir import QA_JSON, check_relpath, take_relpath
 from tasks.fleet import storage
-from tasks.options import options_from_params
+from flows.options import options_from_params
 from tests.conftest import corpus_path, unavailable
 from tests.flows.helpers import chapter_files
 
