@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = options_from_params(str(book), out=str(Path(tmp) / "out"), model=args.model, formats=list(FORMATS),
                                    dtype=args.dtype, int8=args.int8, max_batch=args.batch, threads=args.threads)
         t0 = time.perf_counter()
-        engine = stages.get_engine(opts)                                   # the model, loaded once, untimed
+        engine = stages.get_engine(opts.engine)                            # the model, loaded once, untimed
         print(f"engine {engine.version} loaded in {time.perf_counter() - t0:.1f} s; batch {eopts.batch}, "
               f"{args.threads} threads; book: the first {len(texts)} segments of {args.corpus.name}", flush=True)
         with EngineClock() as clock:

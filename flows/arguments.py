@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import get_args
 
@@ -12,7 +13,6 @@ from engine.api import EngineOptions
 from flows.options import options_from_params
 from flows.params import GROUPS, TYPES, choices, cpu_count, flag, help_of, named
 from tasks.errors import BookError
-from tasks.fleet import storage
 
 PROG = "chattts-render"
 # Exit statuses of every command (README, "Exit codes"):
@@ -55,19 +55,23 @@ def render_params(a: argparse.Namespace) -> dict:
     return {"book": str(a.book), **params_of(a, *GROUPS)}
 
 
-def options(book: Path | str, need_book: bool = True, **params):
-    """RenderOptions for a command (flows/options.py; ValueError → a usage error); with need_book, the book must be a
-    file (BookError).  status and package work from the book dir alone: without need_book a book URL is never
-    downloaded (its name gives the book dir)."""
-    if not need_book and storage.is_url(str(book)):                # where a render would have fetched it to
-        book = storage.fetched_book_path(str(book), params.get("scratch"))
-    try:
-        opts = options_from_params(str(book), **params)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if need_book and not opts.book.is_file():
+def options(**params):
+    """RenderOptions for a command that reads the book (flows/options.py; ValueError → a usage error); the book must
+    be a file (BookError).  Commands that work from a book dir alone find it with flows.options.book_place."""
+    with usage():
+        opts = options_from_params(**params)
+    if not opts.book.is_file():
         raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
     return opts
+
+
+@contextmanager
+def usage():
+    """A ValueError from checking options (a stage's options validator, RenderParams') is a usage error: exit 2."""
+    try:
+        yield
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def note_threads(engine: EngineOptions) -> None:

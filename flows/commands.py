@@ -7,8 +7,11 @@ import time
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
-from flows.arguments import EXIT_OK, UsageError, note_threads, options, params_of, render_params
+from flows.arguments import EXIT_OK, note_threads, options, params_of, render_params, usage
+from flows.options import book_place, package_options
+from flows.params import RenderParams
 from flows.progress import TqdmProgress
+from tasks.audio.assemble import AssembleOptions
 from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.fleet.storage import attached, load_manifest
@@ -72,15 +75,14 @@ def cmd_render(a) -> int:
 def cmd_status(a) -> int:
     from manifests import summary
 
-    opts = options(a.book, need_book=False, out=a.out, scratch=a.scratch)
-    print(format_status(summary(_rendered(opts, a.book))))
+    print(format_status(summary(_rendered(a.book, *book_place(a.book, a.out, a.scratch)))))
     return EXIT_OK
 
 
 def cmd_inspect(a) -> int:
     import json
 
-    opts = options(a.book, **params_of(a, "text", "cast", "chapters"))
+    opts = options(book=a.book, **params_of(a, "text", "cast", "chapters"))
     book = load_book(opts.book)
     seg = book_options(book, opts.segment, opts.language)                          # from the whole book
     runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
@@ -97,11 +99,14 @@ def cmd_package(a) -> int:
     from manifests.lock import BookLock
     from tasks import stages
 
-    opts = options(a.book, need_book=False, **params_of(a, "output", "formats", "allow_gaps"))
-    _rendered(opts, a.book)
-    with BookLock(opts.book_dir), attached(opts):
-        stages.package(opts.book_dir, opts)
-    print(f"{opts.book_dir}: packaged as {', '.join(opts.package.formats)}")
+    with usage():
+        p = RenderParams(book=a.book, **params_of(a, "output", "formats", "allow_gaps"))
+        pkg = package_options(p.formats)
+    book_dir, store = book_place(p.book, p.out, p.scratch)
+    _rendered(a.book, book_dir, store)
+    with BookLock(book_dir), attached(book_dir, store):
+        stages.package(book_dir, AssembleOptions(), pkg, p.allow_gaps)
+    print(f"{book_dir}: packaged as {', '.join(pkg.formats)}")
     return EXIT_OK
 
 
@@ -109,12 +114,10 @@ def cmd_voices(a) -> int:
     """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
     from flows.pipeline import audition
 
-    opts = options(a.book, **params_of(a, "output", "engine", "text"))
+    opts = options(book=a.book, **params_of(a, "output", "engine", "text"))
     note_threads(opts.engine)
-    try:
+    with usage():
         aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
     r = audition(opts, aud)
     for note in r["notes"]:
         print(note)
@@ -136,27 +139,20 @@ def cmd_voices_list(a) -> int:
     return EXIT_OK
 
 
-def _rendered(opts, book: str):
-    """The book's manifest table; BookError naming `book` (as given) when it was never rendered into this output."""
-    from manifests import load
-
-    if opts.store is not None:
-
-        table = load_manifest(opts)
-    else:
-        table = load(opts.book_dir)
+def _rendered(book: str, book_dir: Path, store: str | None):
+    """The book's manifest table (in the store, with one); BookError naming `book` (as given) when it was never
+    rendered into this output."""
+    table = load_manifest(book_dir, store)
     if table.num_rows == 0:
-        raise BookError(str(book), f"no render found in {opts.store or opts.book_dir}")
+        raise BookError(str(book), f"no render found in {store or book_dir}")
     return table
 
 
 def cmd_catalogue(a) -> int:
     """OUT/index.html and OUT/feed.xml; OUT a folder or a store URL (read from the store, written back to it)."""
 
-    try:
+    with usage():
         site = SiteOptions(base_url=a.base_url)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
     if storage.is_url(a.out):
         store = storage.Store(a.out)
         entries = write_store_catalogue(store, site, a.scratch)

@@ -85,8 +85,12 @@ def output_root(out: str | None, scratch: str | None) -> tuple[Path, str | None]
 
 
 def book_place(book: str, out: str | None, scratch: str | None) -> tuple[Path, str | None]:
-    """(the book dir of `book` in `out`, the store URL or None) without reading the book or the store: a book given as
-    a URL is never downloaded (its name gives the book dir).  What `status`, `package` and `fix` need."""
+    """(the book dir of `book` in `out`, the store URL or None) without reading the book or the store: what `status`,
+    `package` and `fix` need."""
     root, store = output_root(out, scratch)
-    path = storage.fetched_book_path(book, scratch) if storage.is_url(book) else Path(storage.local_path(book))
-    return root / book_slug(path), store
+    return root / book_slug(book_path(book, scratch)), store
+
+
+def book_path(book: str, scratch: str | None) -> Path:
+    """The book's local file: a book given as a URL where a render fetches it to (not downloaded here)."""
+    return storage.fetched_book_path(book, scratch) if storage.is_url(book) else Path(storage.local_path(book))

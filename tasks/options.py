@@ -11,8 +11,8 @@ from engine.api import EngineOptions
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
-from tasks.book import LANGUAGE_CHOICES
 from tasks.bookdir import book_slug
+from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import GuardOptions
 from tasks.text.normalize import Lexicon
@@ -41,16 +41,18 @@ class RenderOptions:
     language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
 
     def __post_init__(self) -> None:
-        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
-        if self.language not in LANGUAGE_CHOICES:
-            raise ValueError(f"--language {self.language!r}: must be one of {', '.join(LANGUAGE_CHOICES)}")
-        if self.cast is not None and self.cast.narrator is not None and self.voice is not None:
-            raise ValueError(f"--voice and the narrator of {self.cast.path} both choose the narrator's voice; "
-                             "keep one")
+        """Raise ValueError naming the conflict: every instance is valid (its parts check their own on construction,
+        the book's language and voices too: PrepareOptions)."""
+        _ = self.prepare
 
     @property
     def book_dir(self) -> Path:
         return self.out / book_slug(self.book)
+
+    @property
+    def prepare(self) -> PrepareOptions:
+        return PrepareOptions(book=self.book, language=self.language, segment=self.segment, voice=self.voice,
+                              cast=self.cast, chapters=self.chapters)
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

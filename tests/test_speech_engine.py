@@ -152,7 +152,7 @@ def test_render_through_the_stages_packages_chapters_that_hold_the_clips(tmp_pat
     counts = stages.synthesize(book_dir, opts)
     assert counts["rendered"] == 9 and counts["failed"] == 0
     assert sorted(c[2] for c in engine.calls) == [1] * 9                     # the first take of each
-    stages.package(book_dir, opts)
+    stages.package(book_dir, opts.assemble, opts.package, opts.allow_gaps)
     rows = sorted(manifests.load(book_dir).to_pylist(), key=lambda r: (r["chapter"], r["segment"]))
     for r in rows:                                                           # stored: the clip, 24-bit FLAC
         clip = engine.script[r["text"]]

@@ -184,7 +184,7 @@ def test_language_option_from_the_cli_to_the_render_options(tmp_path):
         assert parser.parse_args([*argv, "--language", "zh"]).language == "zh"
     with pytest.raises(UsageError, match="--language"):
         parser.parse_args(["render", str(book), "--language", "fr"])
-    assert options(str(book), language="en").language == "en"
-    assert options(str(book)).language == "auto"
+    assert options(book=str(book), language="en").language == "en"
+    assert options(book=str(book)).language == "auto"
     with pytest.raises(UsageError, match="--language 'fr': must be one of auto, zh, en"):
-        options(str(book), language="fr")
+        options(book=str(book), language="fr")
