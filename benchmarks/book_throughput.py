@@ -90,7 +90,7 @@ def engine_alone(engine, book_dir: Path) -> dict:
     """The render's manifest rows (first attempt's seed), rendered by the engine alone."""
     from engine.api import Request
     from engine.units import SAMPLE_RATE
-    from manifests import load
+    from manifests.store import load
     from tasks.synthesize.guard import reroll_seed
 
     rows = {r["content_key"]: r for r in load(book_dir).to_pylist()}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import get_args
 
@@ -89,11 +91,7 @@ def _types(f) -> tuple:
 
 def package_version() -> str:
     """This package's version: its installed metadata, else (a checkout that is not installed) pyproject.toml's."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(PROG)
     except PackageNotFoundError:
-        import tomllib
-
         return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]

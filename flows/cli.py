@@ -29,6 +29,7 @@ from flows.check import add_check_command
 from flows.params import BOOK_HELP, GROUPS
 from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
                             cmd_voices_list, cmd_voices_save)
+from manifests.lock import BookLocked
 from tasks.errors import BookError, OutputError, QAUnavailable, RenderFailed, StoreError, ToolMissing
 from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
@@ -109,8 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def exit_codes() -> dict[type, int]:
     """Each error class the pipeline raises on purpose, and its exit code (the most specific class wins)."""
-    from manifests.lock import BookLocked
-
     return {UsageError: EXIT_USAGE, BookError: EXIT_USAGE, VoiceError: EXIT_USAGE, ModelUnavailable: EXIT_USAGE,
             BookLocked: EXIT_USAGE, StoreError: EXIT_USAGE, QAUnavailable: EXIT_USAGE,
             ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,

@@ -2,15 +2,21 @@
 Each returns the exit code 0 or raises; flows/cli.py parses the arguments and turns errors into exit codes."""
 from __future__ import annotations
 
+import json
 import os
 import time
+import tomllib
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
 from flows.arguments import EXIT_OK, note_threads, options, params_of, render_params, usage
 from flows.options import book_place, package_options
 from flows.params import RenderParams
+from flows.pipeline import audition, render
 from flows.progress import TqdmProgress
+from manifests.lock import BookLock
+from manifests.store import load, summary
+from tasks import stages
 from tasks.audio.assemble import AssembleOptions
 from tasks.errors import BookError
 from tasks.fleet import storage
@@ -34,8 +40,6 @@ def prefect_server_configured() -> bool:
         return True
     home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect"))
     try:
-        import tomllib
-
         profiles = tomllib.loads((home / "profiles.toml").read_text())
     except (OSError, ValueError):
         return False
@@ -44,8 +48,6 @@ def prefect_server_configured() -> bool:
 
 
 def cmd_render(a) -> int:
-    from manifests import load, summary
-
     params = render_params(a)
     opts = options(**params)
     note_threads(opts.engine)
@@ -57,8 +59,6 @@ def cmd_render(a) -> int:
 
             result = {"book_dir": Path(render_book_flow(**params))}
         else:
-            from flows.pipeline import render
-
             result = render(opts, on_done=progress)
     finally:
         progress.close()
@@ -73,15 +73,11 @@ def cmd_render(a) -> int:
 
 
 def cmd_status(a) -> int:
-    from manifests import summary
-
     print(format_status(summary(_rendered(a.book, *book_place(a.book, a.out, a.scratch)))))
     return EXIT_OK
 
 
 def cmd_inspect(a) -> int:
-    import json
-
     opts = options(book=a.book, **params_of(a, "text", "cast", "chapters"))
     book = load_book(opts.book)
     seg = book_options(book, opts.segment, opts.language)                          # from the whole book
@@ -96,9 +92,6 @@ def cmd_inspect(a) -> int:
 
 
 def cmd_package(a) -> int:
-    from manifests.lock import BookLock
-    from tasks import stages
-
     with usage():
         p = RenderParams(book=a.book, **params_of(a, "output", "formats", "allow_gaps"))
         pkg = package_options(p.formats)
@@ -112,8 +105,6 @@ def cmd_package(a) -> int:
 
 def cmd_voices(a) -> int:
     """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
-    from flows.pipeline import audition
-
     opts = options(book=a.book, **params_of(a, "output", "engine", "text"))
     note_threads(opts.engine)
     with usage():

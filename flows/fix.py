@@ -21,6 +21,9 @@ from flows import arguments as arg
 from flows.arguments import EXIT_OK, UsageError, note_threads, usage
 from flows.options import book_path, book_place, engine_options, package_options, qa_options, segment_options
 from flows.params import RenderParams
+from flows.pipeline import locked
+from manifests.store import compact, load
+from tasks import stages
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
 from tasks.book import segment_name
@@ -28,6 +31,7 @@ from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.plan.fixes import Fix, parse_name, read_names
+from tasks.synthesize.fix import find_rows, takes_table
 from tasks.text.normalize import normalize
 from tasks.text.segment import SegmentOptions
 from tasks.voice.voices import parse_voice
@@ -53,11 +57,6 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_fix(a) -> int:
-    from flows.pipeline import locked
-    from manifests import compact, load
-    from tasks import stages
-    from tasks.synthesize.fix import takes_table
-
     names = _names(a)
     action = _action(a)
     with usage():                                    # the options a fix reads: checked before the book is looked at
@@ -93,9 +92,6 @@ def cmd_fix(a) -> int:
 
 def _rows(book_dir: Path, names: list[str], book: str, store) -> list[dict]:
     """The named rows; with a store, their segments' takes and check records pulled where the scratch lacks them."""
-    from manifests import load
-    from tasks.synthesize.fix import find_rows
-
     rows = find_rows(load(book_dir).to_pylist(), names, book)
     if store is not None:
         store.pull_takes(rows)

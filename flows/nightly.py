@@ -16,6 +16,12 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState,
+                                            FlowRunFilterStateType)
+from prefect.client.schemas.objects import StateType
+from prefect.context import get_run_context
+from prefect.deployments import run_deployment
 
 from flows.params import BY_NAME, RenderParams, takes_render_params
 from flows.progress import table_artifact
@@ -37,11 +43,6 @@ def scan_task(catalogue: str, out: str) -> list[BookState]:
 
 def _waiting_books(deployment: str) -> set[str]:
     """Books of runs of `deployment` that are scheduled or pending (created, not yet started)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState,
-                                                FlowRunFilterStateType)
-    from prefect.client.schemas.objects import StateType
-
     with get_client(sync_client=True) as client:
         dep = client.read_deployment_by_name(deployment)
         runs = client.read_flow_runs(
@@ -62,9 +63,6 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", de
     wait, block until those runs finish and fail when one did not complete.  base_url: where OUT is served (the
     feed's links; None: relative).  segments_per_shard: a book with more segments left than this renders over
     several workers (render-book's shards: one per segments_per_shard, at most max_shards)."""
-    from prefect.context import get_run_context
-    from prefect.deployments import run_deployment
-
     log = get_run_logger()
     site = SiteOptions(base_url=base_url)
     RenderParams(book=catalogue, out=out, **render)            # a bad value fails here, not in every book's run

@@ -6,6 +6,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
+from manifests.lock import BookLock
+from manifests.source import record_source_hash, source_sha256
 from tasks import stages
 from tasks.errors import disk_full_error
 from tasks.fleet import shards
@@ -27,8 +29,6 @@ def render(opts: RenderOptions, *, call: Call = direct, on_done: Callable[[int, 
     fan_out(book_dir, opts, store) -> counts replaces the synthesize stage (a sharded render, flows/shards.py).
     At the end, the source file's sha256 is recorded (manifest/source.json, published with the outputs: the
     nightly scan compares it with the file's)."""
-    from manifests.source import record_source_hash, source_sha256
-
     with locked(opts.book_dir), attached(opts.book_dir, opts.store) as store:   # a store: pulled first, published
         book_dir = Path(call(stages.prepare, opts))
         sha = source_sha256(opts.book)               # the file prepare read (it refuses a missing one)
@@ -68,8 +68,6 @@ def audition(opts: RenderOptions, aud) -> dict:
 def locked(book_dir: Path):
     """Hold the book's lock (a killed run's temp files removed first).  On a failure, the folders this run
     created (the book dir, its output root) are taken back while still empty, and a full disk is named as one."""
-    from manifests.lock import BookLock
-
     created = [p for p in (book_dir.parent, book_dir) if not p.exists()]
     try:
         with BookLock(book_dir):

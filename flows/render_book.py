@@ -11,6 +11,8 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.context import get_run_context
+from prefect.states import Completed
 
 from flows import pipeline
 from flows import shards as shards_flow
@@ -18,6 +20,7 @@ from flows.concurrency import one_run_per_book
 from flows.options import options_from_params
 from flows.params import takes_render_params
 from flows.progress import ArtifactProgress, table_artifact
+from manifests.lock import BookLocked
 from tasks import stages
 from tasks.fleet.shards import check_count
 from tasks.site.catalogue import SiteOptions, write_catalogue
@@ -56,10 +59,6 @@ def render_book_flow(catalogue: bool = False, base_url: str | None = None, shard
     OUT/feed.xml rewritten (base_url: where OUT is served).  shards > 1 (a deployment run): the book's segments
     over that many runs of this deployment, packaged once (flows/shards.py); shard and shard_token are set by such
     a run for the runs it starts."""
-    from prefect.states import Completed
-
-    from manifests.lock import BookLocked
-
     log = get_run_logger()
     site = SiteOptions(base_url=base_url) if catalogue else None
     opts = options_from_params(**render)
@@ -115,6 +114,4 @@ def _rewrite_catalogue(out: str, site: SiteOptions, log) -> None:
 
 
 def _from_deployment() -> bool:
-    from prefect.context import get_run_context
-
     return get_run_context().flow_run.deployment_id is not None

@@ -7,10 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-import manifests
 from engine.api import EngineOptions
 from engine.atomic import find_temps, remove_temp
 from engine.voice import VoiceSpec
+from manifests.store import STATUS_DONE, compact, load
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.incremental import package_changed
 from tasks.audio.options import PackageOptions
@@ -59,7 +59,7 @@ def synthesize(book_dir: Path, opts: RenderOptions,
     counts = synthesize_book(Path(book_dir), engine, on_done=on_done, guard=opts.guard, shard=shard, qa=qa,
                              checker=checker_for(qa) if qa.mode != "off" else None)
     if shard is None:
-        manifests.compact(book_dir)
+        compact(book_dir)
     return counts
 
 
@@ -128,7 +128,7 @@ def fix(book_dir: Path, rows: list[dict], book: str, *, take: int | None = None,
             rendered = counts["rendered"] + counts["adopted"]
             new = [*changed, *(r for r in rows if r["content_key"] not in {c["content_key"] for c in changed})]
     where = {(r["chapter"], r["segment"]) for r in new}
-    now = [r for r in manifests.load(book_dir).to_pylist() if (r["chapter"], r["segment"]) in where]
+    now = [r for r in load(book_dir).to_pylist() if (r["chapter"], r["segment"]) in where]
     return rendered, sorted(now, key=lambda r: (r["chapter"], r["segment"]))
 
 
@@ -137,7 +137,7 @@ def repackage(book_dir: Path, assemble: AssembleOptions = AssembleOptions(),
     """Package again after a fix: the chapters (1-based) whose outputs changed, or None when segments are not all
     rendered and not allow_gaps (nothing packaged)."""
     before = pickups.packaged_chapters(book_dir)
-    if not allow_gaps and any(r["status"] != manifests.STATUS_DONE for r in manifests.load(book_dir).to_pylist()):
+    if not allow_gaps and any(r["status"] != STATUS_DONE for r in load(book_dir).to_pylist()):
         return None
     package(book_dir, assemble, package_opts, allow_gaps)
     return pickups.repackaged(before, pickups.packaged_chapters(book_dir))

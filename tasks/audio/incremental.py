@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from engine.atomic import read_json
-from manifests import STATUS_DONE, load
+from manifests.store import STATUS_DONE, load
 from manifests.crashpoints import crashpoint
 from tasks.audio.assemble import (AssembleOptions, ChapterAudio, Piece, assemble_arrays, assemble_chapter, load_piece,
                                   trim_bounds)

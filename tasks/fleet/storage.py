@@ -30,15 +30,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from engine.atomic import TEMP_PREFIX, atomic_path, read_json
 from engine.atomic import scratch as temp_in
+from manifests.source import SOURCE_RECORD
 from tasks.bookdir import (BOOK_JSON, CHAPTERS_JSON, COVERAGE_JSON, FIXES_JSON, QA_JSON, REPORT_NAME, SEGMENTS_DIRNAME,
                            SHARD_FILE, TEXT_JSON, VOICES_DIRNAME, check_relpath, take_relpath)
 from tasks.errors import BookError, RenderFailed, StoreError
+from tasks.fleet.lease import Lease
 
 SCRATCH_ENV = "CHATTTS_RENDER_SCRATCH"          # overrides the default scratch folder
 SCRATCH_DEFAULT = Path("~/.cache/chattts-render/scratch")
@@ -197,7 +201,7 @@ class Publisher:
     def pull_manifest(self) -> None:
         """Make the scratch's manifest parts and source record the store's (the store is the truth: a part only
         the scratch holds was never published, and its rows' audio is adopted from the scratch if it is there)."""
-        from manifests import manifest_dir
+        from manifests.store import manifest_dir
 
         mdir = manifest_dir(self.book_dir)
         remote = [n for n in self.store.names(self._key("manifest")) if _mirrored(n)]
@@ -230,7 +234,7 @@ class Publisher:
         again, not downloaded (pull_takes, for the segments `fix` names).  records=False: the manifest and audio
         only (a sharded render's parent after its shards: its own records, which it may have rewritten in
         prepare and not published yet, stay)."""
-        from manifests import load
+        from manifests.store import load
 
         t0 = time.monotonic()
         self.pull_manifest()
@@ -284,8 +288,7 @@ class Publisher:
     def finish(self) -> None:
         """After the run: delete the store's parts that compaction folded away, publish the source record and
         the outputs."""
-        from manifests import manifest_dir
-        from manifests.source import SOURCE_RECORD
+        from manifests.store import manifest_dir
         from manifests.store import PART_RE
 
         local = {p.name for p in manifest_dir(self.book_dir).iterdir()}
@@ -303,7 +306,7 @@ class Publisher:
 def segment_files(rows: list[dict]) -> tuple[list[str], list[str], list[str]]:
     """The segments/ files that manifest rows name, each once: (the done rows' kept audio, the audio of every take
     their `takes` list, those takes' check records)."""
-    from manifests import STATUS_DONE
+    from manifests.store import STATUS_DONE
 
     kept, takes, records = {}, {}, {}
     for r in rows:
@@ -323,7 +326,6 @@ def _digest(path: Path) -> str:
 
 def _mirrored(name: str) -> bool:
     """A file of the manifest folder that the store holds: a part or the source record."""
-    from manifests.source import SOURCE_RECORD
     from manifests.store import PART_RE
 
     return bool(PART_RE.match(name)) or name == SOURCE_RECORD
@@ -345,7 +347,6 @@ def attached(book_dir: Path, store: str | None):
     store (its URL), check it, take the book's lease, pull, publish every commit, and publish the outputs at the
     end.  Without one, nothing happens (the local render is exactly what it was)."""
     from manifests.store import on_commit
-    from tasks.fleet.lease import Lease
 
     if (pub := _publisher(book_dir, store)) is None:
         yield None
@@ -387,7 +388,6 @@ def attached_shard(book_dir: Path, store: str | None, writer: str):
     if store is None:
         yield book_dir
         return
-    import shutil
 
     from manifests.store import on_commit
 
@@ -406,7 +406,7 @@ def attached_shard(book_dir: Path, store: str | None, writer: str):
 
 def load_manifest(book_dir: Path, store: str | None):
     """The book's manifest table as the store holds it (`status BOOK --out URL`), read through a temp folder."""
-    from manifests import load
+    from manifests.store import load
 
     with viewed(book_dir, store) as (view, _):
         return load(view)
@@ -436,8 +436,6 @@ def catalogue_view(store: Store, scratch: str | None = None):
     holding the book's manifest, book.json and report.json; `stat` answers for the store's own files (bytes and
     modified time, tasks.site.library.Stat) and `rendering` is its live lease.  Nothing else is downloaded.
     BookError when nothing is stored under the root (no such output root)."""
-    from tasks.fleet.lease import Lease
-
     try:
         listing = store.fs.ls(store.root, detail=True, refresh=True)
     except FileNotFoundError:
@@ -484,8 +482,6 @@ def _store_stat(store: Store, prefix: str, top: dict[str, dict]):
 
 def _modified(store: Store, info: dict) -> float | None:
     """An object's modified time (s since the epoch) from its listing, in the back-end's own field."""
-    from datetime import datetime
-
     for field in ("LastModified", "last_modified", "mtime", "created"):
         value = info.get(field)
         if isinstance(value, datetime):

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 from engine.atomic import write_bytes
 from engine.voice import VoiceSpec
-from manifests import commit, load
+from manifests.store import commit, load
 from manifests.crashpoints import crashpoint
 from tasks.book import LANGUAGE_CHOICES, ROLE_NARRATOR, Book, Language, Segment
 from tasks.bookdir import (BOOK_JSON, COVERAGE_JSON, FIXES_JSON, READING_LANGUAGE, TEXT_JSON, book_json, cover_file,

@@ -65,7 +65,7 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
     the row speaks the fix's text (source_text and subtitles stay the book's), voice and seed.  `previous_at`: the
     old plan's rows by (chapter, segment): a row whose key is unchanged keeps its own kept take (a sentence repeated
     in the book shares its key, and each place may keep another take: `chattts-render fix --take`)."""
-    from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
+    from manifests.store import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
 
     titles = {c.index: c.title for c in book.chapters}
     plan_id = uuid.uuid4().hex[:12]
@@ -111,6 +111,6 @@ def is_final_failure(row: dict, max_attempts: int = MAX_ATTEMPTS) -> bool:
 
 def to_render(rows: list[dict], max_attempts: int = MAX_ATTEMPTS) -> list[dict]:
     """The rows a render still renders: not done, and not failed for good (is_final_failure)."""
-    from manifests import STATUS_DONE
+    from manifests.store import STATUS_DONE
 
     return [r for r in rows if r["status"] != STATUS_DONE and not is_final_failure(r, max_attempts)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.atomic import write_bytes
@@ -27,6 +27,8 @@ from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.plan.rows import content_key, derive_seed
 from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.render import render_guarded
+from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 from tasks.text.normalize import normalize
 from tasks.text.segment import SegmentOptions, book_options, segment_chapter
 from tasks.voice.voices import saved_voices, voice_id
@@ -68,8 +70,6 @@ class Candidate:
 def passage(book, segment, text: str | None = None) -> str:
     """The audition passage, normalized as the book's text is (`segment`: SegmentOptions).  BookError when
     nothing of it can be spoken."""
-    from dataclasses import replace
-
     if text is not None:
         out = normalize(text, t2s=segment.t2s, lexicon=segment.lexicon, tn=segment.tn, lang=segment.lang).strip()
     else:
@@ -115,9 +115,7 @@ def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine, segme
     """Render the audition of the book at `path` into book_dir/voices/ (see the module docstring), its text read as
     a render reads it (`segment`, `language`), each candidate checked by the duration `guard`.  The caller holds the
     book's lock.  Returns {dir, candidates, rendered, cached, notes}."""
-    from manifests import load
-    from tasks.synthesize.render import render_guarded
-    from tasks.synthesize.segment_audio import write_segment_audio
+    from manifests.store import load
 
     book = load_book(path)                               # BookError: nothing written yet
     text = passage(book, book_options(book, segment, language), aud.text)   # the book's reading language
@@ -157,8 +155,6 @@ def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]]
                  failed: dict[str, tuple[object, str]]) -> list[dict]:
     """Copy each candidate's audio into voices/ as NN-<name>.flac (a guard failure: its last rendering); remove
     the files of candidates no longer listed.  Returns the voices.json entries."""
-    from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
-
     folder = book_dir / VOICES_DIRNAME
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
