@@ -33,10 +33,19 @@ def add(p: argparse.ArgumentParser, *names: str, **kw) -> None:
     """The render parameters `names` as options of a command (a group's name stands for its parameters, in the
     schema's order: flows/params.py); `kw`: argparse's arguments that differ for this command (its help, default)."""
     for f in named(*names):
-        cli = {"action": "store_true"} if TYPES[f.name] is bool else {
-            "default": ",".join(f.default) if isinstance(f.default, tuple) else f.default,
-            **({"choices": choices(f)} if choices(f) else {}), **({"type": int} if int in _types(f) else {})}
-        p.add_argument(flag(f), **{**cli, "help": help_of(f), **f.metadata["cli"], **kw})
+        p.add_argument(flag(f), **{**_argparse(f), **f.metadata["cli"], **kw})
+
+
+def _argparse(f) -> dict:
+    """argparse's arguments for a parameter, from its type and default: a bool is a flag, a tuple a comma-separated
+    list, a Literal its choices, an int or a float its type."""
+    if TYPES[f.name] is bool:
+        return {"action": "store_true", "help": help_of(f)}
+    out = {"default": ",".join(f.default) if isinstance(f.default, tuple) else f.default, "help": help_of(f)}
+    if choices(f):
+        out["choices"] = choices(f)
+    out.update({"type": t for t in (int, float) if t in (get_args(TYPES[f.name]) or (TYPES[f.name],))})
+    return out
 
 
 def params_of(a: argparse.Namespace, *names: str) -> dict:
@@ -82,11 +91,6 @@ def note_threads(engine: EngineOptions) -> None:
     if threads is not None and threads > cpus:
         print(f"{PROG}: note: --threads {threads} is more than the {cpus} CPUs this process may use; the threads "
               "share them (slower, never faster)", file=sys.stderr)
-
-
-def _types(f) -> tuple:
-    t = TYPES[f.name]
-    return get_args(t) or (t,)
 
 
 def package_version() -> str:

@@ -94,7 +94,7 @@ def cmd_inspect(a) -> int:
 def cmd_package(a) -> int:
     with usage():
         p = RenderParams(book=a.book, **params_of(a, "output", "formats", "allow_gaps"))
-        pkg = package_options(p.formats)
+        pkg = package_options(p)
     book_dir, store = book_place(p.book, p.out, p.scratch)
     _rendered(a.book, book_dir, store)
     with BookLock(book_dir), attached(book_dir, store):

@@ -25,7 +25,6 @@ from flows.pipeline import locked
 from manifests.store import compact, load
 from tasks import stages
 from tasks.audio.assemble import AssembleOptions
-from tasks.audio.options import PackageOptions
 from tasks.book import segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
@@ -70,10 +69,10 @@ def cmd_fix(a) -> int:
         if action == "--takes":
             print(takes_table(view, _rows(view, names, a.book, pub)))
             return EXIT_OK
-        formats = a.format.split(",") if a.format else read_report(view).get("formats")
+        last = read_report(view)
         override, spec = _fix_of(a, segment, p.language, view) if action == ACTIONS[3] else (None, None)
     with usage():
-        package = package_options(formats) if formats else PackageOptions()
+        package = package_options(_packaging(a, p, last))
     note_threads(engine)
     with locked(book_dir), storage.attached(book_dir, store) as pub:   # a store: leased, pulled, commits published
         rows = _rows(book_dir, names, a.book, pub)
@@ -88,6 +87,11 @@ def cmd_fix(a) -> int:
         "render the book, or pass --allow-gaps)"
     print(f"fix: {rendered} segments rendered, chapters re-packaged: {chapters or 'none'}")
     return EXIT_OK
+
+
+def _packaging(a, p: RenderParams, report: dict) -> RenderParams:
+    """p with the packaging options the fix names, else those of the book's last packaging (its report.json)."""
+    return replace(p, formats=tuple(a.format.split(",")) if a.format else tuple(report.get("formats") or p.formats))
 
 
 def _rows(book_dir: Path, names: list[str], book: str, store) -> list[dict]:

@@ -31,7 +31,7 @@ def render_options(p: RenderParams) -> RenderOptions:
     engine = engine_options(p)
     out, store = output_root(p.out, p.scratch)
     path = storage.fetch_book(p.book, p.scratch) if storage.is_url(p.book) else Path(storage.local_path(p.book))
-    package = package_options(p.formats)
+    package = package_options(p)
     segment = segment_options(p, path)                        # a clip's transcript is read as the book is
     guard = GuardOptions(enabled=p.guard, max_attempts=p.guard_attempts)
     qa = qa_options(p, engine.device)
@@ -66,8 +66,9 @@ def segment_options(p: RenderParams, book: Path) -> SegmentOptions:
     return SegmentOptions(t2s=p.t2s, lexicon=load_lexicon(book, p.lexicon), **lang)
 
 
-def package_options(formats) -> PackageOptions:
-    return PackageOptions(formats=tuple(f.strip().lower() for f in formats if f.strip()))
+def package_options(p: RenderParams) -> PackageOptions:
+    """The outputs: their formats (a list as given: spaces and case do not matter)."""
+    return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()))
 
 
 def qa_options(p: RenderParams, device: str) -> QAOptions | None:
