@@ -51,6 +51,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="render the segment with this seed")
     arg.add(p, "voices")
     arg.add(p, "formats", default=None, help="output formats (default: those of the book's last packaging)")
+    arg.add(p, "loudness", default=None, help="LUFS (default: the book's last packaging's)")
     arg.add(p, "allow_gaps", help="re-package even if other segments are not rendered (silence in their place)")
     arg.add(p, "output", "engine", "text", "proof")
 
@@ -91,7 +92,9 @@ def cmd_fix(a) -> int:
 
 def _packaging(a, p: RenderParams, report: dict) -> RenderParams:
     """p with the packaging options the fix names, else those of the book's last packaging (its report.json)."""
-    return replace(p, formats=tuple(a.format.split(",")) if a.format else tuple(report.get("formats") or p.formats))
+    return replace(p, formats=tuple(a.format.split(",")) if a.format else tuple(report.get("formats") or p.formats),
+                   loudness=report.get("loudness", {}).get("target_lufs", p.loudness) if a.loudness is None
+                   else a.loudness)
 
 
 def _rows(book_dir: Path, names: list[str], book: str, store) -> list[dict]:

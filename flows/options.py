@@ -67,8 +67,8 @@ def segment_options(p: RenderParams, book: Path) -> SegmentOptions:
 
 
 def package_options(p: RenderParams) -> PackageOptions:
-    """The outputs: their formats (a list as given: spaces and case do not matter)."""
-    return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()))
+    """The outputs: their formats (a list as given: spaces and case do not matter) and loudness."""
+    return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()), target_lufs=p.loudness)
 
 
 def qa_options(p: RenderParams, device: str) -> QAOptions | None:

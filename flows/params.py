@@ -76,6 +76,9 @@ class RenderParams:
     formats: tuple[str, ...] = option("render", PackageOptions.formats,
                                       f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default "
                                       f"{','.join(PackageOptions.formats)})", flag="--format")
+    loudness: float = option("render", PackageOptions.target_lufs,
+                             "LUFS: the integrated loudness of every output file (EBU R128; default "
+                             f"{PackageOptions.target_lufs:g}; podcasts -16, broadcast -23)", metavar="LUFS")
     lexicon: str | None = option("text", None,
                                  "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                                  "and the book's <stem>.lexicon.tsv)")
