@@ -250,6 +250,7 @@ def drift(loaded, texts: list[str], voice: str, args, int8: bool = False, dtype:
     from ChatTTS.model.speaker import Speaker
 
     from engine.api import EngineOptions
+    from engine.attention import Batched
     from engine.engine import Engine
     from engine.llama import KVCache
     from engine.vocoder import decode
@@ -263,8 +264,8 @@ def drift(loaded, texts: list[str], voice: str, args, int8: bool = False, dtype:
         x = torch.cat([m.prompt_embedding(ids, spk)[0], m.code_embedding(codes)[:, 0]])[None]   # (1, L, C)
         L = x.shape[1]
         cache = KVCache(m.llama.s, 1, L, x.device, m.dtype)
-        mask = torch.ones(L, L, dtype=torch.bool).tril()[None, None]                          # (1,1,L,L)
-        h = m.llama(x, torch.arange(L)[None], cache, torch.tensor([0]), mask=mask)[0]         # (L, C)
+        call = Batched().begin(cache, torch.arange(L)[None], torch.tensor([0]), [L])           # causal over L
+        h = m.llama(x, call)[0]                                                                # (L, C)
         return m.logits(h), h[-steps:].float()                                                # (L, 4, 626)
 
     sims, checks, sig, err = [], [], 0.0, 0.0

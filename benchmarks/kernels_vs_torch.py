@@ -125,7 +125,9 @@ def variants(dense) -> dict:
             for n in kernels.PROJECTIONS:
                 setattr(b, n, AtenInt8Linear(getattr(b, n), bf16))
         out[name] = aten
-    if out["ours"].decode_step is None or out["ours_int8"].decode_step is None:
+    from engine.attention import CStep
+
+    if not (isinstance(out["ours"].attention, CStep) and isinstance(out["ours_int8"].attention, CStep)):
         raise RuntimeError("engine/kernels.c's decode step does not support this shape")
     return out
 
@@ -153,6 +155,7 @@ def step_cases(models: dict, B: int, keys: int, int8: bool, compile_: bool) -> t
     keys-1 over caches already holding keys-1 keys per row."""
     import torch
 
+    from engine.attention import Batched
     from engine.llama import KVCache
 
     dense = models["mkl"]
@@ -160,17 +163,16 @@ def step_cases(models: dict, B: int, keys: int, int8: bool, compile_: bool) -> t
     g = torch.Generator().manual_seed(1000 + B)
     x = torch.randn(B, 1, s.hidden, generator=g)                           # [B, 1, C]
     pos = torch.full((B, 1), keys - 1, dtype=torch.long)                   # [B, 1]
-    slots, lengths = torch.arange(B), [keys] * B
-    mask = torch.ones(B, 1, 1, keys, dtype=torch.bool)                    # [B, 1, 1, S]: every key valid
+    slots, lengths = torch.arange(B), [keys] * B                          # every row over all `keys` keys
     cache = KVCache(s, B, keys, "cpu", torch.float32)
     for t in cache.k + cache.v:
         t.copy_(torch.randn(t.shape, generator=g))
 
-    def per_row(m):                           # the engine's exact path: per-row attention (or chattts_step)
-        return lambda: m(x, pos, cache, slots, lengths=lengths)
+    def per_row(m):                           # the engine's exact path: the model's strategy (chattts_step, per-row)
+        return lambda: m(x, m.attention.begin(cache, pos, slots, lengths))
 
     def masked(m):                            # Block.forward, all rows in one masked SDPA (slots 0..B-1)
-        return lambda: m(x, pos, cache, None, mask=mask)
+        return lambda: m(x, Batched().begin(cache, pos, None, lengths))
 
     if int8:
         return {"ours_int8": per_row(models["ours_int8"]), "eager_aten_int8": masked(models["aten_int8"]),
@@ -181,7 +183,8 @@ def step_cases(models: dict, B: int, keys: int, int8: bool, compile_: bool) -> t
     cases["eager"] = masked(dense)
     compiled_s = {}
     if compile_:
-        cases["compile"], compiled_s["compile"] = _compiled_step(dense, x, pos, cache, mask)
+        call = Batched().begin(cache, pos, None, lengths)
+        cases["compile"], compiled_s["compile"] = _compiled_step(dense, x, call)
     return cases, compiled_s
 
 
@@ -206,21 +209,20 @@ def _timed(cases: dict, warmup: int, reps: int) -> dict:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def _compiled_step(dense, x, pos, cache, mask):
+def _compiled_step(dense, x, call):
     """(fn, compile seconds): Llama.forward's layer loop with Block.forward through torch.compile (one graph
-    for every layer: the weights are inputs), the final norm eager."""
+    for every layer: the weights are inputs), the final norm eager; `call` a Batched one."""
     import torch
 
-    from engine.llama import _cache_rows, _rms_norm
+    from engine.llama import _rms_norm
 
     block = torch.compile(type(dense.layers[0]).forward, dynamic=False)
-    cos, sin = dense.cos[pos].unsqueeze(2), dense.sin[pos].unsqueeze(2)
-    rows = _cache_rows(cache.k[0], torch.arange(x.shape[0]), pos)
+    rope = dense.cos[call.pos].unsqueeze(2), dense.sin[call.pos].unsqueeze(2)
 
     def step():
         h = x
-        for i, layer in enumerate(dense.layers):
-            h = block(layer, h, cos, sin, cache.k[i], cache.v[i], None, rows, mask, None)
+        for layer, kv in zip(dense.layers, zip(call.cache.k, call.cache.v)):
+            h = block(layer, h, rope, kv, call)
         return _rms_norm(h, dense.norm.weight, dense.s.eps)
 
     t0 = time.perf_counter()

@@ -165,7 +165,7 @@ def step_profile(engine, texts: list[str], forced: list[int], voice: str, batch:
     sched = Scheduler(engine.model, n, exact=engine.opts.device == "cpu")
     steps = []
     sched.step_hook = lambda b: steps.append(1)
-    fused = getattr(engine.model.llama, "decode_step", None)            # engine.kernels.DecodeStep: one C call
+    fused = getattr(engine.model.llama.attention, "decode", None)       # engine.kernels.DecodeStep: one C call
     before = fused.times.clone() if fused is not None else None          # a step, timing its own phases
     with warnings.catch_warnings(), profile(activities=[ProfilerActivity.CPU]) as prof:
         warnings.simplefilter("ignore")                                  # "clears events at the end of each cycle"

@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             for slot, t in enumerate(TEXTS):
                 x = ref.prompt_embedding(torch.tensor(ours.prompt_ids(t)), spk)
                 L = x.shape[1]
-                h.append(m.llama(x, torch.arange(L)[None], cache, torch.tensor([slot]), lengths=[L])[:, -1])
+                call = m.llama.attention.begin(cache, torch.arange(L)[None], torch.tensor([slot]), [L])
+                h.append(m.llama(x, call)[:, -1])
                 if m is ref:
                     lens.append(L)
             hs.append(torch.cat(h))
@@ -85,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             steps_seen += 1
             tok = lb.argmax(-1)                                           # [B, Q]: the same tokens on both sides
             pos = torch.tensor([[n + step] for n in lens])
-            hs = [m.llama(m.code_embedding(tok), pos, cache, slots, lengths=[n + step + 1 for n in lens])[:, 0]
+            ends = [n + step + 1 for n in lens]
+            hs = [m.llama(m.code_embedding(tok), m.llama.attention.begin(cache, pos, slots, ends))[:, 0]
                   for m, cache in sides]
     res["logits"] = {"cosine_min": round(cos_min, 8), "max_abs_diff": diff_max, "steps": steps_seen,
                      "rows": len(TEXTS), "heads": ref.Q}

@@ -21,7 +21,9 @@ English and mixed-language sets (issue 25), each normalized with the book langua
 punctuation-matching mode; on their own line) and `nemo-en-audio` (`~written` followed by its accepted readings:
 a case matches when any one does), all with lang="en"; our held-out sets of real sentences `heldout-en`
 (heldout-en/cases.tsv, lang="en") and `mixed` (mixed/cases.tsv: Chinese sentences with English in them,
-lang="zh").  `--baseline` is wetext alone in the set's language (`Normalizer(lang="en")` for the English sets).
+lang="zh").  `codes` (codes/cases.tsv, issue 33) is a held-out set of Chinese sentences with telephone numbers,
+postcodes, ID and account numbers, QQ numbers, flights, trains and plates.  `--baseline` is wetext alone in the
+set's language (`Normalizer(lang="en")` for the English sets).
 
 English canonicalization (both sides, `canon_en`): a hyphen inside a Latin word is a space (`thirty-two` = thirty
 two), quotes and apostrophes at the edge of a word do not count (`'nineties` = nineties), then our punctuation
@@ -105,7 +107,7 @@ CONVENTIONS = ((re.compile(rf"\b({_SCALE_OR_MONEY}) and (?={_NUM}\b)"), r"\1 "),
 CONVENTION_SETS = ("nemo-en", "nemo-en-other", "nemo-en-audio")
 
 # The first three are regression sets; `heldout` was held out until its misses guided rules; `heldout-2`,
-# `heldout-3`, `heldout-en` and `mixed` are held out (their READMEs in tests/data/tn).
+# `heldout-3`, `heldout-en`, `mixed` and `codes` are held out (their READMEs in tests/data/tn).
 SETS: dict[str, TnSet] = {
     "nemo": TnSet(("nemo/*.txt",), "~"),
     "paddlespeech": TnSet(("paddlespeech/textnorm_test_cases.txt",), "|"),
@@ -119,8 +121,9 @@ SETS: dict[str, TnSet] = {
     "nemo-en-audio": TnSet((f"nemo-en/{NEMO_EN_AUDIO}",), None, "en", note="any accepted reading"),
     "heldout-en": TnSet(("heldout-en/cases.tsv",), "\t", "en"),
     "mixed": TnSet(("mixed/cases.tsv",), "\t", "zh"),
+    "codes": TnSet(("codes/cases.tsv",), "\t"),
 }
-HELD_OUT = ("heldout-2", "heldout-3", "heldout-en", "mixed")   # held-out batches: their lines are marked
+HELD_OUT = ("heldout-2", "heldout-3", "heldout-en", "mixed", "codes")   # held-out batches: their lines are marked
 
 
 def _files(tn_set: TnSet, root: Path) -> list[Path]:

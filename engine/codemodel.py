@@ -3,7 +3,8 @@ sizes (invariant_sizes).
 
     model = CodeModel.from_chattts(chat.gpt, embed, spk_emb_id, "cpu", torch.float32)
     model.quantize_int8(); model.pack(engine.cpu.cpu_linear())     # the CPU back-end (engine/cpu.py)
-    h = model.llama(x, pos, cache, slots, lengths=lens)             # engine/generate.py's decode loop drives it
+    call = model.llama.attention.begin(cache, pos, slots, lens)     # engine/attention.py: chosen with the back-end
+    h = model.llama(x, call)                                        # engine/generate.py's decode loop drives it
     logits = model.logits(h[:, -1])                                 # [B, Q, V]
 """
 from __future__ import annotations
@@ -114,7 +115,8 @@ def invariant_sizes(model: CodeModel, max_rows: int) -> tuple[int, ...]:
     """The call sizes M (ascending, from 1 up to max_rows rounded up to EXACT_ROWS, plus EXACT_ROWS) for which
     every row of every linear layer of `model` comes out bit-identical to the canonical calls of EXACT_ROWS rows.
     Kernel choice depends on shapes (and the thread split), not on values, so random inputs settle it for this
-    machine, library build and thread count (the caller keys it on those).  Measured on 1 and 2 threads: MKL
+    machine, library build and thread count (the caller keys it on those).  Measured on 1 and 2 threads on this
+    project's machines (other CPUs differ: never assumed, and the tests run it on test doubles): MKL
     4, 8, 12, ... (M = 1..3 take other kernels, M = 5..11 not multiples of 4 differ on 2 threads: each thread
     gets a ragged block); oneDNN packed on AVX2 (or ONEDNN_MAX_CPU_ISA=AVX2) 4, 5, 6, 10, 11, 12, ... (blocks of
     6 rows; a block of 1-3 differs), on AVX-512 every size; engine/kernels.c every size."""

@@ -5,7 +5,7 @@
     quantize_int8(llama)                 # --int8: weight-only int8 on our kernel, else the W8A8 Int8Linear
 
 The model (engine/llama.py) knows nothing of this: these functions replace a Block's nn.Linear projections and
-attach engine/kernels.c's decode attention and whole decode step (`attach_kernels`) where they apply.
+choose its attention strategy (`attach_kernels`: engine/attention.py's CStep, CAttention or PerRow) to match.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch                      # imported lazily (by engine.codemodel users),
 import torch.nn as nn
 
 from engine import kernels
+from engine.attention import CAttention, CStep, PerRow
 from engine.llama import Llama
 
 
@@ -91,8 +92,8 @@ def cpu_linear():
 
 def pack_linears(model: Llama, make=PackedLinear) -> Llama:
     """Replace every dense projection of every block by make(weight) (PackedLinear or engine.kernels.GemmLinear:
-    CPU, fp32).  Norms and RoPE unchanged; with our GemmLinear, the per-row path's decode steps also attend through
-    engine/kernels.c (prefill keeps SDPA)."""
+    CPU, fp32).  Norms and RoPE unchanged; with our GemmLinear, the model's decode steps also run on engine/kernels.c
+    (attach_kernels; prefill keeps SDPA)."""
     for block in model.layers:
         for name in kernels.PROJECTIONS:
             if isinstance(getattr(block, name), nn.Linear):            # int8 ones (quantize_int8 first) stay
@@ -101,12 +102,15 @@ def pack_linears(model: Llama, make=PackedLinear) -> Llama:
 
 
 def attach_kernels(model: Llama) -> Llama:
-    """Decode steps through engine/kernels.c where the projections are its linears: the whole step in one call
-    (kernels.DecodeStep) where it supports the model, else one attention call per layer.  Called whenever the
-    projections change (pack_linears, quantize_int8): the step points at the weights it was made for."""
+    """The model's attention strategy (engine/attention.py) for its projections: where they are all
+    engine/kernels.c's, decode steps whole in one call (CStep) where it supports the model, else one attention
+    call per layer (CAttention); otherwise per-row SDPA (PerRow).  Called whenever the projections change
+    (pack_linears, quantize_int8): a CStep points at the weights it was made for."""
     ours = all(isinstance(getattr(b, n), kernels.GemmLinear) for b in model.layers for n in kernels.PROJECTIONS)
-    model.decode_attention = kernels.decode_attention if ours else None
-    model.decode_step = kernels.DecodeStep(model) if ours and kernels.DecodeStep.supports(model) else None
+    if ours and CStep.supports(model):
+        model.attention = CStep(model)
+    else:
+        model.attention = CAttention() if ours else PerRow()
     return model
 
 

@@ -20,7 +20,8 @@ assumed.  So on CPU (`exact=True`) the engine measures, once per (model, thread 
 sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer
 (engine.codemodel.invariant_sizes), and a decode step is one call over all active rows padded up to the smallest such size with a scratch slot;
 where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical shape: both ways give the same
-bits).  Attention runs per row over its own prefix, and every per-row op (logits processing, sampling:
+bits).  Attention runs per row over its own prefix (the model's exact strategy, engine/attention.py, taken once
+per DecodeBatch; the non-exact step takes Batched), and every per-row op (logits processing, sampling:
 engine/sampling.py) reduces over the row's own values only.  Sampling noise is counter-based — a hash of (row
 seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
 """
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 import torch                      # imported lazily by engine.engine, never by engine.api
 
+from engine.attention import Batched
 from engine.codemodel import EXACT_ROWS, CodeModel
 from engine.llama import KVCache
 from engine.sampling import EOS, SamplingParams, candidates, sample_candidates
@@ -81,6 +83,9 @@ class DecodeBatch:
         self.last = torch.zeros(slots + 1, Q, dtype=torch.long, device=dev)        # token of the last step
         self.hist = torch.full((slots + 1, Q, params.penalty_window), model.V, dtype=torch.long, device=dev)
         self.rows: dict[int, Row] = {}                          # slot -> row
+        self.attention = model.llama.attention if exact else Batched()     # engine/attention.py, for every call
+        if exact and not self.attention.exact:
+            raise ValueError(f"exact decoding needs an exact attention strategy, not {self.attention!r}")
         self.graphs = None if exact else GraphStep(self, capture=model.graphs and dev.type == "cuda")
 
     def free_slots(self) -> list[int]:
@@ -100,11 +105,7 @@ class DecodeBatch:
         prompt = self.model.prompt_embedding(row.ids, row.spk, row.codes)        # [1, L, C]
         pos = torch.arange(L, device=dev)[None]                                   # [1, L]
         sl = torch.tensor([slot], device=dev)
-        if self.exact:
-            h = self.model.llama(prompt, pos, self.cache, sl, lengths=[L])
-        else:
-            mask = torch.ones(L, L, dtype=torch.bool, device=dev).tril()[None, None]
-            h = self.model.llama(prompt, pos, self.cache, sl, mask=mask)
+        h = self.model.llama(prompt, self.attention.begin(self.cache, pos, sl, [L]))   # [1, L, C]
         self.rows[slot] = row
         done = self._sample([row], h[:, -1])                                      # h [1, L, C]
         return done[0] if done else None
@@ -134,7 +135,7 @@ class DecodeBatch:
         pos = torch.tensor(pos_list, device=dev)[:, None]                                        # [n, 1]
         x = self.model.code_embedding(self.last[slots])                                          # [n, 1, C]
         lengths = [p + 1 for p in pos_list[:len(rows)]] + [0] * pad
-        h = self.model.llama(x, pos, self.cache, slots, lengths=lengths)
+        h = self.model.llama(x, self.attention.begin(self.cache, pos, slots, lengths))
         return self._sample(rows, h[:, 0], slots)
 
     def _sample(self, rows: list[Row], h: torch.Tensor, slots: torch.Tensor | None = None) -> list[Row]:
@@ -208,8 +209,8 @@ class GraphStep:
     def _body(self, S: int) -> None:
         b, m = self.batch, self.batch.model
         x = m.code_embedding(b.last[:self.B])                                          # [B, 1, C]
-        mask = (torch.arange(S, device=m.device)[None, :] <= self.pos)[:, None, None, :]   # [B, 1, 1, S]
-        h = m.llama(x, self.pos, b.cache, None, mask=mask)[:, 0]                        # [B, C]
+        call = b.attention.begin(b.cache, self.pos, None, [S] * self.B)   # Batched: slots 0..B-1 over S positions
+        h = m.llama(x, call)[:, 0]                                                      # [B, C]
         logits = m.logits(h)
         with torch.profiler.record_function("sampling"):
             cx, ci = candidates(logits, b.hist[:self.B], self.eos_ok, b.params)

@@ -35,7 +35,9 @@ everything the bits or the load depend on: the source, the flags, the compiler's
 the machine architecture and the C library's version.  `-ffp-contract=off`: the compiler may not fuse a
 multiply and an add on its own (the FMAs are the intrinsics'), so the bits do not depend on its contraction
 choices.  A failed build is remembered beside it (`kernels-<key>.failed`, holding the reason): another process
-does not run the compiler again (delete the file to retry).  At load the library's ABI version and the layout
+does not run the compiler again (delete the file to retry).  `$CHATTTS_RENDER_KERNELS_LIB` names a library built
+ahead instead (the container image builds it in its build stage, which has the compiler its final stage lacks):
+it is loaded as it is, never built, and checked like a built one.  At load the library's ABI version and the layout
 of its per-layer table (struct chattts_layer) must equal what this module passes (ABI_VERSION, Layer),
 else it is not used (a warning names the mismatch).  Every entry point checks its tensors (shape, dtype,
 device, contiguity, slot and length ranges, the cache's geometry) and raises ValueError before C sees them.
@@ -80,6 +82,7 @@ ABI_VERSION = 1                   # kernels.c's CHATTTS_ABI: the entry points' s
 FAILED_SUFFIX = ".failed"         # kernels-<key>.failed: a failed build, remembered (its reason inside)
 VERSION_TIMEOUT = 20              # s: `cc --version`
 ENV = "CHATTTS_RENDER_KERNELS"    # "off": never use these kernels (the engine then uses oneDNN and SDPA)
+LIB_ENV = "CHATTTS_RENDER_KERNELS_LIB"   # a library built ahead (build()'s output): loaded instead of building
 BUILD_TIMEOUT = 120               # s
 GEMM_RANGE = "gemm"               # record_function name of a linear while the torch profiler runs (benchmarks/limits;
                                   # the attention runs inside engine/llama.py's "attention" range)
@@ -225,7 +228,7 @@ def _load():
     if not _cpu_ok():
         return None
     try:
-        lib = ctypes.CDLL(str(build()))
+        lib = ctypes.CDLL(os.environ.get(LIB_ENV, "").strip() or str(build()))
     except (RuntimeError, OSError) as e:
         log.warning("engine/kernels.c not usable (%s): the CPU engine uses oneDNN instead", e)
         return None
@@ -395,7 +398,7 @@ def _ints(name: str, values) -> torch.Tensor:
 
 def decode_attention(slots: torch.Tensor, lens: list[int]):
     """attend(q [B, H, 1, D], k_cache, v_cache [slots, Hkv, S, D]) -> [B, H, 1, D] for one decode step's rows:
-    row b over cache[slots[b], :, :lens[b]] (lens[b] == 0: a padding row, zeros).  engine.llama.Llama.forward
+    row b over cache[slots[b], :, :lens[b]] (lens[b] == 0: a padding row, zeros).  engine.attention.CAttention
     makes one per step and every layer calls it."""
     lib = library()
     sl = _ints("slots", slots)
@@ -453,7 +456,8 @@ PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step
 
 class DecodeStep:
     """engine/kernels.c's chattts_step: a decode step of the whole Llama (every layer, then the final norm) in one
-    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.cpu attaches it).
+    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.attention.CStep
+    runs it).
     The per-row path's decode step otherwise costs ~30 small torch ops per layer (norms, RoPE, cache writes,
     SiLU, residual adds) and a kernel call per projection, each with its own OpenMP fork; here one team does the
     lot.  Holds references to every tensor it points at.  `times` adds up the seconds spent in its GEMMs,

@@ -5,15 +5,18 @@ re-implements that forward so we control the cache and the batch:
 
 * the KV cache is preallocated, [slots, H, S_max, D] per layer; every slot holds one sequence from index 0;
 * positions are per row and integer (RoPE tables are indexed, never computed from a half-precision position);
-* attention runs either *batched* (one SDPA call over cache[:, :, :S] with a [B, 1, L, S] mask: GPUs, tests with
-  left padding) or *per row* over exactly the row's own valid prefix (CPU: a row's result then does not depend
-  on what else is in the batch — see generate.py for the rest of that argument).
+* how a call attends is a strategy object (engine/attention.py), chosen when the model is built
+  (`Llama.attention`: per-row SDPA by default, engine/cpu.py's engine/kernels.c strategies once the projections are
+  its) or by the decode loop (batched, for GPUs): each call it makes the call's state, which every block writes its
+  keys and values through and attends through (or which runs the whole call: engine/kernels.c's decode step).
+
+    call = llama.attention.begin(cache, pos, slots, lengths)      # engine/attention.py: the rows' slots, lengths
+    h = llama(x, call)                                            # x [B, L, C] -> final-normed hidden [B, L, C]
 
 Weights are taken from the HF state dict (q/k/v and gate/up fused).  What the projections run on the CPU
-(oneDNN's packed linears, engine/kernels.c's, int8) and the decode step in one C call are engine/cpu.py's
-choice: it replaces a Block's nn.Linear projections and sets `Llama.decode_attention` / `decode_step`.
-`tests/engine/test_llama.py` proves the forward equals transformers' LlamaModel on random weights, with MKL's
-linears, oneDNN's packed ones and our own kernel.
+(oneDNN's packed linears, engine/kernels.c's, int8) is engine/cpu.py's choice: it replaces a Block's nn.Linear
+projections and sets the strategy.  `tests/engine/test_llama.py` proves the forward equals transformers'
+LlamaModel on random weights, with MKL's linears, oneDNN's packed ones and our own kernel.
 """
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ from dataclasses import dataclass
 import torch                      # this module is imported lazily (by engine.engine.Engine.load), never by api
 import torch.nn as nn
 import torch.nn.functional as F
+
+from engine.attention import Attention, Call, PerRow
 
 
 @dataclass(frozen=True)
@@ -84,15 +89,6 @@ def _rope(x, cos, sin):
     return (xf * cos + rotated * sin).to(x.dtype)
 
 
-def _cache_rows(cache, rix, cache_idx):
-    """Row numbers in cache.view(-1, D) (cache [slots, Hkv, S, D]) of cache[rix[b], h, cache_idx[b, l]], ordered
-    [B, L, Hkv] and flattened: one index_copy_ writes a layer's new keys (index_put with a slice between two
-    index tensors, cache[rix[:, None], :, cache_idx] = ..., takes ~10x longer at 16 rows on CPU).  Same bits."""
-    _, heads, S, _ = cache.shape
-    h = torch.arange(heads, device=cache.device)
-    return ((rix[:, None, None] * heads + h[None, None, :]) * S + cache_idx[:, :, None]).reshape(-1)
-
-
 class Block(nn.Module):
     def __init__(self, s: LlamaShape):
         super().__init__()
@@ -106,19 +102,13 @@ class Block(nn.Module):
         self.ffn_norm = nn.Module()
         self.ffn_norm.weight = nn.Parameter(torch.ones(s.hidden))
 
-    def forward(self, x, cos, sin, k_cache, v_cache, slots, rows, mask, lengths, attend=None):
-        """rows [B·L·Hkv]: where this step's keys/values go in k_cache.view(-1, D) (_cache_rows, the same for every
-        layer: Llama.forward computes it once)."""
-        s = self.s
-        q, k, v = self.project(x, cos, sin)                                  # [B, L, H(kv), D]
-        # write the new keys/values: cache[slot_b, :, cache_idx[b, l]] = k[b, l]
-        k_cache.view(-1, s.head_dim).index_copy_(0, rows, k.reshape(-1, s.head_dim))
-        v_cache.view(-1, s.head_dim).index_copy_(0, rows, v.reshape(-1, s.head_dim))
+    def forward(self, x, rope, kv, call):
+        """x [B, L, C]; rope = (cos, sin) [B, L, 1, D] fp32; kv = (k_cache, v_cache) [slots, Hkv, S, D], this
+        layer's; call: the attention's state for this call (engine.attention.Call) -> [B, L, C]."""
+        q, k, v = self.project(x, *rope)                                    # [B, L, H(kv), D]
+        call.write(kv, k, v)                                                # into the cache at the call's positions
         with torch.profiler.record_function("attention"):      # a range for benchmarks/limits.step_profile
-            if attend is not None:                               # a decode step on engine/kernels.c
-                o = attend(q.transpose(1, 2), k_cache, v_cache)  # [B, H, 1, D]
-            else:
-                o = self._attend(q.transpose(1, 2), k_cache, v_cache, slots, mask, lengths)  # [B, H, L, D]
+            o = call.attend(q.transpose(1, 2), *kv)                         # [B, H, L, D]
         return self.finish(x, o)
 
     def project(self, x, cos, sin):
@@ -140,37 +130,6 @@ class Block(nn.Module):
         gate, up = self.w13(h).chunk(2, -1)                                  # [B, L, F] each
         return x + self.w2(F.silu(gate) * up)
 
-    def _attend(self, q, k_cache, v_cache, slots, mask, lengths):
-        """q [B, H, L, D] over the cache (written already) -> [B, H, L, D]; see Llama.forward for mask/lengths."""
-        s = self.s
-        B, _, L, _ = q.shape
-        rep = s.heads // s.kv_heads
-        if lengths is None:                                                  # batched: mask [B, 1, L, S]
-            S = mask.shape[-1]
-            if slots is None:                                                # rows are slots 0..B-1: views
-                kk, vv = k_cache[:B, :, :S], v_cache[:B, :, :S]              # [B, Hkv, S, D]
-            else:
-                kk, vv = k_cache[slots, :, :S], v_cache[slots, :, :S]
-            if rep > 1:
-                kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
-            o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)   # [B, H, L, D]
-        else:                                                                # per row, exact prefix
-            rows = []
-            for b, (sl, n) in enumerate(lengths):                            # (slot, valid length) per row
-                if n == 0:                                                   # a padding row: no keys
-                    rows.append(torch.zeros_like(q[b:b + 1]))
-                    continue
-                kk = k_cache[sl:sl + 1, :, :n]                               # [1, Hkv, n, D]
-                vv = v_cache[sl:sl + 1, :, :n]
-                if rep > 1:
-                    kk, vv = kk.repeat_interleave(rep, 1), vv.repeat_interleave(rep, 1)
-                # queries are the last L positions of the row's prefix: causal within them
-                causal = None
-                if L > 1:
-                    causal = torch.ones(L, n, dtype=torch.bool, device=q.device).tril(n - L)
-                rows.append(F.scaled_dot_product_attention(q[b:b + 1], kk, vv, attn_mask=causal))
-            o = torch.cat(rows)                                              # [B, H, L, D]
-        return o
 
 class Llama(nn.Module):
     def __init__(self, s: LlamaShape):
@@ -181,10 +140,7 @@ class Llama(nn.Module):
         self.norm.weight = nn.Parameter(torch.ones(s.hidden))
         self.register_buffer("cos", torch.empty(0), persistent=False)
         self.register_buffer("sin", torch.empty(0), persistent=False)
-        self.decode_attention = None      # engine.kernels.decode_attention: the per-row path's decode steps in one
-                                          # call per layer (set by engine.cpu.attach_kernels)
-        self.decode_step = None           # engine.kernels.DecodeStep: the per-row path's decode step, all layers in
-                                          # one call (where it supports the model; engine.cpu.attach_kernels)
+        self.attention: Attention = PerRow()   # how calls attend (engine/attention.py; engine/cpu.py sets it)
 
     def rope_tables(self, device) -> None:
         """cos/sin [max_pos, D] in fp32 from integer positions (as HF computes them)."""
@@ -196,28 +152,15 @@ class Llama(nn.Module):
         emb = torch.cat((freqs, freqs), -1)                                  # [P, D]
         self.cos, self.sin = emb.cos(), emb.sin()
 
-    def forward(self, x, pos, cache: KVCache, slots, cache_idx=None, mask=None, lengths=None):
-        """x [B, L, C] input embeddings; pos [B, L] long RoPE positions; slots [B] long cache rows
-        (None: row b is slot b, and batched attention reads cache views instead of gathering);
-        cache_idx [B, L] long cache indices to write (default: pos); exactly one of
-        mask [B, 1, L, S] bool (batched attention over cache[:, :, :S]) or
-        lengths: list[int] (per-row attention over cache[slot, :, :n], n = valid length after writing).
-        Returns the final-normed hidden states [B, L, C] (HF's last_hidden_state)."""
-        assert (mask is None) != (lengths is None), "give exactly one of mask / lengths"
-        attend = None
-        rix = torch.arange(x.shape[0], device=x.device) if slots is None else slots   # [B] cache rows
-        if lengths is not None and x.shape[1] == 1 and self.decode_step is not None and cache_idx is None:
-            return self.decode_step(x, pos, cache, rix, lengths)              # the whole step in engine/kernels.c
-        cache_idx = pos if cache_idx is None else cache_idx
-        if lengths is not None and x.shape[1] == 1 and self.decode_attention is not None:
-            attend = self.decode_attention(slots, lengths)                   # one call per layer for all rows
-        elif lengths is not None:                                            # the rows' slots as ints, once
-            lengths = list(zip(slots.tolist(), lengths))
-        cos = self.cos[pos].unsqueeze(2)                                     # [B, L, 1, D]
-        sin = self.sin[pos].unsqueeze(2)
-        rows = _cache_rows(cache.k[0], rix, cache_idx)                       # [B·L·Hkv], every layer's
-        for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, cache.k[i], cache.v[i], slots, rows, mask, lengths, attend)
+    def forward(self, x, call: Call):
+        """x [B, L, C] input embeddings; call: where they go (self.attention.begin or another strategy's: the
+        positions, the cache and each row's slot and keys) -> the final-normed hidden states [B, L, C] (HF's
+        last_hidden_state)."""
+        if call.step is not None:                                            # a back-end running the call whole
+            return call.step(x)
+        rope = self.cos[call.pos].unsqueeze(2), self.sin[call.pos].unsqueeze(2)   # [B, L, 1, D] each
+        for layer, kv in zip(self.layers, zip(call.cache.k, call.cache.v)):
+            x = layer(x, rope, kv, call)
         return _rms_norm(x, self.norm.weight, self.s.eps)
 
 

@@ -31,8 +31,9 @@ import numpy as np
 import torch
 
 from engine.api import DeviceUnavailable
+from engine.attention import Attention, Call
 from engine.codemodel import CodeModel
-from engine.llama import KVCache, LlamaShape
+from engine.llama import LlamaShape
 from engine.onnxgraph import export_graphs, read_info
 from engine.sampling import hash32
 from engine.trtcheck import ProfileOptions, check_model, ort_trt_options
@@ -141,13 +142,14 @@ class OrtLlama:
 
     def __init__(self, shape: LlamaShape, prefill: Session, decode: Session):
         self.s, self.prefill, self.decode = shape, prefill, decode
+        self.attention = Attention()          # the calls carry the rows only: the graphs attend and write the cache
 
-    def __call__(self, x, pos, cache: KVCache, slots, cache_idx=None, mask=None, lengths=None):
-        """As Llama.forward (x [B, L, C], pos [B, L] long, slots [B] or None: rows 0..B-1), returning the final-normed
-        hidden state of the last position only, [B, 1, C] fp32 (the decode loop reads h[:, -1] / h[:, 0])."""
-        assert cache_idx is None, "the onnx graphs write the cache at the positions"
+    def __call__(self, x, call: Call):
+        """As Llama.forward (x [B, L, C]; call: any strategy's, for its positions, cache and slots), returning the
+        final-normed hidden state of the last position only, [B, 1, C] fp32 (the decode loop reads h[:, -1] /
+        h[:, 0])."""
+        pos, cache, rix = call.pos, call.cache, call.slots
         B, L, _ = x.shape
-        rix = torch.arange(B, device=x.device) if slots is None else slots
         prefill = L > 1 or int(pos.max()) == 0                 # positions 0..L-1: a prompt
         n = B if prefill else int(rix.max()) + 1               # a decode step runs slots 0..n-1 (a contiguous view)
         if not prefill:

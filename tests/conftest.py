@@ -41,11 +41,44 @@ def corpus():
 
 
 def pytest_collection_modifyitems(config, items):
-    """`slow` tests run only with RUN_SLOW=1; `gpu` tests only where CUDA is available."""
+    """`slow` tests run only with RUN_SLOW=1; `gpu` tests only where CUDA is available.  In an xdist worker the
+    Prefect modules come first (ModuleScheduling hands the modules out in this order)."""
     run_slow = os.environ.get("RUN_SLOW") == "1"
     for item in items:
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow: set RUN_SLOW=1"))
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: work_unit(item.nodeid) != PREFECT_GROUP)     # stable: else as collected
+
+
+# `make test` runs the suite in two processes (pytest-xdist, -n 2 --dist loadfile) with this scheduler: a module
+# runs whole on one worker (its module fixtures start once), and the modules that start Prefect servers are one
+# unit on one worker, first (the longest unit; one server at a time; tests/flows/conftest.py's service once).
+PREFECT_GROUP = "prefect"
+PREFECT_MODULES = ("tests/flows/test_server.py", "tests/flows/test_shards.py", "tests/flows/test_pgfleet.py",
+                   "tests/flows/test_render_book_flow.py")
+
+
+def work_unit(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    return PREFECT_GROUP if module in PREFECT_MODULES else module
+
+
+@pytest.hookimpl(optionalhook=True)           # a pytest-xdist hook: without xdist, never called
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with the Prefect modules one unit, the units in the workers' order (the Prefect unit
+    first), not by their number of tests; None (xdist's own scheduler) for the other modes."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture
@@ -89,3 +122,20 @@ def pg_server():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_render(tmp_path_factory):
+    """`make demo`'s render of the sample book on this machine (its book folder): what the image tests compare
+    the container's renders with."""
+    import subprocess
+    import sys
+
+    from tests.flows.helpers import SAMPLE, cli_env
+    from tests.podman import demo_args
+
+    out = tmp_path_factory.mktemp("demo")
+    r = subprocess.run([sys.executable, "-m", "flows.cli", *demo_args(), "--out", str(out)], cwd=ROOT,
+                       env=cli_env(), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out / SAMPLE.stem

@@ -28,13 +28,14 @@ def _speech(text: str) -> str:
 
 def _same_speech(a: str, b: str) -> bool:
     """Equal speech, up to letter case and Traditional/Simplified phrase context (OpenCC converts some
-    characters differently inside a phrase, and a segment boundary can fall inside one)."""
+    characters differently inside a phrase, and a segment boundary can fall inside one; 著 is written 着 by its
+    neighbours and its paragraph, tasks/text/zhe.py, and a segment alone may lack them)."""
     a, b = _speech(a).lower(), _speech(b).lower()
     if a == b:
         return True
     if len(a) != len(b):
         return False
-    return all(x == y or _t2s_char(x) == _t2s_char(y) for x, y in zip(a, b))
+    return all(x == y or _t2s_char(x) == _t2s_char(y) or x + y in ("着著", "著着") for x, y in zip(a, b))
 
 
 @lru_cache(maxsize=16_384)

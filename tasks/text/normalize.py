@@ -1,5 +1,6 @@
 """Text normalization for ChatTTS: Traditional -> Simplified, a user lexicon, numbers/dates/units read aloud
-(wetext FSTs on the digit-bearing windows only, plus our own rules), every punctuation mark mapped to one
+(wetext FSTs on the digit-bearing windows only, plus our own rules; telephone numbers and codes first, digit by
+digit: tasks/text/codes.py), every punctuation mark mapped to one
 ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of what and why.  English runs (an
 English book, or an English phrase inside a Chinese one: `_language_runs`) are read by tasks/text/english.py with
 ASCII marks; the rest the Chinese way.
@@ -25,9 +26,11 @@ from typing import Iterable, Iterator, Literal
 
 from tasks.book import LANGUAGES, Language
 from tasks.errors import BookError
+from tasks.text import codes as tn_codes
 from tasks.text import english as en_tn
 from tasks.text import rules as tn_rules
 from tasks.text.polyphones import parse_reading, spell
+from tasks.text.zhe import simplify_zhe
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -377,13 +380,15 @@ def _glued(a: str, b: str) -> bool:
         or a.isdigit() or b.isdigit()
 
 
-def _t2s_aligned(chunk: str, on: bool) -> str:
-    """Simplified text with the same length as `chunk` (per-character conversion if phrases changed length)."""
+def _t2s_aligned(chunk: str, on: bool, traditional: bool = False) -> str:
+    """Simplified text with the same length as `chunk` (per-character conversion if phrases changed length).
+    `traditional`: the paragraph is Traditional text (OpenCC changes it), so 著 is written 着 where it is not zhù
+    (tasks/text/zhe.py); a chunk OpenCC changes is Traditional too."""
     if not on or chunk.isascii():
         return chunk
     if _RE_SURROGATE.search(chunk):              # OpenCC needs UTF-8: keep lone surrogates out of it
         safe = _RE_SURROGATE.sub("\x00", chunk)
-        conv = _t2s_aligned(safe, on)
+        conv = _t2s_aligned(safe, on, traditional)
         return "".join(c if c != "\x00" else o for c, o in zip(conv, chunk))
     conv = _t2s(chunk)
     if len(conv) != len(chunk):
@@ -392,7 +397,7 @@ def _t2s_aligned(chunk: str, on: bool) -> str:
         # OpenCC maps some common Traditional characters to rare Simplified ones outside U+4E00-U+9FFF
         # (綝 -> U+2C62D, 喎 -> U+359E) that ChatTTS cannot read: keep the Traditional character then.
         conv = "".join(c if _RE_RARE.match(x) and not _RE_RARE.match(c) else x for c, x in zip(chunk, conv))
-    return conv
+    return simplify_zhe(conv) if traditional or conv != chunk else conv
 
 
 def _find_removals(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
@@ -461,10 +466,10 @@ def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
     return wins
 
 
-def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
-    """Spans tiling text[start:end], before punctuation collapsing."""
+def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions, traditional: bool = False) -> list[Span]:
+    """Spans tiling text[start:end], before punctuation collapsing; `traditional`: the paragraph is Traditional."""
     chunk = text[start:end]
-    work_chunk = _t2s_aligned(chunk, opts.t2s)
+    work_chunk = _t2s_aligned(chunk, opts.t2s, traditional)
     # Work in absolute coordinates on a same-length simplified copy: work[i] <-> text[i].
     work = _Offset(work_chunk, start)
     removals = _find_removals(text, start, end)
@@ -532,21 +537,30 @@ def _plain_spans(text: str, work: _Offset, start: int, end: int, opts: Normalize
 
 
 def _zh_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
-    """Number windows read by wetext's Chinese grammar and our rules, then characters."""
+    """Telephone numbers and codes (tasks/text/codes.py), number windows read by wetext's Chinese grammar and our
+    rules between them, then characters."""
     spans: list[Span] = []
     pos = start
     seg = work[start:end]
-    wins = []
+    wins: list[tuple[int, int, str | None]] = []
     if opts.tn and _RE_DIGIT.search(seg):
-        wins = _number_windows(seg, 0, len(seg))
-        wins = [(s + start, e + start) for s, e in wins]
-    for ws, we in wins + [(end, end)]:
+        gap = 0
+        for s, e, reading in tn_codes.find_codes(seg, 0, len(seg), _say) + [(len(seg), len(seg), "")]:
+            wins += [(ws, we, None) for ws, we in _number_windows(seg, gap, s)] + [(s, e, reading)]
+            gap = e
+        wins = [(s + start, e + start, reading) for s, e, reading in wins]
+    for ws, we, reading in wins + [(end, end, None)]:
         if pos < ws:
             spans.extend(_char_spans(text, work, pos, ws))
         if ws < we:
-            spans.extend(_tn_spans(text, work, ws, we))
+            spans.extend(_tn_spans(text, work, ws, we) if reading is None else [Span(ws, we, reading, "tn")])
         pos = max(pos, we)
     return spans
+
+
+def _say(text: str) -> str:
+    """Plain text (a keyword and the marks after it, inside a code's span) as the paragraph renders it."""
+    return "".join(classify(c)[0] for c in text)
 
 
 def _en_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOptions) -> list[Span]:
@@ -860,8 +874,15 @@ def iter_spans(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, t
     book's reading language."""
     opts = NormalizeOptions(t2s=t2s, tn=tn, lexicon=lexicon, lang=lang)
     state: dict = {}
+    traditional = t2s and _traditional(text[:MAX_CHUNK_CHARS])
     for s, e in _iter_chunks(text):
-        yield from _finish(_chunk_spans(text, s, e, opts), text, state)
+        yield from _finish(_chunk_spans(text, s, e, opts, traditional), text, state)
+
+
+def _traditional(text: str) -> bool:
+    """Is `text` Traditional Chinese: does OpenCC's t2s change it?  (Decided per paragraph from its first
+    MAX_CHUNK_CHARS, so a sentence with no other Traditional character still reads 著 as its paragraph does.)"""
+    return not text.isascii() and not _RE_SURROGATE.search(text) and _t2s(text) != text
 
 
 def normalize_with_map(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True,

@@ -15,8 +15,6 @@ _CURRENCY = {"$": "美元", "＄": "美元", "US$": "美元", "€": "欧元", "
              "HK$": "港元", "A$": "澳元"}
 _CODES = {"CNY": "人民币", "RMB": "人民币", "USD": "美元", "HKD": "港元", "EUR": "欧元", "GBP": "英镑",
           "JPY": "日元", "KRW": "韩元"}
-# Words after which a digit string is an identifier read digit by digit (phone and ID numbers).
-_ID_WORDS = "电话|号码|热线|致电|分机|传真|编号|工号|学号|账号|帐号|代码|邮编|车次|房间|门牌|序号|卡号|分辨率"
 # Events named by their date read digit by digit: 911事件, 918事变, 512地震, 930新政.
 _EVENT_AFTER = "新政|政策|事件|事变|惨案|运动|地震|起义|暴动|大案"
 # After "N年", words that make it a duration (二十年后) rather than a year (86年).
@@ -335,10 +333,9 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"(?<![A-Za-z])[Nn][Oo]\.\s?(\d+)"), lambda m: cardinal_zh(m.group(1)) + "号"),
     # Country codes: +86 -> 八六 (then the number itself).
     (re.compile(r"\+(\d{1,3})\s?(?=\d{7,})"), lambda m: digits_zh(m.group(1))),
-    # Identifiers: after 电话/编号/… digit by digit; numbers before 号 with 3+ digits (not dates) too.  Mobile
-    # numbers and the words wetext knows (手机, 拨打, 尾号) are left to wetext, which reads 1 as 幺 there.
-    (re.compile(r"(" + _ID_WORDS + r")([^\d，。]{0,3}?)(\d{3,})(?!\d)"),
-     lambda m: m.group(0) if _phone_like(m.group(3)) else m.group(1) + m.group(2) + digits_zh(m.group(3))),
+    # Identifiers: numbers before 号 with 3+ digits (not dates) digit by digit; after 电话/编号/… they are codes
+    # (tasks/text/codes.py, before the number windows).  Mobile numbers and the words wetext knows (手机, 尾号) are
+    # left to wetext, which reads 1 as 幺 there.
     (re.compile(r"(?<![\d.])(\d{3,})(?=[”\"’」』]?号(?!码))"), lambda m: digits_zh(m.group(1))),
     (re.compile(r"(?<![\d.])(\d{3,4})(?=" + _EVENT_AFTER + r")"), lambda m: digits_zh(m.group(1))),
     # Model names: letters (or an upper-case name and a space: IBM 7094, ISO 9660) then 3+ digits read digit by

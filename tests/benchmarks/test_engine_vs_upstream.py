@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from tests.conftest import corpus_path
-
 pytest.importorskip("ChatTTS")
 
 
 def test_one_run_measures_both_baselines_and_every_dtype(tmp_path, capsys):
     from benchmarks import engine_vs_upstream as bench
 
-    book = corpus_path("txt", "gutenberg-zh", "27166-0.txt")
+    book = tmp_path / "book.txt"         # three segments of 73, 184, 73 tokens (the corpus's first three: 1262)
+    book.write_text("第一章　山川\n　　春眠不觉晓，处处闻啼鸟，夜来风雨声。\n\n第二章　草木\n　　白日依山尽，黄河入海流。\n",
+                    encoding="utf-8")
     out = tmp_path / "bench.json"
     rc = bench.main(["--model", "random-tiny", "--n", "3", "--threads", "1", "--batch", "2", "--with-int8",
                      "--with-bf16", "--doc-order", "--corpus", str(book), "--json", str(out)])
@@ -24,7 +24,7 @@ def test_one_run_measures_both_baselines_and_every_dtype(tmp_path, capsys):
     sides = [r["upstream"], r["upstream_doc_order"], r["ours"], r["ours_int8"], r["ours_bf16"]]
     assert len({s["audio_s"] for s in sides}) == 1 and sides[0]["audio_s"] > 0      # the same workload
     assert r["upstream"]["batch"] == r["upstream_doc_order"]["batch"] == 2
-    f = r["forced_tokens"]                       # sorted: [855, 351] then [56]; document order: [56, 351], [855]
+    f = r["forced_tokens"]                       # sorted: [184, 73] then [73]; document order: [73, 184], [73]
     assert r["upstream"]["row_steps"] == 2 * max(f) + min(f)
     assert r["upstream_doc_order"]["row_steps"] == 2 * max(f[:2]) + f[2]
     for key, side, base in (("ratio", "ours", "upstream"), ("ratio_doc_order", "ours", "upstream_doc_order"),

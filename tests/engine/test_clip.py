@@ -128,9 +128,10 @@ def test_first_step_with_a_sample_prompt_equals_upstream(engine, tmp_path, ancho
         assert torch.equal(x[0], emb[0])                                 # no speaker vector: bit-equal
     L = row.prompt_len
     cache = KVCache(m.llama.s, 1, L, "cpu", torch.float32)
-    h = m.llama(x, torch.arange(L)[None], cache, torch.tensor([0]), lengths=[L])[:, -1]
+    prefill = lambda: m.llama.attention.begin(cache, torch.arange(L)[None], torch.tensor([0]), [L])   # noqa: E731
+    h = m.llama(x, prefill())[:, -1]
     torch.testing.assert_close(m.logits(h), ref, atol=2e-2, rtol=1e-2)
-    h_up = m.llama(emb.clone(), torch.arange(L)[None], cache, torch.tensor([0]), lengths=[L])[:, -1]
+    h_up = m.llama(emb.clone(), prefill())[:, -1]
     torch.testing.assert_close(m.logits(h_up), ref, atol=1e-4, rtol=1e-4)   # same input: fp32-equal
 
 

@@ -185,7 +185,9 @@ def test_first_step_equals_upstream_chattts(engine):
     x = m.prompt_embedding(ids, engine._speaker_vector(voice))
     torch.testing.assert_close(x[0], emb[0], atol=2e-3, rtol=1e-3)     # upstream normalizes the voice in fp16
     cache = KVCache(m.llama.s, 1, len(ids), "cpu", torch.float32)
-    h = m.llama(x, torch.arange(len(ids))[None], cache, torch.tensor([0]), lengths=[len(ids)])[:, -1]
+    L = len(ids)
+    prefill = lambda: m.llama.attention.begin(cache, torch.arange(L)[None], torch.tensor([0]), [L])   # noqa: E731
+    h = m.llama(x, prefill())[:, -1]
     torch.testing.assert_close(m.logits(h), ref, atol=2e-2, rtol=1e-2)
-    x_up = m.llama(emb.clone(), torch.arange(len(ids))[None], cache, torch.tensor([0]), lengths=[len(ids)])
+    x_up = m.llama(emb.clone(), prefill())
     torch.testing.assert_close(m.logits(x_up[:, -1]), ref, atol=1e-4, rtol=1e-4)   # same input: fp32-equal

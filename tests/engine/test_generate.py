@@ -200,6 +200,19 @@ def test_exact_and_batched_mask_paths_agree():
         torch.testing.assert_close(a[key].hiddens, b[key].hiddens, atol=1e-5, rtol=1e-4)
 
 
+def test_the_decode_batch_takes_the_models_strategy_or_batched_and_refuses_an_inexact_one_for_exact():
+    """The strategy is chosen once: exact decoding on the model's own (engine/cpu.py's choice), the non-exact
+    step on Batched; a model whose strategy is not exact cannot decode exactly."""
+    from engine.attention import Batched
+
+    model = random_code_model()
+    assert G.DecodeBatch(model, 2, 32, 8, exact=True).attention is model.llama.attention
+    assert type(G.DecodeBatch(model, 2, 32, 8, exact=False).attention) is Batched
+    model.llama.attention = Batched()
+    with pytest.raises(ValueError, match="exact attention strategy, not Batched"):
+        G.DecodeBatch(model, 2, 32, 8, exact=True)
+
+
 def test_prompt_embedding_applies_normalized_speaker():
     model = random_code_model()
     ids = torch.tensor([3, SPK_ID, 9])
@@ -230,16 +243,19 @@ def test_cuda_graph_step_matches_eager_and_is_deterministic():
 # ------------------------------------------------------------------------------- one call per CPU step
 # Which call sizes are batch-invariant is the kernel's business and differs from CPU to CPU (oneDNN on AVX2: rows
 # in blocks of 6, a block of 1-3 rows takes another kernel; on AVX-512 every size is invariant; MKL: multiples
-# of 4 on 2 threads).  So these tests never assume sizes: they take what the engine measures on the machine they
-# run on (CM.invariant_sizes), search it for a size that breaks invariance, and where the real kernel has none
-# use BlockedLinear, a linear that is ragged on purpose, so that the check can fail on every machine.
-class BlockedLinear(torch.nn.Module):
-    """A test double with oneDNN-on-AVX2's row blocking, on any CPU: the rows of a call go in blocks of BLOCK,
-    and a row in a last block of fewer than FULL rows is summed in another order (the two halves of K apart),
-    so its bits depend on the call size: invariant sizes 4, 5, 6, 10, 11, 12, 16, ...  Every row is computed
-    by its own M = 1 call, so nothing of the machine's own GEMM blocking shows through."""
+# of 4 on 2 threads; on an AMX Xeon MKL keeps only the canonical 4).  So no expected value here comes from a
+# library: the tests of the machinery (measuring the sizes, padding to them, falling back to canonical chunks,
+# noticing a call at a wrong size) run on injected test doubles that replace *every* linear, whose sizes follow
+# from their construction on any CPU; the tests of a real kernel take what the engine measures on the machine
+# they run on, and check only the engine's promise: batched == alone.
+def _row_by_row(x2, fn):
+    """fn(row) for every row of x2 [M, K] on its own, each a fresh [1, K] tensor (the allocator's alignment),
+    concatenated: [M, N].  A row's bits then depend on its values alone, never on the call around it."""
+    return torch.cat([fn(r.clone()) for r in x2.split(1)])
 
-    BLOCK, FULL = 6, 4
+
+class RowwiseLinear(torch.nn.Module):
+    """A test double invariant at every call size by construction: each row is its own M = 1 call."""
 
     def __init__(self, weight: torch.Tensor):
         super().__init__()
@@ -247,23 +263,36 @@ class BlockedLinear(torch.nn.Module):
         self.out_features, self.in_features = weight.shape
 
     def forward(self, x):                                                       # x [..., K] -> [..., N]
-        x2, w, h = x.reshape(-1, self.in_features), self.weight, self.in_features // 2
-        M = x2.shape[0]
+        y = _row_by_row(x.reshape(-1, self.in_features), lambda r: torch.nn.functional.linear(r, self.weight))
+        return y.view(*x.shape[:-1], self.out_features)
+
+
+class BlockedLinear(RowwiseLinear):
+    """A test double with oneDNN-on-AVX2's row blocking, on any CPU: the rows of a call go in blocks of BLOCK,
+    and a row in a last block of fewer than FULL rows comes out one ulp higher (torch.nextafter), so its bits
+    depend on the call size: invariant sizes 4, 5, 6, 10, 11, 12, 16, ..., by construction."""
+
+    BLOCK, FULL = 6, 4
+
+    def forward(self, x):                                                       # x [..., K] -> [..., N]
+        y = super().forward(x)
+        y2 = y.view(-1, self.out_features)
+        M = y2.shape[0]
         short_from = M - M % self.BLOCK if M % self.BLOCK < self.FULL else M    # first row of a short block
-        rows = [torch.nn.functional.linear(r, w) if i < short_from
-                else torch.nn.functional.linear(r[:, :h], w[:, :h]) + torch.nn.functional.linear(r[:, h:], w[:, h:])
-                for i, r in enumerate(x2.split(1))]
-        return torch.cat(rows).view(*x.shape[:-1], self.out_features)
+        y2[short_from:] = torch.nextafter(y2[short_from:], torch.tensor(torch.inf))
+        return y
 
 
-KERNELS = PACKED + ["blocked"]     # + the double: its expectations hold on every CPU
-BLOCKED_SIZES_TO_16 = (4, 5, 6, 10, 11, 12, 16)
+DOUBLES = {"blocked": BlockedLinear, "rowwise": RowwiseLinear}   # test doubles: their sizes hold on every CPU
+KERNELS = PACKED + list(DOUBLES)
+DOUBLE_SIZES_TO_16 = {"blocked": (4, 5, 6, 10, 11, 12, 16), "rowwise": tuple(range(1, 17))}
 
 
 def kernel_model(kernel, seed: int = 0) -> CM.CodeModel:
-    """random_code_model on a real kernel (MKL False, oneDNN True, engine/kernels.c "gemm") or the double."""
-    if kernel == "blocked":
-        return random_code_model(seed).pack(BlockedLinear)
+    """random_code_model on a real kernel (MKL False, oneDNN True, engine/kernels.c "gemm") or a test double
+    in place of every linear (the block projections and the heads)."""
+    if kernel in DOUBLES:
+        return random_code_model(seed).pack(DOUBLES[kernel])
     return random_code_model(seed, packed=kernel)
 
 
@@ -305,16 +334,16 @@ def _top(max_rows: int) -> int:
 def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monkeypatch):
     """With measured call sizes, a CPU step is one call over all active rows padded to the smallest measured
     size that holds them (or, where none does, canonical chunks of EXACT_ROWS) — and rows still come out
-    bit-identical to decoding alone, on 1 and on 2 threads, with MKL, oneDNN, engine/kernels.c and the
-    ragged-on-purpose double."""
+    bit-identical to decoding alone, on 1 and on 2 threads, with MKL, oneDNN, engine/kernels.c (what this
+    machine measures) and the doubles (whose sizes are known by construction)."""
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         model = kernel_model(packed)
         measured = CM.invariant_sizes(model, 9)                  # what this machine's kernel allows
         assert CM.EXACT_ROWS in measured and set(measured) <= set(range(1, _top(9) + 1))
-        if packed == "blocked":
-            assert measured == BLOCKED_SIZES_TO_16
+        if packed in DOUBLES:
+            assert measured == DOUBLE_SIZES_TO_16[packed]
         specs = [(f"r{i}", 5 + 3 * i, 300 + i, 4 + 5 * (i % 5)) for i in range(13)]
         steps = _calls_per_step(monkeypatch)
         assert _not_alone(model, specs, slots=9) == []
@@ -333,55 +362,52 @@ def test_one_padded_call_per_step_and_batched_equals_alone(threads, packed, monk
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("packed", KERNELS)
-@pytest.mark.parametrize("threads", [1, 2])
-def test_calls_at_an_unmeasured_size_break_batched_equals_alone(threads, packed, monkeypatch):
-    """The invariance check above can fail: search the call sizes this machine's kernel does not keep invariant,
-    then break the engine on purpose — it calls at exactly the number of active rows, unpadded, at such a size —
-    and the same check must see rows differ from their alone run.  Where the kernel is invariant at every size
-    (engine/kernels.c; oneDNN on AVX-512) there is nothing to break with it: the ragged-on-purpose double
-    stands in, so this never passes vacuously."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        model = kernel_model(packed)
-        measured = CM.invariant_sizes(model, 9)
-        unmeasured = [m for m in range(1, 10) if m not in measured]
-        if not unmeasured:
-            model = kernel_model("blocked")
-            measured = CM.invariant_sizes(model, 9)
-            unmeasured = [m for m in range(1, 10) if m not in measured]
-        assert unmeasured, "the double must have call sizes that break invariance"
-        m = unmeasured[-1]                                      # the widest such call within 9 rows
-        specs = [(f"r{i}", 5 + 2 * i, 700 + i, 7) for i in range(m)]   # equal lengths: every step has m rows
-        alone = {s[0]: _run(model, _fresh(model, [s]), slots=1)[s[0]] for s in specs}
-        assert _not_alone(model, specs, slots=m, alone=alone) == []          # the engine as it is: invariant
-        steps = _calls_per_step(monkeypatch)
-        monkeypatch.setattr(model, "call_size", lambda rows, max_rows: rows)  # broken: no padding at all
-        assert _not_alone(model, specs, slots=m, alone=alone), f"calls of {m} rows went unnoticed"
-        assert steps and all(calls == [(m, m)] for _, calls in steps)        # really called at size m
-    finally:
-        torch.set_num_threads(old)
+def test_calls_at_an_unmeasured_size_break_batched_equals_alone(monkeypatch):
+    """The invariance check above can fail: on the ragged-on-purpose double (every linear replaced, so on any
+    CPU), break the engine on purpose — it calls at exactly the number of active rows, unpadded, at a size the
+    kernel does not keep invariant — and the same check must see rows differ from their alone run."""
+    model = kernel_model("blocked")
+    measured = CM.invariant_sizes(model, 9)
+    m = max(size for size in range(1, 10) if size not in measured)   # the widest such call within 9 rows: 9
+    specs = [(f"r{i}", 5 + 2 * i, 700 + i, 7) for i in range(m)]   # equal lengths: every step has m rows
+    alone = {s[0]: _run(model, _fresh(model, [s]), slots=1)[s[0]] for s in specs}
+    assert _not_alone(model, specs, slots=m, alone=alone) == []          # the engine as it is: invariant
+    steps = _calls_per_step(monkeypatch)
+    monkeypatch.setattr(model, "call_size", lambda rows, max_rows: rows)  # broken: no padding at all
+    assert _not_alone(model, specs, slots=m, alone=alone), f"calls of {m} rows went unnoticed"
+    assert steps and all(calls == [(m, m)] for _, calls in steps)        # really called at size m
 
 
 def test_invariant_sizes_finds_the_sizes_of_a_ragged_kernel():
+    """Every linear of the model replaced by a fake 'kernel' (elementwise, so exact by construction), the sizes
+    found are those of the fakes on any CPU: a row-independent one keeps every size, one whose rows change with
+    the call size modulo `period` keeps the sizes congruent to the canonical call's."""
     model = random_code_model()
-    real = model.linears()
+    assert len(model.linears()) == 5                         # wqkv, wo, w13, w2 and the heads: all replaced below
 
-    def ragged(period):        # a 'kernel' whose rows change with the call size modulo period
+    def fakes(*extra):
+        return lambda: [(lambda x: x * 2, C)] * (5 - len(extra)) + [(f, C) for f in extra]
+
+    def ragged(period):        # rows change with the call size modulo period
         return lambda x: x * 2 + (x.shape[0] % period) * 1e-3
 
-    model.linears = lambda: real + [(ragged(4), C)]
+    model.linears = fakes()
+    assert CM.invariant_sizes(model, 12) == tuple(range(1, 17))
+    model.linears = fakes(ragged(4))
     assert CM.invariant_sizes(model, 12) == (4, 8, 12, 16)
-    model.linears = lambda: real + [(ragged(8), C)]
+    model.linears = fakes(ragged(8))
     assert CM.invariant_sizes(model, 12) == (4, 12)
-    model.linears = lambda: real + [(lambda x: x + x.shape[0] * 1e-3, C)]
+    model.linears = fakes(ragged(4), ragged(8))
+    assert CM.invariant_sizes(model, 12) == (4, 12)
+    model.linears = fakes(lambda x: x + x.shape[0] * 1e-3)
     assert CM.invariant_sizes(model, 12) == (CM.EXACT_ROWS,)
 
 
 @torch.no_grad()
 def test_without_a_call_size_steps_fall_back_to_canonical_chunks(monkeypatch):
-    model = random_code_model()
+    """Where no call size is invariant, a step runs in canonical chunks — on the blocked double (every linear
+    replaced), so the rows decoded alone (padded to 4, its smallest size) equal them on any CPU."""
+    model = kernel_model("blocked")
     model._sizes[(torch.get_num_threads(), 11)] = ()         # as if the BLAS were batch-variant everywhere
     specs = [(f"r{i}", 6 + i, 500 + i, 3 + 4 * (i % 3)) for i in range(11)]
     steps = _calls_per_step(monkeypatch)

@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from engine import kernels  # noqa: E402
+from engine.attention import CAttention, CStep, PerRow  # noqa: E402
 from engine.cpu import PackedLinear, cpu_linear, onednn_available  # noqa: E402
 from tests.conftest import ROOT, unavailable  # noqa: E402
 
@@ -86,8 +87,8 @@ def test_the_cpu_int8_engine_uses_the_weight_only_kernel(lin):
     m = Engine.load(EngineOptions(model="random-tiny", int8=True)).model
     assert all(isinstance(getattr(b, n), kernels.GemmInt8Linear) for b in m.llama.layers
                for n in ("wqkv", "wo", "w13", "w2"))
-    assert isinstance(m.head_linear, lin) and m.llama.decode_attention is kernels.decode_attention
-    assert m.llama.decode_step.q8                                     # the whole step on the int8 weights
+    assert isinstance(m.head_linear, lin) and isinstance(m.llama.attention, CStep)
+    assert m.llama.attention.decode.q8                                # the whole step on the int8 weights
     assert m.call_size(1, 8) == 1
 
 
@@ -245,6 +246,22 @@ def test_a_library_of_another_abi_or_table_layout_is_not_used(lin, tmp_path, mon
     assert "table layout" in caplog.text
 
 
+def test_a_library_built_ahead_is_loaded_without_a_compiler(lin, tmp_path, monkeypatch, caplog):
+    """CHATTTS_RENDER_KERNELS_LIB (the container image's kernel, built in its build stage): loaded as it is where
+    no compiler is, and checked like a built one; a library that cannot be loaded leaves the engine on oneDNN."""
+    built = kernels.build(tmp_path / "ahead")
+    _fresh_library(monkeypatch, tmp_path / "cache")
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv(kernels.LIB_ENV, str(built))
+    assert kernels.available() and kernels.library()._name == str(built)
+    assert not (tmp_path / "cache").exists(), "a library was built"
+    _fresh_library(monkeypatch, tmp_path / "cache")
+    monkeypatch.setenv(kernels.LIB_ENV, str(tmp_path / "missing.so"))
+    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+        assert not kernels.available()
+    assert "missing.so" in caplog.text and not (tmp_path / "cache").exists()
+
+
 def test_without_the_kernel_the_engine_uses_onednn(tmp_path, monkeypatch, caplog):
     """No compiler (a warning, not an error) or CHATTTS_RENDER_KERNELS=off: cpu_linear() is oneDNN's."""
     monkeypatch.setenv("CHATTTS_RENDER_CACHE", str(tmp_path))          # nothing built there yet
@@ -271,8 +288,8 @@ def test_the_engine_runs_its_cpu_fp32_linears_on_the_kernel(lin):
     assert all(isinstance(getattr(b, n), lin) for b in m.llama.layers for n in ("wqkv", "wo", "w13", "w2"))
     assert isinstance(m.head_linear, lin)
     assert m.call_size(1, 8) == 1 and m.call_size(3, 8) == 3        # every size invariant: no padding rows
-    assert m.llama.decode_attention is kernels.decode_attention      # and decode steps attend in one call,
-    assert not m.llama.decode_step.q8                                  # the whole step in one call where it can
+    assert isinstance(m.llama.attention, CStep)                        # and decode steps run whole in one call
+    assert not m.llama.attention.decode.q8
 
 
 # ------------------------------------------------------------------------------------- the whole decode step
@@ -314,6 +331,11 @@ def _step_inputs(model, seed=3):
     return torch.randn(5, 1, model.s.hidden, generator=g), pos, cache, slots, lens
 
 
+def _run(model, x, pos, cache, slots, lens, attention=None):
+    """One call of `model` on `attention` (default: the model's own) -> [B, L, C]."""
+    return model(x, (attention or model.attention).begin(cache, pos, slots, lens))
+
+
 def _clone(cache):
     from copy import deepcopy
 
@@ -325,13 +347,13 @@ def test_the_decode_step_equals_the_layer_by_layer_path(lin, q8):
     """chattts_step (norms, RoPE, cache writes, attention, SiLU, residuals of every layer in one call) gives what
     Block.forward gives with the same kernels — output and the keys/values it writes."""
     model = _llama(q8)
-    step = model.decode_step
+    assert isinstance(model.attention, CStep)
+    step = model.attention.decode
     assert isinstance(step, kernels.DecodeStep) and step.q8 == q8
     x, pos, cache, slots, lens = _step_inputs(model)
     ref_cache = _clone(cache)
-    y = model(x, pos, cache, slots, lengths=lens)
-    model.decode_step = None
-    ref = model(x, pos, ref_cache, slots, lengths=lens)
+    y = _run(model, x, pos, cache, slots, lens)
+    ref = _run(model, x, pos, ref_cache, slots, lens, CAttention())
     torch.testing.assert_close(y, ref, atol=2e-5, rtol=1e-5)
     for a, b in zip(cache.k + cache.v, ref_cache.k + ref_cache.v):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)
@@ -346,16 +368,16 @@ def test_a_rows_decode_step_bits_depend_on_nothing_else_in_the_call(lin):
     try:
         torch.set_num_threads(1)
         full = _clone(cache)
-        ref = model(x, pos, full, slots, lengths=lens)
+        ref = _run(model, x, pos, full, slots, lens)
         for b in range(5):
             c = _clone(cache)
-            assert torch.equal(model(x[b:b + 1], pos[b:b + 1], c, slots[b:b + 1], lengths=lens[b:b + 1]), ref[b:b + 1])
+            assert torch.equal(_run(model, x[b:b + 1], pos[b:b + 1], c, slots[b:b + 1], lens[b:b + 1]), ref[b:b + 1])
             assert all(torch.equal(t[slots[b]], u[slots[b]]) for t, u in zip(c.k + c.v, full.k + full.v)), b
         perm = [4, 2, 0, 3, 1]
-        assert torch.equal(model(x[perm], pos[perm], _clone(cache), slots[perm], lengths=[lens[i] for i in perm]),
+        assert torch.equal(_run(model, x[perm], pos[perm], _clone(cache), slots[perm], [lens[i] for i in perm]),
                            ref[perm])
         torch.set_num_threads(2)
-        assert torch.equal(model(x, pos, _clone(cache), slots, lengths=lens), ref)
+        assert torch.equal(_run(model, x, pos, _clone(cache), slots, lens), ref)
     finally:
         torch.set_num_threads(old)
 
@@ -364,24 +386,25 @@ def test_the_decode_step_refuses_what_is_outside_the_cache(lin):
     model = _llama(False)
     x, pos, cache, slots, lens = _step_inputs(model)
     with pytest.raises(ValueError, match="outside the cache"):
-        model(x, pos + 40, cache, slots, lengths=lens)                   # past S = 40
+        _run(model, x, pos + 40, cache, slots, lens)                     # past S = 40
     with pytest.raises(ValueError, match="outside the cache"):
-        model(x, pos, cache, slots + 6, lengths=lens)                    # 6 slots
+        _run(model, x, pos, cache, slots + 6, lens)                      # 6 slots
     with pytest.raises(ValueError, match="one position, slot and length each"):
-        model(x, pos, cache, slots, lengths=lens[:4])
+        _run(model, x, pos, cache, slots, lens[:4])
 
 
 def test_a_model_the_step_cannot_run_keeps_the_per_layer_path(lin):
-    """Projections of mixed kernels (or padded output columns) get no fused step; decode attention stays."""
+    """Projections of mixed kernels (or padded output columns) get no fused step: decode attention on the kernel
+    (CAttention); a projection not ours: per-row SDPA."""
     from engine.cpu import attach_kernels, quantize_weight
 
     model = _llama(False)
     model.layers[1].wo = kernels.GemmInt8Linear(*quantize_weight(model.layers[1].wo.weight))
     attach_kernels(model)
-    assert model.decode_step is None and model.decode_attention is kernels.decode_attention
+    assert type(model.attention) is CAttention
     model.layers[1].wo = PackedLinear(torch.randn(64, 64)) if onednn_available() else torch.nn.Linear(64, 64)
     attach_kernels(model)
-    assert model.decode_step is None and model.decode_attention is None
+    assert type(model.attention) is PerRow
 
 
 # ------------------------------------------------------------------------------------------- the ctypes boundary
@@ -445,23 +468,23 @@ def test_the_decode_step_refuses_a_length_past_the_cache_and_a_foreign_cache(lin
     model = _llama(False)
     x, pos, cache, slots, lens = _step_inputs(model)                     # S = 40
     with pytest.raises(ValueError, match="length outside the cache"):
-        model(x, pos, cache, slots, lengths=[7, 1, 41, 12, 0])           # would attend past the buffer
+        _run(model, x, pos, cache, slots, [7, 1, 41, 12, 0])             # would attend past the buffer
     with pytest.raises(ValueError, match="float64"):
-        model(x.double(), pos, cache, slots, lengths=lens)
+        _run(model, x.double(), pos, cache, slots, lens)
     with pytest.raises(ValueError, match="positions"):
-        model.decode_step(x, pos.float(), cache, slots, lens)
+        model.attention.decode(x, pos.float(), cache, slots, lens)
     other = KVCache(model.s, 6, 40, "cpu", torch.float32)
     other.k = other.k[:2]                                                # a cache of 2 layers for 3
     with pytest.raises(ValueError, match="2 layers"):
-        model(x, pos, other, slots, lengths=lens)
+        _run(model, x, pos, other, slots, lens)
     other = KVCache(model.s, 6, 40, "cpu", torch.float32)
     other.slots = 7                                                      # geometry that lies about its slots
     with pytest.raises(ValueError, match="cache.k has shape"):
-        model(x, pos, other, slots, lengths=lens)
+        _run(model, x, pos, other, slots, lens)
     other = KVCache(model.s, 6, 40, "cpu", torch.float32)
     other.v[1] = other.v[1].transpose(2, 3).contiguous().transpose(2, 3)
     with pytest.raises(ValueError, match="contiguous"):
-        model(x, pos, other, slots, lengths=lens)
+        _run(model, x, pos, other, slots, lens)
 
 
 # ------------------------------------------------------------------------------------- the engine's name for it

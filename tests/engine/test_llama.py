@@ -1,4 +1,5 @@
-"""Our Llama forward equals transformers' LlamaModel on random weights (prefill + decode, left-padded batch)."""
+"""Our Llama forward equals transformers' LlamaModel on random weights (prefill + decode; batched against HF's
+left-padded batch, per row against each row alone), on every attention strategy the CPU engine can use."""
 from __future__ import annotations
 
 import pytest
@@ -7,6 +8,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from engine import kernels  # noqa: E402
+from engine.attention import Batched, CAttention, PerRow  # noqa: E402
 from engine.cpu import PackedLinear, onednn_available, pack_linears  # noqa: E402
 from engine.llama import KVCache, LlamaShape, build_llama  # noqa: E402
 
@@ -47,6 +49,8 @@ def _hf_left_padded(hf, emb, valid, new_emb):
 
 @torch.no_grad()
 def test_batched_mask_path_equals_hf_left_padded(models):
+    """HF left-pads; ours holds each row from index 0 of its slot (as the engine does), the padding after it: the
+    mask keeps every query to the keys at or before its position, so the padding's keys are never read."""
     cfg, hf, ours = models
     B, L, C = 3, 7, cfg.hidden_size
     lens = [7, 4, 1]
@@ -54,41 +58,50 @@ def test_batched_mask_path_equals_hf_left_padded(models):
     valid = torch.zeros(B, L, dtype=torch.bool)
     for b, n in enumerate(lens):
         valid[b, L - n:] = True
-    ref1, ref2, pos = _hf_left_padded(hf, emb, valid, new)
+    ref1, ref2, _ = _hf_left_padded(hf, emb, valid, new)
 
     cache = KVCache(ours.s, slots=B, max_len=16, device="cpu", dtype=torch.float32)
-    slots = torch.arange(B)
-    idx = torch.arange(L).expand(B, L)
-    # causal over keys that are valid; a padded query attends to itself only (no all-False rows -> no NaN)
-    mask = torch.ones(L, L, dtype=torch.bool).tril() & valid[:, None, :]
-    mask |= torch.eye(L, dtype=torch.bool)
-    h1 = ours(emb, pos, cache, slots, cache_idx=idx, mask=mask[:, None])
-    torch.testing.assert_close(h1[valid], ref1[valid], **TOL)
+    right = torch.stack([e.roll(n - L, 0) for e, n in zip(emb, lens)])           # row b's n tokens first
+    h1 = ours(right, Batched().begin(cache, torch.arange(L).expand(B, L), None, [L] * B))   # slot b = row b: views
+    for b, n in enumerate(lens):
+        torch.testing.assert_close(h1[b, :n], ref1[b, L - n:], **TOL)
 
-    mask2 = torch.cat([valid, torch.ones(B, 1, dtype=torch.bool)], 1)[:, None, None, :]   # [B, 1, 1, L+1]
-    h2 = ours(new, pos[:, -1:] + 1, cache, slots, cache_idx=torch.full((B, 1), L), mask=mask2)
+    call = Batched().begin(cache, torch.tensor(lens)[:, None], torch.arange(B), [n + 1 for n in lens])  # gathered
+    h2 = ours(new, call)
     torch.testing.assert_close(h2, ref2, **TOL)
     assert not torch.equal(h2[0], h2[1])     # rows really differ (the test can fail)
 
 
 @torch.no_grad()
 def test_per_row_path_equals_hf(models):
-    """Each row prefilled alone into its own slot (no padding), then decoded together with per-row prefixes."""
+    """Each row prefilled alone into its own slot (no padding), then decoded together with per-row prefixes: on
+    the model's own strategy (engine.cpu's choice: CStep on our kernels) and every other exact one it can run."""
     cfg, hf, ours = models
+    saved = ours.attention
+    ours_kernels = isinstance(ours.layers[0].wqkv, kernels.GemmLinear)
+    try:
+        for strategy in [saved, PerRow()] + ([CAttention()] if ours_kernels else []):
+            ours.attention = strategy
+            _per_row_equals_hf(cfg, hf, ours)
+    finally:
+        ours.attention = saved
+
+
+def _per_row_equals_hf(cfg, hf, ours):
     C, lens, steps = cfg.hidden_size, [5, 9, 2], 3
     prompts = [torch.randn(1, n, C) for n in lens]
     news = torch.randn(steps, len(lens), 1, C)
     cache = KVCache(ours.s, slots=4, max_len=32, device="cpu", dtype=torch.float32)
     slot_of = [2, 0, 3]                       # rows live in arbitrary slots
     for b, n in enumerate(lens):
-        h = ours(prompts[b], torch.arange(n)[None], cache, torch.tensor([slot_of[b]]), lengths=[n])
+        h = ours(prompts[b], ours.attention.begin(cache, torch.arange(n)[None], torch.tensor([slot_of[b]]), [n]))
         ref = hf(inputs_embeds=prompts[b]).last_hidden_state
         torch.testing.assert_close(h, ref, **TOL)
     cur = list(lens)
     for t in range(steps):
         pos = torch.tensor(cur)[:, None]
         cur = [n + 1 for n in cur]
-        h = ours(news[t], pos, cache, torch.tensor(slot_of), lengths=cur)
+        h = ours(news[t], ours.attention.begin(cache, pos, torch.tensor(slot_of), cur))
         for b in range(len(lens)):
             full = torch.cat([prompts[b], news[: t + 1, b].transpose(0, 1)], 1)
             ref = hf(inputs_embeds=full).last_hidden_state[:, -1]
@@ -103,8 +116,8 @@ def test_per_row_and_batched_paths_agree_on_padding_free_batch(models):
     pos = torch.arange(n).expand(B, n)
     c1 = KVCache(ours.s, B, 8, "cpu", torch.float32)
     c2 = KVCache(ours.s, B, 8, "cpu", torch.float32)
-    a = ours(x, pos, c1, None, mask=torch.ones(n, n, dtype=torch.bool).tril()[None, None])   # slot b = row b
-    b = ours(x, pos, c2, torch.arange(B), lengths=[n, n])
+    a = ours(x, Batched().begin(c1, pos, None, [n, n]))                  # slot b = row b
+    b = ours(x, ours.attention.begin(c2, pos, torch.arange(B), [n, n]))
     torch.testing.assert_close(a, b, **TOL)
     torch.testing.assert_close(c1.k[-1], c2.k[-1], **TOL)
 
@@ -120,8 +133,8 @@ def test_cuda_half_precision_matches_hf_fp32_beyond_position_256(models, dtype):
     x = torch.randn(1, 300, cfg.hidden_size)
     ref = hf2(inputs_embeds=x).last_hidden_state[0]
     cache = KVCache(ours.s, 1, 320, "cuda", getattr(torch, dtype))
-    h = ours(x.cuda().to(getattr(torch, dtype)), torch.arange(300, device="cuda")[None], cache,
-             torch.tensor([0], device="cuda"), mask=torch.ones(300, 300, dtype=torch.bool, device="cuda").tril()[None, None])
+    call = Batched().begin(cache, torch.arange(300, device="cuda")[None], torch.tensor([0], device="cuda"), [300])
+    h = ours(x.cuda().to(getattr(torch, dtype)), call)
     err = (h[0].float().cpu() - ref).norm(dim=-1) / ref.norm(dim=-1)      # relative error per position
     # measured on CPU: bf16 ~0.027 mean at every position, fp16 ~0.004; positions rounded to bf16 give ~0.4
     # beyond 256.  So: small on average, and no worse past position 256 than before it.

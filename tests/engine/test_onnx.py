@@ -73,12 +73,13 @@ def _step_logits(model, rows: list[tuple[torch.Tensor, int]]):
     cache = KVCache(s, len(rows) + 1, 128, model.device, model.dtype)
     for x, slot in rows:
         L = x.shape[1]
-        model.llama(x, torch.arange(L)[None], cache, torch.tensor([slot]), lengths=[L])
+        model.llama(x, model.llama.attention.begin(cache, torch.arange(L)[None], torch.tensor([slot]), [L]))   # prefill
     gen = torch.Generator().manual_seed(3)
     tok = torch.randint(0, model.V - 1, (len(rows), model.Q), generator=gen)
     pos = torch.tensor([[x.shape[1]] for x, _ in rows])
-    h = model.llama(model.code_embedding(tok), pos, cache, torch.tensor([s for _, s in rows]),
-                    lengths=[x.shape[1] + 1 for x, _ in rows])
+    slots, ends = torch.tensor([s for _, s in rows]), [x.shape[1] + 1 for x, _ in rows]
+    call = model.llama.attention.begin(cache, pos, slots, ends)
+    h = model.llama(model.code_embedding(tok), call)
     return model.logits(h[:, 0])
 
 

@@ -1,8 +1,10 @@
 """A real Prefect service on loopback for tests and benchmarks: `prefect server start` (SQLite in a temp
-PREFECT_HOME), a process work pool, workers, `prefect deploy --all` from this checkout.
+PREFECT_HOME), a process work pool (or docs/containers.md's Docker work pool), workers, `prefect deploy` from this
+checkout.
 
-The commands run are the ones docs/service.md shows (DOC_COMMANDS): a doc line is parsed, its documented
-values swapped for the test's (port, paths) and test-only arguments appended, so the section stays tested.
+The commands run are the ones docs/service.md and docs/containers.md show (doc_commands): a doc line is parsed, its
+documented values swapped for the test's (port, paths) and test-only arguments appended, so the sections stay
+tested.
 Everything started runs in its own process group; stop() kills the groups and every descendant (flow-run
 processes start their own sessions), also after a failure."""
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 SERVICE_DOC = ROOT / "docs" / "service.md"
+CONTAINERS_DOC = ROOT / "docs" / "containers.md"   # the image and its work pools (tests/flows/test_docker_pool.py)
 POOL = "chattts"
 DOC_PORT = "4200"
 FLEET_SECTION = "A fleet"          # docs/service.md's multi-machine recipe (tests/flows/test_pgfleet.py runs it)
@@ -52,6 +55,13 @@ def doc_commands(path: Path = SERVICE_DOC, section: str | None = None, other_tha
             and (other_than is None or not heading.startswith(other_than))]
 
 
+def doc(fragment: str) -> str:
+    """The one command line of docs/service.md (outside the fleet recipe) containing fragment."""
+    found = [c for c in doc_commands(other_than=FLEET_SECTION) if fragment in c]
+    assert len(found) == 1, f"{fragment!r} matches {found}"
+    return found[0]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,6 +81,7 @@ class PrefectService:
         self.port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.procs: dict[str, subprocess.Popen] = {}
+        self.started: dict[str, tuple] = {}        # name: start()'s arguments, for restart()
         _stop_on_exit(self)
         bin_dir = str(Path(sys.executable).parent)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
@@ -98,7 +109,8 @@ class PrefectService:
     # -- commands ------------------------------------------------------------------------------------------
     def argv(self, doc_line: str, replace: dict[str, str] | None = None, extra: list[str] = ()) -> tuple[dict, list]:
         """(env additions, argv) for a documented command line, with documented values replaced."""
-        assert doc_line in doc_commands(), f"not a command of docs/service.md: {doc_line}"
+        assert any(doc_line in doc_commands(doc) for doc in (SERVICE_DOC, CONTAINERS_DOC)), \
+            f"not a command of docs/service.md or docs/containers.md: {doc_line}"
         words = shlex.split(doc_line)
         env = {}
         while words and re.match(r"^[A-Z_]+=", words[0]):
@@ -129,7 +141,25 @@ class PrefectService:
                              stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.procs[name] = p
+        self.started[name] = (doc_line, replace, extra, env)
         return p
+
+    def restart(self, prefix: str, ready: str, timeout: float = SERVER_START_TIMEOUT_S) -> list[str]:
+        """Start again, with the same command, each process named prefix* that was killed or has ended, and wait
+        until each has logged `ready` once more; the names started."""
+        names = [n for n in self.started if n.startswith(prefix) and (n not in self.procs or
+                                                                       self.procs[n].poll() is not None)]
+        seen = {n: self.log(n).count(ready) for n in names}
+        for n in names:
+            self.start(n, *self.started[n])
+        t0 = time.monotonic()
+        while any(self.log(n).count(ready) <= seen[n] for n in names):
+            for n in names:
+                if self.procs[n].poll() is not None:
+                    raise AssertionError(f"{n} exited {self.procs[n].returncode}:\n{self.log(n)[-3000:]}")
+            assert time.monotonic() - t0 < timeout, f"{names}: not {ready!r} after {timeout} s"
+            time.sleep(POLL_S)
+        return names
 
     def log(self, name: str) -> str:
         try:
@@ -153,6 +183,16 @@ class PrefectService:
                 pass
             time.sleep(POLL_S)
         raise AssertionError(f"prefect server not healthy after {timeout} s:\n{self.log('server')[-3000:]}")
+
+    def start_server(self) -> None:
+        """docs/service.md step 1 as written: `prefect server start` on this service's loopback port, healthy, and
+        the client pointed at it (`prefect config set PREFECT_API_URL=…`)."""
+        lines = doc_commands(other_than=FLEET_SECTION)
+        [start] = [c for c in lines if "prefect server start" in c]
+        [config] = [c for c in lines if "config set PREFECT_API_URL" in c]
+        self.start("server", start)
+        self.wait_healthy()
+        self.run(config)
 
     def client_settings(self):
         """A context manager pointing this process's Prefect client at the service."""

@@ -71,7 +71,7 @@ def fleet(pg_server, s3_server, tmp_path_factory):
         svc.run(doc("set PREFECT_API_URL"), replace=here)
         svc.run(doc("automation create"))
         svc.run(doc("work-pool create"))
-        svc.run(doc("prefect deploy --all"))
+        svc.run(doc("prefect deploy --name adhoc"))
         svc.machines = {}
         worker_lines = [doc("CUDA_VISIBLE_DEVICES=0 "), doc("CUDA_VISIBLE_DEVICES=1 ")]
         for name, line in zip(WORKERS, worker_lines):
@@ -182,7 +182,12 @@ def test_one_book_over_both_workers_equals_a_one_shard_render(fleet, s3_server, 
     assert counts[0] + counts[1] == len(local_render[1])
     print(f"\nshards=2 on the fleet: shard 0 rendered {counts[0]} segments on CUDA_VISIBLE_DEVICES="
           f"{device_of(logs[0])}, shard 1 rendered {counts[1]} on CUDA_VISIBLE_DEVICES={device_of(logs[1])}")
-    assert in_store(fs, urls["out"].split("/")[2], tmp_path / "manifest") == local_render
+    bucket = urls["out"].split("/")[2]
+    assert in_store(fs, bucket, tmp_path / "manifest") == local_render
+    parts = [k for k in fs.find(f"{bucket}/out/novel/manifest") if k.rsplit("/", 1)[-1].startswith("part-")]
+    assert len(parts) == 1, parts                       # compacted by the parent, once
+    shards = [p for env in fleet.machines.values() for p in (Path(env["HOME"]) / "scratch").rglob(".shards")]
+    assert shards and not [p for d in shards for p in d.iterdir()]   # the shard's own scratch folder is gone
 
 
 def test_nightly_scan_against_the_store(fleet, s3_server, tmp_path):

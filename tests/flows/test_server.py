@@ -1,5 +1,6 @@
 """A real Prefect service on loopback: `prefect server start`, a process work pool, two workers, `prefect deploy
---all` from prefect.yaml; an ad-hoc render, the nightly catalogue, the schedule, and a worker killed mid-book.
+--name adhoc --name nightly` from prefect.yaml; an ad-hoc render, the nightly catalogue, the schedule, and a worker
+killed mid-book.
 
 Every command is a command of docs/service.md (tests/flows/prefect_service.py runs the doc lines).
 Run alone: `python -m pytest -m server tests/flows/test_server.py -q` (about 3-5 min on 2 cores)."""
@@ -14,7 +15,7 @@ import pytest
 from tasks.synthesize.render import COMMIT_EVERY_ROWS
 from tests.conftest import ROOT
 from tests.flows.helpers import SAMPLE, chapter_files, pause_at, wait_paused, write_txt_book
-from tests.flows.prefect_service import FLEET_SECTION, POOL, PrefectService, doc_commands
+from tests.flows.prefect_service import FLEET_SECTION, POOL, PrefectService, doc, doc_commands
 
 pytestmark = pytest.mark.server
 
@@ -23,36 +24,8 @@ CRASH_MARK_TIMEOUT_S = 240  # s: heartbeat every 30 s, crashed after 90 s withou
 TINY = ["model=random-tiny"]
 
 
-def doc(fragment: str) -> str:
-    """The one command line of docs/service.md (outside the fleet recipe) containing fragment."""
-    found = [c for c in doc_commands(other_than=FLEET_SECTION) if fragment in c]
-    assert len(found) == 1, f"{fragment!r} matches {found}"
-    return found[0]
-
-
 def params(*kv: str) -> list[str]:
     return [w for p in kv for w in ("--param", p)]
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    svc = PrefectService(tmp_path_factory.mktemp("prefect-home"))
-    t0 = time.monotonic()
-    try:
-        svc.start("server", doc("prefect server start"))
-        svc.wait_healthy()
-        svc.run(doc("config set PREFECT_API_URL"))
-        svc.run(doc("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"))
-        svc.run(doc("automation create"))
-        svc.run(doc("work-pool create"))
-        svc.start("worker0", doc("CUDA_VISIBLE_DEVICES=0 prefect worker start"), extra=["--name", "worker-gpu0"])
-        svc.start("worker1", doc("CUDA_VISIBLE_DEVICES=1 prefect worker start"), extra=["--name", "worker-gpu1"])
-        svc.run(doc("prefect deploy --all"))
-        svc.t0 = t0
-        yield svc
-    finally:
-        svc.stop()
-        print(f"\nprefect service: {time.monotonic() - t0:.0f} s from server start to teardown")
 
 
 def flow_runs(svc: PrefectService, deployment: str, **match) -> list:
@@ -274,9 +247,9 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
 
 
 def test_every_doc_command_is_run_here():
-    """Each command line of docs/service.md is run by this module or, in the fleet recipe, by test_pgfleet —
-    by a fixture or a test — as their doc("...") calls show (read from the files, so the check needs no other
-    test to have run)."""
+    """Each command line of docs/service.md is run by this module or the service fixture (conftest.py) or, in
+    the fleet recipe, by test_pgfleet — by a fixture or a test — as their doc("...") calls show (read from the
+    files, so the check needs no other test to have run)."""
     import ast
 
     def fragments(module: Path) -> set[str]:
@@ -284,7 +257,8 @@ def test_every_doc_command_is_run_here():
                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "doc"]
         return {c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)}
 
-    here, fleet = fragments(Path(__file__)), fragments(Path(__file__).with_name("test_pgfleet.py"))
+    here = fragments(Path(__file__)) | fragments(Path(__file__).with_name("conftest.py"))
+    fleet = fragments(Path(__file__).with_name("test_pgfleet.py"))
     missing = [line for line in doc_commands(other_than=FLEET_SECTION) if not any(f in line for f in here)]
     missing += [line for line in doc_commands(section=FLEET_SECTION) if not any(f in line for f in fleet)]
     assert not missing, missing

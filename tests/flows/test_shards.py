@@ -1,5 +1,6 @@
 """One book over several workers (issue 15): `render-book` runs with shards=2 on a real Prefect server with two
-process workers (the service of tests/flows/test_server.py: the commands of docs/service.md).
+process workers (the service of tests/flows/conftest.py that tests/flows/test_server.py runs too: the commands
+of docs/service.md).
 
 The parent run renders shard 0 on its worker and starts shard 1 as a run of the same deployment, which the
 other worker takes; the book is packaged once, byte-identical to a one-shard render.  A shard killed mid-book
@@ -19,7 +20,7 @@ import pytest
 from tasks.bookdir import SHARD_FILE
 from tasks.synthesize.render import COMMIT_EVERY_ROWS
 from tests.flows.helpers import PAUSE_TIMEOUT_S, chapter_files, cli, pause_at, tree_digest, write_txt_book
-from tests.flows.test_server import flow_runs, manifest_rows, run_logs, service, wait_run  # noqa: F401
+from tests.flows.test_server import flow_runs, manifest_rows, run_logs, wait_run
 
 pytestmark = pytest.mark.server
 
@@ -64,7 +65,7 @@ def shard_runs(svc, out: Path) -> list:
     return flow_runs(svc, "render-book/adhoc", out=str(out), shard=1)
 
 
-def test_the_nightly_shards_a_big_book_over_two_workers_equal_to_one_shard(service, book, reference,  # noqa: F811
+def test_the_nightly_shards_a_big_book_over_two_workers_equal_to_one_shard(service, book, reference,
                                                                           tmp_path):
     """The nightly scan picks shards=2 for the book (27 segments, segments_per_shard=14); the parent and its
     shard run on the two workers, each renders segments, and the book equals a one-shard render."""
@@ -108,7 +109,7 @@ def wait_paused_all(crash_dir: Path, point: str, n: int) -> list[int]:
         time.sleep(0.05)
 
 
-def test_a_killed_shard_fails_the_parent_and_a_rerun_renders_only_the_rest(service, book, reference,  # noqa: F811
+def test_a_killed_shard_fails_the_parent_and_a_rerun_renders_only_the_rest(service, book, reference,
                                                                            tmp_path):
     out, crash = tmp_path / "out", tmp_path / "crash"
     book_dir = out / book.stem
@@ -141,9 +142,12 @@ def test_a_killed_shard_fails_the_parent_and_a_rerun_renders_only_the_rest(servi
     assert outputs(book_dir) == reference[0] and rows_without_plan(book_dir) == reference[1]
 
 
-def test_two_shards_into_a_store(service, s3_server, book, reference, tmp_path):  # noqa: F811
+@pytest.mark.slow
+def test_two_shards_into_a_store(service, s3_server, book, reference, tmp_path):
     """shards=2 with out=s3://… (moto, the real s3fs): the store ends up holding a one-shard render's files;
-    the shard worked in a scratch folder of its own, gone at its end."""
+    the shard worked in a scratch folder of its own, gone at its end.  Slow (~30 s): the default suite has the
+    same in test_pgfleet's shards=2 run into a store (one-shard files and rows, one manifest part, no shard
+    scratch left), on two workers with their own scratch folders."""
     from prefect.deployments import run_deployment
 
     from tests.flows.test_fleet import store_files, store_manifest, without_manifest
