@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import types
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Callable, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -122,11 +121,9 @@ TYPES = get_type_hints(RenderParams)            # each parameter's type, evaluat
 
 
 def choices(f: Field) -> tuple:
-    """The values a Literal parameter takes (none for any other)."""
+    """The values a Literal parameter takes (an optional one too); none for any other."""
     t = TYPES[f.name]
-    literal = next((a for a in (get_args(t) if get_origin(t) in (Union, types.UnionType) else ()) if get_origin(a)
-                    is Literal), t)
-    return get_args(literal) if get_origin(literal) is Literal else ()
+    return next((get_args(a) for a in (t, *get_args(t)) if get_origin(a) is Literal), ())
 
 
 def optional(f: Field) -> bool:
