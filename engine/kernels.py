@@ -69,6 +69,7 @@ from pathlib import Path
 
 import torch                      # imported lazily (by engine.cpu users), never by engine.api
 import torch.nn as nn
+import torch.nn.functional as F
 
 from engine.assets import cache_root
 from engine.atomic import atomic_path, write_bytes
@@ -268,8 +269,6 @@ def available() -> bool:
 def _self_check(lib) -> bool:
     """The built kernels agree with torch on small problems (the linear with an 8-column tail and a ragged row
     chunk; the attention with a padding row and lengths that are not multiples of 8)."""
-    import torch.nn.functional as F
-
     g = torch.Generator().manual_seed(0)
     w, x = torch.randn(40, 37, generator=g), torch.randn(7, 37, generator=g)
     ok = torch.allclose(_apply(lib, x, _pack(lib, w), 40, 37), x @ w.t(), atol=1e-4, rtol=1e-4)

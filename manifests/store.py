@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.atomic import atomic_path
@@ -138,8 +139,6 @@ def _read_parts(mdir: Path) -> list[tuple[tuple[int, str], pa.Table]]:
 
 def _with_defaults(table: pa.Table) -> pa.Table:
     """A part written before a column existed reads it as nulls: give them the value they mean."""
-    import pyarrow.compute as pc
-
     for name, value in COLUMN_DEFAULTS.items():
         i = table.schema.get_field_index(name)
         if table.column(i).null_count:

@@ -22,8 +22,13 @@ from engine.atomic import scratch, write_bytes
 from manifests.crashpoints import crashpoint
 from tasks.audio.assemble import ChapterAudio
 from tasks.audio.encode import LOSSLESS, OPUS_FALLBACK_RATE, OPUS_RATES, chapter_tags, resample
+from tasks.audio.epub3 import encode_chapter, write_epub
+from tasks.audio.ffmpeg import find_tool
+from tasks.audio.loudness import normalize
 from tasks.audio.names import BOOK_FORMATS, book_stem, chapter_file_names, chapter_stem, inside
 from tasks.audio.options import PackageOptions, PreparedChapter
+from tasks.audio.readalong import read_along
+from tasks.audio.subtitles import by_sentence, render, timed
 from tasks.audio.verify import PRE_LIMIT_MARGIN_DB, FileReport, encode_verified
 from tasks.book import BookMeta
 from tasks.bookdir import REPORT_NAME
@@ -58,8 +63,6 @@ def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChap
     Normalization is per chapter: the gain is computed on the final chapter audio (never per segment), so
     every chapter file lands on the target; a book is one voice, so chapter gains stay close together.
     """
-    from tasks.audio.loudness import normalize
-
     y = resample(chapter.audio, chapter.sample_rate, opts.sample_rate)
     gain = 0.0
     if opts.normalize and len(y):
@@ -70,8 +73,6 @@ def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChap
 
 def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, title: str,
                      meta: BookMeta) -> list[Path]:
-    from tasks.audio.subtitles import by_sentence, render
-
     if opts.subtitle_sentences:
         items = by_sentence(items)
     out = []
@@ -85,8 +86,6 @@ def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, tit
 def check_tools(opts: PackageOptions) -> None:
     """Fail before writing anything when a requested format needs ffmpeg/ffprobe and they are missing."""
     if any(f not in LOSSLESS for f in opts.formats):
-        from tasks.audio.ffmpeg import find_tool
-
         find_tool("ffmpeg")
         find_tool("ffprobe")
 
@@ -94,8 +93,6 @@ def check_tools(opts: PackageOptions) -> None:
 def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title: str,
                      prepared: PreparedChapter, meta: BookMeta, opts: PackageOptions
                      ) -> tuple[list[Path], list[FileReport]]:
-    from tasks.audio.subtitles import timed
-
     tags = chapter_tags(chapter_index, n_chapters, title, meta)
     paths: list[Path] = []
     reports: list[FileReport] = []
@@ -148,10 +145,6 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     `texts` (chapter index -> its units: title, paragraphs) is the EPUB's original text; a chapter without
     one gets its text from its segments' source texts (tasks.audio.readalong).
     """
-    from tasks.audio.epub3 import encode_chapter, write_epub
-    from tasks.audio.readalong import read_along
-    from tasks.audio.subtitles import timed
-
     check_tools(opts)
     book_dir = _output_folder(book_dir)
     skip = frozenset(skip) if previous else frozenset()

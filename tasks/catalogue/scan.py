@@ -14,6 +14,7 @@ from manifests.lock import render_in_flight
 from manifests.source import read_source_hash, source_sha256
 from tasks.bookdir import REPORT_NAME, book_slug
 from tasks.errors import BookError
+from tasks.fleet.lease import Lease
 from tasks.fleet.storage import Store, book_view, is_url
 
 CATALOGUE_SUFFIXES = (".epub", ".txt")
@@ -37,7 +38,7 @@ class BookState:
 
 def render_complete(book_dir: str | Path) -> bool:
     """Every segment of the latest plan is done and the outputs were packaged (report.json exists)."""
-    from manifests import STATUS_DONE, load
+    from manifests.store import STATUS_DONE, load
 
     book_dir = Path(book_dir)
     table = load(book_dir)
@@ -56,7 +57,6 @@ def book_state(book: str | Path, out: str | Path, store=None) -> BookState:
     if store is None:
         book_dir = Path(out).resolve() / slug
         return BookState(str(book), str(book_dir), sha, _state(book_dir, sha, render_in_flight(book_dir)))
-    from tasks.fleet.lease import Lease
 
     with book_view(store, slug) as view:
         state = _state(view, sha, Lease(store, store.key(slug)).held())

@@ -5,6 +5,7 @@ prints it for a terminal.  The CLI wiring (and `--json`) lives in flows/.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from typing import Mapping, Sequence
 
@@ -96,7 +97,6 @@ def segment_entry(s: Segment) -> dict:
 
 def _width(text: str) -> int:
     """Terminal columns: East Asian wide/full-width characters take two."""
-    import unicodedata
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 

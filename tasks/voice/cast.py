@@ -15,6 +15,7 @@ voice, segments, characters and share, and the speaker names the text gives, so 
 """
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -60,8 +61,6 @@ class Cast:
 
 def load_cast(path: str | Path) -> Cast:
     """Read a cast file; BookError naming the file and the problem (nothing is created)."""
-    import tomllib
-
     p = Path(path).expanduser()
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))

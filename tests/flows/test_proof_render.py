@@ -10,7 +10,7 @@ import pytest
 
 import manifests
 from tasks import stages
-from tasks.options import options_from_params
+from flows.options import options_from_params
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
 from tasks.site.qa import qa_summary, segment_name
@@ -51,7 +51,7 @@ def rendered(tmp_path_factory):
         script[loud["text"]] = [noise(script[loud["text"]])]
         engine.script = script
         stages.synthesize(book_dir, opts)
-        stages.package(book_dir, opts)
+        stages.package(book_dir, opts.assemble, opts.package, opts.allow_gaps)
     finally:
         mp.undo()
     rows = {r["source_text"]: r for r in manifests.load(book_dir).to_pylist()}

@@ -11,7 +11,9 @@ import io
 import posixpath
 import re
 import zipfile
+from html.entities import name2codepoint
 from urllib.parse import unquote, urldefrag
+from xml.etree.ElementTree import ParseError
 
 from tasks.errors import BookError
 
@@ -134,7 +136,6 @@ def parse_meta_xml(z: Archive, name: str):
     references are refused (BookError), never expanded."""
     import defusedxml.ElementTree as DET
     from defusedxml import DefusedXmlException
-    from xml.etree.ElementTree import ParseError
 
     data = z.read(name)
     try:
@@ -228,7 +229,6 @@ def _fix_html_entities(data: bytes) -> bytes:
     (XML's five stay).  Unknown names are left as they are (the parser drops them)."""
     if b"&" not in data:
         return data
-    from html.entities import name2codepoint
 
     def rep(m: re.Match) -> bytes:
         n = m.group(1)

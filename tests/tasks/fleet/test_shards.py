@@ -144,7 +144,7 @@ from pathlib import Path
 from tasks import stages
 from tasks.errors import RenderFailed
 from tasks.fleet import shards
-from tasks.options import options_from_params
+from flows.options import options_from_params
 book, out, token = sys.argv[1:4]
 opts = options_from_params(book, out=out, model="random-tiny")
 try:
@@ -165,7 +165,7 @@ def test_a_shard_on_a_worker_with_the_kernel_off_refuses(tmp_path):
 
     from engine import kernels
     from tasks import stages
-    from tasks.options import options_from_params
+    from flows.options import options_from_params
     from tests.conftest import ROOT, unavailable
 
     if not kernels.available():
