@@ -130,9 +130,9 @@ def _action(a) -> str:
 def _fix_of(a, segment: SegmentOptions, language: str, book_dir: Path):
     """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model.
     The text is read as the book is (`segment`; `language` auto: book_dir's book.json gives the reading language)."""
-    seg = replace(segment, lang=reading_language(book_dir) if language == "auto" else language)
-    text = None if a.text is None else normalize(a.text, t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn,
-                                                 lang=seg.lang).strip()
+    lang = reading_language(book_dir) if language == "auto" else language
+    seg = replace(segment, normalize=replace(segment.normalize, lang=lang))
+    text = None if a.text is None else normalize(a.text, seg.normalize).strip()
     spec = parse_voice(a.voice, a.clip_text, seg) if a.voice is not None else None
     try:                                             # the voice is resolved with the model, under the lock
         return Fix("", text=text, seed=a.seed, voice="(resolved later)" if spec is not None else None), spec

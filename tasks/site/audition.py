@@ -71,7 +71,7 @@ def passage(book, segment, text: str | None = None) -> str:
     """The audition passage, normalized as the book's text is (`segment`: SegmentOptions).  BookError when
     nothing of it can be spoken."""
     if text is not None:
-        out = normalize(text, t2s=segment.t2s, lexicon=segment.lexicon, tn=segment.tn, lang=segment.lang).strip()
+        out = normalize(text, segment.normalize).strip()
     else:
         pieces = segment_chapter(book.chapters[0], opts=replace(segment, target_seconds=PIECE_SECONDS,
                                                                 max_seconds=max(PIECE_SECONDS, segment.min_seconds)))
