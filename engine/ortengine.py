@@ -8,16 +8,16 @@ model calls (GPT prefill, decode step, code heads, Decoder + Vocos) run through 
 OrtCodeModel keeps the embeddings (text ids, the 4 code embeddings fed back each step) and the KV cache
 (engine.llama.KVCache) in torch; `OrtLlama` stands in for engine.llama.Llama: a prefill sends the prompt, a
 decode step runs over slots 0 .. its highest row's slot with those slots' per-layer buffers bound in place as
-the past (IO binding: no copy), slots without a row at position 0, and writes the returned keys at each row's position
-(gathering the rows' pasts instead, cache[slots, :, :S], costs a copy per layer per step: 2.7x slower end to end
-on random-full, 4 rows; the same bits).  Sampling is engine/sampling.py's, with the same counter-based noise, so
-both back-ends draw alike wherever their logits agree.
+the past (IO binding: no copy; gathering the rows' pasts instead costs a copy per layer per step: docs/onnx.md),
+slots without a row at position 0, and writes the returned keys at each row's position.  Sampling is
+engine/sampling.py's, with the same counter-based noise, so both back-ends draw alike wherever their logits
+agree.
 
 Providers by device: cpu -> CPUExecutionProvider (`onnxruntime`); cuda -> TensorrtExecutionProvider (FP16
 engines cached in the graph folder's trt/, an optimization profile per graph for batch and cache length:
 trt_options, from engine.trtprofile) with CUDAExecutionProvider behind it, or CUDA alone (`onnxruntime-gpu`).
-The CUDA paths are written but have not been run by us (no GPU with onnxruntime-gpu): docs/onnx.md.  A provider error
-saying the memory ran out becomes torch.OutOfMemoryError, so the scheduler's OOM backoff works unchanged.
+The CUDA paths are written but have not been run by us (no GPU with onnxruntime-gpu): docs/onnx.md.  A provider
+error saying the memory ran out becomes torch.OutOfMemoryError, so the scheduler's OOM backoff works unchanged.
 
 Batch invariance on the CPU provider is measured, not assumed (tests/engine/test_onnx.py: batched == alone
 bitwise); docs/onnx.md has the numbers and the reasons it holds.

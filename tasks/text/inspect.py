@@ -193,7 +193,7 @@ def _format_polyphones(words: list[dict]) -> list[str]:
 
 
 def _format_cast(c: dict) -> list[str]:
-    """The cast section (tasks/cast.cast_report): parts with voice, segments, characters, share; speakers."""
+    """The cast section (tasks/voice/cast.cast_report): parts with voice, segments, characters, share; speakers."""
     lines = ["", f"Cast:      {c['file']}",
              f"    {'part':<14}  {'voice':<24}  {'segs':>6}  {'chars':>9}  {'share':>6}"]
     for r in c["parts"]:
