@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Callable, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Literal, get_args, get_origin, get_type_hints
 
 from engine.api import BACKENDS, EngineOptions
 from tasks.audio.names import BOOK_FORMATS, FORMATS
@@ -20,7 +21,7 @@ from tasks.synthesize.guard import GuardOptions
 
 GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
 BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
-Help = Union[str, Callable[[], str], None]      # a callable: help that depends on the machine (its CPUs)
+Help = str | Callable[[], str] | None    # a callable: help that depends on the machine (its CPUs)
 
 
 def cpu_count() -> int:

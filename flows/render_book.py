@@ -14,8 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
 from prefect.states import Completed
 
-from flows import pipeline
-from flows import shards as shards_flow
+from flows import pipeline, shards as shards_flow
 from flows.concurrency import one_run_per_book
 from flows.options import options_from_params
 from flows.params import takes_render_params

@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -3,9 +3,9 @@ CLI, as Prefect tasks for the flow — and tests call them without a server.  St
 takes the options it reads (RenderOptions where it reads much of a render's: prepare, synthesize)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 from engine.api import EngineOptions
 from engine.atomic import find_temps, remove_temp
@@ -32,7 +32,7 @@ from tasks.voice.voices import book_voice
 def get_engine(opts: EngineOptions):
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
     so every stage and thread shares it."""
-    from engine.engine import Engine            # the model's gateway: torch, ChatTTS (packaging never loads it)
+    from engine.engine import Engine  # the model's gateway: torch, ChatTTS (packaging never loads it)
 
     return Engine.load(opts)
 

@@ -33,9 +33,9 @@ never overlap across a pause; with a zero pause the two pieces cross-fade direct
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 

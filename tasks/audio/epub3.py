@@ -24,10 +24,11 @@ import re
 import shutil
 import uuid
 import zipfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from engine.atomic import atomic_path
 from tasks.audio.encode import chapter_tags, cover_kind

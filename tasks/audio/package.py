@@ -10,11 +10,11 @@ varying metadata), so a killed-and-resumed render packages byte-identical files.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Collection, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -112,7 +112,7 @@ def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title:
     return paths, reports
 
 
-ChapterInput = Union[ChapterAudio, Callable[[], ChapterAudio]]
+ChapterInput = ChapterAudio | Callable[[], ChapterAudio]
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,22 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from engine.atomic import TEMP_PREFIX, atomic_path, read_json
-from engine.atomic import scratch as temp_in
+from engine.atomic import TEMP_PREFIX, atomic_path, read_json, scratch as temp_in
 from manifests.source import SOURCE_RECORD
-from tasks.bookdir import (BOOK_JSON, CHAPTERS_JSON, COVERAGE_JSON, FIXES_JSON, QA_JSON, REPORT_NAME, SEGMENTS_DIRNAME,
-                           SHARD_FILE, TEXT_JSON, VOICES_DIRNAME, check_relpath, take_relpath)
+from tasks.bookdir import (
+    BOOK_JSON,
+    CHAPTERS_JSON,
+    COVERAGE_JSON,
+    FIXES_JSON,
+    QA_JSON,
+    REPORT_NAME,
+    SEGMENTS_DIRNAME,
+    SHARD_FILE,
+    TEXT_JSON,
+    VOICES_DIRNAME,
+    check_relpath,
+    take_relpath,
+)
 from tasks.errors import BookError, RenderFailed, StoreError
 from tasks.fleet.lease import Lease
 
@@ -177,7 +188,7 @@ class Publisher:
         t0 = time.monotonic()
         try:
             self.store.put(self.book_dir / rel, self._key(rel))
-        except Exception as e:  # noqa: BLE001 — the store was lost mid-render: exit 1, rerun resumes
+        except Exception as e:                      # the store was lost mid-render: exit 1, rerun resumes
             raise RenderFailed(self.store.url, f"publishing {rel} failed: {describe(e)}; the manifest is "
                                                "intact in the store and here, rerun to resume") from e
         self.put_s += time.monotonic() - t0
@@ -288,8 +299,7 @@ class Publisher:
     def finish(self) -> None:
         """After the run: delete the store's parts that compaction folded away, publish the source record and
         the outputs."""
-        from manifests.store import manifest_dir
-        from manifests.store import PART_RE
+        from manifests.store import PART_RE, manifest_dir
 
         local = {p.name for p in manifest_dir(self.book_dir).iterdir()}
         for name in self.store.names(self._key("manifest")):

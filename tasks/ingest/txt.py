@@ -57,9 +57,9 @@ _UNIT = "章回卷节節篇部集折幕"
 NUMBERED_RE = re.compile(rf"^(?:第{_NUM}[{_UNIT}]|(?:CHAPTER|Chapter|BOOK|Book|PART|Part)\s+(?:[0-9]+|[IVXLC]+)\b\.?)"
                          r"(?P<rest>.*)$")
 # Lines that are a heading by name alone (optionally after a book-title prefix like 《吶喊》).
-SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記", "后记",
-                  "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章", "后序", "後序", "前记", "前記",
-                  "引言", "导言", "導言", "序幕", "尾记", "尾記")
+SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記",
+                  "后记", "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語",
+                  "终章", "終章", "后序", "後序", "前记", "前記", "引言", "导言", "導言", "序幕", "尾记", "尾記")
 _SPECIAL_RE = re.compile(r"^(?:《[^》]{1,20}》)?\s*(?:" + "|".join(sorted(map(re.escape, SPECIAL_TITLES), key=len,
                                                                             reverse=True)) + r")$")
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:︰、…「」『』“”\"")
@@ -194,9 +194,9 @@ def _detect(data: bytes) -> str | None:
     # Short Chinese texts fool statistical detectors (GBK read as cp949 or Big5): when GB18030 or Big5
     # decodes the sample into common Chinese, that wins; otherwise the detector's answer stands.
     chinese = _best_chinese_decoding(sample)
-    if chinese is not None and (name is None or name not in ("utf-16-le", "utf-16-be", "utf-32")):
-        if name not in ("gb18030", "gbk", "gb2312", "big5", "cp950", "big5hkscs") or chinese[1] >= 0.5:
-            return chinese[0] if name not in ("gbk", "gb2312") or chinese[0] != "gb18030" else name
+    if (chinese is not None and (name is None or name not in ("utf-16-le", "utf-16-be", "utf-32"))
+            and (name not in ("gb18030", "gbk", "gb2312", "big5", "cp950", "big5hkscs") or chinese[1] >= 0.5)):
+        return chinese[0] if name not in ("gbk", "gb2312") or chinese[0] != "gb18030" else name
     if name is None:
         return None
     return "utf-8" if name in ("utf-8", "ascii") else name

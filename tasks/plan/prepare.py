@@ -10,17 +10,26 @@ stage, whose `anchor` function the composition passes in.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 from engine.atomic import write_bytes
 from engine.voice import VoiceSpec
-from manifests.store import commit, load
 from manifests.crashpoints import crashpoint
+from manifests.store import commit, load
 from tasks.book import LANGUAGE_CHOICES, ROLE_NARRATOR, Book, Language, Segment
-from tasks.bookdir import (BOOK_JSON, COVERAGE_JSON, FIXES_JSON, READING_LANGUAGE, TEXT_JSON, book_json, cover_file,
-                          json_bytes, text_json)
+from tasks.bookdir import (
+    BOOK_JSON,
+    COVERAGE_JSON,
+    FIXES_JSON,
+    READING_LANGUAGE,
+    TEXT_JSON,
+    book_json,
+    cover_file,
+    json_bytes,
+    text_json,
+)
 from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.plan.fixes import load_fixes, match_fixes, parse_name, save_fixes

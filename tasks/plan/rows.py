@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from tasks.book import Book, Segment
 from tasks.bookdir import audio_relpath

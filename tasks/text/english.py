@@ -20,8 +20,9 @@ point five dollars), `1,250` / `1000` (thousand ... / ten hundred), `1605` (sixt
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable, TypeVar
+from typing import TypeVar
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -32,7 +33,8 @@ MAX_GROUPED_DIGITS = 21           # digits: comma-grouped numbers are cardinals 
 _ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
          "seventeen eighteen nineteen").split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-_SCALES = ((10 ** 18, "quintillion"), (10 ** 15, "quadrillion"), (10 ** 12, "trillion"), (10 ** 9, "billion"), (10 ** 6, "million"), (1000, "thousand"))
+_SCALES = ((10 ** 18, "quintillion"), (10 ** 15, "quadrillion"), (10 ** 12, "trillion"), (10 ** 9, "billion"),
+           (10 ** 6, "million"), (1000, "thousand"))
 _ORDINAL_WORDS = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
                   "nine": "ninth", "twelve": "twelfth"}
 MONTHS = ("january february march april may june july august september october november december").split()
@@ -170,7 +172,7 @@ def year_en(s: str) -> str:
 def pairs_en(s: str, zero: str = "zero") -> str:
     """A house number or code read in pairs: 2788 -> twenty seven eighty eight, 123 -> one twenty three, 708 ->
     seven zero eight (401 -> four oh one with zero="oh"), 1200 -> twelve hundred; 5+ digits one by one."""
-    if len(s) <= 2 or s[0] == "0" and len(s) > 1:
+    if len(s) <= 2 or (s[0] == "0" and len(s) > 1):
         return cardinal_en(int(s)) if s[0] != "0" or len(s) == 1 else digits_en(s)
     if len(s) > 4:
         return digits_en(s)

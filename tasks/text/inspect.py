@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.units import estimate_seconds, hms
 from tasks.book import Book, Run, Segment, segment_name

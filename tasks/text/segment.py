@@ -14,12 +14,22 @@ stream: memory is bounded by a chunk, not the paragraph.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Mapping, Sequence
 
 from engine.units import estimate_seconds, speakable_chars
-from tasks.book import LANGUAGES, PAUSE_KINDS, ROLE_NARRATOR, Book, Chapter, Language, PauseKind, Run, Segment, \
-    book_language
+from tasks.book import (
+    LANGUAGES,
+    PAUSE_KINDS,
+    ROLE_NARRATOR,
+    Book,
+    Chapter,
+    Language,
+    PauseKind,
+    Run,
+    Segment,
+    book_language,
+)
 from tasks.text.normalize import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
 
 TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
@@ -338,7 +348,7 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
     def drafts() -> Iterator[_Draft]:
         for ui, text in enumerate(units):
             para = ui - 1 if has_title else ui
-            if has_title and ui == 0 or para not in runs:
+            if (has_title and ui == 0) or para not in runs:
                 yield from _unit_drafts(ui, text, opts, title=has_title and ui == 0)
                 continue
             for k, run in enumerate(runs[para]):
@@ -359,9 +369,8 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
         if prev is not None:
             yield prev
 
-    index = 0
     pending: Segment | None = None
-    for d in merged():
+    for index, d in enumerate(merged()):
         if pending is not None:
             yield pending
         src = _source(units, d)
@@ -370,7 +379,6 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
         notes = tuple(d.notes) + ((OVER_CAP_NOTE,) if not _fits(text, opts) else ())
         pending = Segment(chapter=chapter.index, index=index, text=text, source_text=src,
                           pause_after=pause, notes=notes, role=d.role, speaker=d.speaker)
-        index += 1
     if pending is not None:
         yield replace(pending, text=_close(pending.text, "chapter", opts), pause_after="chapter")
 

@@ -5,8 +5,16 @@ import pytest
 
 from manifests import STATUS_DONE, STATUS_PENDING
 from manifests.lock import BookLock
-from tasks.catalogue.scan import (CHANGED, COMPLETE, INCOMPLETE, NEW, RUNNING, book_state, catalogue_books,
-                                  scan_catalogue)
+from tasks.catalogue.scan import (
+    CHANGED,
+    COMPLETE,
+    INCOMPLETE,
+    NEW,
+    RUNNING,
+    book_state,
+    catalogue_books,
+    scan_catalogue,
+)
 from tasks.errors import BookError
 from tests.flows.helpers import fake_render, write_txt_book
 
