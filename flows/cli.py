@@ -45,11 +45,13 @@ VOICE_ACTIONS = ("audition", "save", "list")     # `voices BOOK` is `voices audi
 
 
 class _Parser(argparse.ArgumentParser):
+    commands: tuple[str, ...] = ()                  # the top parser's: its commands' names (build_parser)
+
     def error(self, message):                       # argparse's own errors: one line, exit 2
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     top = _Parser(prog=PROG, description="Render books (EPUB, TXT) into audiobooks with ChatTTS. "
                   f"`{PROG} BOOK` is `{PROG} render BOOK`.")
     top.add_argument("--version", action="version", version=f"{PROG} {package_version()}")

@@ -147,7 +147,8 @@ def cmd_catalogue(a) -> int:
     if storage.is_url(a.out):
         store = storage.Store(a.out)
         entries = write_store_catalogue(store, site, a.scratch)
-        page, feed = store.url + "/" + PAGE_NAME, store.url + "/" + FEED_NAME
+        page: str | Path = store.url + "/" + PAGE_NAME
+        feed: str | Path = store.url + "/" + FEED_NAME
     else:
         out = Path(storage.local_path(a.out))
         entries = write_catalogue(out, site)

@@ -25,7 +25,7 @@ from flows.pipeline import locked
 from manifests.store import compact, load
 from tasks import stages
 from tasks.audio.assemble import AssembleOptions
-from tasks.book import segment_name
+from tasks.book import LanguageChoice, segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
 from tasks.fleet import storage
@@ -127,7 +127,7 @@ def _action(a) -> str:
     return asked[0]
 
 
-def _fix_of(a, segment: SegmentOptions, language: str, book_dir: Path):
+def _fix_of(a, segment: SegmentOptions, language: LanguageChoice, book_dir: Path):
     """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model.
     The text is read as the book is (`segment`; `language` auto: book_dir's book.json gives the reading language)."""
     seg = replace(segment, lang=reading_language(book_dir) if language == "auto" else language)

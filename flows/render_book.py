@@ -79,8 +79,9 @@ def render_book_flow(catalogue: bool = False, base_url: str | None = None, shard
     fan_out = shards_flow.fan_out(shards, _task_call, progress) if shards > 1 else None
     try:
         with one_run_per_book(opts):          # across machines: Prefect's concurrency limit, keyed by the book
-            result = pipeline.render(opts, call=_task_call, on_done=progress, fan_out=fan_out, on_prepared=site
-                                     and (lambda _: _rewrite_catalogue(str(opts.out), site, log)))
+            on_prepared = None if site is None else (lambda _: _rewrite_catalogue(str(opts.out), site, log))
+            result = pipeline.render(opts, call=_task_call, on_done=progress, fan_out=fan_out,
+                                     on_prepared=on_prepared)
     except BookLocked as e:
         if not _from_deployment():
             raise                            # a direct call (the CLI with a server): the caller decides
