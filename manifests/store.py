@@ -81,7 +81,7 @@ def _parts(mdir: Path) -> list[tuple[tuple[int, str], Path]]:
 
 
 def _as_table(rows: Iterable[Mapping]) -> pa.Table:
-    cols = {f.name: [] for f in SCHEMA}
+    cols: dict[str, list] = {f.name: [] for f in SCHEMA}
     for r in rows:
         for name in cols:
             cols[name].append(r.get(name, COLUMN_DEFAULTS.get(name)))

@@ -102,7 +102,7 @@ def write_epub(path: Path, meta: BookMeta, chapters: Sequence[EpubChapter],
             z.writestr(_entry("META-INF/container.xml"), CONTAINER.encode("utf-8"))
             for name, text in docs:
                 z.writestr(_entry(f"{ROOT}/{name}"), text.encode("utf-8"))
-            if cover:
+            if cover and meta.cover is not None:
                 z.writestr(_entry(f"{ROOT}/{cover}", zipfile.ZIP_STORED), meta.cover)
             for ch in chapters:
                 _copy_in(z, ch.audio, f"{ROOT}/audio/{ch.audio.name}")

@@ -83,7 +83,7 @@ class Lease:
         try:
             fs.pipe_file(self.key, self._body(), mode="create")
         except FileExistsError:
-            if live(current := self.read()):
+            if (current := self.read()) is not None and live(current):
                 raise BookLocked(f"{self.store.url}/{self.key.rsplit('/', 2)[-2]}: already being rendered by "
                                  f"{current['holder']} (lease until {time.ctime(current['expires'])}); wait "
                                  "for it to finish or stop it") from None

@@ -318,7 +318,9 @@ def segment_files(rows: list[dict]) -> tuple[list[str], list[str], list[str]]:
     their `takes` list, those takes' check records)."""
     from manifests.store import STATUS_DONE
 
-    kept, takes, records = {}, {}, {}
+    kept: dict[str, None] = {}                   # dicts as ordered sets
+    takes: dict[str, None] = {}
+    records: dict[str, None] = {}
     for r in rows:
         if r["status"] == STATUS_DONE and r["audio_path"]:
             kept[r["audio_path"]] = None

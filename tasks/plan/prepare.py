@@ -83,7 +83,7 @@ def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts:
     voiced = {parse_name(n) for n, f in fixes.items() if f.voice is not None}   # their voice is not the book's
     own = [r for r in old if (r["chapter"], r["segment"]) not in voiced] or old
     stored = next((r for r in own if r["role"] == ROLE_NARRATOR), own[0])["spk_emb"] if own else None
-    spk_emb = book_voice(opts.voice or (opts.cast and opts.cast.narrator), stored, engine)
+    spk_emb = book_voice(opts.voice or (opts.cast.narrator if opts.cast else None), stored, engine)
     if anchor is not None:                           # the narrator's (a cast's dialogue has its own voices)
         spk_emb = anchor(spk_emb, stored, engine)
     voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of if opts.cast else None

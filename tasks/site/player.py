@@ -203,7 +203,7 @@ def _chapter_text(position: int, chapter: PlayerChapter) -> str:
     flag button."""
     def html(s: Sentence) -> str:
         text = esc(s.text).replace("\n", "<br>")
-        if s.start_ms is None:
+        if s.start_ms is None or s.end_ms is None:
             return text
         mark = f" qa-{s.qa}" if s.qa in QA_TITLES else ""
         note = (f' title="{esc(QA_TITLES[s.qa] + (": " + s.reason if s.reason else ""))}"'

@@ -38,7 +38,7 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
     chapters = []
     reports = []
     removed: Counter = Counter()
-    unexplained = []
+    unexplained: list[dict] = []
     total_chars = total_segs = 0
     total_secs = 0.0
     listed = []

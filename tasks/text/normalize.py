@@ -543,8 +543,8 @@ def _zh_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
     wins: list[tuple[int, int, str | None]] = []
     if opts.tn and _RE_DIGIT.search(seg):
         gap = 0
-        for s, e, reading in tn_codes.find_codes(seg, 0, len(seg), _say) + [(len(seg), len(seg), "")]:
-            wins += [(ws, we, None) for ws, we in _number_windows(seg, gap, s)] + [(s, e, reading)]
+        for s, e, said in tn_codes.find_codes(seg, 0, len(seg), _say) + [(len(seg), len(seg), "")]:
+            wins += [(ws, we, None) for ws, we in _number_windows(seg, gap, s)] + [(s, e, said)]
             gap = e
         wins = [(s + start, e + start, reading) for s, e, reading in wins]
     for ws, we, reading in wins + [(end, end, None)]:

@@ -259,7 +259,7 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
     """Drafts tiling one unit (title or paragraph), or one run of it (a cast's narration or quote: text[start:
     end], ends_unit when it is the unit's last); none when it has nothing to say."""
     lo, hi = (run.start, run.end) if run else (0, len(text))
-    who = {"role": run.role, "speaker": run.speaker} if run else {}
+    role, speaker = (run.role, run.speaker) if run else (ROLE_NARRATOR, "")
 
     def parts() -> Iterator[list[Span]]:
         sentence: list[Span] = []
@@ -298,14 +298,14 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
         end = cur[-1].end
         if last is not None:
             yield last
-        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title, **who)
+        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title, role=role, speaker=speaker)
         start = end
         cur, cur_text = part, t
     if cur and speakable_chars(cur_text) > 0:
         if last is not None:
             yield last
         pause = "paragraph" if ends_unit else _pause_of(cur)
-        last = _Draft(ui, start, ui, hi, cur_text.strip(), pause, title, **who)
+        last = _Draft(ui, start, ui, hi, cur_text.strip(), pause, title, role=role, speaker=speaker)
     elif last is not None:
         # trailing marks without speech ride with the previous draft
         pause = "paragraph" if ends_unit else max(last.pause, _pause_of(cur), key=PAUSE_KINDS.index)
@@ -357,8 +357,8 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
     def merged() -> Iterator[_Draft]:
         prev: _Draft | None = None
         for d in drafts():
-            same_voice = prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
-            if same_voice and not prev.title and not d.title:
+            if (prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
+                    and not prev.title and not d.title):
                 joined = prev.text + "。" + d.text if opts.lang == "zh" else _join(prev.text, d.text, opts)
                 if (_short(d, opts) or _short(prev, opts)) and _fits(joined, opts):
                     prev = _merge(prev, d, opts)
