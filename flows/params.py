@@ -85,10 +85,10 @@ class RenderParams:
                                  "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                                  "and the book's <stem>.lexicon.tsv)")
     t2s: bool = option("text", True, "keep Traditional characters", flag="--no-t2s")
-    language: LanguageChoice = option("text", "auto",
-                                                 "the book's reading language: zh (Chinese), en (English), or auto "
-                                                 "(default: the book's declared language unless its text says "
-                                                 "otherwise, else a guess from the text)")
+    language: LanguageChoice = option("text", "auto",  # noqa: RUF009 — option() is a field specifier
+                                      "the book's reading language: zh (Chinese), en (English), or auto "
+                                      "(default: the book's declared language unless its text says "
+                                      "otherwise, else a guess from the text)")
     cast: str | None = option("render", None,
                               "a cast file (TOML): voices for the narrator, quoted speech and named characters")
     chapters: str | None = option("render", None, "render only these chapters, 1-based: e.g. 1-3,7 (a preview)")

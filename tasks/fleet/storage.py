@@ -36,22 +36,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from engine.atomic import TEMP_PREFIX, atomic_path, read_json, scratch as temp_in
+from engine.atomic import TEMP_PREFIX, atomic_path, read_json
+from engine.atomic import scratch as temp_in
 from manifests.source import SOURCE_RECORD
-from tasks.bookdir import (
-    BOOK_JSON,
-    CHAPTERS_JSON,
-    COVERAGE_JSON,
-    FIXES_JSON,
-    QA_JSON,
-    REPORT_NAME,
-    SEGMENTS_DIRNAME,
-    SHARD_FILE,
-    TEXT_JSON,
-    VOICES_DIRNAME,
-    check_relpath,
-    take_relpath,
-)
+from tasks.bookdir import (BOOK_JSON, CHAPTERS_JSON, COVERAGE_JSON, FIXES_JSON, QA_JSON, REPORT_NAME, SEGMENTS_DIRNAME,
+                           SHARD_FILE, TEXT_JSON, VOICES_DIRNAME, check_relpath, take_relpath)
 from tasks.errors import BookError, RenderFailed, StoreError
 from tasks.fleet.lease import Lease
 
@@ -188,7 +177,7 @@ class Publisher:
         t0 = time.monotonic()
         try:
             self.store.put(self.book_dir / rel, self._key(rel))
-        except Exception as e:                      # the store was lost mid-render: exit 1, rerun resumes
+        except Exception as e:  # noqa: BLE001 — the store was lost mid-render: exit 1, rerun resumes
             raise RenderFailed(self.store.url, f"publishing {rel} failed: {describe(e)}; the manifest is "
                                                "intact in the store and here, rerun to resume") from e
         self.put_s += time.monotonic() - t0
@@ -299,7 +288,8 @@ class Publisher:
     def finish(self) -> None:
         """After the run: delete the store's parts that compaction folded away, publish the source record and
         the outputs."""
-        from manifests.store import PART_RE, manifest_dir
+        from manifests.store import manifest_dir
+        from manifests.store import PART_RE
 
         local = {p.name for p in manifest_dir(self.book_dir).iterdir()}
         for name in self.store.names(self._key("manifest")):
@@ -318,9 +308,7 @@ def segment_files(rows: list[dict]) -> tuple[list[str], list[str], list[str]]:
     their `takes` list, those takes' check records)."""
     from manifests.store import STATUS_DONE
 
-    kept: dict[str, None] = {}                   # dicts as ordered sets
-    takes: dict[str, None] = {}
-    records: dict[str, None] = {}
+    kept, takes, records = {}, {}, {}
     for r in rows:
         if r["status"] == STATUS_DONE and r["audio_path"]:
             kept[r["audio_path"]] = None

@@ -1,12 +1,13 @@
-"""Plain-text books: the text (decoded by tasks.ingest.decode) cleared of HTML leftovers and Gutenberg boilerplate,
-chapter headings (第X回/章/卷/节/篇, 序/楔子/后记..., bare title lines in essay collections) and unwrapping of
-hard-wrapped lines.  Text whose letters are mostly Latin goes to tasks.ingest.txt_en (English headings, front
-matter, paragraphs) instead; the Chinese path is unchanged by it.
+"""Plain-text books: encoding detection, Gutenberg boilerplate removal, chapter headings (第X回/章/卷/节/篇,
+序/楔子/后记..., bare title lines in essay collections) and unwrapping of hard-wrapped lines.  Text whose letters
+are mostly Latin goes to tasks.ingest.txt_en (English headings, front matter, paragraphs) instead; the Chinese
+path is unchanged by it.
 
 Everything here is linear in the input: line-by-line loops, anchored regexes on single lines, and lists
 joined once.  `read_txt(data, path)` is the entry point (bytes in, Book out)."""
 from __future__ import annotations
 
+import codecs
 import html
 import re
 from collections import Counter
@@ -16,9 +17,10 @@ from pathlib import Path
 from tasks.book import Book, BookMeta, Chapter, book_language, guess_language
 from tasks.errors import BookError
 from tasks.ingest.common import PG_END_LINE_RE, PG_SMALL_PRINT_END_RE, PG_START_RE, clean_title, collapse_ws
-from tasks.ingest.decode import decode_book
 from tasks.ingest.txt_en import double_spaced_wraps, english_chapters, title_lines
 
+MAX_TXT_BYTES = 512 * 1024 * 1024        # bytes; larger files are refused, not read
+DETECT_SAMPLE_BYTES = 1 * 1024 * 1024    # bytes handed to charset-normalizer (the whole file is decoded strictly)
 MAX_HEADING_CHARS = 40                   # characters; a longer line is never a numbered heading
 MAX_BARE_TITLE_CHARS = 20                # characters; bare title lines in essay collections
 MAX_SUBTITLE_CHARS = 40                  # characters; a heading's title on the following line
@@ -26,8 +28,27 @@ MIN_WRAP_WIDTH = 20                      # columns (CJK = 2); narrower "wrap wid
 WRAP_SLACK = 4                           # columns; a line this close to the wrap width is a wrapped line
 MIN_MIDSENTENCE_SHARE = 0.2             # share of full-width lines that must end mid-sentence in a wrapped file
 MIN_WRAPPED_SHARE = 0.25                 # share of text lines near the wrap width that marks a hard-wrapped file
+MAX_CONTROL_SHARE = 0.01                 # share of control characters above which decoded text is binary junk
+MAX_UTF8_DAMAGE = 8                      # invalid sequences tolerated in a UTF-8 file (replaced, reported)
+MAX_UTF8_DAMAGE_SHARE = 0.001            # ... or this share of its characters, if larger
+MIN_HANZI_FOR_SCORE = 2                  # ideographs needed before a GB18030/Big5 decoding is scored
+MIN_COMMON_HANZI_SHARE = 0.25            # share of common characters in real Chinese (~0.5; misdecodings ~0.05)
 MAX_BLANK_AFTER_SHARE = 0.3              # share of text lines followed by a blank line above which flush-left
                                          # short lines are dialogue, not essay titles
+MIN_CONTROL_CHARS = 16                   # characters; fewer control characters never make a file "binary"
+MAX_WESTERN_ACCENT_SHARE = 0.02          # share of non-ASCII letters below which a Latin text is English (cp1252)
+
+# The commonest Chinese characters (Simplified and Traditional forms), for telling GB18030 from Big5 from junk.
+_COMMON_HANZI = frozenset(
+    "了不一的道來来是人我他有說说你那這这個个之去大也子見见上在得著着又下曰只出老行們们將将此好就便回家頭头中者"
+    "日三到知如里裡裏天二太儿兒時时看可自為为笑心王要事今馬马都何起兵無无軍军兩两小前過过還还等以叫明卻却問问與与"
+    "門门而正面十然打走言山身生么麼些姐眾众沒没進进話话把手後后听聽若和多已因師师公方先至相才於于長长當当住處处母"
+    "八想怎吃聲声地四罷罢父年夫張张其命請请入且死分外用城爺爷東东意西路主所德乃吾必口倒能作水金再忙使從从往五坐"
+    "令安呢取樣样會会邊边娘親亲開开未拿真敢甚即放很嗎吗吧啊對对就最從被讓让給给")
+# Detected legacy Chinese encodings are decoded with their superset (the detected name is what meta records).
+_ENCODING_ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030"}
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
 _CN_NUM = "零〇○一二三四五六七八九十百千两兩壹贰貳叁參肆伍陆陸柒捌玖拾佰仟廿卅"
 _NUM = rf"(?:[{_CN_NUM}]+|[0-9０-９]+)"
@@ -36,15 +57,16 @@ _UNIT = "章回卷节節篇部集折幕"
 NUMBERED_RE = re.compile(rf"^(?:第{_NUM}[{_UNIT}]|(?:CHAPTER|Chapter|BOOK|Book|PART|Part)\s+(?:[0-9]+|[IVXLC]+)\b\.?)"
                          r"(?P<rest>.*)$")
 # Lines that are a heading by name alone (optionally after a book-title prefix like 《吶喊》).
-SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記",
-                  "后记", "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語",
-                  "终章", "終章", "后序", "後序", "前记", "前記", "引言", "导言", "導言", "序幕", "尾记", "尾記")
+SPECIAL_TITLES = ("序", "序言", "序章", "自序", "代序", "原序", "小引", "引子", "引言", "楔子", "前言", "後記", "后记",
+                  "後記", "后記", "尾声", "尾聲", "跋", "附录", "附錄", "题记", "題記", "卷首语", "卷首語", "终章", "終章", "后序", "後序", "前记", "前記",
+                  "引言", "导言", "導言", "序幕", "尾记", "尾記")
 _SPECIAL_RE = re.compile(r"^(?:《[^》]{1,20}》)?\s*(?:" + "|".join(sorted(map(re.escape, SPECIAL_TITLES), key=len,
                                                                             reverse=True)) + r")$")
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:︰、…「」『』“”\"")
 _SENTENCE_END = set("。．！？!?」』”’）)…")
 _CLOSING_START = set("．。，、；：！？」』”’）)》〉】…,.;:!?")
 _SEPARATOR_RE = re.compile(r"^[\s\-—=＝_＿*＊~～·•.。．、]{3,}$")
+_BINARY_CHARS_RE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufff0-\uffff]")
 _HTML_BR_RE = re.compile(r"<br\s*/?>", re.I)
 _HTML_TAG_RE = re.compile(r"</?(?:br|p|div|span|font|b|i|u|s|a|img|hr|center|strong|em|small|big|sup|sub|table|"
                           r"tr|td|th|tbody|html|body|head|title|meta|pre|blockquote|h[1-6]|ul|ol|li)"
@@ -63,6 +85,148 @@ _LATIN_RE = re.compile(r"[A-Za-z\u00c0-\u024f]")
 _PG_FOOTER_META_RE = re.compile(r"End of (?:the )?Project Gutenberg(?:'s|\s+E-?Book of)\s+(.+?)(?:,\s+by\s+(.+?))?\s*"
                                 r"(?:\*{3}|$)", re.I)
 # Other file types people rename to .txt/.epub: refused by name, not by "unknown text encoding".
+_BINARY_MAGICS = ((b"\x89PNG", "PNG image"), (b"\xff\xd8\xff", "JPEG image"), (b"GIF8", "GIF image"),
+                  (b"%PDF", "PDF document"), (b"Rar!", "RAR archive"), (b"7z\xbc\xaf", "7-Zip archive"),
+                  (b"\x1f\x8b", "gzip data"), (b"BM", None), (b"RIFF", "RIFF media"), (b"ID3", "MP3 audio"),
+                  (b"\xd0\xcf\x11\xe0", "MS Office document"), (b"MOBI", None), (b"\x7fELF", "executable"))
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+def decode_text(data: bytes, path: str) -> tuple[str, str]:
+    """(text, encoding name).  BOMs first, then strict UTF-8, then charset-normalizer; the chosen encoding
+    must decode the WHOLE file strictly, else BookError("unknown text encoding")."""
+    if not data:
+        raise BookError(path, "empty file")
+    for magic, kind in _BINARY_MAGICS:
+        if kind and data.startswith(magic):
+            raise BookError(path, f"not an EPUB or text file ({kind})")
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(enc), enc
+            except UnicodeDecodeError:
+                raise BookError(path, f"unknown text encoding (invalid {enc} after a byte-order mark)") from None
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as e:
+        if e.start >= len(data) - 3 and e.reason == "unexpected end of data":
+            return data[: e.start].decode("utf-8"), "utf-8"  # the file was cut inside its last character
+    lossy = _nearly_utf8(data)
+    if lossy is not None:
+        return lossy
+    if _western(data):
+        return data.decode("cp1252"), "cp1252"
+    enc = _detect(data)
+    if enc is None:
+        raise BookError(path, "unknown text encoding")
+    codec = _ENCODING_ALIASES.get(enc, enc)
+    try:
+        text = _decode_tolerating_cut_end(data, codec)
+    except (UnicodeDecodeError, LookupError):
+        # The sample fitted but the rest of the file does not: try the Chinese superset before giving up.
+        try:
+            text, enc = data.decode("gb18030"), "gb18030"
+        except UnicodeDecodeError:
+            raise BookError(path, "unknown text encoding") from None
+    return text, enc
+
+
+def _western(data: bytes) -> bool:
+    """True when `data` decodes as cp1252 into text whose letters are nearly all ASCII (English with a few accented
+    names): English text saved by Windows.  The detector takes such text for cp1250 or cp852 (æ read as ć, à as ŕ)
+    or, with one accented letter in an ASCII file, for Big5; Chinese in any encoding is far from passing."""
+    try:
+        text = data.decode("cp1252")
+    except UnicodeDecodeError:
+        return False
+    sample = text[:DETECT_SAMPLE_BYTES]
+    accented = sum(1 for ch in sample if ord(ch) > 0x7F and ch.isalpha())
+    ascii_letters = sum(1 for ch in sample if ch.isascii() and ch.isalpha())
+    return accented <= MAX_WESTERN_ACCENT_SHARE * max(1, ascii_letters + accented)
+
+
+def _decode_tolerating_cut_end(data: bytes, codec: str) -> str:
+    """Strict decoding, except that a multibyte character cut off by the end of the file is dropped."""
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as e:
+        if e.start >= len(data) - 4:
+            return data[: e.start].decode(codec)
+        raise
+
+
+def _nearly_utf8(data: bytes) -> tuple[str, str] | None:
+    """UTF-8 with a few damaged bytes (a bad sector, a bad copy): decoded with U+FFFD for the damage, and the
+    damage named in the encoding, rather than misread as GB18030 or Big5.  None when it is not UTF-8."""
+    sample = data[:DETECT_SAMPLE_BYTES]
+    text = sample.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - sample.count(b"\xef\xbf\xbd")
+    multibyte = sum(1 for ch in text if ord(ch) > 0x7F) - bad
+    if bad > max(MAX_UTF8_DAMAGE, MAX_UTF8_DAMAGE_SHARE * multibyte):
+        return None
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count(b"\xef\xbf\xbd")
+    if bad > max(MAX_UTF8_DAMAGE, MAX_UTF8_DAMAGE_SHARE * len(text)) or multibyte < 4 * bad:
+        return None
+    return text, f"utf-8 ({bad} invalid byte sequences replaced)"
+
+
+def _detect(data: bytes) -> str | None:
+    # UTF-16 without a BOM: NUL bytes on one side of most ASCII characters.
+    sample = data[:DETECT_SAMPLE_BYTES]
+    if len(sample) >= 4 and sample.count(0) > len(sample) // 8:
+        even, odd = sample[0::2].count(0), sample[1::2].count(0)
+        for enc, ok in (("utf-16-le", odd > 2 * even), ("utf-16-be", even > 2 * odd)):
+            if ok:
+                try:
+                    data.decode(enc)
+                    return enc
+                except UnicodeDecodeError:
+                    pass
+        return None
+    from charset_normalizer import from_bytes  # lazy: only non-UTF-8 files need it
+
+    best = from_bytes(sample).best()
+    cut = sample.rfind(b"\n")
+    if best is None and cut > len(sample) // 2:
+        best = from_bytes(sample[: cut + 1]).best()  # the sample may end inside a character
+    name = best.encoding.lower().replace("_", "-") if best is not None else None
+    # Short Chinese texts fool statistical detectors (GBK read as cp949 or Big5): when GB18030 or Big5
+    # decodes the sample into common Chinese, that wins; otherwise the detector's answer stands.
+    chinese = _best_chinese_decoding(sample)
+    if chinese is not None and (name is None or name not in ("utf-16-le", "utf-16-be", "utf-32")):
+        if name not in ("gb18030", "gbk", "gb2312", "big5", "cp950", "big5hkscs") or chinese[1] >= 0.5:
+            return chinese[0] if name not in ("gbk", "gb2312") or chinese[0] != "gb18030" else name
+    if name is None:
+        return None
+    return "utf-8" if name in ("utf-8", "ascii") else name
+
+
+def _best_chinese_decoding(sample: bytes) -> tuple[str, float] | None:
+    """(encoding, share of common Chinese characters) for the better of GB18030 and Big5, or None when neither
+    decodes the sample into text where common Chinese characters are at least MIN_COMMON_HANZI_SHARE of the
+    ideographs."""
+    best: tuple[str, float] | None = None
+    for enc in ("gb18030", "big5"):
+        try:
+            text = _decode_tolerating_cut_end(sample, enc)
+        except UnicodeDecodeError:
+            continue
+        han = [ch for ch in text if "\u4e00" <= ch <= "\u9fff"]
+        if len(han) < MIN_HANZI_FOR_SCORE:
+            continue
+        share = sum(1 for ch in han if ch in _COMMON_HANZI) / len(han)
+        if share >= MIN_COMMON_HANZI_SHARE and (best is None or share > best[1]):
+            best = (enc, share)
+    return best
+
+
+def _looks_binary(text: str) -> bool:
+    if not text:
+        return False
+    sample = text[:DETECT_SAMPLE_BYTES]
+    bad = len(_BINARY_CHARS_RE.findall(sample))
+    return bad > max(MIN_CONTROL_CHARS, MAX_CONTROL_SHARE * len(sample))
 
 
 # ---------------------------------------------------------------------------------------------- cleanup
@@ -282,7 +446,7 @@ def _complete_heading(lines: list[str], blank: list[bool], i: int) -> _Heading:
 
 def _is_bare_number_heading(title: str) -> bool:
     m = NUMBERED_RE.match(title)
-    return m is not None and not m.group("rest").strip(" \t\u3000\xa0:：、.．,，-—_")
+    return bool(m) and not m.group("rest").strip(" \t\u3000\xa0:：、.．,，-—_")
 
 
 def _dedupe(heads: list[_Heading], lines: list[str], blank: list[bool]) -> list[_Heading]:
@@ -398,11 +562,16 @@ def _join(parts: list[str]) -> str:
 
 # ---------------------------------------------------------------------------------------------- book
 def read_txt(data: bytes, path: str) -> Book:
-    text, encoding = decode_book(data, path)
+    if len(data) > MAX_TXT_BYTES:
+        raise BookError(path, f"text file too large ({len(data)} bytes, limit {MAX_TXT_BYTES})")
+    text, encoding = decode_text(data, path)
+    if _looks_binary(text):
+        raise BookError(path, "not a text file (binary data)")
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     text = _strip_html(text)
     lines, pg_meta, pg = _strip_gutenberg(text.split("\n"))
-    prose = "\n".join(ln for ln in lines if not _PG_CREDIT_RE.match(ln.strip()))  # a credit line is not the book
-    english = guess_language(_count(_HAN_RE, prose), _count(_LATIN_RE, prose)) == "en"
+    body = "\n".join(ln for ln in lines if not _PG_CREDIT_RE.match(ln.strip()))  # a credit line is not the book
+    english = guess_language(_count(_HAN_RE, body), _count(_LATIN_RE, body)) == "en"
     # English paragraphs are one blank line apart, so a blank after each line is double spacing only where the
     # lines before those blanks are cut mid-sentence.
     if _double_spaced(lines) and (not english or double_spaced_wraps(lines)):

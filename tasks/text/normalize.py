@@ -19,15 +19,16 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Iterable, Iterator, Literal
 
 from tasks.book import LANGUAGES, Language
 from tasks.errors import BookError
-from tasks.text import codes as tn_codes, english as en_tn, rules as tn_rules
+from tasks.text import codes as tn_codes
+from tasks.text import english as en_tn
+from tasks.text import rules as tn_rules
 from tasks.text.polyphones import parse_reading, spell
 from tasks.text.zhe import simplify_zhe
 
@@ -154,7 +155,7 @@ def printable(text: str) -> str:
 class NormalizeOptions:
     t2s: bool = True                 # Traditional -> Simplified (OpenCC t2s)
     tn: bool = True                  # verbalize numbers, dates, units (wetext + our rules)
-    lexicon: Lexicon | None = None
+    lexicon: "Lexicon | None" = None
     lang: Language = "zh"            # the book's reading language (tasks.book.book_language)
 
     def __post_init__(self) -> None:
@@ -182,7 +183,7 @@ class Lexicon:
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @classmethod
-    def load(cls, *paths: str | Path) -> Lexicon:
+    def load(cls, *paths: str | Path) -> "Lexicon":
         merged: dict[str, str] = {}
         readings: dict[str, tuple[str, ...]] = {}
         for path in paths:
@@ -443,10 +444,11 @@ def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
         if s >= e:
             continue
         k = 0
-        while s > start and k < TN_CONTEXT_CHARS and (
-                _is_cjk(work[s - 1]) or work[s - 1] in _QUOTES or (k > 0 and work[s - 1] in "-−")
-                or (k == 0 and s - 1 > start and ((work[s - 1] == " " and _is_cjk(work[s - 2]))
-                                                  or (work[s - 1] in _DASHES and work[s - 2] in "年月日号时")))):
+        while s > start and k < TN_CONTEXT_CHARS and (_is_cjk(work[s - 1]) or work[s - 1] in _QUOTES
+                                                      or (k > 0 and work[s - 1] in "-−")
+                                                      or (k == 0 and s - 1 > start and (
+                                                          (work[s - 1] == " " and _is_cjk(work[s - 2]))
+                                                          or (work[s - 1] in _DASHES and work[s - 2] in "年月日号时")))):
             s -= 1
             k += 1
         k = 0
@@ -512,7 +514,7 @@ def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions, tradit
 
 class _Offset:
     """A string viewed at absolute offsets (work[i] for i in [base, base+len))."""
-    __slots__ = ("base", "s")
+    __slots__ = ("s", "base")
 
     def __init__(self, s: str, base: int):
         self.s, self.base = s, base
@@ -543,8 +545,8 @@ def _zh_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
     wins: list[tuple[int, int, str | None]] = []
     if opts.tn and _RE_DIGIT.search(seg):
         gap = 0
-        for s, e, said in tn_codes.find_codes(seg, 0, len(seg), _say) + [(len(seg), len(seg), "")]:
-            wins += [(ws, we, None) for ws, we in _number_windows(seg, gap, s)] + [(s, e, said)]
+        for s, e, reading in tn_codes.find_codes(seg, 0, len(seg), _say) + [(len(seg), len(seg), "")]:
+            wins += [(ws, we, None) for ws, we in _number_windows(seg, gap, s)] + [(s, e, reading)]
             gap = e
         wins = [(s + start, e + start, reading) for s, e, reading in wins]
     for ws, we, reading in wins + [(end, end, None)]:
