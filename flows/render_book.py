@@ -109,7 +109,7 @@ def _rewrite_catalogue(out: str, site: SiteOptions, log) -> None:
     outcome (nor does it hide the render's own error)."""
     try:
         catalogue_task(out, site)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 — any failure of the page is logged, never the book's outcome
         log.warning("%s: the catalogue was not rewritten: %s", out, e)
 
 

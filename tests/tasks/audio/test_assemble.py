@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from hypothesis import given, settings, strategies as st
 
 from tasks.audio.assemble import (
     AssembleOptions,
@@ -246,9 +247,6 @@ def test_options_replace_roundtrip():
     assert o.crossfade_samples() == 480
     with pytest.raises(ValueError, match="crossfade_s"):
         replace(o, crossfade_s=-1.0)                    # replace() builds a new instance: validated too
-
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=40, deadline=None)
