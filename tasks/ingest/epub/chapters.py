@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from tasks.book import Chapter
 from tasks.ingest.common import clean_title
 from tasks.ingest.epub.content import HEADING_TAGS, Block, Note
-from tasks.ingest.epub.package import TocEntry
+from tasks.ingest.epub.opf import TocEntry
 
 MAX_TOC_DEPTH = 2                        # TOC levels below a document's shallowest entry that start chapters
 
