@@ -87,7 +87,7 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
     (read and segmented with default options, in its reading language as --language auto resolves it)."""
     from manifests.store import load
 
-    def left(folder: Path) -> int:
+    def left(folder: str | Path) -> int:
         return len(to_render(load(folder).to_pylist()))
 
     if planned and is_url(book_dir):
