@@ -23,7 +23,7 @@ from manifests.lock import BookLocked
 from tasks import stages
 from tasks.fleet.shards import check_count
 from tasks.site.catalogue import SiteOptions, write_catalogue
-from tasks.site.report import book_table
+from tasks.site.status import book_table
 
 # Thin task wrappers.  The manifest, not Prefect's cache, decides what is done.
 TASKS = {
