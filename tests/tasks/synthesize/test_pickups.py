@@ -1,4 +1,4 @@
-"""Pickups (tasks/synthesize/fix.py, tasks/plan/fixes.py): only the named segments render, only their chapters are
+"""Pickups (tasks/synthesize/pickups.py, tasks/plan/fixes.py): only the named segments render, only their chapters are
 re-packaged, every take is kept and `--take` restores one byte for byte; overrides are applied at every plan.
 
 The engine is test_guard's StubEngine (audio from the request's seed), so what renders is counted exactly."""
@@ -19,7 +19,8 @@ from tasks.bookdir import BOOK_JSON, FIXES_JSON, book_json, take_relpath
 from tasks.errors import BookError
 from tasks.plan.fixes import Fix, load_fixes, match_fixes, parse_name, read_names, save_fixes
 from tasks.plan.rows import derive_seed, plan_rows
-from tasks.synthesize.fix import (
+from tasks.synthesize.guard import GuardOptions, reroll_seed
+from tasks.synthesize.pickups import (
     choose_take,
     find_rows,
     override,
@@ -29,7 +30,6 @@ from tasks.synthesize.fix import (
     take_entries,
     takes_table,
 )
-from tasks.synthesize.guard import GuardOptions, reroll_seed
 from tasks.synthesize.render import synthesize_book
 from tests.tasks.synthesize.test_guard import StubEngine
 
