@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.limits import ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks, int8_compute, peak_gemm
     from engine.api import EngineOptions
     from engine.units import expected_tokens
-    from tasks import stages
     from flows.options import options_from_params
+    from tasks import stages
 
     torch.set_num_threads(args.threads)
     eopts = EngineOptions(model=args.model, dtype=args.dtype, int8=args.int8, threads=args.threads,

@@ -44,7 +44,10 @@ def _argparse(f) -> dict:
     out = {"default": ",".join(f.default) if isinstance(f.default, tuple) else f.default, "help": help_of(f)}
     if choices(f):
         out["choices"] = choices(f)
-    out.update({"type": t for t in (int, float) if t in (get_args(TYPES[f.name]) or (TYPES[f.name],))})
+    kinds = get_args(TYPES[f.name]) or (TYPES[f.name],)
+    for t in (int, float):                       # float over int when the type admits both
+        if t in kinds:
+            out["type"] = t
     return out
 
 

@@ -22,13 +22,20 @@ import sys
 
 from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
-from flows import arguments as arg
-from flows import fix as fix_command
+from flows import arguments as arg, fix as fix_command
 from flows.arguments import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, PROG, UsageError, package_version
 from flows.check import add_check_command
+from flows.commands import (
+    cmd_catalogue,
+    cmd_inspect,
+    cmd_package,
+    cmd_render,
+    cmd_status,
+    cmd_voices,
+    cmd_voices_list,
+    cmd_voices_save,
+)
 from flows.params import BOOK_HELP, GROUPS
-from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
-                            cmd_voices_list, cmd_voices_save)
 from manifests.lock import BookLocked
 from tasks.errors import BookError, OutputError, QAUnavailable, RenderFailed, StoreError, ToolMissing
 from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
@@ -38,11 +45,13 @@ VOICE_ACTIONS = ("audition", "save", "list")     # `voices BOOK` is `voices audi
 
 
 class _Parser(argparse.ArgumentParser):
+    commands: tuple[str, ...] = ()                  # the top parser's: its commands' names (build_parser)
+
     def error(self, message):                       # argparse's own errors: one line, exit 2
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     top = _Parser(prog=PROG, description="Render books (EPUB, TXT) into audiobooks with ChatTTS. "
                   f"`{PROG} BOOK` is `{PROG} render BOOK`.")
     top.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
@@ -131,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err(f"{PROG}: interrupted; run the same command again to resume")
         return 130
-    except Exception as e:  # noqa: BLE001 — every error is one line; tracebacks only in debug mode
+    except Exception as e:                          # every error is one line; tracebacks only in debug mode
         codes = exit_codes()
         known = next((c for c in type(e).__mro__ if c in codes), None)
         if known is not None:

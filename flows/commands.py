@@ -26,7 +26,7 @@ from tasks.plan.prepare import select_chapters
 from tasks.site.audition import AuditionOptions
 from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue, write_store_catalogue
 from tasks.site.qa import qa_line
-from tasks.site.report import format_status, summary_line
+from tasks.site.status import format_status, summary_line
 from tasks.text.inspect import format_inspect, inspect_book
 from tasks.text.quotes import attribute_book, book_runs
 from tasks.text.segment import book_options
@@ -147,7 +147,8 @@ def cmd_catalogue(a) -> int:
     if storage.is_url(a.out):
         store = storage.Store(a.out)
         entries = write_store_catalogue(store, site, a.scratch)
-        page, feed = store.url + "/" + PAGE_NAME, store.url + "/" + FEED_NAME
+        page: str | Path = store.url + "/" + PAGE_NAME
+        feed: str | Path = store.url + "/" + FEED_NAME
     else:
         out = Path(storage.local_path(a.out))
         entries = write_catalogue(out, site)

@@ -1,5 +1,5 @@
 """`chattts-render fix BOOK SEGMENT...`: pickups — re-take, choose a take, or override one segment's text, seed or
-voice, then re-package only the chapters that changed.  The work is tasks/synthesize/fix.py's and the stages';
+voice, then re-package only the chapters that changed.  The work is tasks/synthesize/pickups.py's and the stages';
 this module parses, holds the book's lock and prints.
 
     fix BOOK 2.14 --retake        a new take of chapter 2, segment 14 (kept; `--take K` goes back)
@@ -25,12 +25,12 @@ from flows.pipeline import locked
 from manifests.store import compact, load
 from tasks import stages
 from tasks.audio.assemble import AssembleOptions
-from tasks.book import segment_name
+from tasks.book import LanguageChoice, segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
 from tasks.fleet import attach
 from tasks.plan.fixes import Fix, parse_name, read_names
-from tasks.synthesize.fix import find_rows, takes_table
+from tasks.synthesize.pickups import find_rows, takes_table
 from tasks.text.normalize import normalize
 from tasks.text.segment import SegmentOptions
 from tasks.voice.voices import parse_voice
@@ -127,7 +127,7 @@ def _action(a) -> str:
     return asked[0]
 
 
-def _fix_of(a, segment: SegmentOptions, language: str, book_dir: Path):
+def _fix_of(a, segment: SegmentOptions, language: LanguageChoice, book_dir: Path):
     """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model.
     The text is read as the book is (`segment`; `language` auto: book_dir's book.json gives the reading language)."""
     lang = reading_language(book_dir) if language == "auto" else language

@@ -1,6 +1,6 @@
 """The `nightly-catalogue` flow: scan a catalogue folder and start one `render-book` deployment run per book
 that needs rendering — new, changed (by the source file's sha256) or incomplete per its manifest
-(tasks/catalogue/scan.py decides which).
+(tasks/intake/scan.py decides which).
 
 Each book becomes its own flow run (run_deployment), so it lands on whichever worker of the pool is free; the
 schedule, the pool and the workers are Prefect's.  A book whose render is in flight is skipped: its book-dir
@@ -17,8 +17,13 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState,
-                                            FlowRunFilterStateType)
+from prefect.client.schemas.filters import (
+    DeploymentFilter,
+    DeploymentFilterId,
+    FlowRunFilter,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+)
 from prefect.client.schemas.objects import StateType
 from prefect.context import get_run_context
 from prefect.deployments import run_deployment
@@ -27,9 +32,9 @@ from flows.params import BY_NAME, RenderParams, takes_render_params
 from flows.progress import table_artifact
 from flows.render_book import catalogue_task
 from flows.shards import wait_for
-from tasks.catalogue.scan import INCOMPLETE, BookState, scan_catalogue
 from tasks.fleet.shards import segments_left, shard_count
 from tasks.fleet.storage import is_url
+from tasks.intake.scan import INCOMPLETE, BookState, scan_books
 from tasks.site.catalogue import SiteOptions
 
 RENDER_DEPLOYMENT = "render-book/adhoc"
@@ -38,7 +43,7 @@ WAITING_STATES = ("SCHEDULED", "PENDING")   # a run not started yet holds no loc
 
 @task(name="scan-catalogue", cache_policy=NO_CACHE)
 def scan_task(catalogue: str, out: str) -> list[BookState]:
-    return scan_catalogue(catalogue, out)
+    return scan_books(catalogue, out)
 
 
 def _waiting_books(deployment: str) -> set[str]:

@@ -3,13 +3,13 @@ reads, composed into RenderOptions.  This is the edge where plain values meet th
 lexicon and a cast file read, a book given as a URL downloaded, device "auto" asks torch for a GPU."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from engine.api import DeviceUnavailable, EngineOptions, onnx_missing
 from engine.device import cuda_problem
 from flows.params import RenderParams
 from tasks.audio.options import PackageOptions
-from tasks.book import LANGUAGES
 from tasks.bookdir import book_slug
 from tasks.fleet import storage
 from tasks.options import DEFAULT_OUT, RenderOptions, load_lexicon, parse_chapters
@@ -63,8 +63,8 @@ def engine_options(p: RenderParams) -> EngineOptions:
 
 def segment_options(p: RenderParams, book: Path) -> SegmentOptions:
     """How the book's text is read: t2s, the lexicons that apply to it, the language (auto: prepare resolves it)."""
-    lang = {"lang": p.language} if p.language in LANGUAGES else {}
-    return SegmentOptions(normalize=NormalizeOptions(t2s=p.t2s, lexicon=load_lexicon(book, p.lexicon), **lang))
+    norm = NormalizeOptions(t2s=p.t2s, lexicon=load_lexicon(book, p.lexicon))
+    return SegmentOptions(normalize=norm if p.language == "auto" else replace(norm, lang=p.language))
 
 
 def package_options(p: RenderParams) -> PackageOptions:
@@ -76,12 +76,13 @@ def qa_options(p: RenderParams, device: str) -> QAOptions | None:
     """The proof asked for (`asr_model` alone: full); None: by the model (tasks.stages.qa_options)."""
     if p.qa is None and p.asr_model is None:
         return None
-    return QAOptions(mode=p.qa or "full", device=device, **({} if p.asr_model is None else {"asr_model": p.asr_model}))
+    opts = QAOptions(mode=p.qa or "full", device=device)
+    return opts if p.asr_model is None else replace(opts, asr_model=p.asr_model)
 
 
 def output_root(out: str | None, scratch: str | None) -> tuple[Path, str | None]:
     """(the folder a render works in, the store URL or None): `out` itself, or a store's scratch folder."""
-    if storage.is_url(out):
+    if out is not None and storage.is_url(out):
         return storage.scratch_root(scratch, out), out
     return Path(storage.local_path(out or str(DEFAULT_OUT))), None
 

@@ -7,20 +7,22 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Callable, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from engine.api import BACKENDS, EngineOptions
 from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.options import PackageOptions
-from tasks.book import LANGUAGE_CHOICES
+from tasks.book import LanguageChoice
 from tasks.options import DEFAULT_OUT
 from tasks.qa.options import QA_MODES
 from tasks.synthesize.guard import GuardOptions
 
 GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
 BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
-Help = Union[str, Callable[[], str], None]      # a callable: help that depends on the machine (its CPUs)
+Help = str | Callable[[], str] | None    # a callable: help that depends on the machine (its CPUs)
+T = TypeVar("T")
 
 
 def cpu_count() -> int:
@@ -31,10 +33,11 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def option(group: str, default, help: Help, flag: str | None = None, **cli) -> Field:
+def option(group: str, default: T, help: Help, flag: str | None = None, **cli) -> T:
     """A render parameter: the option group of the commands that take it (flows/arguments.py), its default, its help
     (the CLI's and the flows'), its flag where it is not --NAME (--no-NAME: a bool, True by default, that the flag
-    sets False); `cli`: argparse's arguments where they differ (the choices the command line offers)."""
+    sets False); `cli`: argparse's arguments where they differ (the choices the command line offers).  Typed as its
+    default, as dataclasses.field is, so a field's declared type is checked against it."""
     return field(default=default, metadata={"help": help, "group": group, "flag": flag, "cli": cli})
 
 
@@ -82,10 +85,10 @@ class RenderParams:
                                  "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                                  "and the book's <stem>.lexicon.tsv)")
     t2s: bool = option("text", True, "keep Traditional characters", flag="--no-t2s")
-    language: Literal[LANGUAGE_CHOICES] = option("text", "auto",
-                                                 "the book's reading language: zh (Chinese), en (English), or auto "
-                                                 "(default: the book's declared language unless its text says "
-                                                 "otherwise, else a guess from the text)")
+    language: LanguageChoice = option("text", "auto",  # noqa: RUF009 — option() is a field specifier
+                                      "the book's reading language: zh (Chinese), en (English), or auto "
+                                      "(default: the book's declared language unless its text says "
+                                      "otherwise, else a guess from the text)")
     cast: str | None = option("render", None,
                               "a cast file (TOML): voices for the narrator, quoted speech and named characters")
     chapters: str | None = option("render", None, "render only these chapters, 1-based: e.g. 1-3,7 (a preview)")

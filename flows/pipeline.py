@@ -2,9 +2,10 @@
 No Prefect import here: the CLI without a server never pays for it."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from manifests.lock import BookLock
 from manifests.source import record_source_hash, source_sha256

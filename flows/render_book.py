@@ -14,8 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
 from prefect.states import Completed
 
-from flows import pipeline
-from flows import shards as shards_flow
+from flows import pipeline, shards as shards_flow
 from flows.concurrency import one_run_per_book
 from flows.options import options_from_params
 from flows.params import takes_render_params
@@ -24,7 +23,7 @@ from manifests.lock import BookLocked
 from tasks import stages
 from tasks.fleet.shards import check_count
 from tasks.site.catalogue import SiteOptions, write_catalogue
-from tasks.site.report import book_table
+from tasks.site.status import book_table
 
 # Thin task wrappers.  The manifest, not Prefect's cache, decides what is done.
 TASKS = {
@@ -80,8 +79,9 @@ def render_book_flow(catalogue: bool = False, base_url: str | None = None, shard
     fan_out = shards_flow.fan_out(shards, _task_call, progress) if shards > 1 else None
     try:
         with one_run_per_book(opts):          # across machines: Prefect's concurrency limit, keyed by the book
-            result = pipeline.render(opts, call=_task_call, on_done=progress, fan_out=fan_out, on_prepared=site
-                                     and (lambda _: _rewrite_catalogue(str(opts.out), site, log)))
+            on_prepared = None if site is None else (lambda _: _rewrite_catalogue(str(opts.out), site, log))
+            result = pipeline.render(opts, call=_task_call, on_done=progress, fan_out=fan_out,
+                                     on_prepared=on_prepared)
     except BookLocked as e:
         if not _from_deployment():
             raise                            # a direct call (the CLI with a server): the caller decides
@@ -109,7 +109,7 @@ def _rewrite_catalogue(out: str, site: SiteOptions, log) -> None:
     outcome (nor does it hide the render's own error)."""
     try:
         catalogue_task(out, site)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 — any failure of the page is logged, never the book's outcome
         log.warning("%s: the catalogue was not rewritten: %s", out, e)
 
 

@@ -17,6 +17,6 @@ STORE_NAMES = ("COLUMN_DEFAULTS", "SCHEMA", "STATUS_DONE", "STATUS_FAILED", "STA
 def __getattr__(name: str):
     if name not in STORE_NAMES:
         raise AttributeError(f"module 'manifests' has no attribute {name!r}")
-    from manifests import store                      # pyarrow: loaded when a script asks for the manifest
+    from manifests import store  # pyarrow: loaded when a script asks for the manifest
 
     return getattr(store, name)

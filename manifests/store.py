@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -81,7 +81,7 @@ def _parts(mdir: Path) -> list[tuple[tuple[int, str], Path]]:
 
 
 def _as_table(rows: Iterable[Mapping]) -> pa.Table:
-    cols = {f.name: [] for f in SCHEMA}
+    cols: dict[str, list] = {f.name: [] for f in SCHEMA}
     for r in rows:
         for name in cols:
             cols[name].append(r.get(name, COLUMN_DEFAULTS.get(name)))

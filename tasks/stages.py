@@ -3,9 +3,9 @@ CLI, as Prefect tasks for the flow — and tests call them without a server.  St
 takes the options it reads (RenderOptions where it reads much of a render's: prepare, synthesize)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 from engine.api import EngineOptions
 from engine.atomic import find_temps, remove_temp
@@ -22,7 +22,7 @@ from tasks.qa.checker import checker_for
 from tasks.qa.options import QAOptions
 from tasks.site.player import write_book_page
 from tasks.site.qa import qa_summary, write_qa_page
-from tasks.synthesize import fix as pickups
+from tasks.synthesize import pickups
 from tasks.synthesize.anchor import anchored
 from tasks.synthesize.guard import GuardOptions
 from tasks.synthesize.render import render_references, synthesize_book
@@ -32,7 +32,7 @@ from tasks.voice.voices import book_voice
 def get_engine(opts: EngineOptions):
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
     so every stage and thread shares it."""
-    from engine.engine import Engine            # the model's gateway: torch, ChatTTS (packaging never loads it)
+    from engine.engine import Engine  # the model's gateway: torch, ChatTTS (packaging never loads it)
 
     return Engine.load(opts)
 
@@ -102,7 +102,7 @@ def package(book_dir: Path, assemble: AssembleOptions = AssembleOptions(), packa
 def fix(book_dir: Path, rows: list[dict], book: str, *, take: int | None = None, override: Fix | None = None,
         voice: VoiceSpec | None = None, engine: EngineOptions = EngineOptions(), qa: QAOptions | None = None,
         guard: GuardOptions = GuardOptions()) -> tuple[int, list[dict]]:
-    """`chattts-render fix`'s pickups of these manifest rows (tasks.synthesize.fix.find_rows): keep take `take` (no
+    """`chattts-render fix`'s pickups of these manifest rows (tasks.synthesize.pickups.find_rows): keep take `take` (no
     model), or apply `override` (fixes.json; its voice resolved from `voice` with the model) and render the rows it
     re-keys, or else render a new take of each.  `engine`, `qa`, `guard`: how a take is rendered and heard; `book`:
     the book as named (errors).  Callers hold the book's lock.  Returns (segments rendered, the manifest's rows of

@@ -45,10 +45,11 @@ def missing_reason(image: str = IMAGE) -> str | None:
     return None
 
 
-def podman_run(*args: str, volumes: dict[str, str] = {}, image: str = IMAGE,
+def podman_run(*args: str, volumes: dict[str, str] | None = None, image: str = IMAGE,
                timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
     """`podman run --rm [-v HOST:CONTAINER ...] IMAGE ARGS...`, to its end."""
-    argv = ["podman", "run", "--rm"] + [w for host, inside in volumes.items() for w in ("-v", f"{host}:{inside}")]
+    mounts = [w for host, inside in (volumes or {}).items() for w in ("-v", f"{host}:{inside}")]
+    argv = ["podman", "run", "--rm", *mounts]
     return subprocess.run([*argv, image, *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -88,7 +89,7 @@ class PodmanService:
     def __init__(self, folder: Path, log_path: Path):
         self.socket = Path(folder) / "podman.sock"
         self.url = f"unix://{self.socket}"
-        self._log = open(log_path, "wb")
+        self._log = open(log_path, "wb")  # noqa: SIM115 — the service's log, open while it runs (stop() closes it)
         self.proc = subprocess.Popen(["podman", "system", "service", "--time=0", self.url], stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         import docker
@@ -98,7 +99,7 @@ class PodmanService:
             try:
                 docker.DockerClient(base_url=self.url, timeout=5).ping()
                 break
-            except Exception:                   # not listening yet: docker's errors are many kinds
+            except Exception:  # noqa: BLE001 — not listening yet: docker's errors are many kinds
                 assert self.proc.poll() is None, f"podman system service exited: see {log_path}"
                 assert time.monotonic() - t0 < SOCKET_TIMEOUT_S, f"{self.url} not answering in {SOCKET_TIMEOUT_S} s"
                 time.sleep(POLL_S)

@@ -19,8 +19,16 @@ import pytest
 
 from tests.conftest import ROOT, unavailable
 from tests.flows.helpers import SAMPLE, chapter_files, cli_env
-from tests.podman import (IMAGE, IMAGE_UID, book_digest, demo_args, missing_reason, podman_run, remove_volume,
-                          writable_by_image)
+from tests.podman import (
+    IMAGE,
+    IMAGE_UID,
+    book_digest,
+    demo_args,
+    missing_reason,
+    podman_run,
+    remove_volume,
+    writable_by_image,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.image]
 

@@ -46,7 +46,7 @@ LAYERS = (                   # lowest first; a module may import its own layer a
     ("tasks.audio",),
     ("tasks.fleet",),
     ("tasks.site",),
-    ("tasks.catalogue",),
+    ("tasks.intake",),
     ("tasks.options",),
     ("tasks.stages",),
     ("flows",),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 

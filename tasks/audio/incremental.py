@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from engine.atomic import read_json
-from manifests.store import STATUS_DONE, load
 from manifests.crashpoints import crashpoint
-from tasks.audio.assemble import (AssembleOptions, ChapterAudio, Piece, assemble_arrays, assemble_chapter, load_piece,
-                                  trim_bounds)
+from manifests.store import STATUS_DONE, load
+from tasks.audio.assemble import (
+    AssembleOptions,
+    ChapterAudio,
+    Piece,
+    assemble_arrays,
+    assemble_chapter,
+    load_piece,
+    trim_bounds,
+)
 from tasks.audio.names import chapter_file_names
 from tasks.audio.options import PackageOptions
 from tasks.audio.package import package_book, report_bytes, write_output

@@ -10,11 +10,11 @@ varying metadata), so a killed-and-resumed render packages byte-identical files.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Collection, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -112,7 +112,7 @@ def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title:
     return paths, reports
 
 
-ChapterInput = Union[ChapterAudio, Callable[[], ChapterAudio]]
+ChapterInput = ChapterAudio | Callable[[], ChapterAudio]
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     check_tools(opts)
     book_dir = _output_folder(book_dir)
     skip = frozenset(skip) if previous else frozenset()
+    previous = previous or {}
     n = len(chapters)
     if len({i for i, _, _ in chapters}) != n:
         raise ValueError("chapter indices must be unique")
@@ -166,7 +167,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     pos = 0
     with (scratch(book_dir, ".f32") if want_m4b else nullcontext() as raw_path,   # the M4B's audio, <f4
           scratch(book_dir, directory=True) if want_epub else nullcontext() as epub_work):   # the EPUB's audio
-        with open(raw_path, "wb") if want_m4b else nullcontext() as raw:
+        with open(raw_path, "wb") if raw_path is not None else nullcontext() as raw:
             for index, title, item in chapters:
                 if index in skip:                         # outputs current: carry the report rows over
                     chapter_rows += [r for r in previous["chapters"] if r["index"] == index]
@@ -188,13 +189,13 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                                          "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
                                          "gain_db": round(prepared.gain_db, 3),
                                          "cues_ms": [[t.start_ms, t.end_ms] for t in cues]})
-                if want_m4b:
+                if raw is not None:
                     raw.write(np.ascontiguousarray(prepared.audio, dtype="<f4").tobytes())
                     marks.append((pos, pos + len(prepared.audio), title))
                     book_items += timed(prepared.cues, prepared.source_rate,
                                         Fraction(pos, prepared.sample_rate))
                     pos += len(prepared.audio)
-                if want_epub:
+                if epub_work is not None:
                     text = read_along(title, (texts or {}).get(index), cues)
                     ech, rep = encode_chapter(epub_work, epub_name, index, n_total, title, prepared, text, meta, opts)
                     epub_chapters.append(ech)
@@ -203,7 +204,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
             epub = inside(book_dir, epub_name)
             write_epub(epub, meta, epub_chapters, before_replace=_at_package_file)
             files.append(epub)
-        if want_m4b and pos > 0:
+        if raw_path is not None and pos > 0:
             m4b = inside(book_dir, f"{stem}.m4b")
             audio = np.memmap(raw_path, dtype="<f4", mode="r")                     # (pos,)
             reports.append(encode_verified(m4b, "m4b", audio, opts.sample_rate, chapter_tags(0, 1, meta.title, meta),

@@ -88,7 +88,9 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
     (read and segmented with default options, in its reading language as --language auto resolves it)."""
     from manifests.store import load
 
-    left = lambda folder: len(to_render(load(folder).to_pylist()))   # noqa: E731
+    def left(folder: str | Path) -> int:
+        return len(to_render(load(folder).to_pylist()))
+
     if planned and is_url(book_dir):
         root, slug = str(book_dir).rstrip("/").rsplit("/", 1)
         with book_view(Store(root), slug) as view:

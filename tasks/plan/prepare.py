@@ -10,17 +10,26 @@ stage, whose `anchor` function the composition passes in.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 from engine.atomic import write_bytes
 from engine.voice import VoiceSpec
-from manifests.store import commit, load
 from manifests.crashpoints import crashpoint
+from manifests.store import commit, load
 from tasks.book import LANGUAGE_CHOICES, ROLE_NARRATOR, Book, Language, Segment
-from tasks.bookdir import (BOOK_JSON, COVERAGE_JSON, FIXES_JSON, READING_LANGUAGE, TEXT_JSON, book_json, cover_file,
-                          json_bytes, text_json)
+from tasks.bookdir import (
+    BOOK_JSON,
+    COVERAGE_JSON,
+    FIXES_JSON,
+    READING_LANGUAGE,
+    TEXT_JSON,
+    book_json,
+    cover_file,
+    json_bytes,
+    text_json,
+)
 from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.plan.fixes import load_fixes, match_fixes, parse_name, save_fixes
@@ -74,7 +83,7 @@ def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts:
     voiced = {parse_name(n) for n, f in fixes.items() if f.voice is not None}   # their voice is not the book's
     own = [r for r in old if (r["chapter"], r["segment"]) not in voiced] or old
     stored = next((r for r in own if r["role"] == ROLE_NARRATOR), own[0])["spk_emb"] if own else None
-    spk_emb = book_voice(opts.voice or (opts.cast and opts.cast.narrator), stored, engine)
+    spk_emb = book_voice(opts.voice or (opts.cast.narrator if opts.cast else None), stored, engine)
     if anchor is not None:                           # the narrator's (a cast's dialogue has its own voices)
         spk_emb = anchor(spk_emb, stored, engine)
     voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of if opts.cast else None

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from tasks.book import Book, Segment
 from tasks.bookdir import audio_relpath
@@ -87,17 +87,18 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
         here = (previous_at or {}).get((s.chapter, s.index))
         rel, old = audio_relpath(key), here if here is not None and here["content_key"] == key else previous.get(key)
         hopeless = not done and old is not None and is_final_failure(old, max_attempts)   # same audio again
-        kept = {c: old.get(c, QA_EMPTY[c]) for c in QA_EMPTY} if done else dict(QA_EMPTY)   # the take kept
+        row = old or {}                     # the old plan's row: there whenever done (is_done read it) or hopeless
+        kept = {c: row.get(c, QA_EMPTY[c]) for c in QA_EMPTY} if done else dict(QA_EMPTY)   # the take kept
         if done:
             kept["take"] = kept["take"] or 1
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
             "segment": s.index, "text": text, "source_text": s.source_text, "pause_after": s.pause_after,
-            "content_key": key, "audio_path": old.get("audio_path") or rel if done else rel,
+            "content_key": key, "audio_path": row.get("audio_path") or rel if done else rel,
             "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
-            "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,
+            "samples": row["samples"] if done else 0, "duration_s": row["duration_s"] if done else 0.0,
             "voice_id": vid, "spk_emb": emb, "seed": seed, "engine_version": version,
-            "error": old["error"] if hopeless else "", "attempts": old["attempts"] if done or hopeless else 0,
+            "error": row["error"] if hopeless else "", "attempts": row["attempts"] if done or hopeless else 0,
             "role": s.role, "speaker": s.speaker, **kept,
         })
     return rows

@@ -17,6 +17,7 @@ import html
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.atomic import write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds, speakable_chars
@@ -32,6 +33,9 @@ from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 from tasks.text.normalize import normalize
 from tasks.text.segment import SegmentOptions, book_options, segment_chapter
 from tasks.voice.voices import saved_voices, voice_id
+
+if TYPE_CHECKING:
+    import numpy as np
 
 AUDITION_SECONDS = 15.0            # s: the default passage is the first chapter's pieces up to this long
 PIECE_SECONDS = 8.0                # s: the pieces it is packed from (the segmenter's target for the passage)
@@ -138,7 +142,7 @@ def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine, segme
         picked[voice] = (c, key)
         if not (book_dir / audio_relpath(key)).is_file():
             todo[key] = (text, voice, seed)
-    guard_failed: dict[str, tuple[object, str]] = {}
+    guard_failed: dict[str, tuple[np.ndarray, str]] = {}
     for key, audio, reason, _attempt in render_guarded(engine, todo, guard):
         if reason:                                       # heard on the page, never cached as a segment
             guard_failed[key] = (audio, reason)
@@ -152,7 +156,7 @@ def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine, segme
 
 
 def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]],
-                 failed: dict[str, tuple[object, str]]) -> list[dict]:
+                 failed: dict[str, tuple[np.ndarray, str]]) -> list[dict]:
     """Copy each candidate's audio into voices/ as NN-<name>.flac (a guard failure: its last rendering); remove
     the files of candidates no longer listed.  Returns the voices.json entries."""
     folder = book_dir / VOICES_DIRNAME

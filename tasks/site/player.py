@@ -3,7 +3,7 @@
 One static page that works offline from file:// (no server, no network): cover, title, author, total duration,
 the chapter list with durations, one audio player, the chapter's original text with the sentence being spoken
 highlighted and scrolled into view (click one to play from it; space, ←/→), the position remembered per book
-(localStorage), and the per-chapter duration and loudness summary of report.json (tasks.site.report.book_table).
+(localStorage), and the per-chapter duration and loudness summary of report.json (tasks.site.status.book_table).
 
 Proof and pickups: every spoken sentence knows its segment's name, C.S (tasks.site.qa.segment_name); a flag
 button after it puts that segment on the page's list of re-takes (kept per book in localStorage), which shows
@@ -35,7 +35,7 @@ from tasks.audio.subtitles import TimedText, by_sentence, split_sentences
 from tasks.bookdir import PAGE_NAME, QA_PAGE, read_book_json, read_report
 from tasks.site.html import document, esc, href, json_script
 from tasks.site.qa import FLAG, INCONCLUSIVE, fix_book, fix_command, kept_take, qa_summary, segment_name
-from tasks.site.report import book_table
+from tasks.site.status import book_table
 
 STORAGE_PREFIX = "chattts-render:"       # localStorage key of a book's position: prefix + folder + title
 FLAGS_SUFFIX = ":flags"                  # + this: the segments flagged on the page (a JSON list of C.S names)
@@ -203,7 +203,7 @@ def _chapter_text(position: int, chapter: PlayerChapter) -> str:
     flag button."""
     def html(s: Sentence) -> str:
         text = esc(s.text).replace("\n", "<br>")
-        if s.start_ms is None:
+        if s.start_ms is None or s.end_ms is None:
             return text
         mark = f" qa-{s.qa}" if s.qa in QA_TITLES else ""
         note = (f' title="{esc(QA_TITLES[s.qa] + (": " + s.reason if s.reason else ""))}"'
@@ -219,7 +219,7 @@ def _chapter_text(position: int, chapter: PlayerChapter) -> str:
 
 
 def _summary(rows: list[dict]) -> str:
-    """The per-chapter duration and loudness table (rows: tasks.site.report.book_table)."""
+    """The per-chapter duration and loudness table (rows: tasks.site.status.book_table)."""
 
     def num(v, unit: str) -> str:
         return "" if v is None else f"{v:.1f} {unit}"

@@ -7,9 +7,9 @@ their audio: a pending row whose file already exists is adopted without renderin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator
 
 from engine.api import Request
 from engine.units import SAMPLE_RATE

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.units import estimate_seconds, hms
 from tasks.book import Book, Run, Segment, segment_name
@@ -38,7 +38,7 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
     chapters = []
     reports = []
     removed: Counter = Counter()
-    unexplained = []
+    unexplained: list[dict] = []
     total_chars = total_segs = 0
     total_secs = 0.0
     listed = []

@@ -16,9 +16,10 @@ voice, segments, characters and share, and the speaker names the text gives, so 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from engine.voice import VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
 from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR

@@ -136,10 +136,9 @@ class PrefectService:
               extra: list[str] = (), env: dict[str, str] | None = None) -> subprocess.Popen:
         """A long-running documented command (server, worker) in its own process group."""
         doc_env, argv = self.argv(doc_line, replace, extra)
-        log = open(self.log_dir / f"{name}.log", "ab")
-        p = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {}), **doc_env}, stdout=log,
-                             stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        with open(self.log_dir / f"{name}.log", "ab") as log:       # the child keeps its own descriptor
+            p = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {}), **doc_env}, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = p
         self.started[name] = (doc_line, replace, extra, env)
         return p

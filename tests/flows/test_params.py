@@ -104,7 +104,7 @@ def test_defaults_and_conflicts(tmp_path):
         options_from_params("b.epub", device="cuda", int8=True)
     with pytest.raises(ValueError, match="seed must be an integer"):
         options_from_params("b.epub", voice="seed:x")
-    with pytest.raises(ValueError, match="^--device 'gpu': must be one of cpu, cuda, auto$"):
+    with pytest.raises(ValueError, match=r"^--device 'gpu': must be one of cpu, cuda, auto$"):
         RenderParams(book="b.epub", device="gpu")
     with pytest.raises(ValueError, match="--clip-text is the transcript"):
         RenderParams(book="b.epub", clip_text="你好")
@@ -160,7 +160,7 @@ def test_device_cuda_without_a_gpu_is_refused_before_the_book_is_fetched(monkeyp
 
     monkeypatch.setattr(flows.options, "cuda_problem", lambda: "no CUDA device is available (test)")
     monkeypatch.setattr(storage, "fetch_book", lambda *a: pytest.fail("the book was fetched"))
-    with pytest.raises(DeviceUnavailable, match="^--device cuda: no CUDA device is available"):
+    with pytest.raises(DeviceUnavailable, match=r"^--device cuda: no CUDA device is available"):
         options_from_params("s3://books/novel.epub", device="cuda", out=str(tmp_path / "o"))
     with pytest.raises(ValueError, match="int8=True"):                 # a usage error comes first
         options_from_params("s3://books/novel.epub", device="cuda", int8=True)

@@ -45,7 +45,7 @@ def test_only_changed_chapters_are_written_again(tmp_path, formats):
     assert {n: v[2] for n, v in now.items()} == {n: v[2] for n, v in first.items()}   # same bytes everywhere
 
     # A changed segment (new content key) in chapter 2: only chapter 2's files change.
-    r = [x for x in manifests.load(book_dir).to_pylist() if x["chapter"] == 1][0]
+    r = next(x for x in manifests.load(book_dir).to_pylist() if x["chapter"] == 1)
     key = "f" * 32
     dest = book_dir / f"segments/ff/{key}.flac"
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -69,9 +69,9 @@ def test_a_second_run_of_a_book_is_refused_by_prefects_concurrency_limit(tmp_pat
     Prefect slot (as a run on another machine would), so the refusal is Prefect's; once it is free the same
     run renders."""
     from flows.concurrency import limit_name, one_run_per_book
+    from flows.options import options_from_params
     from flows.render_book import render_book_flow
     from manifests.lock import BookLocked
-    from flows.options import options_from_params
     from tests.flows.helpers import write_txt_book
     from tests.s3server import environ_with
 

@@ -82,7 +82,7 @@ class Archive:
             with self.zf.open(info) as f:
                 # Declared sizes can lie: read at most limit+1 bytes and check the real size and ratio.
                 out = f.read(limit + 1)
-        except Exception as e:  # zipfile, zlib, bz2 and lzma errors of a damaged entry
+        except Exception as e:  # noqa: BLE001 — zipfile, zlib, bz2 and lzma errors of a damaged entry
             raise BookError(self.path, f"truncated or corrupt ZIP archive ({_short(e)}): {key}") from None
         if len(out) > limit:
             raise BookError(self.path, f"ZIP entry too large (over {limit} bytes): {key}")
@@ -255,7 +255,7 @@ def parse_xhtml(z: Archive, name: str):
         root = etree.fromstring(data, parser)
     except etree.XMLSyntaxError:
         root = None
-    if root is None or local_name(root.tag) != "html" and not find_all(root, "body"):
+    if root is None or (local_name(root.tag) != "html" and not find_all(root, "body")):
         try:
             hparser = lhtml.HTMLParser(no_network=True, remove_comments=True, remove_pis=True)
             root = lhtml.document_fromstring(data, parser=hparser)

@@ -24,10 +24,12 @@ pytestmark = pytest.mark.skipif(not (shutil.which("ffmpeg") and shutil.which("ff
 # (units: title then paragraphs, segment source texts, pauses): a silent paragraph, two short paragraphs
 # spoken as one segment, text that needs escaping.
 BOOK = [
-    (["第一章 风起", "天地玄黄，宇宙洪荒。日月盈昃，辰宿列张。", "＊＊＊", "「好。」", "「走吧。」寒来暑往，秋收冬藏。"],
+    (["第一章 风起", "天地玄黄，宇宙洪荒。日月盈昃，辰宿列张。", "＊＊＊", "「好。」",
+      "「走吧。」寒来暑往，秋收冬藏。"],
      ["第一章 风起", "天地玄黄，宇宙洪荒。", "日月盈昃，辰宿列张。", "「好。」\n「走吧。」", "寒来暑往，秋收冬藏。"],
      ["paragraph", "sentence", "paragraph", "sentence", "chapter"]),
-    (['<第二章> & "云"', "云腾致雨，露结为霜。"], ['<第二章> & "云"', "云腾致雨，露结为霜。"], ["paragraph", "chapter"]),
+    (['<第二章> & "云"', "云腾致雨，露结为霜。"], ['<第二章> & "云"', "云腾致雨，露结为霜。"],
+     ["paragraph", "chapter"]),
 ]
 OPTS = PackageOptions(formats=("epub", "flac"), subtitles=("srt",))
 

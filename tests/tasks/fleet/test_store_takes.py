@@ -14,11 +14,11 @@ import pytest
 
 from flows import pipeline
 from flows.cli import main
+from flows.options import options_from_params
 from tasks import stages
 from tasks.book import segment_name
 from tasks.bookdir import QA_JSON, check_relpath, take_relpath
 from tasks.fleet import attach, storage
-from flows.options import options_from_params
 from tests.conftest import corpus_path, unavailable
 from tests.flows.helpers import chapter_files
 
@@ -36,7 +36,7 @@ def proofed(s3_server, tmp_path, monkeypatch):
 
     try:
         Checker(QAOptions(mode="full")).load()
-    except Exception as e:           # the qa extra or its model: scripts/setup.sh test installs them
+    except Exception as e:  # noqa: BLE001 — the qa extra or its model: scripts/setup.sh test installs them
         unavailable(f"the QA checks cannot load here: {e}")
     engine = SpeechEngine({})
     monkeypatch.setattr(stages, "get_engine", lambda o: engine)

@@ -1,4 +1,4 @@
-"""Pickups (tasks/synthesize/fix.py, tasks/plan/fixes.py): only the named segments render, only their chapters are
+"""Pickups (tasks/synthesize/pickups.py, tasks/plan/fixes.py): only the named segments render, only their chapters are
 re-packaged, every take is kept and `--take` restores one byte for byte; overrides are applied at every plan.
 
 The engine is test_guard's StubEngine (audio from the request's seed), so what renders is counted exactly."""
@@ -19,9 +19,17 @@ from tasks.bookdir import BOOK_JSON, FIXES_JSON, book_json, take_relpath
 from tasks.errors import BookError
 from tasks.plan.fixes import Fix, load_fixes, match_fixes, parse_name, read_names, save_fixes
 from tasks.plan.rows import derive_seed, plan_rows
-from tasks.synthesize.fix import (choose_take, find_rows, override, packaged_chapters, repackaged, retake,
-                                  take_entries, takes_table)
 from tasks.synthesize.guard import GuardOptions, reroll_seed
+from tasks.synthesize.pickups import (
+    choose_take,
+    find_rows,
+    override,
+    packaged_chapters,
+    repackaged,
+    retake,
+    take_entries,
+    takes_table,
+)
 from tasks.synthesize.render import synthesize_book
 from tests.tasks.synthesize.test_guard import StubEngine
 
@@ -168,7 +176,7 @@ def test_a_fix_whose_sentence_moved_is_dropped_not_applied_to_another():
 def test_names_files_and_bad_input(tmp_path):
     assert parse_name("2.14") == (1, 13) and segment_name(1, 13) == "2.14"
     for bad in ("0.1", "2", "2.x", "1.0"):
-        with pytest.raises(ValueError, match="CHAPTER.SEGMENT"):
+        with pytest.raises(ValueError, match=r"CHAPTER\.SEGMENT"):
             parse_name(bad)
     f = tmp_path / "list.txt"
     f.write_text("# flagged in the player\n2.1\n\n  3.2  # the name\n", encoding="utf-8")
