@@ -471,7 +471,8 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
 
 def _line(name: str, r: dict) -> str:
     return (f"{name}: {r['audio_s']:.1f} s audio in {r['wall_s']:.1f} s wall = {r['audio_s_per_wall_s']:.3f} "
-            f"audio-s/wall-s ({r['cpu_s']:.0f} CPU s); peak RSS {r['peak_rss_mb']:.0f} MB (before {r['rss_before_mb']:.0f} MB)"
+            f"audio-s/wall-s ({r['cpu_s']:.0f} CPU s); peak RSS {r['peak_rss_mb']:.0f} MB "
+            f"(before {r['rss_before_mb']:.0f} MB)"
             + (f"; batch {r['batch']}" if "batch" in r else ""))
 
 

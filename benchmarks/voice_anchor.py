@@ -6,7 +6,7 @@
 
 One engine, one workload (the first N segments of the book as our front-end cuts them, each with its forced
 token count, as benchmarks/engine_vs_upstream.py builds it), one voice (seed 1234), rendered twice with the
-same seeds: plain, then anchored (tasks.voice.voices.anchored: the voice's own rendering of the anchor passage,
+same seeds: plain, then anchored (tasks.synthesize.anchor.anchored: the voice's own rendering of the anchor passage,
 DVAE-encoded, before every segment).  Reported: the one-time anchor cost (its render and encoding, after a
 warm-up call), prompt tokens per segment on each side, and audio seconds per wall second (and per CPU
 second) on each side.  On a shared machine compare the per-CPU-second ratio, not absolute numbers.
@@ -23,8 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.engine_vs_upstream import (CORPUS_FILE, VOICE_SEED, WARMUP_STEPS, load_ours, run_ours,  # noqa: E402
-                                           workload)
+from benchmarks.engine_vs_upstream import (  # noqa: E402
+    CORPUS_FILE,
+    VOICE_SEED,
+    WARMUP_STEPS,
+    load_ours,
+    run_ours,
+    workload,
+)
 
 
 def prompt_tokens(engine, texts: list[str], voice: str) -> list[int]:

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ TRUNCATE_SHARE = 0.45               # a truncated clip keeps this share of the r
 NOISE_RMS = 0.05                    # full scale: white noise's level (speech in the corpus: ~0.03-0.1)
 SPEAKER_DIM = 768                   # the stand-in model's speaker vector size (ChatTTS's GPT hidden size)
 MIN_SEGMENT_S = 3.0                 # s: tasks.text.segment.MIN_SECONDS, a paragraph shorter than this is merged
-MAX_TITLE_CHARS = 20                # characters: tasks.ingest.txt.MAX_BARE_TITLE_CHARS
+MAX_TITLE_CHARS = 20                # characters: tasks.ingest.txt_zh.MAX_BARE_TITLE_CHARS
 INDENT = "\u3000\u3000"             # a body paragraph's indent: two full-width spaces (bare titles stay flush-left)
 SENTENCE_END = "。！？"
 CLOSERS = "。！？，、；：,.!?;: "       # stripped when a manifest's source text is matched to a transcript
@@ -140,7 +140,7 @@ def _maybe_same(a: str, b: str) -> bool:
     """Speakers a and b may be one person: equal, or both of THCHS-30 with either unknown (a test clip's speaker
     may be D4 or another test clip's; other corpora are other people)."""
     thchs = {a, b} <= set(THCHS_SPEAKERS) | {s for s in (a, b) if s.startswith(UNKNOWN_SPEAKER)}
-    return a == b or thchs and (a.startswith(UNKNOWN_SPEAKER) or b.startswith(UNKNOWN_SPEAKER))
+    return a == b or (thchs and (a.startswith(UNKNOWN_SPEAKER) or b.startswith(UNKNOWN_SPEAKER)))
 
 
 # ---------------------------------------------------------------------------------------------------- the book

@@ -14,13 +14,12 @@ stream: memory is bounded by a chunk, not the paragraph.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Mapping, Sequence
 
 from engine.units import estimate_seconds, speakable_chars
-from tasks.book import LANGUAGES, PAUSE_KINDS, ROLE_NARRATOR, Book, Chapter, Language, PauseKind, Run, Segment, \
-    book_language
-from tasks.text.normalize import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
+from tasks.book import PAUSE_KINDS, ROLE_NARRATOR, Book, Chapter, Language, PauseKind, Run, Segment, book_language
+from tasks.text.normalize import CLAUSE, SENTENCE, NormalizeOptions, Span, iter_spans
 
 TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
 MAX_SECONDS = 20.0         # s: never pack past this (a single sentence over it is split)
@@ -54,10 +53,12 @@ class SegmentOptions:
     min_seconds: float = MIN_SECONDS
     max_words: int = MAX_WORDS         # lang="en": the cap in words (max_chars is Chinese's)
     min_words: int = MIN_WORDS         # lang="en": the short-fragment threshold in words (min_chars: Chinese's)
-    t2s: bool = True
-    tn: bool = True
-    lexicon: Lexicon | None = None
-    lang: Language = "zh"      # the book's reading language (tasks.book.book_language)
+    normalize: NormalizeOptions = NormalizeOptions()   # how each piece of text is read (t2s, tn, lexicon, lang)
+
+    @property
+    def lang(self) -> Language:
+        """The book's reading language (normalize.lang, tasks.book.book_language): words or characters."""
+        return self.normalize.lang
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -70,8 +71,6 @@ class SegmentOptions:
             raise ValueError(f"min_chars ({self.min_chars}) must be in [0, max_chars={self.max_chars})")
         if not 0 <= self.min_words < self.max_words:
             raise ValueError(f"min_words ({self.min_words}) must be in [0, max_words={self.max_words})")
-        if self.lang not in LANGUAGES:
-            raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, not {self.lang!r}")
         if not 0 <= self.min_seconds < self.target_seconds:
             raise ValueError(f"min_seconds ({self.min_seconds}) must be in [0, target_seconds="
                              f"{self.target_seconds})")
@@ -80,7 +79,7 @@ class SegmentOptions:
 def book_options(book: Book, opts: SegmentOptions, language: str = "auto") -> SegmentOptions:
     """`opts` for this book: its reading language resolved once from --language (auto | zh | en) by
     tasks.book.book_language (ValueError naming a bad value)."""
-    return replace(opts, lang=book_language(book, language))
+    return replace(opts, normalize=replace(opts.normalize, lang=book_language(book, language)))
 
 
 def chapter_units(chapter: Chapter) -> list[str]:
@@ -216,8 +215,7 @@ def _cut_word(atom: list[Span], src: str, opts: SegmentOptions) -> list[list[Spa
 
 def _reads_alone(spans: list[Span], src: str, opts: SegmentOptions) -> bool:
     """Do these spans of `src` say, normalized alone, what they say in their sentence? (letters and digits)"""
-    alone = iter_spans(src[spans[0].start:max(s.end for s in spans)], t2s=opts.t2s, lexicon=opts.lexicon,
-                       tn=opts.tn, lang=opts.lang)
+    alone = iter_spans(src[spans[0].start:max(s.end for s in spans)], opts.normalize)
     return _letters(_out(spans)) == _letters("".join(s.out for s in alone))
 
 
@@ -249,12 +247,12 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
     """Drafts tiling one unit (title or paragraph), or one run of it (a cast's narration or quote: text[start:
     end], ends_unit when it is the unit's last); none when it has nothing to say."""
     lo, hi = (run.start, run.end) if run else (0, len(text))
-    who = {"role": run.role, "speaker": run.speaker} if run else {}
+    role, speaker = (run.role, run.speaker) if run else (ROLE_NARRATOR, "")
 
     def parts() -> Iterator[list[Span]]:
         sentence: list[Span] = []
         chars = 0
-        for sp in iter_spans(text[lo:hi], t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang):
+        for sp in iter_spans(text[lo:hi], opts.normalize):
             sp = replace(sp, start=sp.start + lo, end=sp.end + lo) if lo else sp
             sentence.append(sp)
             chars += len(sp.out)
@@ -288,14 +286,14 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
         end = cur[-1].end
         if last is not None:
             yield last
-        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title, **who)
+        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title, role=role, speaker=speaker)
         start = end
         cur, cur_text = part, t
     if cur and speakable_chars(cur_text) > 0:
         if last is not None:
             yield last
         pause = "paragraph" if ends_unit else _pause_of(cur)
-        last = _Draft(ui, start, ui, hi, cur_text.strip(), pause, title, **who)
+        last = _Draft(ui, start, ui, hi, cur_text.strip(), pause, title, role=role, speaker=speaker)
     elif last is not None:
         # trailing marks without speech ride with the previous draft
         pause = "paragraph" if ends_unit else max(last.pause, _pause_of(cur), key=PAUSE_KINDS.index)
@@ -338,7 +336,7 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
     def drafts() -> Iterator[_Draft]:
         for ui, text in enumerate(units):
             para = ui - 1 if has_title else ui
-            if has_title and ui == 0 or para not in runs:
+            if (has_title and ui == 0) or para not in runs:
                 yield from _unit_drafts(ui, text, opts, title=has_title and ui == 0)
                 continue
             for k, run in enumerate(runs[para]):
@@ -347,8 +345,8 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
     def merged() -> Iterator[_Draft]:
         prev: _Draft | None = None
         for d in drafts():
-            same_voice = prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
-            if same_voice and not prev.title and not d.title:
+            if (prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
+                    and not prev.title and not d.title):
                 joined = prev.text + "。" + d.text if opts.lang == "zh" else _join(prev.text, d.text, opts)
                 if (_short(d, opts) or _short(prev, opts)) and _fits(joined, opts):
                     prev = _merge(prev, d, opts)
@@ -359,9 +357,8 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
         if prev is not None:
             yield prev
 
-    index = 0
     pending: Segment | None = None
-    for d in merged():
+    for index, d in enumerate(merged()):
         if pending is not None:
             yield pending
         src = _source(units, d)
@@ -370,7 +367,6 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
         notes = tuple(d.notes) + ((OVER_CAP_NOTE,) if not _fits(text, opts) else ())
         pending = Segment(chapter=chapter.index, index=index, text=text, source_text=src,
                           pause_after=pause, notes=notes, role=d.role, speaker=d.speaker)
-        index += 1
     if pending is not None:
         yield replace(pending, text=_close(pending.text, "chapter", opts), pause_after="chapter")
 

@@ -21,8 +21,17 @@ from pathlib import Path
 
 from engine.atomic import write_bytes
 from engine.clip import clip_origin
-from engine.voice import (NAME_RE, VOICE_SUFFIX, VoiceError, VoiceSpec, decode_voice, parse_voice_spec, resolve_voice,
-                          saved_voice_file, voices_dir)
+from engine.voice import (
+    NAME_RE,
+    VOICE_SUFFIX,
+    VoiceError,
+    VoiceSpec,
+    decode_voice,
+    parse_voice_spec,
+    resolve_voice,
+    saved_voice_file,
+    voices_dir,
+)
 from tasks.text.normalize import normalize
 from tasks.text.segment import SegmentOptions
 
@@ -38,7 +47,7 @@ def parse_voice(spec: str, clip_text: str | None = None, segment=None) -> VoiceS
     if out.clip is None:
         return out
     seg = segment or SegmentOptions()
-    text = normalize(out.clip_text or "", t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn, lang=seg.lang).strip()
+    text = normalize(out.clip_text or "", seg.normalize).strip()
     if not text.strip("，。、 "):
         raise VoiceError(f"{out.clip}: the transcript has nothing to speak")
     return replace(out, clip_text=text)
