@@ -33,9 +33,9 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 TEMP_PREFIX = ".tmp-"              # every temp file and folder starts with it
 TEMP_TOKEN_BYTES = 6               # random bytes in a temp name (12 hex characters)

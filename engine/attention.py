@@ -41,7 +41,9 @@ so a row's bits do not depend on the rest of its call; the linears' side of that
 """
 from __future__ import annotations
 
-import torch                      # imported lazily (by engine.llama users), never by engine.api
+from collections.abc import Callable
+
+import torch  # imported lazily (by engine.llama users), never by engine.api
 import torch.nn.functional as F
 
 from engine import kernels
@@ -70,7 +72,8 @@ class Call:
     """One Llama call's state: where its rows live.  The base writes this call's keys and values at `pos` of
     each row's slot; subclasses attend (or run the whole step: `step`)."""
 
-    step = None                   # x [B, 1, C] -> final-normed [B, 1, C] where a back-end runs the call whole
+    step: Callable[[torch.Tensor], torch.Tensor] | None = None   # x [B, 1, C] -> final-normed [B, 1, C] where a
+                                                                  # back-end runs the call whole
 
     def __init__(self, cache, pos, slots, lengths):
         self.cache, self.pos, self.lengths = cache, pos, lengths
@@ -93,7 +96,7 @@ class Attention:
     themselves: engine/ortengine.py)."""
 
     exact = True
-    kv_dtype = None               # the KV cache's dtype: None, the model's
+    kv_dtype: torch.dtype | None = None   # the KV cache's dtype: None, the model's
 
     def begin(self, cache, pos, slots, lengths) -> Call:
         return Call(cache, pos, slots, lengths)

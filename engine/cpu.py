@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-import torch                      # imported lazily (by engine.codemodel users), never by engine.api
+import torch  # imported lazily (by engine.codemodel users), never by engine.api
 import torch.nn as nn
 
 from engine import kernels
@@ -28,7 +28,10 @@ class Int8Linear(nn.Module):
     depends on the other rows of the call (unlike per-tensor dynamic quantization).  Where engine/kernels.c
     builds, the engine uses its weight-only engine.kernels.GemmInt8Linear instead (faster, activations unrounded)."""
 
-    def __init__(self, linear: nn.Module):
+    wq: torch.Tensor              # [N, K] int8 (buffers)
+    scale: torch.Tensor           # [N] fp32
+
+    def __init__(self, linear: nn.Linear):
         super().__init__()
         wq, scale = quantize_weight(linear.weight)
         self.register_buffer("wq", wq)

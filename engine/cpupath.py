@@ -30,9 +30,14 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import torch  # (engine.kernels loads it already)
+
 from engine import kernels
 from engine.assets import cache_root
 from engine.atomic import read_json, write_once
+from engine.attention import CStep
+from engine.cpu import pack_path
+from engine.llama import KVCache, build_llama
 
 
 @dataclass(frozen=True)
@@ -112,8 +117,6 @@ def choose(dtype: str, int8: bool, shape, rows: int, threads: int, measure=None)
 
 def cache_key(paths, dtype: str, int8: bool, shape, rows: int, threads: int) -> dict:
     """What a measured choice depends on: the CPU, torch and oneDNN, the request, the shapes, the kernels."""
-    import torch
-
     return {"cpu": _cpu_model(), "flags": sorted(kernels.cpu_flags() & _FLAGS), "machine": platform.machine(),
             "torch": torch.__version__, "onednn": _onednn_version(), "dtype": dtype, "int8": int8,
             "paths": [p.name for p in paths], "shape": [shape.hidden, shape.heads, shape.kv_heads, shape.ffn],
@@ -147,7 +150,8 @@ def _remembered(paths, dtype, int8, shape, rows, threads, measure) -> CpuPath:
 
 
 def _cache_file(key: dict) -> Path:
-    return cache_root() / CACHE_DIR / f"{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]}.json"
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / CACHE_DIR / f"{digest}.json"
 
 
 _FLAGS = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni", "amx_tile",
@@ -163,8 +167,6 @@ def _cpu_model() -> str:
 
 
 def _onednn_version() -> str:
-    import torch
-
     line = next((ln for ln in torch.__config__.show().splitlines() if "DNN" in ln), "")
     return next((w for w in line.split() if w.startswith("v") and w[1:2].isdigit()), "")
 
@@ -173,11 +175,6 @@ def measure_steps(paths, shape, rows: int, threads: int) -> dict[str, float]:
     """Seconds per decode step of `rows` rows on each path: random weights of `shape` (its first layers, as many as
     MEASURE_BYTES of fp32 weights need, at least one), rows over MEASURE_POSITIONS keys, `threads` threads;
     MEASURE_ROUNDS rounds of every path in turn, the best of each."""
-    import torch
-
-    from engine.cpu import pack_path
-    from engine.llama import KVCache, build_llama
-
     per_layer = 4 * shape.hidden * ((shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.ffn) \
         + 4 * shape.heads * shape.head_dim * shape.hidden
     s = replace(shape, layers=max(1, min(shape.layers, -(-MEASURE_BYTES // per_layer))))
@@ -192,6 +189,8 @@ def measure_steps(paths, shape, rows: int, threads: int) -> dict[str, float]:
             x = torch.randn(rows, 1, s.hidden, generator=torch.Generator().manual_seed(0))
             pos = torch.full((rows, 1), MEASURE_POSITIONS - 1)
             args = (x, pos, cache, torch.arange(rows), [MEASURE_POSITIONS] * rows)
+            if not isinstance(llama.attention, CStep):
+                raise RuntimeError(f"path {p.name}: its decode step is not whole in engine/kernels.c")
             llama.attention.decode(*args)                                       # warm-up: pages, caches
             steps[p.name] = (llama.attention.decode, args)
         best = {name: float("inf") for name in steps}
@@ -207,8 +206,6 @@ def measure_steps(paths, shape, rows: int, threads: int) -> dict[str, float]:
 
 def random_state(s) -> dict:
     """An HF LlamaModel state dict of shape `s` with random weights (std 0.02, norms 1): what build_llama reads."""
-    import torch
-
     g = torch.Generator().manual_seed(0)
     w = lambda n, k: torch.randn(n, k, generator=g) * 0.02                  # noqa: E731
     D, state = s.head_dim, {"norm.weight": torch.ones(s.hidden)}

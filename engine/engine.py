@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from engine.api import DeviceUnavailable, EngineOptions, ModelUnavailable, Request, Result, onnx_missing
 from engine.clip import sample_prompt
@@ -37,9 +37,9 @@ ENGINE_VERSION = "6"               # bump whenever generated audio would change 
 # name), so a book rendered with 2-5 on a machine is not rendered again there.
 ADOPTED_VERSIONS = ("2", "3", "4", "5")
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
-PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
+PROMPT = f"[Stts][spk_emb][speed_{SPEED}]{{text}}[Ptts]"   # as upstream builds it (InferCodeParams.prompt)
 # With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
-SAMPLE_PROMPT = "[Stts]{speaker}{txt_smp}[speed_%d]{text}[Ptts]" % SPEED
+SAMPLE_PROMPT = f"[Stts]{{speaker}}{{txt_smp}}[speed_{SPEED}]{{text}}[Ptts]"
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
 
 _LOCK = threading.Lock()
@@ -137,7 +137,7 @@ class Engine:
         self.last_batch_sizes: list[int] = []         # the scheduler's batch sizes of the last synthesize call
 
     @classmethod
-    def load(cls, opts: EngineOptions) -> "Engine":
+    def load(cls, opts: EngineOptions) -> Engine:
         """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable, or
         DeviceUnavailable when torch cannot use CUDA."""
         import torch
@@ -266,7 +266,7 @@ class Engine:
         order = itertools.count(len(rows))           # arrival index of the late ones
 
         def late(idle: bool) -> list:
-            return [self._row(r, next(order)) for r in more(idle)]
+            return [self._row(r, next(order)) for r in (more(idle) if more is not None else ())]
 
         exact = self.opts.device == "cpu"
         sched = Scheduler(self.model, self.opts.batch, exact=exact)
@@ -277,6 +277,7 @@ class Engine:
                 wav = self.model.vocode(row.hiddens)
             else:
                 (wav,) = decode(self.loaded, [row.hiddens])   # each row alone, on every device (engine/vocoder.py)
+            assert row.tokens is not None                # a finished row's T (engine/generate.py)
             res = Result(key=row.key, audio=wav, tokens=row.tokens)
             if progress is not None:
                 progress(res)

@@ -66,7 +66,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-import torch                      # imported lazily (by engine.cpu users), never by engine.api
+import torch  # imported lazily (by engine.cpu users), never by engine.api
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -476,7 +476,7 @@ def _attend(lib, q, k_cache, v_cache, slots: torch.Tensor, lens: torch.Tensor) -
     _check("v_cache", v_cache, FP32, dims=4)
     B, H, L, D = q.shape
     slots_n, hkv, S, Dc = k_cache.shape
-    if L != 1 or D % 8 or D != Dc or hkv < 1 or H % hkv:
+    if L != 1 or D % 8 or Dc != D or hkv < 1 or H % hkv:
         raise ValueError(f"decode attention needs one fp32 query per row, D % 8 == 0 and the cache's D and heads "
                          f"(q {tuple(q.shape)}, cache {tuple(k_cache.shape)})")
     if v_cache.shape != k_cache.shape:
@@ -531,7 +531,7 @@ class GemmLinear(nn.Module, Packed):
     ("f32_512", the same bits).  The dense `weight` stays (the HF model shares it:
     engine.codemodel.share_weights_with_hf); `packed` is the kernel's blocked copy."""
 
-    RUNS = ("f32", "f32_512")     # the kinds this class runs
+    RUNS: tuple[str, ...] = ("f32", "f32_512")     # the kinds this class runs
 
     def __init__(self, weight: torch.Tensor, kind: str = "f32"):
         nn.Module.__init__(self)
@@ -568,7 +568,7 @@ class GemmInt8Linear(GemmLinear):
     streams a quarter of the fp32 weight bytes.  Weight-only, so unlike the W8A8 engine.cpu.Int8Linear and
     GemmW8A8Linear the activations are not rounded; batch-invariant like GemmLinear."""
 
-    RUNS = ("q8", "q8_512")
+    RUNS: tuple[str, ...] = ("q8", "q8_512")
 
     def __init__(self, wq: torch.Tensor, scale: torch.Tensor, kind: str = "q8"):   # wq [N, K] int8, scale [N] fp32
         nn.Module.__init__(self)
@@ -663,9 +663,9 @@ class DecodeStep:
         out = torch.empty(B, s.hidden)
         self.lib.chattts_step(xs.data_ptr(), B, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.layers, s.eps,
                               ctypes.addressof(self.table), kc.data_ptr(), vc.data_ptr(),
-                              int(self.kv_dtype == torch.bfloat16), self.norm.data_ptr(), KINDS[self.kind][0], S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(),
-                              self.sin.data_ptr(), out.data_ptr(), torch.get_num_threads(),
-                              self.times.data_ptr())
+                              int(self.kv_dtype == torch.bfloat16), self.norm.data_ptr(), KINDS[self.kind][0], S,
+                              sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(), self.sin.data_ptr(),
+                              out.data_ptr(), torch.get_num_threads(), self.times.data_ptr())
         return out.view(B, 1, s.hidden)
 
     def _check_cache(self, cache) -> int:

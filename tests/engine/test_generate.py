@@ -6,9 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from engine import codemodel as CM  # noqa: E402
-from engine import generate as G  # noqa: E402
-from engine import sampling as S  # noqa: E402
+from engine import codemodel as CM, generate as G, sampling as S  # noqa: E402
 from engine.cpu import kind_linear, onednn_available  # noqa: E402
 from engine.llama import LlamaShape, build_llama  # noqa: E402
 from tests.engine.kinds import KIND_PARAMS  # noqa: E402

@@ -25,8 +25,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine.cpu import ONEDNN_ISAS  # noqa: E402
-from engine.kernels import cpu_flags  # noqa: E402
+from engine.cpu import ONEDNN_ISAS
+from engine.kernels import cpu_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = "CHATTTS_RENDER_ISA_CHILD"          # set in the child: this file never runs inside itself

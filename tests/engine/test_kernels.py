@@ -536,7 +536,7 @@ def test_the_decode_step_refuses_a_length_past_the_cache_and_a_foreign_cache(lin
         _run(model, x, pos, other, slots, lens)
     other = KVCache(model.s, 6, 40, "cpu", torch.float32)
     other.slots = 7                                                      # geometry that lies about its slots
-    with pytest.raises(ValueError, match="cache.k has shape"):
+    with pytest.raises(ValueError, match=r"cache\.k has shape"):
         _run(model, x, pos, other, slots, lens)
     other = KVCache(model.s, 6, 40, "cpu", torch.float32)
     other.v[1] = other.v[1].transpose(2, 3).contiguous().transpose(2, 3)
