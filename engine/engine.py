@@ -43,7 +43,7 @@ SAMPLE_PROMPT = f"[Stts]{{speaker}}{{txt_smp}}[speed_{SPEED}]{{text}}[Ptts]"
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
 
 _LOCK = threading.Lock()
-_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, compile, backend, CPU path) -> CodeModel
+_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, cuda_graphs, backend, CPU path) -> CodeModel
 
 
 def _resolve_dtype(opts: EngineOptions, path=None) -> str:
@@ -61,11 +61,11 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
     """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
     hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
     decide the bits; `path`, engine/cpupath.py's, names its arithmetic); CUDA's names only whether the decode step
-    runs as CUDA graphs (+compile).  The onnx
+    runs as CUDA graphs (+compile: the name it had before the option was --cuda-graphs; kept, so keys stay).  The onnx
     back-end's names carry engine.ortengine.backend_name (`onnx-ort1.32-cpu`: onnxruntime's version and the
     provider) on every device, so its audio never shares a key with the torch engine's."""
     version = version or ENGINE_VERSION           # read when called (tests set an older one)
-    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
+    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.cuda_graphs)) if on)
     backend = ""
     if opts.backend == "onnx":
         from engine.ortengine import backend_name as ort_backend
@@ -155,7 +155,7 @@ class Engine:
             loaded = load_chattts(opts.model, opts.device)
             path = _cpu_path(opts, loaded)
             dtype = _resolve_dtype(opts, path)
-            key = (opts.model, opts.device, dtype, opts.int8, opts.compile, opts.backend, path)
+            key = (opts.model, opts.device, dtype, opts.int8, opts.cuda_graphs, opts.backend, path)
             if key not in _MODELS and opts.backend == "onnx":
                 _MODELS[key] = _ort_model(loaded, opts, dtype)
             if key not in _MODELS:               # a path's model stays fp32 around its kernels (bf16 inside them)
@@ -171,7 +171,7 @@ class Engine:
                     make = cpu_linear()          # oneDNN, else MKL's F.linear (same version: the CPU's kernels
                     if make is not None:         # already differ from machine to machine)
                         model.pack(make)
-                if opts.compile:                 # CUDA graphs of the decode step
+                if opts.cuda_graphs:             # CUDA graphs of the decode step
                     enable_cuda_graphs(model)
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype, path)
