@@ -18,6 +18,7 @@ import torch.nn as nn
 
 from engine import kernels
 from engine.attention import CAttention, CStep, PerRow
+from engine.kernelbuild import cpu_flags
 from engine.kernels import quantize_rows, quantize_weight
 from engine.llama import Llama
 
@@ -185,7 +186,7 @@ def backend_name(int8: bool = False, dtype: str = "fp32", tag: str | None = None
     aten = f"aten_{torch.backends.cpu.get_cpu_capability().lower()}"
     if tag is not None:
         return f"{tag}-{aten}"
-    flags = kernels.cpu_flags()
+    flags = cpu_flags()
     if dtype != "fp32":
         return aten
     if kernels.available():

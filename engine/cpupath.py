@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch  # (engine.kernels loads it already)
 
-from engine import kernels
+from engine import kernelbuild, kernels
 from engine.assets import cache_root
 from engine.atomic import read_json, write_once
 from engine.attention import CStep
@@ -117,11 +117,11 @@ def choose(dtype: str, int8: bool, shape, rows: int, threads: int, measure=None)
 
 def cache_key(paths, dtype: str, int8: bool, shape, rows: int, threads: int) -> dict:
     """What a measured choice depends on: the CPU, torch and oneDNN, the request, the shapes, the kernels."""
-    return {"cpu": _cpu_model(), "flags": sorted(kernels.cpu_flags() & _FLAGS), "machine": platform.machine(),
+    return {"cpu": _cpu_model(), "flags": sorted(kernelbuild.cpu_flags() & _FLAGS), "machine": platform.machine(),
             "torch": torch.__version__, "onednn": _onednn_version(), "dtype": dtype, "int8": int8,
             "paths": [p.name for p in paths], "shape": [shape.hidden, shape.heads, shape.kv_heads, shape.ffn],
             "rows": rows, "threads": threads,
-            "kernels": hashlib.sha256(kernels.SOURCE.read_bytes()).hexdigest()[:16]}
+            "kernels": hashlib.sha256(kernelbuild.SOURCE.read_bytes()).hexdigest()[:16]}
 
 
 def _remembered(paths, dtype, int8, shape, rows, threads, measure) -> CpuPath:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import kernels
+from engine import kernelbuild, kernels
 
 U = 2.0 ** -24                     # fp32's unit roundoff
 
@@ -16,7 +16,7 @@ def why_not(kind: str) -> str | None:
         return "engine/kernels.c is not available here (no AVX2/FMA or no C compiler)"
     if kind in kernels.kinds():
         return None
-    if missing := kernels.KINDS[kind][1] - kernels.cpu_flags():
+    if missing := kernels.KINDS[kind][1] - kernelbuild.cpu_flags():
         return f"this CPU has no {kind} kernel: it lacks {' '.join(sorted(missing))}"
     return f"engine/kernels.c's {kind} kernel is not built by this compiler or failed its self-check (see the log)"
 

@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("torch")
 
 from engine.cpu import ONEDNN_ISAS
-from engine.kernels import cpu_flags
+from engine.kernelbuild import cpu_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = "CHATTTS_RENDER_ISA_CHILD"          # set in the child: this file never runs inside itself

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine import kernels  # noqa: E402
+from engine import kernelbuild, kernels  # noqa: E402
 from engine.attention import CAttention, CStep, PerRow  # noqa: E402
 from engine.cpu import PackedLinear, cpu_linear, onednn_available  # noqa: E402
 from tests.conftest import ROOT, unavailable  # noqa: E402
@@ -196,22 +196,22 @@ def test_decode_attention_refuses_what_it_cannot_compute(lin):
 
 def test_the_build_is_cached_by_source_flags_and_compiler(lin, tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "cc")
-    first = kernels.build(tmp_path)
+    first = kernelbuild.build(tmp_path)
     mtime = first.stat().st_mtime_ns
-    assert kernels.build(tmp_path) == first and first.stat().st_mtime_ns == mtime      # not compiled again
+    assert kernelbuild.build(tmp_path) == first and first.stat().st_mtime_ns == mtime      # not compiled again
     monkeypatch.setenv("CC", "gcc")                                     # another compiler: another library
-    other = kernels.build(tmp_path)
+    other = kernelbuild.build(tmp_path)
     assert other != first and sorted(tmp_path.iterdir()) == sorted([first, other])
 
 
 def test_a_failing_compiler_raises_and_leaves_only_the_remembered_failure(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "false")                                   # exits 1
     with pytest.raises(RuntimeError, match="false"):
-        kernels.build(tmp_path)
+        kernelbuild.build(tmp_path)
     [marker] = tmp_path.iterdir()                                       # no library, no temp, no object file
-    assert marker.name.endswith(kernels.FAILED_SUFFIX) and "false" in marker.read_text()
+    assert marker.name.endswith(kernelbuild.FAILED_SUFFIX) and "false" in marker.read_text()
     with pytest.raises(RuntimeError, match="remembered in"):
-        kernels.build(tmp_path)
+        kernelbuild.build(tmp_path)
 
 
 FAKE_CC = """#!/bin/sh
@@ -228,7 +228,7 @@ def test_a_failed_build_is_not_retried_by_another_process(tmp_path):
     cc = tmp_path / "fakecc"
     cc.write_text(FAKE_CC)
     cc.chmod(0o755)
-    code = ("import sys; from engine import kernels\ntry:\n    kernels.build(sys.argv[1])\n"
+    code = ("import sys; from engine import kernelbuild\ntry:\n    kernelbuild.build(sys.argv[1])\n"
             "except RuntimeError as e:\n    print(e)")
     env = {**os.environ, "CC": str(cc), "PYTHONPATH": str(ROOT)}
     runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")], env=env, capture_output=True,
@@ -241,20 +241,20 @@ def test_a_failed_build_is_not_retried_by_another_process(tmp_path):
 
 
 def test_the_build_key_names_the_machine_the_compiler_and_the_c_library(monkeypatch):
-    cc, args = "/usr/bin/cc", kernels.CFLAGS
-    base = kernels.build_key(cc, args, ())
-    assert kernels.build_key(cc, args, ()) == base
-    assert kernels.build_key("/usr/bin/gcc", args, ()) != base
-    assert kernels.build_key(cc, args + kernels.STRICT_FLAGS, ()) != base
-    assert kernels.build_key(cc, args, ("-fopenmp",)) != base
+    cc, args = "/usr/bin/cc", kernelbuild.CFLAGS
+    base = kernelbuild.build_key(cc, args, ())
+    assert kernelbuild.build_key(cc, args, ()) == base
+    assert kernelbuild.build_key("/usr/bin/gcc", args, ()) != base
+    assert kernelbuild.build_key(cc, args + kernelbuild.STRICT_FLAGS, ()) != base
+    assert kernelbuild.build_key(cc, args, ("-fopenmp",)) != base
     for attr, value in (("_compiler_version", lambda cc: "cc 99.0"), ("_libc", lambda: "glibc 9.99")):
         with monkeypatch.context() as m:
-            m.setattr(kernels, attr, value)
-            assert kernels.build_key(cc, args, ()) != base, attr
+            m.setattr(kernelbuild, attr, value)
+            assert kernelbuild.build_key(cc, args, ()) != base, attr
     with monkeypatch.context() as m:
-        m.setattr(kernels.platform, "machine", lambda: "aarch64")
-        assert kernels.build_key(cc, args, ()) != base
-    assert "-ffp-contract=off" in kernels.CFLAGS
+        m.setattr(kernelbuild.platform, "machine", lambda: "aarch64")
+        assert kernelbuild.build_key(cc, args, ()) != base
+    assert "-ffp-contract=off" in kernelbuild.CFLAGS
 
 
 def test_the_strict_build_passes_and_loads_with_the_expected_abi(lin, tmp_path):
@@ -262,8 +262,8 @@ def test_the_strict_build_passes_and_loads_with_the_expected_abi(lin, tmp_path):
     module's ABI version and table layout."""
     import ctypes
 
-    lib = ctypes.CDLL(str(kernels.build(tmp_path, strict=True)))
-    assert kernels._abi_problem(lib) is None
+    lib = ctypes.CDLL(str(kernelbuild.build(tmp_path, strict=True)))
+    assert kernelbuild.abi_problem(lib) is None
 
 
 def _fresh_library(monkeypatch, tmp_path):
@@ -273,16 +273,16 @@ def _fresh_library(monkeypatch, tmp_path):
 
 def test_a_library_of_another_abi_or_table_layout_is_not_used(lin, tmp_path, monkeypatch, caplog):
     _fresh_library(monkeypatch, tmp_path)
-    monkeypatch.setattr(kernels, "ABI_VERSION", kernels.ABI_VERSION + 1)
-    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+    monkeypatch.setattr(kernelbuild, "ABI_VERSION", kernelbuild.ABI_VERSION + 1)
+    with caplog.at_level(logging.WARNING, logger="engine.kernelbuild"):
         assert not kernels.available()
-    assert f"ABI version is {kernels.ABI_VERSION - 1}" in caplog.text
+    assert f"ABI version is {kernelbuild.ABI_VERSION - 1}" in caplog.text
     monkeypatch.undo()
     _fresh_library(monkeypatch, tmp_path)
-    want = kernels.expected_layout()
-    monkeypatch.setattr(kernels, "expected_layout", lambda: (want[0] + 8,) + want[1:])   # a field more
+    want = kernelbuild.expected_layout()
+    monkeypatch.setattr(kernelbuild, "expected_layout", lambda: (want[0] + 8,) + want[1:])   # a field more
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+    with caplog.at_level(logging.WARNING, logger="engine.kernelbuild"):
         assert not kernels.available()
     assert "table layout" in caplog.text
 
@@ -290,15 +290,15 @@ def test_a_library_of_another_abi_or_table_layout_is_not_used(lin, tmp_path, mon
 def test_a_library_built_ahead_is_loaded_without_a_compiler(lin, tmp_path, monkeypatch, caplog):
     """CHATTTS_RENDER_KERNELS_LIB (the container image's kernel, built in its build stage): loaded as it is where
     no compiler is, and checked like a built one; a library that cannot be loaded leaves the engine on oneDNN."""
-    built = kernels.build(tmp_path / "ahead")
+    built = kernelbuild.build(tmp_path / "ahead")
     _fresh_library(monkeypatch, tmp_path / "cache")
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    monkeypatch.setenv(kernels.LIB_ENV, str(built))
+    monkeypatch.setenv(kernelbuild.LIB_ENV, str(built))
     assert kernels.available() and kernels.library()._name == str(built)
     assert not (tmp_path / "cache").exists(), "a library was built"
     _fresh_library(monkeypatch, tmp_path / "cache")
-    monkeypatch.setenv(kernels.LIB_ENV, str(tmp_path / "missing.so"))
-    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+    monkeypatch.setenv(kernelbuild.LIB_ENV, str(tmp_path / "missing.so"))
+    with caplog.at_level(logging.WARNING, logger="engine.kernelbuild"):
         assert not kernels.available()
     assert "missing.so" in caplog.text and not (tmp_path / "cache").exists()
 
@@ -308,7 +308,7 @@ def test_without_the_kernel_the_engine_uses_onednn(tmp_path, monkeypatch, caplog
     monkeypatch.setenv("CHATTTS_RENDER_CACHE", str(tmp_path))          # nothing built there yet
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setattr(kernels, "_LIB", [])                              # forget this process's loaded kernel
-    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+    with caplog.at_level(logging.WARNING, logger="engine.kernelbuild"):
         assert not kernels.available()
     assert "no C compiler" in caplog.text and list(tmp_path.iterdir()) == []
     assert cpu_linear() is (PackedLinear if onednn_available() else None)
@@ -600,8 +600,8 @@ def test_the_wheel_ships_the_kernel_source_and_an_installed_engine_builds_it(lin
     import sysconfig
 
     (site / "parent_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")   # torch & co, not our tree
-    code = ("import engine, engine.kernels as k; from pathlib import Path; "
-            "print(Path(engine.__file__).parent); print(k.SOURCE.is_file()); print(k.available())")
+    code = ("import engine, engine.kernelbuild as b, engine.kernels as k; from pathlib import Path; "
+            "print(Path(engine.__file__).parent); print(b.SOURCE.is_file()); print(k.available())")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run([str(py), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                        env={**env, "CHATTTS_RENDER_CACHE": str(tmp_path / "cache")})
