@@ -1,6 +1,6 @@
 """Which path a CPU engine runs: the kernels this CPU has for the dtype asked, the fastest measured once, remembered.
 
-    path = choose("auto", False, shape, rows=32, threads=2)   # a CpuPath, or None: no kernels of ours here
+    path = choose("auto", False, shape, rows=32)   # a CpuPath, or None: no kernels of ours here
     path.name, path.dtype, path.tag       # "bf16-avx512", "bf16", "kernels_avx512bf16" (the engine version's)
 
 A *path* is one of engine/kernels.c's kinds for the GPT's block projections — the whole decode step runs on it
@@ -10,9 +10,13 @@ paths differ in speed and in rounding.  The candidates for a request (`candidate
 float paths, fp32 and bf16; `fp32`/`bf16` one dtype; `--int8` the int8 paths — quantization stays opt-in) that
 this CPU and build have (kernels.kinds()) are timed on the model's real shapes at the engine's batch: a decode step
 of MEASURE_LAYERS layers of random weights (enough to stream from memory as the model does), MEASURE_ROUNDS rounds
-in turn, the best of each.  The choice is written to `<cache_root()>/paths/<key>.json`, keyed by the CPU's model
-name and flags, torch's and oneDNN's versions, the request, the model's shape, the rows and threads and the
-kernels' source, so later loads pay nothing; the file is written once (engine.atomic.write_once) and every process
+in turn, the best of each, on one thread (MEASURE_THREADS: every thread of a team runs the same kernel on its share
+of the columns, so one thread ranks the paths as a team does on a quiet machine; on a shared one a team's barrier
+spins, while its other thread waits for a busy core, make its timings noise — measured here at 4 rows, 2 threads:
+fp32-avx2 31.6 ms against bf16 156 ms one time, 23.9 against 12.5 another).  The choice is written to
+`<cache_root()>/paths/<key>.json`, keyed by the CPU's model name and flags, torch's and oneDNN's versions, the
+request, the model's shape, the rows and the kernels' source, so later loads pay nothing; the file is written once
+(engine.atomic.write_once) and every process
 then reads the one answer, so the processes of one machine never run different paths for the same request.
 
 `CHATTTS_RENDER_KERNELS` (engine.kernels.ENV): `off` — none of our kernels (oneDNN, MKL, torch's bf16); a comma
@@ -63,6 +67,7 @@ FLOAT_DTYPES = ("fp32", "bf16")   # what --dtype auto may take on CPU
 MEASURE_BYTES = 96 << 20          # fp32 weights the timed step streams at least: 3x this CPU's 32 MiB L3
 MEASURE_POSITIONS = 64            # keys each row attends over in the timed step
 MEASURE_ROUNDS = 5                # every candidate's step this many times, in turn; the best of each counts
+MEASURE_THREADS = 1               # torch threads of the timed steps (the module docstring says why one)
 CACHE_DIR = "paths"               # under cache_root()
 
 _CHOSEN: dict[tuple, CpuPath | None] = {}   # this process's answers
@@ -102,32 +107,32 @@ def usable(dtype: str, int8: bool) -> tuple[CpuPath, ...]:
     return tuple(mine)
 
 
-def choose(dtype: str, int8: bool, shape, rows: int, threads: int, measure=None) -> CpuPath | None:
+def choose(dtype: str, int8: bool, shape, rows: int, measure=None) -> CpuPath | None:
     """The path a CPU engine of this request runs (see the module docstring): the one usable candidate, or the
-    fastest measured (`measure(paths, shape, rows, threads)` -> seconds per step each: measure_steps by default),
+    fastest measured (`measure(paths, shape, rows)` -> seconds per step each: measure_steps by default),
     remembered on disk; None where none is usable (no kernels: the engine falls back to oneDNN, MKL or torch)."""
     paths = usable(dtype, int8) if kernels.available() else ()
     if len(paths) < 2:
         return paths[0] if paths else None
-    memo = (dtype, int8, shape, rows, threads, tuple(p.name for p in paths))
+    memo = (dtype, int8, shape, rows, tuple(p.name for p in paths))
     if memo not in _CHOSEN:
-        _CHOSEN[memo] = _remembered(paths, dtype, int8, shape, rows, threads, measure or measure_steps)
+        _CHOSEN[memo] = _remembered(paths, dtype, int8, shape, rows, measure or measure_steps)
     return _CHOSEN[memo]
 
 
-def cache_key(paths, dtype: str, int8: bool, shape, rows: int, threads: int) -> dict:
+def cache_key(paths, dtype: str, int8: bool, shape, rows: int) -> dict:
     """What a measured choice depends on: the CPU, torch and oneDNN, the request, the shapes, the kernels."""
     return {"cpu": _cpu_model(), "flags": sorted(kernelbuild.cpu_flags() & _FLAGS), "machine": platform.machine(),
             "torch": torch.__version__, "onednn": _onednn_version(), "dtype": dtype, "int8": int8,
             "paths": [p.name for p in paths], "shape": [shape.hidden, shape.heads, shape.kv_heads, shape.ffn],
-            "rows": rows, "threads": threads,
+            "rows": rows, "threads": MEASURE_THREADS,
             "kernels": hashlib.sha256(kernelbuild.SOURCE.read_bytes()).hexdigest()[:16]}
 
 
-def _remembered(paths, dtype, int8, shape, rows, threads, measure) -> CpuPath:
+def _remembered(paths, dtype, int8, shape, rows, measure) -> CpuPath:
     """The choice in the cache file for this key, else measured and written (once: another process's answer, when
     it wrote first, is the one taken)."""
-    key = cache_key(paths, dtype, int8, shape, rows, threads)
+    key = cache_key(paths, dtype, int8, shape, rows)
     file = _cache_file(key)
 
     def written() -> CpuPath | None:
@@ -136,7 +141,7 @@ def _remembered(paths, dtype, int8, shape, rows, threads, measure) -> CpuPath:
 
     if (known := written()) is not None:
         return known
-    seconds = measure(paths, shape, rows, threads)
+    seconds = measure(paths, shape, rows)
     best = min(paths, key=lambda p: seconds[p.name])
     data = (json.dumps({"key": key, "path": best.name, "step_ms": {k: round(v * 1e3, 3) for k, v in seconds.items()}},
                        indent=1) + "\n").encode()
@@ -171,16 +176,16 @@ def _onednn_version() -> str:
     return next((w for w in line.split() if w.startswith("v") and w[1:2].isdigit()), "")
 
 
-def measure_steps(paths, shape, rows: int, threads: int) -> dict[str, float]:
+def measure_steps(paths, shape, rows: int) -> dict[str, float]:
     """Seconds per decode step of `rows` rows on each path: random weights of `shape` (its first layers, as many as
-    MEASURE_BYTES of fp32 weights need, at least one), rows over MEASURE_POSITIONS keys, `threads` threads;
+    MEASURE_BYTES of fp32 weights need, at least one), rows over MEASURE_POSITIONS keys, MEASURE_THREADS threads;
     MEASURE_ROUNDS rounds of every path in turn, the best of each."""
     per_layer = 4 * shape.hidden * ((shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.ffn) \
         + 4 * shape.heads * shape.head_dim * shape.hidden
     s = replace(shape, layers=max(1, min(shape.layers, -(-MEASURE_BYTES // per_layer))))
     state = random_state(s)
     old = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(MEASURE_THREADS)
     try:
         steps = {}
         for p in paths:

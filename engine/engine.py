@@ -112,16 +112,14 @@ def _ort_model(loaded, opts: EngineOptions, dtype: str):
 
 def _cpu_path(opts: EngineOptions, loaded):
     """engine/cpupath.py's path for a CPU torch engine (None: CUDA, onnx, or no kernels of ours here): measured at
-    the model's shape, the engine's batch and thread count, once per machine."""
+    the model's shape and the engine's batch, once per machine."""
     if opts.device != "cpu" or opts.backend != "torch":
         return None
-    import torch
-
     from engine.cpupath import choose
     from engine.llama import LlamaShape
 
     shape = LlamaShape.from_hf(loaded.chat.gpt.gpt.config)
-    return choose(opts.dtype, opts.int8, shape, opts.batch, torch.get_num_threads())
+    return choose(opts.dtype, opts.int8, shape, opts.batch)
 
 
 class Engine:
