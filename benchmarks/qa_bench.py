@@ -30,7 +30,7 @@ re-takes wait for the next pass over the engine (as before re-takes joined the r
 what re-taking in the running pass saves.  Printed per mode: wall seconds and the ratio to
 off, CPU seconds (the process's user + system: the neighbours on a shared machine do not count) and its ratio,
 seconds inside the engine (with proof this includes the engine's wait, once it has run dry, for the takes still
-being heard: they may ask for re-takes), inside the ASR (transcribe calls) and inside the encoder (embed calls) —
+being heard: they may ask for re-takes), inside the ASR (transcribe_many calls) and inside the encoder (embed calls) —
 the checks run on the checker thread beside the engine, so they overlap it —, takes rendered, verdicts.  Then ASR and encoder
 seconds per audio second: during the renders (beside the engine) and alone (each recording once, after the
 renders, nothing else running in the process).
@@ -210,8 +210,12 @@ class Clock:
         self.calls = 0
 
 
-def _one_s(args) -> float:                  # transcribe(audio, sample_rate, language) / embed(audio, sample_rate)
+def _one_s(args) -> float:                  # embed(audio, sample_rate)
     return len(args[0]) / args[1]
+
+
+def _many_s(args) -> float:                 # transcribe_many([(audio, sample_rate, language), ...])
+    return sum(len(a) / rate for a, rate, _ in args[0])
 
 
 def cpu_s() -> float:
@@ -349,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 
         runs: dict[str, list[dict]] = {m: [] for m in modes}
         try:
-            with (EngineClock() as eclock, Clock(Transcriber, "transcribe", _one_s) as t1,
+            with (EngineClock() as eclock, Clock(Transcriber, "transcribe_many", _many_s) as t1,
                   Clock(SpeakerEncoder, "embed", _one_s) as e):
                 clocks = {"engine": eclock, "transcribe": t1, "embed": e}
                 for k in range(args.repeat):

@@ -125,7 +125,7 @@ def check_recordings(items: Sequence[tuple[Path, str]], audio: Sequence[tuple["n
     """Each recording's checks.  With a reference embedding the drift gate uses the floor alone (a handful of
     recordings has no spread to take a percentile of)."""
     langs = [language_of(text, language) for _, text in items]
-    transcripts = [transcriber.transcribe(a, rate, lang) for (a, rate), lang in zip(audio, langs)]
+    transcripts = transcriber.transcribe_many([(a, rate, lang) for (a, rate), lang in zip(audio, langs)])
     out = []
     for (path, text), (a, rate), lang, tr in zip(items, audio, langs, transcripts):
         asr = asr_verdict(text, tr, lang, opts)

@@ -91,3 +91,79 @@ def test_a_transcript_is_deterministic_and_says_the_clip(transcriber):
     assert transcriber.transcribe(a, rate, "zh") == first
     detected = transcriber.transcribe(*_clip("en_whisper_jfk.flac"), None)      # 44.1 kHz stereo, language found
     assert detected.language == "en" and "fellow Americans" in detected.text
+
+
+# ------------------------------------------------------------------------------------- batched = one by one
+
+def _one_by_one(transcriber, audio, rate, language) -> Transcript:
+    """faster-whisper's own WhisperModel.transcribe of one recording with the check's decoding options (beam 1,
+    temperature 0 without fallback, no conditioning, no VAD, no timestamps, nothing skipped), its segments joined as
+    the check joins them: the reference transcribe_many must equal."""
+    segs, info = transcriber._model.transcribe(
+        to_asr_rate(audio, rate), language=language, beam_size=1, best_of=1, temperature=0.0,
+        condition_on_previous_text=False, vad_filter=False, without_timestamps=True,
+        no_speech_threshold=None, log_prob_threshold=None, compression_ratio_threshold=None)
+    segs = list(segs)
+    if not segs:
+        return Transcript("", 0.0, 1.0, info.language)
+    weights = [len(s.tokens) + 1 for s in segs]
+    return Transcript("".join(s.text for s in segs).strip(),
+                      float(sum(w * s.avg_logprob for w, s in zip(weights, segs)) / sum(weights)),
+                      float(segs[0].no_speech_prob), info.language)
+
+
+def _recordings(names: list[str], long: bool = False) -> list[tuple]:
+    """(audio, rate, language) of corpus clips, the language from the file name; `long`: also a 40 s recording
+    (three clips end to end: two windows) and the last clip with its language left to Whisper."""
+    out = [(*_clip(n), n.split("_", 1)[0]) for n in names]
+    if long:
+        joined = np.concatenate([to_asr_rate(*_clip(n)) for n in
+                                 ("zh_thchs30_test_1.wav", "zh_thchs30_test_2.wav", "zh_thchs30_test_3.wav")])
+        out.append((joined, ASR_RATE, "zh"))
+    return out + [(*_clip(names[-1]), None), (np.zeros(ASR_RATE, np.float32), ASR_RATE, "zh")]   # + 1 s of silence
+
+
+def _assert_batched_equals_one_by_one(transcriber, items, batches):
+    alone = [_one_by_one(transcriber, *it) for it in items]
+    for batch in batches:
+        assert transcriber.with_batch(batch).transcribe_many(items) == alone     # texts, logprobs, languages: bits
+
+
+def test_transcribe_many_equals_one_by_one_on_corpus_clips(transcriber):
+    """A Chinese and an English clip, the English one again with its language detected, and a silence, in
+    batches of 3: every Transcript field equal to WhisperModel.transcribe's of the recording alone (the int8 CPU
+    kernels compute each row on its own: not a tolerance, equality)."""
+    _assert_batched_equals_one_by_one(
+        transcriber, _recordings(["zh_aishell1_S0764_W0121.wav", "en_whisper_jfk.flac"]), batches=(3,))
+
+
+@pytest.mark.slow
+def test_transcribe_many_equals_one_by_one_on_every_corpus_clip(transcriber):
+    """Every corpus clip, a 40 s recording (two windows), a detected language and a silence, in batches of 4 and
+    of all 15 (~2 min here)."""
+    from tasks.qa.recordings import read_texts
+
+    names = [p.name for p, _ in read_texts(corpus_path("speech", "transcripts.tsv"))]
+    _assert_batched_equals_one_by_one(transcriber, _recordings(names, long=True), batches=(4, 15))
+
+
+def test_a_window_is_cut_into_segments_as_faster_whisper_cuts_it():
+    """asr._split against faster-whisper's own split (WhisperModel._split_segments_by_timestamps) on token lists
+    with and without the timestamp tokens a decode without timestamps may still emit."""
+    from types import SimpleNamespace
+
+    pytest.importorskip("faster_whisper")
+    from faster_whisper.transcribe import WhisperModel
+
+    tb = 50_365                                                  # <|0.00|> in the multilingual vocabulary
+    model = SimpleNamespace(time_precision=asr.TOKEN_S, input_stride=asr.INPUT_STRIDE)
+    tokenizer = SimpleNamespace(timestamp_begin=tb)
+    cases = [[], [10, 20, 30], [10, tb + 40], [10, tb + 3, tb + 3, 20, tb + 9], [tb, 10, tb + 5, tb + 5, 30],
+             [tb + 2, 10, 11, tb + 50, tb + 50, 12, tb + 80, tb + 80], [10, tb], [tb + 7]]
+    for tokens in cases:
+        for seek, size in ((0, 1_234), (3_000, 3_000)):
+            theirs, their_seek, _ = WhisperModel._split_segments_by_timestamps(
+                model, tokenizer, tokens, seek * asr.FRAME_S, size, size * asr.FRAME_S, seek)
+            ours, our_seek = asr._split(tokens, tb, seek, size)
+            assert [(p, s, e) for p, s, e in ours] == [(d["tokens"], d["start"], d["end"]) for d in theirs], tokens
+            assert our_seek == their_seek, tokens
