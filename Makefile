@@ -1,5 +1,5 @@
 # The two commands of the README.  Both set everything up first (scripts/setup.sh is idempotent).
-.PHONY: setup demo test test-all
+.PHONY: setup demo lint test test-all image test-image
 PY := .venv/bin/python
 export OMP_NUM_THREADS ?= 1
 
@@ -17,10 +17,28 @@ demo: setup
 TEST_JOBS ?= 2
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --durations=25
 
+# lint: ruff (lint and import order, the whole tree) and mypy (the types of flows tasks engine manifests), both
+# set in pyproject.toml; `make test` runs it first and stops at the first finding.
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
 test:
 	@bash scripts/setup.sh test
+	@$(MAKE) --no-print-directory lint
 	$(PYTEST) -m "not slow and not gpu"
 
 test-all:
 	@bash scripts/setup.sh test
+	@$(MAKE) --no-print-directory lint
 	RUN_SLOW=1 $(PYTEST)
+
+# The container image (Containerfile, docs/containers.md): podman, no registry needed for the CPU image.
+image:
+	@bash scripts/setup.sh image
+	@bash scripts/image.sh
+
+# The image's tests: podman run of the sample book, bad input, the Docker work pool (slow: minutes).
+test-image: image
+	@bash scripts/setup.sh test
+	RUN_SLOW=1 $(PY) -m pytest -q -m image -p no:cacheprovider

@@ -90,7 +90,7 @@ def engine_alone(engine, book_dir: Path) -> dict:
     """The render's manifest rows (first attempt's seed), rendered by the engine alone."""
     from engine.api import Request
     from engine.units import SAMPLE_RATE
-    from manifests import load
+    from manifests.store import load
     from tasks.synthesize.guard import reroll_seed
 
     rows = {r["content_key"]: r for r in load(book_dir).to_pylist()}
@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.limits import ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks, int8_compute, peak_gemm
     from engine.api import EngineOptions
     from engine.units import expected_tokens
+    from flows.options import options_from_params
     from tasks import stages
-    from tasks.options import options_from_params
 
     torch.set_num_threads(args.threads)
     eopts = EngineOptions(model=args.model, dtype=args.dtype, int8=args.int8, threads=args.threads,
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = options_from_params(str(book), out=str(Path(tmp) / "out"), model=args.model, formats=list(FORMATS),
                                    dtype=args.dtype, int8=args.int8, max_batch=args.batch, threads=args.threads)
         t0 = time.perf_counter()
-        engine = stages.get_engine(opts)                                   # the model, loaded once, untimed
+        engine = stages.get_engine(opts.engine)                            # the model, loaded once, untimed
         print(f"engine {engine.version} loaded in {time.perf_counter() - t0:.1f} s; batch {eopts.batch}, "
               f"{args.threads} threads; book: the first {len(texts)} segments of {args.corpus.name}", flush=True)
         with EngineClock() as clock:

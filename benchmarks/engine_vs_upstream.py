@@ -233,7 +233,7 @@ def _hf_logits(loaded, llama, ids, codes, spk):
     return torch.einsum("lc,qvc->lqv", h, loaded.head_code_weight)
 
 
-def _cos(a, b) -> "object":
+def _cos(a, b) -> object:
     import torch.nn.functional as F
 
     return F.cosine_similarity(a.float(), b.float(), dim=-1).flatten()
@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     if engines and not args.no_limits:
         result.update(limits(args, {n: e for n, e in engines.items() if e.opts.backend == "torch"}, texts,
                              forced, voice, result, log))
-    for name, int8, dtype, _backend in ours:
+    for _name, int8, dtype, _backend in ours:
         if int8 or dtype == "bf16":
             key = "int8_drift" if int8 else "bf16_drift"
             result[key] = d = drift(loaded, texts, voice, args, int8=int8, dtype="fp32" if int8 else dtype)
@@ -427,8 +427,18 @@ def finish(result: dict, start: float, path: Path | None, log) -> int:
 def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str, result: dict, log) -> dict:
     """Peak GEMM per CPU dtype, FLOPs per audio second, the ceiling and limit_fraction of each of our sides,
     and the per-step profile of each (benchmarks/limits.py)."""
-    from benchmarks.limits import (PEAK_N, PEAK_REPS, ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks,
-                                   format_profile, int8_compute, peak_gemm, step_profile)
+    from benchmarks.limits import (
+        PEAK_N,
+        PEAK_REPS,
+        ceiling_audio_s,
+        dtypes_of,
+        flops_per_audio_s,
+        format_peaks,
+        format_profile,
+        int8_compute,
+        peak_gemm,
+        step_profile,
+    )
 
     peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in dtypes_of(engines.values())
              if args.device == "cpu"}
@@ -454,7 +464,8 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
 
 def _line(name: str, r: dict) -> str:
     return (f"{name}: {r['audio_s']:.1f} s audio in {r['wall_s']:.1f} s wall = {r['audio_s_per_wall_s']:.3f} "
-            f"audio-s/wall-s ({r['cpu_s']:.0f} CPU s); peak RSS {r['peak_rss_mb']:.0f} MB (before {r['rss_before_mb']:.0f} MB)"
+            f"audio-s/wall-s ({r['cpu_s']:.0f} CPU s); peak RSS {r['peak_rss_mb']:.0f} MB "
+            f"(before {r['rss_before_mb']:.0f} MB)"
             + (f"; batch {r['batch']}" if "batch" in r else ""))
 
 

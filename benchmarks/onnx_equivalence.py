@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-TEXTS = ["今天天气很好，我们去公园散步吧。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。", "一二三四五六七八九十。",
-         "道可道，非常道；名可名，非常名。"]
+TEXTS = ["今天天气很好，我们去公园散步吧。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。",
+         "一二三四五六七八九十。", "道可道，非常道；名可名，非常名。"]
 STEPS = 24                         # decode steps compared
 SEED = 1234
 TOKENS_BATCH = 3                   # rows decoded together when the segments' tokens are compared
@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     reqs = [Request(key=f"s{i}", text=t, spk_emb=voice, seed=SEED + i) for i, t in enumerate(TEXTS)]
     ta, tb = onnx.sampled_codes(reqs, TOKENS_BATCH), ours.sampled_codes(reqs, TOKENS_BATCH)
     parted = {k: next((i for i, (x, y) in enumerate(zip(ta[k], tb[k])) if x != y), None) for k in ta}
-    res["tokens"] = {"equal": ta == tb, "first_difference_step": parted, "steps": {k: len(v) - 1 for k, v in ta.items()}}
+    res["tokens"] = {"equal": ta == tb, "first_difference_step": parted,
+                     "steps": {k: len(v) - 1 for k, v in ta.items()}}
     print(json.dumps(res["tokens"]), flush=True)
     rows = list(ours.synthesize(reqs[:1]))
     from engine.scheduler import Scheduler

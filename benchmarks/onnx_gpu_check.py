@@ -113,10 +113,10 @@ def main(argv=None) -> int:
     try:
         import onnx
         import onnxruntime
-        import onnxscript  # noqa: F401
+        import onnxscript  # noqa: F401 — the export needs it: checked here, before any work
         import torch
 
-        import engine.onnxgraph  # noqa: F401
+        import engine.onnxgraph  # noqa: F401 — importable with this onnx: checked before any work
     except ImportError as e:
         msg = f"onnx_gpu_check: {e.name or e} is not importable: ONNX step skipped"
         print(msg, file=sys.stderr)

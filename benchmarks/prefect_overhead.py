@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     from flows import pipeline
-    from tasks.options import options_from_params
+    from flows.options import options_from_params
     from tests.flows.prefect_service import PrefectService
 
     tmp = Path(tempfile.mkdtemp(prefix="prefect-overhead-"))

@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from flows.pipeline import render
     from tasks import stages
-    from tasks.options import options_from_params
+    from flows.options import options_from_params
     from tasks.qa.asr import Transcriber
     from tasks.qa.checker import checker_for
     from tasks.qa.speaker import SpeakerEncoder
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stages_get = stages.get_engine
         t0 = time.perf_counter()
-        engine = stages.get_engine(options("off", 0))                       # the model, loaded once, untimed
+        engine = stages.get_engine(options("off", 0).engine)                # the model, loaded once, untimed
         load_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         for mode in MODES[1:]:                                              # the QA models, loaded once, untimed

@@ -47,10 +47,10 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
-from typing import Callable, Union
 
 from tasks.book import Language
 
@@ -59,7 +59,7 @@ TN_DIR = ROOT / "tests" / "data" / "tn"
 CORPUS = Path(os.environ.get("CHATTTS_RENDER_CORPUS", ROOT.parent / "shared" / "corpus"))
 HONGLOUMENG = CORPUS / "txt" / "gutenberg-zh" / "24264-0.txt"     # --speed only
 
-Expected = Union[str, tuple[str, ...]]       # one reading, or several accepted ones (nemo-en-audio)
+Expected = str | tuple[str, ...]     # one reading, or several accepted ones (nemo-en-audio)
 Case = tuple[str, Expected, str]              # (input, expected, origin)
 
 

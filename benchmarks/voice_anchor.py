@@ -23,8 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.engine_vs_upstream import (CORPUS_FILE, VOICE_SEED, WARMUP_STEPS, load_ours, run_ours,  # noqa: E402
-                                           workload)
+from benchmarks.engine_vs_upstream import (  # noqa: E402
+    CORPUS_FILE,
+    VOICE_SEED,
+    WARMUP_STEPS,
+    load_ours,
+    run_ours,
+    workload,
+)
 
 
 def prompt_tokens(engine, texts: list[str], voice: str) -> list[int]:

@@ -12,6 +12,7 @@ attention bucket): docs/architecture.md, "Determinism on CUDA".
 """
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import Literal
 
@@ -79,8 +80,6 @@ class Result:
 
 def onnx_missing() -> list[str]:
     """The onnx extra's modules that are not installed (the onnx back-end needs all of them; [] when ready)."""
-    import importlib.util
-
     return [m for m in ONNX_MODULES if importlib.util.find_spec(m) is None]
 
 

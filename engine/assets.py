@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 from dataclasses import asdict, dataclass
@@ -319,7 +320,6 @@ def _write_vocos(model: str, s: RandomShape, path: Path) -> None:
     # in a LayerNorm (unit variance), so std 0.3/sqrt(dim) gives log-magnitudes ~ N(0, 0.3^2): magnitudes
     # near 1 -> waveform peaks well under 1.  Phases get std pi/sqrt(dim): spread over the circle.
     sd = _fill(model, "vocos", vocos, {"head.out.weight": ("normal", 0.3 / s.vocos_dim ** 0.5)})
-    import math
 
     w = sd["head.out.weight"]
     phase = _tensor(model, "vocos/head.out.phase", (w.shape[0] // 2, w.shape[1]), "normal", math.pi / s.vocos_dim ** 0.5)

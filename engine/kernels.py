@@ -35,7 +35,9 @@ everything the bits or the load depend on: the source, the flags, the compiler's
 the machine architecture and the C library's version.  `-ffp-contract=off`: the compiler may not fuse a
 multiply and an add on its own (the FMAs are the intrinsics'), so the bits do not depend on its contraction
 choices.  A failed build is remembered beside it (`kernels-<key>.failed`, holding the reason): another process
-does not run the compiler again (delete the file to retry).  At load the library's ABI version and the layout
+does not run the compiler again (delete the file to retry).  `$CHATTTS_RENDER_KERNELS_LIB` names a library built
+ahead instead (the container image builds it in its build stage, which has the compiler its final stage lacks):
+it is loaded as it is, never built, and checked like a built one.  At load the library's ABI version and the layout
 of its per-layer table (struct chattts_layer) must equal what this module passes (ABI_VERSION, Layer),
 else it is not used (a warning names the mismatch).  Every entry point checks its tensors (shape, dtype,
 device, contiguity, slot and length ranges, the cache's geometry) and raises ValueError before C sees them.
@@ -67,6 +69,7 @@ from pathlib import Path
 
 import torch                      # imported lazily (by engine.cpu users), never by engine.api
 import torch.nn as nn
+import torch.nn.functional as F
 
 from engine.assets import cache_root
 from engine.atomic import atomic_path, write_bytes
@@ -79,6 +82,7 @@ ABI_VERSION = 1                   # kernels.c's CHATTTS_ABI: the entry points' s
 FAILED_SUFFIX = ".failed"         # kernels-<key>.failed: a failed build, remembered (its reason inside)
 VERSION_TIMEOUT = 20              # s: `cc --version`
 ENV = "CHATTTS_RENDER_KERNELS"    # "off": never use these kernels (the engine then uses oneDNN and SDPA)
+LIB_ENV = "CHATTTS_RENDER_KERNELS_LIB"   # a library built ahead (build()'s output): loaded instead of building
 BUILD_TIMEOUT = 120               # s
 GEMM_RANGE = "gemm"               # record_function name of a linear while the torch profiler runs (benchmarks/limits;
                                   # the attention runs inside engine/llama.py's "attention" range)
@@ -224,7 +228,7 @@ def _load():
     if not _cpu_ok():
         return None
     try:
-        lib = ctypes.CDLL(str(build()))
+        lib = ctypes.CDLL(os.environ.get(LIB_ENV, "").strip() or str(build()))
     except (RuntimeError, OSError) as e:
         log.warning("engine/kernels.c not usable (%s): the CPU engine uses oneDNN instead", e)
         return None
@@ -265,8 +269,6 @@ def available() -> bool:
 def _self_check(lib) -> bool:
     """The built kernels agree with torch on small problems (the linear with an 8-column tail and a ragged row
     chunk; the attention with a padding row and lengths that are not multiples of 8)."""
-    import torch.nn.functional as F
-
     g = torch.Generator().manual_seed(0)
     w, x = torch.randn(40, 37, generator=g), torch.randn(7, 37, generator=g)
     ok = torch.allclose(_apply(lib, x, _pack(lib, w), 40, 37), x @ w.t(), atol=1e-4, rtol=1e-4)

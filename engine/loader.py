@@ -24,6 +24,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from engine.api import RANDOM_MODELS, ModelUnavailable
 from engine.atomic import write_bytes
@@ -323,7 +324,6 @@ def _hf_snapshot() -> Path:
     if _offline():
         raise ModelUnavailable(f"{HF_REPO} is not in the Hugging Face cache ({_hf_hub_cache()}) and HF_HUB_OFFLINE "
                                f"is set; {hint}")
-    from urllib.parse import urlparse
 
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
     host = urlparse(endpoint).hostname or "huggingface.co"

@@ -39,9 +39,14 @@ trt_options passes it on).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import logging
 import math
+import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +178,6 @@ def modules(loaded, dtype: str) -> dict[str, Any]:
 def _istft_basis(n_fft: int, window):
     """(re, im) [n_fft, n_fft/2 + 1] fp32: frame = re @ Re(X) + im @ Im(X) is torch.fft.irfft(X, n_fft) * window
     (DC and Nyquist bins count once and lose their imaginary part, as irfft does)."""
-    import math
-
     import torch
 
     n = torch.arange(n_fft, dtype=torch.float64)[:, None]
@@ -206,9 +209,9 @@ def _vocoder_class():
                 raise ValueError(f"Vocos ISTFT (padding {ist.padding}, n_fft {ist.n_fft}, win {ist.win_length}, "
                                  f"hop {ist.hop_length}): only centre padding, win = n_fft = k·hop is exported")
             window = ist.window.detach().float().cpu()
-            re, im = _istft_basis(self.n_fft, window)
-            self.register_buffer("re", re)
-            self.register_buffer("im", im)
+            real, imag = _istft_basis(self.n_fft, window)
+            self.register_buffer("re", real)
+            self.register_buffer("im", imag)
             self.register_buffer("wsq", (window ** 2).view(self.n_fft // self.hop, self.hop))   # [k, hop]
 
         def _overlap_add(self, frames):
@@ -275,8 +278,6 @@ def _export(module, args: tuple, name: str, path: Path, layers: int) -> None:
 def _name_axes(path: Path, name: str, layers: int) -> None:
     """Give every dynamic axis its name (batch, length, cache, steps) in place of the exporter's symbols (s11,
     512*s81 - 256, ...), on the inputs and wherever else the symbol appears (outputs, value infos)."""
-    import re
-
     import onnx
 
     model = onnx.load(str(path))
@@ -338,11 +339,6 @@ class _quiet:
     """The exporter's progress lines (print and logging) kept off stdout: a render's output stays its own."""
 
     def __enter__(self):
-        import contextlib
-        import io
-        import logging
-        import warnings
-
         self._log = logging.getLogger("torch.onnx")
         self._level = self._log.level
         self._log.setLevel(logging.ERROR)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +141,6 @@ def saved_voice_file(name: str) -> Path:
 
 
 def _parse_saved(name: str, clip_text: str | None) -> VoiceSpec:
-    from dataclasses import replace
-
     f = saved_voice_file(name)
     try:
         text = f.read_text(encoding="utf-8").strip()

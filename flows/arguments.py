@@ -1,16 +1,20 @@
-"""The command line's shared options and what they become: the option groups several commands take (flows/cli.py
-builds the parser from them), a render's plain parameters, a command's RenderOptions, and the notes and the
-version the CLI prints.  No command runs here (flows/commands.py)."""
+"""The command line's side of a render's parameters (flows/params.py): each command's options made from the schema
+(`add`, by parameter or group; flows/cli.py builds the parser), the parameters read back from the parsed options, a
+command's RenderOptions, and the notes and the version the CLI prints.  No command runs here (flows/commands.py)."""
 from __future__ import annotations
 
 import argparse
-import os
+import sys
+import tomllib
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import get_args
 
-from engine.api import BACKENDS, EngineOptions
-from tasks.book import LANGUAGE_CHOICES
+from engine.api import EngineOptions
+from flows.options import options_from_params
+from flows.params import GROUPS, TYPES, choices, cpu_count, flag, help_of, named
 from tasks.errors import BookError
-from tasks.fleet import storage
 
 PROG = "chattts-render"
 # Exit statuses of every command (README, "Exit codes"):
@@ -25,122 +29,76 @@ class UsageError(Exception):
     """Bad arguments or option values: exit 2."""
 
 
-def out(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=None, help="output root: a folder (default: ./output) or a store URL "
-                                                "(s3://bucket/prefix …, see --scratch)")
-    p.add_argument("--scratch", default=None, help="with --out URL: the local work folder (default: "
-                                                    "~/.cache/chattts-render/scratch; deletable any time)")
+def add(p: argparse.ArgumentParser, *names: str, **kw) -> None:
+    """The render parameters `names` as options of a command (a group's name stands for its parameters, in the
+    schema's order: flows/params.py); `kw`: argparse's arguments that differ for this command (its help, default)."""
+    for f in named(*names):
+        p.add_argument(flag(f), **{**_argparse(f), **f.metadata["cli"], **kw})
 
 
-def text(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lexicon", default=None,
-                   help="a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
-                        "and the book's <stem>.lexicon.tsv)")
-    p.add_argument("--no-t2s", action="store_true", help="keep Traditional characters")
-    p.add_argument("--language", choices=LANGUAGE_CHOICES, default="auto",
-                   help="the book's reading language: zh (Chinese), en (English), or auto (default: the book's "
-                        "declared language unless its text says otherwise, else a guess from the text)")
+def _argparse(f) -> dict:
+    """argparse's arguments for a parameter, from its type and default: a bool is a flag, a tuple a comma-separated
+    list, a Literal its choices, an int or a float its type."""
+    if TYPES[f.name] is bool:
+        return {"action": "store_true", "help": help_of(f)}
+    out = {"default": ",".join(f.default) if isinstance(f.default, tuple) else f.default, "help": help_of(f)}
+    if choices(f):
+        out["choices"] = choices(f)
+    kinds = get_args(TYPES[f.name]) or (TYPES[f.name],)
+    for t in (int, float):                       # float over int when the type admits both
+        if t in kinds:
+            out["type"] = t
+    return out
 
 
-def cast(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cast", default=None, help="a cast file (TOML): voices for the narrator, quoted speech "
-                                               "and named characters")
-
-
-def engine(p: argparse.ArgumentParser) -> None:
-    d = EngineOptions()
-    p.add_argument("--model", default=d.model,
-                   help="hf (Hugging Face cache/hub, default), a local ChatTTS asset dir, "
-                        "or random-tiny / random-full (random weights, for tests and benchmarks)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
-    p.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default=d.dtype)
-    p.add_argument("--int8", action="store_true",
-                   help="CPU only: INT8 GPT weights (weight-only int8 with our CPU kernel, W8A8 dynamic "
-                        "quantization without it)")
-    p.add_argument("--backend", choices=BACKENDS, default=d.backend,
-                   help="what runs the model: torch (our engine, default) or onnx (the same scheduler and sampling, "
-                        "the model calls through ONNX Runtime: the onnx extra; docs/onnx.md)")
-    p.add_argument("--compile", action="store_true",
-                   help="CUDA only: CUDA graphs of the decode step (not torch.compile)")
-    p.add_argument("--max-batch", type=int, default=d.max_batch,
-                   help="rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
-                        "memory is short)")
-    p.add_argument("--threads", type=int, default=None,
-                   help=f"torch CPU threads, >= 1 (default: torch's, one per core); more than the {cpu_count()} "
-                        "CPUs here share them: slower, never faster")
-
-
-def qa(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--qa", choices=("off", "suspect", "full"), default=None,
-                   help="hear every segment (full: ASR + speaker check, flagged ones re-taken; suspect: ASR only "
-                        "where the duration or the voice is odd; default: full for a real model when the qa "
-                        "extra is installed, off for random weights)")
-    p.add_argument("--asr-model", default=None, help="the ASR model of --qa: a faster-whisper name (Hugging "
-                   "Face cache/hub, default base) or a local model directory")
-
-
-def voice(p: argparse.ArgumentParser, **kw) -> None:
-    p.add_argument("--voice", **kw, help="seed:N, clip:RECORDING (3-30 s, transcript in RECORDING.txt or "
-                   "--clip-text), a saved voice's NAME, a file holding a voice string, or the string itself")
-    p.add_argument("--clip-text", default=None, help="the transcript of a clip:RECORDING voice")
+def params_of(a: argparse.Namespace, *names: str) -> dict:
+    """The render parameters `names` (as for `add`) by their Python names, from a command's parsed options."""
+    out = {}
+    for f in named(*names):
+        value = getattr(a, flag(f).removeprefix("--").replace("-", "_"))
+        if flag(f).startswith("--no-"):
+            value = not value                        # --no-t2s: t2s False
+        elif isinstance(f.default, tuple) and isinstance(value, str):
+            value = tuple(value.split(","))          # --format flac,m4b
+        out[f.name] = value
+    return out
 
 
 def render_params(a: argparse.Namespace) -> dict:
-    """The plain parameters of a render (the flow's and the deployment's parameters too)."""
-    return {"book": str(a.book), "out": str(a.out) if a.out else None, "voice": a.voice,
-            "formats": a.format.split(","), **engine_params(a), "allow_gaps": a.allow_gaps,
-            "chapters": a.chapters, "lexicon": a.lexicon, "t2s": not a.no_t2s, "guard": not a.no_guard,
-            "guard_attempts": a.guard_attempts, "clip_text": a.clip_text, "voice_anchor": a.voice_anchor,
-            "cast": a.cast, "scratch": a.scratch, "qa": a.qa, "asr_model": a.asr_model, "language": a.language}
+    """The parameters of a render (the flow's and the deployment's parameters too): every one of the schema."""
+    return {"book": str(a.book), **params_of(a, *GROUPS)}
 
 
-def engine_params(a: argparse.Namespace) -> dict:
-    return {"model": a.model, "device": a.device, "dtype": a.dtype, "int8": a.int8, "compile": a.compile,
-            "backend": a.backend, "max_batch": a.max_batch, "threads": a.threads}
-
-
-def options(book: Path | str, need_book: bool = True, **params):
-    """RenderOptions for a command (ValueError → a usage error); with need_book, the book must be a file
-    (BookError).  status and package work from the book dir alone: without need_book a book URL is never
-    downloaded (its name gives the book dir)."""
-    from tasks.options import options_from_params
-
-    if not need_book and storage.is_url(str(book)):                # where a render would have fetched it to
-        book = storage.fetched_book_path(str(book), params.get("scratch"))
-    try:
-        opts = options_from_params(str(book), **params)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if need_book and not opts.book.is_file():
+def options(**params):
+    """RenderOptions for a command that reads the book (flows/options.py; ValueError → a usage error); the book must
+    be a file (BookError).  Commands that work from a book dir alone find it with flows.options.book_place."""
+    with usage():
+        opts = options_from_params(**params)
+    if not opts.book.is_file():
         raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
     return opts
 
 
-def note_threads(opts) -> None:
-    """One line on stderr when --threads asks for more threads than this process has CPUs (they share them)."""
-    import sys
+@contextmanager
+def usage():
+    """A ValueError from checking options (a stage's options validator, RenderParams') is a usage error: exit 2."""
+    try:
+        yield
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
-    threads, cpus = opts.engine.threads, cpu_count()
+
+def note_threads(engine: EngineOptions) -> None:
+    """One line on stderr when --threads asks for more threads than this process has CPUs (they share them)."""
+    threads, cpus = engine.threads, cpu_count()
     if threads is not None and threads > cpus:
         print(f"{PROG}: note: --threads {threads} is more than the {cpus} CPUs this process may use; the threads "
               "share them (slower, never faster)", file=sys.stderr)
 
 
-def cpu_count() -> int:
-    """The CPUs this process may run on (its affinity mask: a container's or taskset's share)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:                           # no affinity masks on this OS
-        return os.cpu_count() or 1
-
-
 def package_version() -> str:
     """This package's version: its installed metadata, else (a checkout that is not installed) pyproject.toml's."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(PROG)
     except PackageNotFoundError:
-        import tomllib
-
         return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]

@@ -22,13 +22,21 @@ import sys
 
 from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
-from flows import arguments as arg
-from flows import fix as fix_command
+from flows import arguments as arg, fix as fix_command
 from flows.arguments import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, PROG, UsageError, package_version
 from flows.check import add_check_command
-from flows.commands import (cmd_catalogue, cmd_inspect, cmd_package, cmd_render, cmd_status, cmd_voices,
-                            cmd_voices_list, cmd_voices_save)
-from tasks.audio.names import BOOK_FORMATS, FORMATS
+from flows.commands import (
+    cmd_catalogue,
+    cmd_inspect,
+    cmd_package,
+    cmd_render,
+    cmd_status,
+    cmd_voices,
+    cmd_voices_list,
+    cmd_voices_save,
+)
+from flows.params import BOOK_HELP, GROUPS
+from manifests.lock import BookLocked
 from tasks.errors import BookError, OutputError, QAUnavailable, RenderFailed, StoreError, ToolMissing
 from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
 
@@ -37,11 +45,13 @@ VOICE_ACTIONS = ("audition", "save", "list")     # `voices BOOK` is `voices audi
 
 
 class _Parser(argparse.ArgumentParser):
+    commands: tuple[str, ...] = ()                  # the top parser's: its commands' names (build_parser)
+
     def error(self, message):                       # argparse's own errors: one line, exit 2
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     top = _Parser(prog=PROG, description="Render books (EPUB, TXT) into audiobooks with ChatTTS. "
                   f"`{PROG} BOOK` is `{PROG} render BOOK`.")
     top.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
@@ -49,30 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
-        p.add_argument("book", help="the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)")
+        p.add_argument("book", help=BOOK_HELP)
         p.set_defaults(func=func)
         return p
 
-    formats = f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default flac)"
     render = command("render", cmd_render, "Render a book into an audiobook (resumes a killed render).")
-    arg.out(render)
-    arg.engine(render)
-    arg.voice(render, default=None)                  # None: the book's stored voice, else seed:2222
-    render.add_argument("--voice-anchor", action="store_true",
-                        help="condition every segment on the voice's own reading of a reference passage")
-    render.add_argument("--format", default="flac", help=formats)
-    arg.text(render)
-    arg.cast(render)
-    render.add_argument("--chapters", default=None, help="render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
-    render.add_argument("--allow-gaps", action="store_true",
-                        help="assemble chapters even if some segments failed (silence in their place)")
-    render.add_argument("--guard-attempts", type=int, default=None,
-                        help="renders per segment when its duration does not fit its text (default 3)")
-    render.add_argument("--no-guard", action="store_true",
-                        help="accept every segment as rendered (no duration check, no re-rolls)")
-    arg.qa(render)
-
-    arg.out(command("status", cmd_status, "Per-chapter progress of a book's render."))
+    arg.add(render, *GROUPS)                         # every render parameter (flows/params.py), in its order
+    arg.add(command("status", cmd_status, "Per-chapter progress of a book's render."), "output")
     inspect = command("inspect", cmd_inspect, "Chapters, characters, segments and coverage of a book, "
                       "without loading the model.")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
@@ -81,28 +74,25 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--polyphones", action="store_true",
                          help="the words holding a character of more than one reading, most frequent first, "
                               "with their readings (for lexicon readings: word<TAB>yin2 hang2)")
-    inspect.add_argument("--chapters", default=None, help="only these chapters, 1-based: e.g. 1-2,5")
-    arg.text(inspect)
-    arg.cast(inspect)
+    arg.add(inspect, "chapters", help="only these chapters, 1-based: e.g. 1-2,5")
+    arg.add(inspect, "text", "cast")
     package = command("package", cmd_package, "Rebuild the outputs from the stored segment audio "
                       "(no re-rendering, the model is not loaded).")
-    arg.out(package)
-    package.add_argument("--format", default="flac", help=formats)
-    package.add_argument("--allow-gaps", action="store_true",
-                         help="assemble chapters even if some segments are not rendered (silence in their place)")
+    arg.add(package, "output", "formats", "loudness")
+    arg.add(package, "allow_gaps", help="assemble chapters even if some segments are not rendered (silence in their "
+                                        "place)")
     voices = sub.add_parser("voices", help="Hear candidate voices for a book; save and list named voices.")
     actions = voices.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
     aud = actions.add_parser("audition", help="candidate voices read the book's first ~15 s into OUT/<book>/voices/")
-    aud.add_argument("book", help="the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)")
-    arg.out(aud)
-    arg.engine(aud)
-    arg.text(aud)
+    aud.add_argument("book", help=BOOK_HELP)
+    arg.add(aud, "output", "engine", "text")
     aud.add_argument("--count", type=int, default=DEFAULT_COUNT, help="seed candidates (default %(default)s)")
     aud.add_argument("--from-seed", type=int, default=DEFAULT_FROM_SEED, help="the first seed (default %(default)s)")
     aud.add_argument("--text", default=None, help="the passage to read (default: the first chapter's first ~15 s)")
     save = actions.add_parser("save", help="keep a voice under a name (~/.config/chattts-render/voices/)")
     save.add_argument("name", help="ASCII letters, digits, - and _")
-    arg.voice(save, required=True)
+    arg.add(save, "voice", required=True)
+    arg.add(save, "clip_text")
     save.add_argument("--force", action="store_true", help="replace a saved voice of that name")
     aud.set_defaults(func=cmd_voices)
     save.set_defaults(func=cmd_voices_save)
@@ -129,8 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def exit_codes() -> dict[type, int]:
     """Each error class the pipeline raises on purpose, and its exit code (the most specific class wins)."""
-    from manifests.lock import BookLocked
-
     return {UsageError: EXIT_USAGE, BookError: EXIT_USAGE, VoiceError: EXIT_USAGE, ModelUnavailable: EXIT_USAGE,
             BookLocked: EXIT_USAGE, StoreError: EXIT_USAGE, QAUnavailable: EXIT_USAGE,
             ToolMissing: EXIT_ENVIRONMENT, OutputError: EXIT_ENVIRONMENT,
@@ -152,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err(f"{PROG}: interrupted; run the same command again to resume")
         return 130
-    except Exception as e:  # noqa: BLE001 — every error is one line; tracebacks only in debug mode
+    except Exception as e:                          # every error is one line; tracebacks only in debug mode
         codes = exit_codes()
         known = next((c for c in type(e).__mro__ if c in codes), None)
         if known is not None:

@@ -2,13 +2,22 @@
 Each returns the exit code 0 or raises; flows/cli.py parses the arguments and turns errors into exit codes."""
 from __future__ import annotations
 
+import json
 import os
 import time
+import tomllib
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
-from flows.arguments import EXIT_OK, UsageError, engine_params, note_threads, options, render_params
+from flows.arguments import EXIT_OK, note_threads, options, params_of, render_params, usage
+from flows.options import book_place, package_options
+from flows.params import RenderParams
+from flows.pipeline import audition, render
 from flows.progress import TqdmProgress
+from manifests.lock import BookLock
+from manifests.store import load, summary
+from tasks import stages
+from tasks.audio.assemble import AssembleOptions
 from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.fleet.storage import attached, load_manifest
@@ -17,7 +26,7 @@ from tasks.plan.prepare import select_chapters
 from tasks.site.audition import AuditionOptions
 from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue, write_store_catalogue
 from tasks.site.qa import qa_line
-from tasks.site.report import format_status, summary_line
+from tasks.site.status import format_status, summary_line
 from tasks.text.inspect import format_inspect, inspect_book
 from tasks.text.quotes import attribute_book, book_runs
 from tasks.text.segment import book_options
@@ -31,8 +40,6 @@ def prefect_server_configured() -> bool:
         return True
     home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect"))
     try:
-        import tomllib
-
         profiles = tomllib.loads((home / "profiles.toml").read_text())
     except (OSError, ValueError):
         return False
@@ -41,11 +48,9 @@ def prefect_server_configured() -> bool:
 
 
 def cmd_render(a) -> int:
-    from manifests import load, summary
-
     params = render_params(a)
     opts = options(**params)
-    note_threads(opts)
+    note_threads(opts.engine)
     t0 = time.monotonic()
     progress = TqdmProgress()
     try:
@@ -54,8 +59,6 @@ def cmd_render(a) -> int:
 
             result = {"book_dir": Path(render_book_flow(**params))}
         else:
-            from flows.pipeline import render
-
             result = render(opts, on_done=progress)
     finally:
         progress.close()
@@ -70,17 +73,12 @@ def cmd_render(a) -> int:
 
 
 def cmd_status(a) -> int:
-    from manifests import summary
-
-    opts = options(a.book, need_book=False, out=a.out, scratch=a.scratch)
-    print(format_status(summary(_rendered(opts, a.book))))
+    print(format_status(summary(_rendered(a.book, *book_place(a.book, a.out, a.scratch)))))
     return EXIT_OK
 
 
 def cmd_inspect(a) -> int:
-    import json
-
-    opts = options(a.book, lexicon=a.lexicon, t2s=not a.no_t2s, cast=a.cast, chapters=a.chapters, language=a.language)
+    opts = options(book=a.book, **params_of(a, "text", "cast", "chapters"))
     book = load_book(opts.book)
     seg = book_options(book, opts.segment, opts.language)                          # from the whole book
     runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
@@ -94,29 +92,23 @@ def cmd_inspect(a) -> int:
 
 
 def cmd_package(a) -> int:
-    from manifests.lock import BookLock
-    from tasks import stages
-
-    opts = options(a.book, need_book=False, out=a.out, formats=a.format.split(","), scratch=a.scratch,
-                   allow_gaps=a.allow_gaps)
-    _rendered(opts, a.book)
-    with BookLock(opts.book_dir), attached(opts):
-        stages.package(opts.book_dir, opts)
-    print(f"{opts.book_dir}: packaged as {', '.join(opts.package.formats)}")
+    with usage():
+        p = RenderParams(book=a.book, **params_of(a, "output", "formats", "loudness", "allow_gaps"))
+        pkg = package_options(p)
+    book_dir, store = book_place(p.book, p.out, p.scratch)
+    _rendered(a.book, book_dir, store)
+    with BookLock(book_dir), attached(book_dir, store):
+        stages.package(book_dir, AssembleOptions(), pkg, p.allow_gaps)
+    print(f"{book_dir}: packaged as {', '.join(pkg.formats)}")
     return EXIT_OK
 
 
 def cmd_voices(a) -> int:
     """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
-    from flows.pipeline import audition
-
-    opts = options(a.book, out=a.out, lexicon=a.lexicon, t2s=not a.no_t2s, scratch=a.scratch, language=a.language,
-                   **engine_params(a))
-    note_threads(opts)
-    try:
+    opts = options(book=a.book, **params_of(a, "output", "engine", "text"))
+    note_threads(opts.engine)
+    with usage():
         aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
     r = audition(opts, aud)
     for note in r["notes"]:
         print(note)
@@ -138,31 +130,25 @@ def cmd_voices_list(a) -> int:
     return EXIT_OK
 
 
-def _rendered(opts, book: str):
-    """The book's manifest table; BookError naming `book` (as given) when it was never rendered into this output."""
-    from manifests import load
-
-    if opts.store is not None:
-
-        table = load_manifest(opts)
-    else:
-        table = load(opts.book_dir)
+def _rendered(book: str, book_dir: Path, store: str | None):
+    """The book's manifest table (in the store, with one); BookError naming `book` (as given) when it was never
+    rendered into this output."""
+    table = load_manifest(book_dir, store)
     if table.num_rows == 0:
-        raise BookError(str(book), f"no render found in {opts.store or opts.book_dir}")
+        raise BookError(str(book), f"no render found in {store or book_dir}")
     return table
 
 
 def cmd_catalogue(a) -> int:
     """OUT/index.html and OUT/feed.xml; OUT a folder or a store URL (read from the store, written back to it)."""
 
-    try:
+    with usage():
         site = SiteOptions(base_url=a.base_url)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
     if storage.is_url(a.out):
         store = storage.Store(a.out)
         entries = write_store_catalogue(store, site, a.scratch)
-        page, feed = store.url + "/" + PAGE_NAME, store.url + "/" + FEED_NAME
+        page: str | Path = store.url + "/" + PAGE_NAME
+        feed: str | Path = store.url + "/" + FEED_NAME
     else:
         out = Path(storage.local_path(a.out))
         entries = write_catalogue(out, site)

@@ -12,6 +12,8 @@ import hashlib
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from manifests.lock import BookLocked
+
 LIMIT_PREFIX = "render-book-"
 ACQUIRE_TIMEOUT_S = 2.0        # s: a slot held by another run is not waited for (the run is skipped)
 SLOT_LEASE_S = 60.0            # s: how long the slot of a run that died stays taken (Prefect's minimum lease)
@@ -35,8 +37,6 @@ def one_run_per_book(opts):
     from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
     from prefect.concurrency.sync import concurrency
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
-
-    from manifests.lock import BookLocked
 
     name = limit_name(opts)
     with get_client(sync_client=True) as client:

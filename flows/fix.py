@@ -1,5 +1,5 @@
 """`chattts-render fix BOOK SEGMENT...`: pickups — re-take, choose a take, or override one segment's text, seed or
-voice, then re-package only the chapters that changed.  The work is tasks/synthesize/fix.py's and the stages';
+voice, then re-package only the chapters that changed.  The work is tasks/synthesize/pickups.py's and the stages';
 this module parses, holds the book's lock and prints.
 
     fix BOOK 2.14 --retake        a new take of chapter 2, segment 14 (kept; `--take K` goes back)
@@ -18,14 +18,22 @@ from dataclasses import replace
 from pathlib import Path
 
 from flows import arguments as arg
-from flows.arguments import EXIT_OK, UsageError, engine_params, note_threads, options
-from tasks.book import segment_name
+from flows.arguments import EXIT_OK, UsageError, note_threads, usage
+from flows.options import book_path, book_place, engine_options, package_options, qa_options, segment_options
+from flows.params import RenderParams
+from flows.pipeline import locked
+from manifests.store import compact, load
+from tasks import stages
+from tasks.audio.assemble import AssembleOptions
+from tasks.book import LanguageChoice, segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.plan.fixes import Fix, parse_name, read_names
+from tasks.synthesize.pickups import find_rows, takes_table
 from tasks.text.normalize import normalize
-from tasks.voice.voices import book_voice, parse_voice
+from tasks.text.segment import SegmentOptions
+from tasks.voice.voices import parse_voice
 
 ACTIONS = ("--retake", "--take", "--takes", "--text/--seed/--voice")
 
@@ -41,102 +49,60 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--take", type=int, default=None, metavar="K", help="keep take K (the model is not loaded)")
     p.add_argument("--text", default=None, help="what the segment says instead (the subtitles keep the book's)")
     p.add_argument("--seed", type=int, default=None, help="render the segment with this seed")
-    arg.voice(p)
-    p.add_argument("--format", default=None, help="output formats (default: those of the book's last packaging)")
-    p.add_argument("--allow-gaps", action="store_true",
-                   help="re-package even if other segments are not rendered (silence in their place)")
-    arg.out(p)
-    arg.engine(p)
-    arg.text(p)
-    arg.qa(p)
+    arg.add(p, "voices")
+    arg.add(p, "formats", default=None, help="output formats (default: those of the book's last packaging)")
+    arg.add(p, "loudness", default=None, help="LUFS (default: the book's last packaging's)")
+    arg.add(p, "allow_gaps", help="re-package even if other segments are not rendered (silence in their place)")
+    arg.add(p, "output", "engine", "text", "proof")
 
 
 def cmd_fix(a) -> int:
-    from flows.pipeline import locked
-    from manifests import compact, load
-
     names = _names(a)
     action = _action(a)
-    params = dict(out=a.out, scratch=a.scratch, lexicon=a.lexicon, t2s=not a.no_t2s, qa=a.qa, asr_model=a.asr_model,
-                  allow_gaps=a.allow_gaps, language=a.language, **engine_params(a))
-    opts = options(a.book, need_book=False, **params)
-    with storage.viewed(opts) as (view, store):      # --out URL: the store's manifest, report.json, book.json
+    with usage():                                    # the options a fix reads: checked before the book is looked at
+        p = RenderParams(book=a.book, **arg.params_of(a, "output", "engine", "text", "proof", "allow_gaps"))
+        engine = engine_options(p)
+        segment = segment_options(p, book_path(p.book, p.scratch))
+    book_dir, store = book_place(p.book, p.out, p.scratch)
+    with storage.viewed(book_dir, store) as (view, pub):    # --out URL: the store's manifest, report.json, book.json
         if load(view).num_rows == 0:
-            raise BookError(str(a.book), f"no render found in {opts.store or view}")
+            raise BookError(str(a.book), f"no render found in {store or view}")
         if action == "--takes":
-            from tasks.synthesize.fix import takes_table
-
-            print(takes_table(view, _rows(view, names, a.book, store)))
+            print(takes_table(view, _rows(view, names, a.book, pub)))
             return EXIT_OK
-        formats = a.format.split(",") if a.format else read_report(view).get("formats")
-        fix, spec = _fix_of(a, opts, view) if action == ACTIONS[3] else (None, None)
-    opts = options(a.book, need_book=False, formats=formats, **params)
-    note_threads(opts)
-    with locked(opts), storage.attached(opts) as store:    # a store: leased, pulled, every commit published
-        rendered, before, after = _fix(a, opts, names, action, fix, spec, store)
-        compact(opts.book_dir)
-    chapters = ", ".join(map(str, _changed(before, after))) if after is not None else "none (other segments are " \
-        "not rendered: render the book, or pass --allow-gaps)"
+        last = read_report(view)
+        override, spec = _fix_of(a, segment, p.language, view) if action == ACTIONS[3] else (None, None)
+    with usage():
+        package = package_options(_packaging(a, p, last))
+    note_threads(engine)
+    with locked(book_dir), storage.attached(book_dir, store) as pub:   # a store: leased, pulled, commits published
+        rows = _rows(book_dir, names, a.book, pub)
+        rendered, fixed = stages.fix(book_dir, rows, a.book, take=a.take, override=override, voice=spec,
+                                     engine=engine, qa=qa_options(p, engine.device))
+        for r in fixed:
+            print(f"{segment_name(r['chapter'], r['segment'])}: {r['status']}, take {r['take']} kept"
+                  + (f" ({r['qa']})" if r["qa"] else "") + (f": {r['error']}" if r["error"] else ""))
+        changed = stages.repackage(book_dir, AssembleOptions(), package, p.allow_gaps)
+        compact(book_dir)
+    chapters = ", ".join(map(str, changed)) if changed is not None else "none (other segments are not rendered: " \
+        "render the book, or pass --allow-gaps)"
     print(f"fix: {rendered} segments rendered, chapters re-packaged: {chapters or 'none'}")
     return EXIT_OK
 
 
+def _packaging(a, p: RenderParams, report: dict) -> RenderParams:
+    """p with the packaging options the fix names, else those of the book's last packaging (its report.json)."""
+    return replace(p, formats=tuple(a.format.split(",")) if a.format else tuple(report.get("formats") or p.formats),
+                   loudness=report.get("loudness", {}).get("target_lufs", p.loudness) if a.loudness is None
+                   else a.loudness)
+
+
 def _rows(book_dir: Path, names: list[str], book: str, store) -> list[dict]:
     """The named rows; with a store, their segments' takes and check records pulled where the scratch lacks them."""
-    from manifests import load
-    from tasks.synthesize.fix import find_rows
-
     rows = find_rows(load(book_dir).to_pylist(), names, book)
     if store is not None:
         store.pull_takes(rows)
     return rows
-
-
-def _fix(a, opts, names: list[str], action: str, fix: Fix | None, spec, store):
-    """Under the lock: change the rows, render what needs it, package.  Returns (segments rendered, the
-    chapters' packaging before, after — None when the book cannot be packaged yet)."""
-    from manifests import load
-    from tasks import stages
-    from tasks.qa.checker import checker_for
-    from tasks.synthesize.fix import choose_take, override, packaged_chapters, retake
-    from tasks.synthesize.render import synthesize_book
-
-    book_dir = opts.book_dir
-    rows = _rows(book_dir, names, a.book, store)
-    before, rendered = packaged_chapters(book_dir), 0
-    if action == "--take":
-        new = choose_take(book_dir, rows, a.take, a.book)
-    else:
-        engine = stages.get_engine(opts)
-        qa = stages.qa_options(opts, engine)
-        checker = checker_for(qa) if qa.mode != "off" else None
-        if checker is not None:
-            checker.load()                               # a missing extra or model: one line, nothing rendered
-        if action == "--retake":
-            new = retake(book_dir, engine, rows, a.book, qa, opts.guard, checker)
-            rendered = len({r["content_key"] for r in new})
-        else:
-            if spec is not None:
-                fix = replace(fix, voice=book_voice(spec, None, engine))   # resolved once, stored as a string
-            changed = override(book_dir, rows, fix, engine.version)
-            counts = synthesize_book(book_dir, engine, guard=opts.guard, qa=qa, checker=checker,
-                                     keys={r["content_key"] for r in changed})
-            rendered = counts["rendered"] + counts["adopted"]
-            new = [*changed, *(r for r in rows if r["content_key"] not in {c["content_key"] for c in changed})]
-    for r in sorted(load(book_dir).to_pylist(), key=lambda r: (r["chapter"], r["segment"])):
-        if any((r["chapter"], r["segment"]) == (n["chapter"], n["segment"]) for n in new):
-            print(f"{segment_name(r['chapter'], r['segment'])}: {r['status']}, take {r['take']} kept"
-                  + (f" ({r['qa']})" if r["qa"] else "") + (f": {r['error']}" if r["error"] else ""))
-    if not opts.allow_gaps and any(r["status"] != "done" for r in load(book_dir).to_pylist()):
-        return rendered, before, None
-    stages.package(book_dir, opts)
-    return rendered, before, packaged_chapters(book_dir)
-
-
-def _changed(before: dict, after: dict) -> list[int]:
-    from tasks.synthesize.fix import repackaged
-
-    return repackaged(before, after)
 
 
 def _names(a) -> list[str]:
@@ -161,10 +127,10 @@ def _action(a) -> str:
     return asked[0]
 
 
-def _fix_of(a, opts, book_dir: Path):
+def _fix_of(a, segment: SegmentOptions, language: LanguageChoice, book_dir: Path):
     """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model.
-    book_dir holds the book.json that gives the book's reading language."""
-    seg = replace(opts.segment, lang=reading_language(book_dir) if opts.language == "auto" else opts.language)
+    The text is read as the book is (`segment`; `language` auto: book_dir's book.json gives the reading language)."""
+    seg = replace(segment, lang=reading_language(book_dir) if language == "auto" else language)
     text = None if a.text is None else normalize(a.text, t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn,
                                                  lang=seg.lang).strip()
     spec = parse_voice(a.voice, a.clip_text, seg) if a.voice is not None else None

@@ -1,6 +1,6 @@
 """The `nightly-catalogue` flow: scan a catalogue folder and start one `render-book` deployment run per book
 that needs rendering — new, changed (by the source file's sha256) or incomplete per its manifest
-(tasks/catalogue/scan.py decides which).
+(tasks/intake/scan.py decides which).
 
 Each book becomes its own flow run (run_deployment), so it lands on whichever worker of the pool is free; the
 schedule, the pool and the workers are Prefect's.  A book whose render is in flight is skipped: its book-dir
@@ -16,13 +16,25 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    DeploymentFilter,
+    DeploymentFilterId,
+    FlowRunFilter,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+)
+from prefect.client.schemas.objects import StateType
+from prefect.context import get_run_context
+from prefect.deployments import run_deployment
 
+from flows.params import BY_NAME, RenderParams, takes_render_params
 from flows.progress import table_artifact
 from flows.render_book import catalogue_task
 from flows.shards import wait_for
-from tasks.catalogue.scan import INCOMPLETE, BookState, scan_catalogue
 from tasks.fleet.shards import segments_left, shard_count
 from tasks.fleet.storage import is_url
+from tasks.intake.scan import INCOMPLETE, BookState, scan_books
 from tasks.site.catalogue import SiteOptions
 
 RENDER_DEPLOYMENT = "render-book/adhoc"
@@ -31,16 +43,11 @@ WAITING_STATES = ("SCHEDULED", "PENDING")   # a run not started yet holds no loc
 
 @task(name="scan-catalogue", cache_policy=NO_CACHE)
 def scan_task(catalogue: str, out: str) -> list[BookState]:
-    return scan_catalogue(catalogue, out)
+    return scan_books(catalogue, out)
 
 
 def _waiting_books(deployment: str) -> set[str]:
     """Books of runs of `deployment` that are scheduled or pending (created, not yet started)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState,
-                                                FlowRunFilterStateType)
-    from prefect.client.schemas.objects import StateType
-
     with get_client(sync_client=True) as client:
         dep = client.read_deployment_by_name(deployment)
         runs = client.read_flow_runs(
@@ -51,25 +58,20 @@ def _waiting_books(deployment: str) -> set[str]:
 
 
 @flow(name="nightly-catalogue")
-def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", model: str | None = None,
-                           voice: str | None = None, formats: list[str] | None = None,
-                           device: str | None = None, deployment: str = RENDER_DEPLOYMENT,
-                           wait: bool = False, base_url: str | None = None,
-                           segments_per_shard: int | None = None, max_shards: int = 8,
-                           language: str | None = None, backend: str | None = None) -> list[dict]:
+@takes_render_params(exclude=("book",), own_first=True)
+def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", deployment: str = RENDER_DEPLOYMENT,
+                           wait: bool = False, base_url: str | None = None, segments_per_shard: int | None = None,
+                           max_shards: int = 8, **render) -> list[dict]:
     """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete in `out` (a
-    folder or a store URL).  Relative paths are taken from the working directory (the repo root for the
-    deployments).  With wait,
-    block until those runs finish and fail when one did not complete.  base_url: where OUT is served (the
-    feed's links; None: relative).  segments_per_shard: a book with more segments left than this renders
-    over several workers (render-book's shards: one per segments_per_shard, at most max_shards).  language:
-    every book's reading language (auto | zh | en; None: auto, resolved per book).  backend: what runs the model
-    in every render (torch | onnx; None: render-book's default, torch)."""
-    from prefect.context import get_run_context
-    from prefect.deployments import run_deployment
-
+    folder or a store URL), with the render parameters given here (flows/params.py: every book in this voice, with
+    this model …).  Relative paths are taken from the working directory (the repo root for the deployments).  With
+    wait, block until those runs finish and fail when one did not complete.  base_url: where OUT is served (the
+    feed's links; None: relative).  segments_per_shard: a book with more segments left than this renders over
+    several workers (render-book's shards: one per segments_per_shard, at most max_shards)."""
     log = get_run_logger()
     site = SiteOptions(base_url=base_url)
+    RenderParams(book=catalogue, out=out, **render)            # a bad value fails here, not in every book's run
+    changed = {k: v for k, v in render.items() if v != BY_NAME[k].default}     # the rest: render-book's defaults
     in_store = is_url(out)             # a store: its books' state is read there; no catalogue page (a folder's)
     catalogue_dir, out_root = Path(catalogue).resolve(), out if in_store else str(Path(out).resolve())
     states = scan_task(str(catalogue_dir), out_root)
@@ -82,9 +84,7 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", mo
             row["state"] = "waiting"
             log.info("%s: a run is already waiting for a worker; not starting another", s.book)
         elif s.needs_render:
-            params = {"book": s.book, "out": out_root, "model": model, "voice": voice, "formats": formats,
-                      "device": device, "catalogue": not in_store, "base_url": base_url, "language": language,
-                      "backend": backend}
+            params = {"book": s.book, "out": out_root, **changed, "catalogue": not in_store, "base_url": base_url}
             if segments_per_shard is not None:
                 left = segments_left(Path(s.book), s.book_dir, planned=s.state == INCOMPLETE)   # a folder or a URL
                 params["shards"] = shard_count(left, segments_per_shard, max_shards)

@@ -2,10 +2,13 @@
 No Prefect import here: the CLI without a server never pays for it."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from manifests.lock import BookLock
+from manifests.source import record_source_hash, source_sha256
 from tasks import stages
 from tasks.errors import disk_full_error
 from tasks.fleet import shards
@@ -27,9 +30,7 @@ def render(opts: RenderOptions, *, call: Call = direct, on_done: Callable[[int, 
     fan_out(book_dir, opts, store) -> counts replaces the synthesize stage (a sharded render, flows/shards.py).
     At the end, the source file's sha256 is recorded (manifest/source.json, published with the outputs: the
     nightly scan compares it with the file's)."""
-    from manifests.source import record_source_hash, source_sha256
-
-    with locked(opts), attached(opts) as store:  # a store (--out URL): pulled first, published as it commits
+    with locked(opts.book_dir), attached(opts.book_dir, opts.store) as store:   # a store: pulled first, published
         book_dir = Path(call(stages.prepare, opts))
         sha = source_sha256(opts.book)               # the file prepare read (it refuses a missing one)
         if on_prepared is not None:
@@ -38,7 +39,7 @@ def render(opts: RenderOptions, *, call: Call = direct, on_done: Callable[[int, 
             counts = call(stages.synthesize, book_dir, opts, on_done)
         else:
             counts = fan_out(book_dir, opts, store)
-        call(stages.package, book_dir, opts)
+        call(stages.package, book_dir, opts.assemble, opts.package, opts.allow_gaps)
         record_source_hash(book_dir, opts.book, sha)
     return {"book_dir": book_dir, **counts, **(store.timings() if store else {})}
 
@@ -48,7 +49,7 @@ def render_shard(opts: RenderOptions, index: int, token: str, *, call: Call = di
     """One shard of a sharded render whose parent holds the book (its lock, lease and slot are the parent's:
     the token, checked against the book's shard file, is the shard's authority).  Renders its rows only."""
 
-    with attached_shard(opts, shards.writer_tag(token, index)) as book_dir:
+    with attached_shard(opts.book_dir, opts.store, shards.writer_tag(token, index)) as book_dir:
         return call(stages.synthesize, book_dir, opts, on_done, shards.shard(book_dir, index, token))
 
 
@@ -56,27 +57,26 @@ def audition(opts: RenderOptions, aud) -> dict:
     """`chattts-render voices BOOK`: candidate voices read one passage (tasks/site/audition.py), under the book's lock;
     with a store (--out URL), in the scratch folder and published to the store's OUT/<book>/voices/."""
 
-    with locked(opts), attached_audition(opts) as store:
-        result = run(opts, aud, lambda: stages.get_engine(opts))
+    with locked(opts.book_dir), attached_audition(opts.book_dir, opts.store) as store:
+        result = run(opts.book, opts.book_dir, aud, lambda: stages.get_engine(opts.engine), opts.segment, opts.language,
+                     opts.guard)
     if store is not None:
         result.update(store=f"{store.store.url}/{opts.book_dir.name}/voices", published=store.puts)
     return result
 
 
 @contextmanager
-def locked(opts: RenderOptions):
+def locked(book_dir: Path):
     """Hold the book's lock (a killed run's temp files removed first).  On a failure, the folders this run
-    created are taken back while still empty, and a full disk is named as one."""
-    from manifests.lock import BookLock
-
-    created = [p for p in (opts.out, opts.book_dir) if not p.exists()]
+    created (the book dir, its output root) are taken back while still empty, and a full disk is named as one."""
+    created = [p for p in (book_dir.parent, book_dir) if not p.exists()]
     try:
-        with BookLock(opts.book_dir):
-            stages.clean_temp_files(opts.book_dir)       # a killed run's leftovers; no other writer is alive
+        with BookLock(book_dir):
+            stages.clean_temp_files(book_dir)            # a killed run's leftovers; no other writer is alive
             yield
     except Exception as e:
         _remove_created(created)          # a failure before anything was written leaves no empty folder behind
-        full = disk_full_error(e, opts.book_dir)
+        full = disk_full_error(e, book_dir)
         if full is None or full is e:
             raise
         raise full from e

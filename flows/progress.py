@@ -5,6 +5,10 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 PROGRESS_EVERY_S = 2.0      # seconds between progress-artifact updates
 
@@ -15,16 +19,17 @@ class TqdmProgress:
 
     def __init__(self, desc: str = "segments"):
         self.desc = desc
-        self.bar = None
+        self.bar: tqdm | None = None
 
     def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
+        bar = self.bar
+        if bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=self.desc, unit="seg", disable=None, dynamic_ncols=True)
-        self.bar.total = total
-        self.bar.n = done
-        self.bar.refresh()
+            bar = self.bar = tqdm(total=total, desc=self.desc, unit="seg", disable=None, dynamic_ncols=True)
+        bar.total = total
+        bar.n = done
+        bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:

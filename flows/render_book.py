@@ -11,15 +11,19 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.context import get_run_context
+from prefect.states import Completed
 
-from flows import pipeline
-from flows import shards as shards_flow
+from flows import pipeline, shards as shards_flow
 from flows.concurrency import one_run_per_book
+from flows.options import options_from_params
+from flows.params import takes_render_params
 from flows.progress import ArtifactProgress, table_artifact
+from manifests.lock import BookLocked
 from tasks import stages
 from tasks.fleet.shards import check_count
 from tasks.site.catalogue import SiteOptions, write_catalogue
-from tasks.site.report import book_table
+from tasks.site.status import book_table
 
 # Thin task wrappers.  The manifest, not Prefect's cache, decides what is done.
 TASKS = {
@@ -30,9 +34,6 @@ TASKS = {
                                    retries=2, retry_delay_seconds=5),
     stages.package: task(stages.package, name="package", cache_policy=NO_CACHE, retries=1),
 }
-
-
-CATALOGUE_PARAMS = ("catalogue", "base_url")      # the flow's own parameters: not render options
 
 
 @task(name="write-catalogue", cache_policy=NO_CACHE)
@@ -46,38 +47,20 @@ def _task_call(fn, *args, **kwargs):
 
 
 @flow(name="render-book", log_prints=True)
-def render_book_flow(book: str, out: str | None = None, model: str | None = None, voice: str | None = None,
-                     formats: list[str] | None = None, device: str | None = None, dtype: str | None = None,
-                     int8: bool = False, compile: bool = False, backend: str | None = None,
-                     max_batch: int | None = None,
-                     threads: int | None = None, allow_gaps: bool = False, chapters: str | None = None,
-                     lexicon: str | None = None, t2s: bool = True, guard: bool = True,
-                     guard_attempts: int | None = None, clip_text: str | None = None, voice_anchor: bool = False,
-                     cast: str | None = None, catalogue: bool = False, base_url: str | None = None,
-                     scratch: str | None = None, shards: int = 1, shard: int | None = None,
-                     shard_token: str | None = None, qa: str | None = None, asr_model: str | None = None,
-                     language: str | None = None):
-    """Render one book (parameters as the CLI's options; None keeps the default; device "auto" picks cuda
-    when the worker sees a GPU; language auto | zh | en, the book's reading language).  Returns the book dir.
+@takes_render_params()
+def render_book_flow(catalogue: bool = False, base_url: str | None = None, shards: int = 1, shard: int | None = None,
+                     shard_token: str | None = None, **render):
+    """Render one book (the render parameters are the CLI's options by their Python names: flows/params.py;
+    device "auto" picks cuda when the worker sees a GPU).  Returns the book dir.
     In a deployment run, a book already being rendered by another process is skipped (a Completed state saying
     so), not failed; a direct call raises BookLocked.  At the end: a table artifact per book (pipeline.render
     records the source's sha256 for the nightly scan); with catalogue (the nightly's runs), OUT/index.html and
-    OUT/feed.xml rewritten.  shards > 1 (a deployment run): the book's segments over that many runs of this
-    deployment, packaged once (flows/shards.py); shard and shard_token are set by such a run for the runs it
-    starts."""
-    from prefect.states import Completed
-
-    from manifests.lock import BookLocked
-    from tasks.options import options_from_params
-
+    OUT/feed.xml rewritten (base_url: where OUT is served).  shards > 1 (a deployment run): the book's segments
+    over that many runs of this deployment, packaged once (flows/shards.py); shard and shard_token are set by such
+    a run for the runs it starts."""
     log = get_run_logger()
     site = SiteOptions(base_url=base_url) if catalogue else None
-    opts = options_from_params(book, out=out, model=model, voice=voice, formats=formats, device=device,
-                               dtype=dtype, int8=int8, compile=compile, backend=backend, max_batch=max_batch,
-                               threads=threads,
-                               allow_gaps=allow_gaps, chapters=chapters, lexicon=lexicon, t2s=t2s, guard=guard,
-                               guard_attempts=guard_attempts, clip_text=clip_text, voice_anchor=voice_anchor,
-                               cast=cast, scratch=scratch, qa=qa, asr_model=asr_model, language=language)
+    opts = options_from_params(**render)
     log.info("rendering %s into %s (model %s, device %s, CUDA_VISIBLE_DEVICES=%s, host %s, pid %d)",
              opts.book, opts.book_dir, opts.engine.model, opts.engine.device,
              os.environ.get("CUDA_VISIBLE_DEVICES", "unset"), socket.gethostname(), os.getpid())
@@ -96,8 +79,9 @@ def render_book_flow(book: str, out: str | None = None, model: str | None = None
     fan_out = shards_flow.fan_out(shards, _task_call, progress) if shards > 1 else None
     try:
         with one_run_per_book(opts):          # across machines: Prefect's concurrency limit, keyed by the book
-            result = pipeline.render(opts, call=_task_call, on_done=progress, fan_out=fan_out, on_prepared=site
-                                     and (lambda _: _rewrite_catalogue(str(opts.out), site, log)))
+            on_prepared = None if site is None else (lambda _: _rewrite_catalogue(str(opts.out), site, log))
+            result = pipeline.render(opts, call=_task_call, on_done=progress, fan_out=fan_out,
+                                     on_prepared=on_prepared)
     except BookLocked as e:
         if not _from_deployment():
             raise                            # a direct call (the CLI with a server): the caller decides
@@ -125,11 +109,9 @@ def _rewrite_catalogue(out: str, site: SiteOptions, log) -> None:
     outcome (nor does it hide the render's own error)."""
     try:
         catalogue_task(out, site)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 — any failure of the page is logged, never the book's outcome
         log.warning("%s: the catalogue was not rewritten: %s", out, e)
 
 
 def _from_deployment() -> bool:
-    from prefect.context import get_run_context
-
     return get_run_context().flow_run.deployment_id is not None

@@ -17,7 +17,6 @@ import time
 from tasks import stages
 from tasks.fleet import shards as sharding
 
-SHARD_PARAMS = ("shards", "shard", "shard_token")    # the flow's own parameters: not render options
 POLL_ENV = "CHATTTS_RENDER_POLL_S"     # s between looks at runs being waited for (default POLL_S)
 POLL_S = 5.0
 

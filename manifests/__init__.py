@@ -5,16 +5,18 @@ never rewrites one.  The latest state of a segment is its row in the highest-num
 segment set is the one of the latest plan.  A torn or unreadable part (a crash mid-write can at worst leave a
 `.tmp-` file, which readers never look at) is skipped with a warning on read.  `compact()` folds all parts into
 one.  Queries are plain functions over the `pyarrow.Table` that `load()` returns.
+
+Project code imports what it uses from manifests.store (importing `manifests` or manifests.lock loads no
+pyarrow); `manifests.load(...)` and the other names below still work as users' scripts write them (README), loaded
+on first use.
 """
-from manifests.store import (  # noqa: F401
-    COLUMN_DEFAULTS,
-    SCHEMA,
-    STATUS_DONE,
-    STATUS_FAILED,
-    STATUS_PENDING,
-    commit,
-    compact,
-    load,
-    manifest_dir,
-    summary,
-)
+STORE_NAMES = ("COLUMN_DEFAULTS", "SCHEMA", "STATUS_DONE", "STATUS_FAILED", "STATUS_PENDING", "commit", "compact",
+               "load", "manifest_dir", "summary")
+
+
+def __getattr__(name: str):
+    if name not in STORE_NAMES:
+        raise AttributeError(f"module 'manifests' has no attribute {name!r}")
+    from manifests import store  # pyarrow: loaded when a script asks for the manifest
+
+    return getattr(store, name)

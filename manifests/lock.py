@@ -33,7 +33,7 @@ class BookLock:
         self.path = Path(book_dir)
         self._fd: int | None = None
 
-    def acquire(self, wait: bool = False) -> "BookLock":
+    def acquire(self, wait: bool = False) -> BookLock:
         """Take the lock; BookLocked when another process holds it, or with wait, block until it is free."""
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
@@ -53,7 +53,7 @@ class BookLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "BookLock":
+    def __enter__(self) -> BookLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -31,7 +31,7 @@ def record_source_hash(book_dir: str | Path, book: str | Path, sha256: str) -> N
 
 
 def read_source_hash(book_dir: str | Path) -> str | None:
-    from manifests import manifest_dir
+    from manifests.store import manifest_dir
 
     try:
         return json.loads((manifest_dir(book_dir) / SOURCE_RECORD).read_text(encoding="utf-8"))["sha256"]

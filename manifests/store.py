@@ -4,11 +4,12 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.atomic import atomic_path
@@ -80,7 +81,7 @@ def _parts(mdir: Path) -> list[tuple[tuple[int, str], Path]]:
 
 
 def _as_table(rows: Iterable[Mapping]) -> pa.Table:
-    cols = {f.name: [] for f in SCHEMA}
+    cols: dict[str, list] = {f.name: [] for f in SCHEMA}
     for r in rows:
         for name in cols:
             cols[name].append(r.get(name, COLUMN_DEFAULTS.get(name)))
@@ -138,8 +139,6 @@ def _read_parts(mdir: Path) -> list[tuple[tuple[int, str], pa.Table]]:
 
 def _with_defaults(table: pa.Table) -> pa.Table:
     """A part written before a column existed reads it as nulls: give them the value they mean."""
-    import pyarrow.compute as pc
-
     for name, value in COLUMN_DEFAULTS.items():
         i = table.schema.get_field_index(name)
         if table.column(i).null_count:

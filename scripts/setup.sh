@@ -1,9 +1,45 @@
 #!/usr/bin/env bash
 # Set up everything chattts-render needs on a fresh Debian machine: Debian's ffmpeg and a Python virtualenv in
 # .venv with the project and its test tools; `setup.sh test` adds what the tests need from Debian (chromium,
-# chromium-driver, epubcheck).  Idempotent; safe to rerun.
+# chromium-driver, epubcheck); `setup.sh image` only what the container image needs (podman, runc, mmdebstrap and
+# their configuration: `make image`, `make test-image`).  Idempotent; safe to rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = image ]; then
+  # The container image (Containerfile, scripts/image.sh): Debian's podman (its Docker-compatible socket for the
+  # Prefect Docker worker: `podman system service`), runc and mmdebstrap (the Debian base from the mirror, no
+  # registry).  Measured on this project's machines: podman's default runtime crun fails there ("cgroups in hybrid
+  # mode not supported"), runc works; RLIMIT_NOFILE / RLIMIT_NPROC cannot be raised, so containers get the
+  # limits below (podman's defaults, 1048576 and 4194304, fail to start any container; nproc 32768 is the most
+  # measured to work), each at most this shell's hard limit.  A drop-in of podman's configuration says so.
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  need=()
+  for tool in podman runc mmdebstrap; do command -v "$tool" >/dev/null || need+=("$tool"); done
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${need[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  nofile=$(ulimit -Hn); [ "$nofile" = unlimited ] || [ "$nofile" -gt 20000 ] && nofile=20000
+  nproc=$(ulimit -Hu); [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ] && nproc=32768
+  conf=/etc/containers/containers.conf.d/chattts-render.conf
+  want=$(cat <<EOF
+# scripts/setup.sh image (chattts-render): runc, and limits containers can have here
+[containers]
+default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
+[engine]
+runtime = "runc"
+EOF
+)
+  if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
+    echo "setup: writing $conf"
+    $SUDO mkdir -p "$(dirname "$conf")"
+    printf '%s\n' "$want" | $SUDO tee "$conf" >/dev/null
+  fi
+  echo "setup: ready for images ($(podman --version), runtime $(podman info --format '{{.Host.OCIRuntime.Name}}'))"
+  exit 0
+fi
 
 # Debian packages: ffmpeg (encodes) and gcc (engine/kernels.c, the CPU engine's linear kernel, is compiled on
 # first use; without a compiler the engine uses oneDNN's, slower); with `setup.sh test` also chromium + chromium-driver (web pages are

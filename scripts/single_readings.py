@@ -8,7 +8,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's tasks/, not an installed one
-from tasks.text.polyphones import COMMON_CHARS, SINGLE_READINGS, build_table  # noqa: E402
+from tasks.text.polyphones import COMMON_CHARS, SINGLE_READINGS, build_table
 
 
 def main() -> None:
@@ -18,7 +18,8 @@ def main() -> None:
         f"# built by scripts/single_readings.py from pypinyin {version('pypinyin')} (pinyin_dict, phrases_dict), "
         f"jieba {version('jieba')} (dict.txt counts), opencc {version('opencc')} (t2s)",
         f"# a character: Simplified, U+4E00-U+9FFF, among the {COMMON_CHARS} most frequent "
-        "(jieba counts summed over the words holding it), read one way by pypinyin in every phrase, no other reading in use;",
+        "(jieba counts summed over the words holding it), read one way by pypinyin in every phrase, "
+        "no other reading in use;",
         "# per syllable the highest count, then the lower code point (tasks/text/polyphones.build_table)",
         "# syllable\tcharacter\tcount",
     ]

@@ -3,17 +3,18 @@ produces it.  Plain frozen dataclasses: stages pass these (or paths and ids), ne
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 # The boundary that follows a segment; assembly chooses the pause from it.
 PauseKind = Literal["clause", "sentence", "paragraph", "chapter"]
-PAUSE_KINDS: tuple[str, ...] = ("clause", "sentence", "paragraph", "chapter")
+PAUSE_KINDS: tuple[str, ...] = get_args(PauseKind)
 # Who speaks a segment (a cast, --cast): the narrator, or quoted speech with the speaker the text names.
 ROLE_NARRATOR, ROLE_DIALOGUE = "narrator", "dialogue"
 # The languages ChatTTS speaks: a book's reading language, and a run of text inside a sentence.
 Language = Literal["zh", "en"]
-LANGUAGES: tuple[str, ...] = ("zh", "en")
-LANGUAGE_CHOICES: tuple[str, ...] = ("auto", *LANGUAGES)     # --language
+LANGUAGES: tuple[str, ...] = get_args(Language)
+LanguageChoice = Literal["auto", Language]                     # --language
+LANGUAGE_CHOICES: tuple[str, ...] = get_args(LanguageChoice)
 GUESS_SAMPLE_CHARS = 20_000      # characters of a book's text read by guess_language
 
 

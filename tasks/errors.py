@@ -14,10 +14,13 @@ The engine's own ModelUnavailable, DeviceUnavailable (no usable GPU for --device
 and the manifest's BookLocked live beside the code that raises them (engine/ and manifests/ do not import tasks/)."""
 from __future__ import annotations
 
+import errno
+import shutil
 from pathlib import Path
 
 from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
+from manifests.lock import BookLocked
 
 
 class _Located(Exception):
@@ -67,11 +70,6 @@ def disk_full_error(e: BaseException, where: Path) -> OSError | None:
     differently — OSError 28 (Python, pyarrow), soundfile's LibsndfileError/RuntimeError, mutagen's errors,
     ffmpeg's exit status — so besides the errno and the message, the free space where we write decides.  An
     error that already says what it is (bad input, a busy book, a missing tool …) is never relabelled."""
-    import errno
-    import shutil
-
-    from manifests.lock import BookLocked
-
     if isinstance(e, (_Located, ModelUnavailable, DeviceUnavailable, VoiceError, BookLocked)):
         return None
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:

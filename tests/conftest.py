@@ -122,3 +122,20 @@ def pg_server():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_render(tmp_path_factory):
+    """`make demo`'s render of the sample book on this machine (its book folder): what the image tests compare
+    the container's renders with."""
+    import subprocess
+    import sys
+
+    from tests.flows.helpers import SAMPLE, cli_env
+    from tests.podman import demo_args
+
+    out = tmp_path_factory.mktemp("demo")
+    r = subprocess.run([sys.executable, "-m", "flows.cli", *demo_args(), "--out", str(out)], cwd=ROOT,
+                       env=cli_env(), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out / SAMPLE.stem

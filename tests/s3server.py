@@ -27,7 +27,7 @@ class S3Server:
     def __init__(self, log_path):
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._log = open(log_path, "wb")
+        self._log = open(log_path, "wb")  # noqa: SIM115 — the server's log, open while it runs (stop() closes it)
         self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                      stdout=self._log, stderr=subprocess.STDOUT)
         t0 = time.monotonic()

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -140,7 +140,7 @@ def _maybe_same(a: str, b: str) -> bool:
     """Speakers a and b may be one person: equal, or both of THCHS-30 with either unknown (a test clip's speaker
     may be D4 or another test clip's; other corpora are other people)."""
     thchs = {a, b} <= set(THCHS_SPEAKERS) | {s for s in (a, b) if s.startswith(UNKNOWN_SPEAKER)}
-    return a == b or thchs and (a.startswith(UNKNOWN_SPEAKER) or b.startswith(UNKNOWN_SPEAKER))
+    return a == b or (thchs and (a.startswith(UNKNOWN_SPEAKER) or b.startswith(UNKNOWN_SPEAKER)))
 
 
 # ---------------------------------------------------------------------------------------------------- the book

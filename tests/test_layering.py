@@ -9,15 +9,18 @@
       ↓
     engine/       ChatTTS loading and generation, and the one atomic writer (imports only engine/)
 
-A module imports only modules of its own layer or below; no two modules import each other, however indirectly;
-a function-level (lazy) import of the project's own modules is only for one that loads a heavy library when
-imported (HEAVY: each of these takes 0.25-4 s to import here, against 0.05 s for Python itself) and for the
-engine itself (MODEL: `package`, `status`, `inspect` never import it, tested in tests/flows); an import under
-`if TYPE_CHECKING:` is for annotations only and never runs.  And one way to rename a file into place: os.replace
-(or Path.replace/rename) in exactly one module."""
+A module imports only modules of its own layer or below, under `if TYPE_CHECKING:` too (an annotation naming a
+higher layer's type is a stage reading more than its layer gives it); no two modules import each other, however
+indirectly.  A function-level (lazy) import is only for what defers a cost: a project module whose import loads a
+heavy library (HEAVY: each of these takes 0.25-4 s to import here, against 0.05 s for Python itself) or the
+engine itself (MODEL: `package`, `status`, `inspect` never import it, tested in tests/flows) that the importing
+module does not load already, or a HEAVY library it does not import already; never the standard library (its
+place is the top).  And one way to rename a file into place: os.replace (or Path.replace/rename) in exactly one
+module."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,7 +46,7 @@ LAYERS = (                   # lowest first; a module may import its own layer a
     ("tasks.audio",),
     ("tasks.fleet",),
     ("tasks.site",),
-    ("tasks.catalogue",),
+    ("tasks.intake",),
     ("tasks.options",),
     ("tasks.stages",),
     ("flows",),
@@ -51,6 +54,7 @@ LAYERS = (                   # lowest first; a module may import its own layer a
 HEAVY = {"torch", "torchaudio", "transformers", "ChatTTS", "vocos", "huggingface_hub", "safetensors", "prefect",
          "pyarrow", "s3fs", "scipy", "wetext", "jieba", "numpy", "soundfile"}
 MODEL = {"engine.engine"}    # the engine: loading it is torch and ChatTTS; what needs no model never imports it
+STDLIB = set(sys.stdlib_module_names)
 FLOWS_MAX_LINES = 200        # a flows/ module longer than this holds more than composition
 RENAMES = {"replace", "rename", "renames"}
 
@@ -87,37 +91,38 @@ def _resolve(name: str, mods) -> str | None:
     return name or None
 
 
-def imports_of(mod: str, path: Path, mods) -> list[tuple[str, int, bool]]:
-    """(imported project module, line, lazy) for every import in the file that runs: module level (inside
-    top-level if/try too) or inside a function (lazy); imports under `if TYPE_CHECKING:` never run."""
+def imports_in(path: Path) -> list[tuple[str, int, str]]:
+    """(dotted name, line, where) for every absolute import in the file — `import a.b`: a.b, `from a.b import c`:
+    a.b.c — where is "module" (runs on import: top level, inside top-level if/try too), "function" (a lazy import,
+    inside a function) or "typing" (under `if TYPE_CHECKING:`: never runs, annotations only)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    out: list[tuple[str, int, bool]] = []
+    out: list[tuple[str, int, str]] = []
 
-    def names(node) -> list[str]:
-        if isinstance(node, ast.Import):
-            return [a.name for a in node.names]
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            return [f"{node.module}.{a.name}" for a in node.names]
-        return []
-
-    def visit(node, lazy: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.dump(child.test):
-                for c in child.orelse:
-                    visit(c, lazy)
+    def visit(nodes, where: str) -> None:
+        for n in nodes:
+            if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.dump(n.test):
+                visit(n.body, "typing")
+                visit(n.orelse, where)
                 continue
-            for n in names(child):
-                t = _resolve(n, mods)
-                if t and t != mod:
-                    out.append((t, child.lineno, lazy))
-            visit(child, lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+            if isinstance(n, ast.Import):
+                out.extend((a.name, n.lineno, where) for a in n.names)
+            elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+                out.extend((f"{n.module}.{a.name}", n.lineno, where) for a in n.names)
+            lazy = isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and where == "module"
+            visit(ast.iter_child_nodes(n), "function" if lazy else where)
 
-    visit(tree, False)
+    visit(tree.body, "module")
     return out
 
 
+def imports_of(mod: str, path: Path, mods) -> list[tuple[str, int, str]]:
+    """(imported project module, line, where) for every import of a project module in the file (imports_in)."""
+    return [(t, line, where) for name, line, where in imports_in(path) if (t := _resolve(name, mods)) and t != mod]
+
+
 def graph(root: Path = ROOT, packages=PACKAGES) -> dict[str, set[str]]:
-    """module -> the project modules it imports (a package's __init__ importing its own submodules aside)."""
+    """module -> the project modules it imports, lazily and for annotations too (a package's __init__ importing its own
+    submodules aside)."""
     mods = modules(root, packages)
     return {m: {t for t, _, _ in imports_of(m, p, mods) if not t.startswith(m + ".")} for m, p in mods.items()}
 
@@ -161,7 +166,8 @@ def layer(mod: str, layers=LAYERS) -> int | None:
 
 
 def upward_imports(root: Path = ROOT, packages=PACKAGES, layers=LAYERS) -> list[str]:
-    """'a -> b (line)' for every import from a lower layer into a higher one."""
+    """'a -> b (line)' for every import from a lower layer into a higher one (under TYPE_CHECKING too: an annotation
+    that names a higher layer's type is a stage reading more than its own layer gives it)."""
     mods = modules(root, packages)
     bad = []
     for m, p in mods.items():
@@ -171,66 +177,47 @@ def upward_imports(root: Path = ROOT, packages=PACKAGES, layers=LAYERS) -> list[
     return bad
 
 
-def heavy_modules(root: Path = ROOT, packages=PACKAGES) -> set[str]:
-    """The project modules whose import loads a HEAVY library (their own module-level imports, their parent
-    packages' and those of every project module they import at module level)."""
+def loads(root: Path = ROOT, packages=PACKAGES) -> dict[str, set[str]]:
+    """module -> what importing it loads of HEAVY and MODEL: the heavy libraries of its own module-level imports, of
+    its parent packages' and of every project module it imports at module level (a fixed point), and the engine
+    when it is or imports it."""
     mods = modules(root, packages)
-    direct: dict[str, tuple[bool, set[str]]] = {}
+    got, deps = {}, {}
     for m, p in mods.items():
-        tree = ast.parse(p.read_text(encoding="utf-8"))
-        ext, proj = set(), set()
-        for t, _, lazy in imports_of(m, p, mods):
-            if not lazy:
-                proj.add(t)
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and node in _module_level(tree):
-                ext |= imported_roots_of(node)
-        parents = {".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)} & set(mods)
-        direct[m] = (bool(ext & HEAVY), proj | parents)
-    heavy: set[str] = set()
+        found = [(name, where) for name, _, where in imports_in(p) if where == "module"]
+        got[m] = {name.split(".")[0] for name, _ in found} & HEAVY | ({m} & MODEL)
+        deps[m] = {t for t, _, where in imports_of(m, p, mods) if where == "module"} | \
+            ({".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)} & set(mods))
     changed = True
-    while changed:                                   # a fixed point over the module-level import graph
+    while changed:
         changed = False
-        for m, (own, deps) in direct.items():
-            if m not in heavy and (own or deps & heavy):
-                heavy.add(m)
+        for m in mods:
+            more = set().union(*(got[d] for d in deps[m])) - got[m]
+            if more:
+                got[m] |= more
                 changed = True
-    return heavy
+    return got
 
 
-def _module_level(tree) -> list:
-    """The import nodes that run when the module is imported (top level, inside top-level if/try)."""
-    out = []
-
-    def visit(body):
-        for n in body:
-            if isinstance(n, (ast.Import, ast.ImportFrom)):
-                out.append(n)
-            elif isinstance(n, ast.If) and "TYPE_CHECKING" not in ast.dump(n.test):
-                visit(n.body)
-                visit(n.orelse)
-            elif isinstance(n, ast.Try):
-                visit(n.body)
-                visit(n.orelse)
-                visit(n.finalbody)
-                for h in n.handlers:
-                    visit(h.body)
-
-    visit(tree.body)
-    return out
-
-
-def imported_roots_of(node) -> set[str]:
-    if isinstance(node, ast.Import):
-        return {a.name.split(".")[0] for a in node.names}
-    return {node.module.split(".")[0]} if node.level == 0 and node.module else set()
+def heavy_modules(root: Path = ROOT, packages=PACKAGES) -> set[str]:
+    """The project modules whose import loads a HEAVY library."""
+    return {m for m, found in loads(root, packages).items() if found & HEAVY}
 
 
 def needless_lazy_imports(root: Path = ROOT, packages=PACKAGES) -> list[str]:
-    """'a -> b (line)' for every function-level import of a project module that loads no heavy library."""
-    mods, heavy = modules(root, packages), heavy_modules(root, packages)
-    return [f"{m} -> {t} (line {line})" for m, p in mods.items() for t, line, lazy in imports_of(m, p, mods)
-            if lazy and t not in heavy | MODEL]
+    """'a -> b (line)' for every function-level import that defers nothing: of a project module that loads nothing
+    of HEAVY or MODEL that `a` does not load already, of a HEAVY library `a` loads already, or of the standard
+    library (cheap: its place is the top of the module)."""
+    mods, loaded = modules(root, packages), loads(root, packages)
+    bad = []
+    for m, p in mods.items():
+        for name, line, where in imports_in(p):
+            t, lib = _resolve(name, mods), name.split(".")[0]
+            if where == "function" and t != m and (
+                    not loaded[t] - loaded[m] if t is not None
+                    else lib in STDLIB or lib in loaded[m] & HEAVY):
+                bad.append(f"{m} -> {t or lib} (line {line})")
+    return bad
 
 
 # ------------------------------------------------------------------------------------------------- tests
@@ -280,14 +267,39 @@ def test_the_checks_fail_on_a_cycle_an_upward_import_and_a_needless_lazy_import(
     (pkg / "low" / "c.py").write_text("from pkg.high import z\n\ndef g():\n    from pkg.low import b\n"
                                       "    from pkg.high import z\n")
     (pkg / "types.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high import z\n")
+    (pkg / "low" / "d.py").write_text("import numpy\n\ndef h():\n    import numpy\n    from pkg.high import z\n"
+                                      "    import json\n    import torch\n    import pydub\n")
+    (pkg / "low" / "e.py").write_text("def k():\n    from pkg.high import z\n")
     layers = (("pkg.low", "pkg.types"), ("pkg.high",))
     assert cycles(graph(tmp_path, ("pkg",))) == [["pkg.low.a", "pkg.low.b"]]
-    assert upward_imports(tmp_path, ("pkg",), layers) == ["pkg.low.c -> pkg.high (line 1)",
-                                                          "pkg.low.c -> pkg.high (line 5)"]
-    assert heavy_modules(tmp_path, ("pkg",)) >= {"pkg.high", "pkg.low.c"}
-    assert "pkg.low.b -> pkg.low.a (line 4)" in needless_lazy_imports(tmp_path, ("pkg",))
-    assert "pkg.low.c -> pkg.low.b (line 4)" in needless_lazy_imports(tmp_path, ("pkg",))
-    assert not any("pkg.high" in x for x in needless_lazy_imports(tmp_path, ("pkg",)))   # numpy: heavy
+    assert sorted(upward_imports(tmp_path, ("pkg",), layers)) == [
+        "pkg.low.c -> pkg.high (line 1)", "pkg.low.c -> pkg.high (line 5)", "pkg.low.d -> pkg.high (line 5)",
+        "pkg.low.e -> pkg.high (line 2)", "pkg.types -> pkg.high (line 3)"]          # under TYPE_CHECKING too
+    assert heavy_modules(tmp_path, ("pkg",)) == {"pkg.high", "pkg.low.c", "pkg.low.d"}
+    assert sorted(needless_lazy_imports(tmp_path, ("pkg",))) == [
+        "pkg.low.b -> pkg.low.a (line 4)",           # pkg.low.a loads nothing heavy: it defers nothing
+        "pkg.low.c -> pkg.high (line 5)",            # numpy: pkg.low.c imports pkg.high at the top already
+        "pkg.low.c -> pkg.low.b (line 4)",
+        "pkg.low.d -> json (line 6)",                # the standard library: its place is the top
+        "pkg.low.d -> numpy (line 4)",               # numpy: already imported at the top
+        "pkg.low.d -> pkg.high (line 5)"]            # its numpy: already loaded by pkg.low.d
+    # pkg.low.d's torch (heavy, not loaded yet) and pydub (not heavy: an optional library) and pkg.low.e's pkg.high
+    # (numpy, not loaded by pkg.low.e) defer a library: they are what a lazy import is for
+
+
+def test_package_code_takes_the_manifest_from_manifests_store():
+    """`manifests` hands its store's names to users' scripts on first use (a module __getattr__: importing it loads
+    no pyarrow), which the scans above cannot see: the package's own code imports them from manifests.store."""
+    from manifests import STORE_NAMES
+
+    bad = []
+    for f in (f for p in PACKAGES for f in package_files(p) if f != ROOT / "manifests" / "__init__.py"):
+        bad += [f"{f.name}:{line} {name}" for name, line, _ in imports_in(f)
+                if name.startswith("manifests.") and name.split(".")[1] in STORE_NAMES]
+        bad += [f"{f.name}:{n.lineno} manifests.{n.attr}" for n in ast.walk(ast.parse(f.read_text(encoding="utf-8")))
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "manifests"
+                and n.attr in STORE_NAMES]
+    assert bad == []
 
 
 def renames_in(path) -> list[int]:

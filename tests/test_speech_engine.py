@@ -14,9 +14,20 @@ from tasks.plan.rows import derive_seed
 from tasks.synthesize.guard import reroll_seed
 from tasks.voice.voices import voice_id
 from tests.conftest import corpus_path
-from tests.speech_engine import (TRUNCATE_SHARE, SpeechEngine, book_script, corpus_clips, noise, other_sentence,
-                                 other_speaker, padded, sentences, tiled, truncated,
-                                 write_corpus_book)
+from tests.speech_engine import (
+    TRUNCATE_SHARE,
+    SpeechEngine,
+    book_script,
+    corpus_clips,
+    noise,
+    other_sentence,
+    other_speaker,
+    padded,
+    sentences,
+    tiled,
+    truncated,
+    write_corpus_book,
+)
 
 VOICE = "seed:2222"
 S0764 = "zh_aishell1_S0764_W0121.wav"          # 16 kHz mono, 4.20 s
@@ -116,8 +127,8 @@ def test_script_helpers(clips):
 def prepared(tmp_path, clips, monkeypatch, formats=("flac",), qa="off"):
     """The corpus book prepared through tasks.stages with the stand-in (QA off: the stand-in is no random model,
     so a render's default would hear it); (opts, book_dir, engine with its script)."""
+    from flows.options import options_from_params
     from tasks import stages
-    from tasks.options import options_from_params
 
     book = write_corpus_book(tmp_path / "speech.txt", clips)
     opts = options_from_params(str(book), out=str(tmp_path / "out"), voice=VOICE, formats=list(formats),
@@ -152,7 +163,7 @@ def test_render_through_the_stages_packages_chapters_that_hold_the_clips(tmp_pat
     counts = stages.synthesize(book_dir, opts)
     assert counts["rendered"] == 9 and counts["failed"] == 0
     assert sorted(c[2] for c in engine.calls) == [1] * 9                     # the first take of each
-    stages.package(book_dir, opts)
+    stages.package(book_dir, opts.assemble, opts.package, opts.allow_gaps)
     rows = sorted(manifests.load(book_dir).to_pylist(), key=lambda r: (r["chapter"], r["segment"]))
     for r in rows:                                                           # stored: the clip, 24-bit FLAC
         clip = engine.script[r["text"]]

@@ -33,9 +33,9 @@ never overlap across a pause; with a zero pause the two pieces cross-fade direct
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -284,11 +284,11 @@ def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: 
 
     # Pieces joined directly (zero pause) overlap by N: their cue boundary is the middle of the cross-fade.
     for i in range(len(cues) - 1):
-        a, b = cues[i], cues[i + 1]
-        if a.end_sample > b.start_sample:
-            mid = b.start_sample + (a.end_sample - b.start_sample) // 2
-            cues[i] = Cue(0.0, 0.0, a.text, a.segment_index, a.start_sample, mid)
-            cues[i + 1] = Cue(0.0, 0.0, b.text, b.segment_index, mid, b.end_sample)
+        left, right = cues[i], cues[i + 1]
+        if left.end_sample > right.start_sample:
+            mid = right.start_sample + (left.end_sample - right.start_sample) // 2
+            cues[i] = Cue(0.0, 0.0, left.text, left.segment_index, left.start_sample, mid)
+            cues[i + 1] = Cue(0.0, 0.0, right.text, right.segment_index, mid, right.end_sample)
     cues = [Cue(c.start_sample / sr, c.end_sample / sr, c.text, c.segment_index, c.start_sample, c.end_sample)
             for c in cues]
     return ChapterAudio(out, sr, cues)

@@ -3,14 +3,16 @@ through ffmpeg (bit-exact, float32 PCM on stdin, the cover and the M4B's FFMETAD
 beside the output).  The bytes depend only on the inputs.  Loudness decisions live in tasks.audio.verify."""
 from __future__ import annotations
 
+import base64
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from engine.atomic import scratch
+from tasks.audio.ffmpeg import BITEXACT, ffmetadata_escape, pcm_input, run_ffmpeg
 from tasks.book import BookMeta
 
 LOSSLESS = ("flac", "wav")    # written by soundfile; every other format by ffmpeg
@@ -121,8 +123,6 @@ def write_lossless(path: Path, fmt: str, audio: np.ndarray, sr: int, tags: dict[
 
 def ffmetadata(tags: dict[str, str], chapters: Sequence[tuple[int, int, str]], sr: int) -> str:
     """An FFMETADATA1 file: the book's tags and one [CHAPTER] per (start_sample, end_sample, title) at `sr`."""
-    from tasks.audio.ffmpeg import ffmetadata_escape
-
     lines = [";FFMETADATA1"]
     for key, value in (("title", tags["TITLE"]), ("album", tags["ALBUM"]), ("artist", tags["ARTIST"]),
                        ("album_artist", tags["ARTIST"]), ("genre", "Audiobook")):
@@ -162,8 +162,6 @@ def encode_lossy(path: Path, fmt: str, pcm: Iterable[np.ndarray], sr: int, tags:
 
     chapters (m4b): (start_sample, end_sample, title) at `sr`, written through an FFMETADATA1 input.
     """
-    from tasks.audio.ffmpeg import BITEXACT, pcm_input, run_ffmpeg
-
     # ffmpeg's side inputs live beside the output, so a killed run's leftovers are found and removed
     with scratch(path.parent, directory=True) as side:
         inputs = [*pcm_input(sr)]
@@ -190,8 +188,6 @@ def encode_lossy(path: Path, fmt: str, pcm: Iterable[np.ndarray], sr: int, tags:
 
 
 def _tag_opus(path: Path, tags: dict[str, str], meta: BookMeta) -> None:
-    import base64
-
     from mutagen.oggopus import OggOpus
 
     f = OggOpus(str(path))

@@ -24,10 +24,11 @@ import re
 import shutil
 import uuid
 import zipfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from engine.atomic import atomic_path
 from tasks.audio.encode import chapter_tags, cover_kind
@@ -101,7 +102,7 @@ def write_epub(path: Path, meta: BookMeta, chapters: Sequence[EpubChapter],
             z.writestr(_entry("META-INF/container.xml"), CONTAINER.encode("utf-8"))
             for name, text in docs:
                 z.writestr(_entry(f"{ROOT}/{name}"), text.encode("utf-8"))
-            if cover:
+            if cover and meta.cover is not None:
                 z.writestr(_entry(f"{ROOT}/{cover}", zipfile.ZIP_STORED), meta.cover)
             for ch in chapters:
                 _copy_in(z, ch.audio, f"{ROOT}/audio/{ch.audio.name}")

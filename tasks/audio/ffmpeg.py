@@ -9,8 +9,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 

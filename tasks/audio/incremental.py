@@ -9,30 +9,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from engine.atomic import read_json
-from manifests import STATUS_DONE, load
 from manifests.crashpoints import crashpoint
-from tasks.audio.assemble import ChapterAudio, Piece, assemble_arrays, assemble_chapter, load_piece, trim_bounds
+from manifests.store import STATUS_DONE, load
+from tasks.audio.assemble import (
+    AssembleOptions,
+    ChapterAudio,
+    Piece,
+    assemble_arrays,
+    assemble_chapter,
+    load_piece,
+    trim_bounds,
+)
 from tasks.audio.names import chapter_file_names
+from tasks.audio.options import PackageOptions
 from tasks.audio.package import package_book, report_bytes, write_output
 from tasks.audio.readalong import load_text, units_from_segments
 from tasks.bookdir import CHAPTERS_JSON, REPORT_NAME, load_meta
 from tasks.errors import GapsError
 from tasks.synthesize.guard import gap_seconds
 
-if TYPE_CHECKING:                     # the render's options (tasks/options.py composes every stage's)
-    from tasks.options import RenderOptions
-
 SIGNATURE_VERSION = 2                 # bump when the signature's inputs or report.json's rows change
 
 
-def package_changed(book_dir: Path, opts: RenderOptions,
+def package_changed(book_dir: Path, assemble: AssembleOptions, package: PackageOptions, allow_gaps: bool = False,
                     report_extra: Callable[[list[dict]], dict] | None = None) -> Path:
     """Assemble every chapter from its stored segment audio and write the outputs (chapter files, M4B,
     subtitles, report.json).  Needs no engine.  The caller holds the book's lock and has removed a killed
@@ -49,27 +55,28 @@ def package_changed(book_dir: Path, opts: RenderOptions,
     book_dir = Path(book_dir)
     meta, titles = load_meta(book_dir)
     rows = load(book_dir).to_pylist()
-    by_chapter = chapter_rows(book_dir, rows, opts.allow_gaps)
+    by_chapter = chapter_rows(book_dir, rows, allow_gaps)
     n_total = max([i + 1 for i in by_chapter] + [len(by_chapter)])
-    sigs = {i: chapter_signature(rs, titles.get(i, ""), n_total, meta, opts) for i, rs in by_chapter.items()}
-    texts = _epub_texts(book_dir, by_chapter) if "epub" in opts.package.formats else None
+    sigs = {i: chapter_signature(rs, titles.get(i, ""), n_total, meta, assemble, package)
+            for i, rs in by_chapter.items()}
+    texts = _epub_texts(book_dir, by_chapter) if "epub" in package.formats else None
     state = _read_state(book_dir)
     report = book_dir / REPORT_NAME
     previous = (read_json(report) or None) if state and state.get("report") == _sha_file(report) else None
     same = {i for i in sigs if previous is not None and _chapter_unchanged(book_dir, state, i, sigs[i])}
     book_files = (state or {}).get("book_files", {})
     extra = report_extra(rows) if report_extra else {}
-    if (same == set(sigs) and state.get("book") == _book_signature(sigs, opts, texts)
+    if (same == set(sigs) and state.get("book") == _book_signature(sigs, assemble, package, texts)
             and all(_sha_file(book_dir / n) == h for n, h in book_files.items())):
         if previous is not None and any(previous.get(k) != v for k, v in extra.items()):
             _refresh_report(book_dir, state, {**previous, **extra})
         return book_dir                                    # nothing else changed: the outputs are current
     gaps = [_gap_entry(r) for rs in by_chapter.values() for r in rs if r["status"] != STATUS_DONE]
-    chapters = [(i, titles.get(i, ""), _chapter_loader(by_chapter[i], opts, book_dir))
+    chapters = [(i, titles.get(i, ""), _chapter_loader(by_chapter[i], assemble, book_dir))
                 for i in sorted(by_chapter)]
-    rep = package_book(book_dir, chapters, meta, opts.package, skip=same, previous=previous,
+    rep = package_book(book_dir, chapters, meta, package, skip=same, previous=previous,
                        extra={**({"gaps": gaps} if gaps else {}), **extra} or None, texts=texts)
-    _write_state(book_dir, sigs, n_total, opts, rep.files, titles, texts)
+    _write_state(book_dir, sigs, n_total, assemble, package, rep.files, titles, texts)
     return book_dir
 
 
@@ -98,7 +105,8 @@ def _epub_texts(book_dir: Path, by_chapter: dict[int, list[dict]]) -> dict[int, 
     return texts
 
 
-def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, opts: RenderOptions) -> str:
+def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, assemble: AssembleOptions,
+                      package: PackageOptions) -> str:
     """Hash of everything a chapter's output files depend on: its segments (content keys and takes, or the gap's
     text when not done), pauses and source texts, its title, the chapter count, the book's tags and cover, and the
     assemble/package options."""
@@ -106,7 +114,7 @@ def chapter_signature(rows: list[dict], title: str, n_chapters: int, meta, opts:
              r["source_text"]] for r in rows]
     book = [meta.title, meta.author, meta.language, meta.cover_mime,
             hashlib.sha256(meta.cover or b"").hexdigest()]
-    blob = json.dumps([SIGNATURE_VERSION, title, n_chapters, book, segs, _options_json(opts)],
+    blob = json.dumps([SIGNATURE_VERSION, title, n_chapters, book, segs, _options_json(assemble, package)],
                       ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -117,14 +125,15 @@ def _audio_id(row: dict) -> str:
     return row["content_key"] if take == 1 else f"{row['content_key']}.t{take}"
 
 
-def _options_json(opts: RenderOptions):
-    return [asdict(opts.assemble), asdict(opts.package)]
+def _options_json(assemble: AssembleOptions, package: PackageOptions) -> list[dict]:
+    return [asdict(assemble), asdict(package)]
 
 
-def _book_signature(sigs: dict[int, str], opts: RenderOptions, texts: dict | None = None) -> str:
+def _book_signature(sigs: dict[int, str], assemble: AssembleOptions, package: PackageOptions,
+                    texts: dict | None = None) -> str:
     """Hash of the chapter signatures, the options and (for an EPUB) the chapters' original text."""
     extra = [sorted(texts.items())] if texts is not None else []
-    blob = json.dumps([sorted(sigs.items()), _options_json(opts), *extra], sort_keys=True, default=str)
+    blob = json.dumps([sorted(sigs.items()), _options_json(assemble, package), *extra], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -148,18 +157,18 @@ def _read_state(book_dir: Path) -> dict:
     return data if data.get("version") == SIGNATURE_VERSION else {}
 
 
-def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, opts: RenderOptions,
-                 files: list[Path], titles: dict[int, str], texts: dict | None = None) -> None:
+def _write_state(book_dir: Path, sigs: dict[int, str], n_total: int, assemble: AssembleOptions,
+                 package: PackageOptions, files: list[Path], titles: dict[int, str], texts: dict | None = None) -> None:
     """.chapters.json, written last (atomically): a crash before it only means the next run repackages."""
     written = {Path(p).name for p in files}
     chapters, chapter_names = {}, set()
     for i, sig in sorted(sigs.items()):
-        names = [n for n in chapter_file_names(i, n_total, titles.get(i, ""), opts.package.formats,
-                                               opts.package.subtitles) if n in written]
+        names = [n for n in chapter_file_names(i, n_total, titles.get(i, ""), package.formats, package.subtitles)
+                 if n in written]
         chapter_names.update(names)
         chapters[str(i)] = {"signature": sig, "files": {n: _sha_file(Path(book_dir) / n) for n in names}}
     book_files = {n: _sha_file(Path(book_dir) / n) for n in sorted(written - chapter_names)}
-    data = {"version": SIGNATURE_VERSION, "book": _book_signature(sigs, opts, texts), "chapters": chapters,
+    data = {"version": SIGNATURE_VERSION, "book": _book_signature(sigs, assemble, package, texts), "chapters": chapters,
             "book_files": book_files, "report": book_files.get(REPORT_NAME)}
     write_output(Path(book_dir) / CHAPTERS_JSON, _state_bytes(data))
 
@@ -183,28 +192,27 @@ def _gap_entry(r: dict) -> dict:
             "seconds": round(gap_seconds(r["text"]), 3), "text": r["source_text"]}
 
 
-def _chapter_loader(rows: list[dict], opts: RenderOptions, book_dir: Path) -> Callable[[], ChapterAudio]:
+def _chapter_loader(rows: list[dict], opts: AssembleOptions, book_dir: Path) -> Callable[[], ChapterAudio]:
     """Zero-argument function assembling the chapter: stored audio for done rows, silence of the expected
     duration for the others (only reachable with allow_gaps)."""
     def assemble() -> ChapterAudio:
-        a_opts = opts.assemble
         if all(r["status"] == STATUS_DONE for r in rows):
             ch = assemble_chapter([Piece(Path(book_dir) / r["audio_path"], r["pause_after"],
-                                         r["source_text"], r["voice_id"]) for r in rows], a_opts)
+                                         r["source_text"], r["voice_id"]) for r in rows], opts)
         else:     # trim the real pieces here and assemble untrimmed, so that the silence survives
             arrays = []
             for r in rows:
                 if r["status"] == STATUS_DONE:
-                    a = load_piece(Piece(Path(book_dir) / r["audio_path"]), a_opts.sample_rate)
-                    if a_opts.trim:
-                        s, e = trim_bounds(a, a_opts.sample_rate, a_opts)
+                    a = load_piece(Piece(Path(book_dir) / r["audio_path"]), opts.sample_rate)
+                    if opts.trim:
+                        s, e = trim_bounds(a, opts.sample_rate, opts)
                         a = a[s:e]
                     arrays.append(a)
                 else:
-                    arrays.append(np.zeros(int(round(gap_seconds(r["text"]) * a_opts.sample_rate)),
+                    arrays.append(np.zeros(int(round(gap_seconds(r["text"]) * opts.sample_rate)),
                                            dtype=np.float32))
             ch = assemble_arrays(arrays, [r["pause_after"] for r in rows], [r["source_text"] for r in rows],
-                                 replace(a_opts, trim=False), [r["voice_id"] for r in rows])
+                                 replace(opts, trim=False), [r["voice_id"] for r in rows])
         crashpoint("assemble")
         return ch
     return assemble

@@ -10,9 +10,9 @@ suggests.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Iterable
+from functools import cache
 
 import numpy as np
 
@@ -46,7 +46,7 @@ def gain_to_db(g: float) -> float:
     return 20.0 * math.log10(g) if g > 0 else -math.inf
 
 
-@lru_cache(maxsize=None)
+@cache
 def k_weighting(sample_rate: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """BS.1770 K-weighting at `sample_rate` as ((b, a) high shelf, (b, a) high pass), each normalized to a0 = 1.
 
@@ -181,7 +181,7 @@ def true_peak(audio: np.ndarray, sample_rate: int = 24_000) -> float:
     return measure(audio, sample_rate)[1]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _oversampling_filter() -> np.ndarray:
     """resample_poly's own low-pass for up=OVERSAMPLE (designed once, not on every call)."""
     from scipy.signal import firwin
@@ -196,7 +196,7 @@ def oversample(x: np.ndarray) -> np.ndarray:
     return resample_poly(np.asarray(x, dtype=np.float64), OVERSAMPLE, 1, window=_oversampling_filter())
 
 
-@lru_cache(maxsize=None)
+@cache
 def interpolation_bound() -> float:
     """The most any 4x-oversampled value can exceed the largest |sample| within _HALF_SUPPORT of it:
     max over the polyphase branches of resample_poly's filter of sum |taps|."""

@@ -2,8 +2,8 @@
 for encoding (tasks/audio/package.py prepares it; verify.py, epub3.py and package.py write it)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 

@@ -10,11 +10,11 @@ varying metadata), so a killed-and-resumed render packages byte-identical files.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Collection, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -22,8 +22,13 @@ from engine.atomic import scratch, write_bytes
 from manifests.crashpoints import crashpoint
 from tasks.audio.assemble import ChapterAudio
 from tasks.audio.encode import LOSSLESS, OPUS_FALLBACK_RATE, OPUS_RATES, chapter_tags, resample
+from tasks.audio.epub3 import encode_chapter, write_epub
+from tasks.audio.ffmpeg import find_tool
+from tasks.audio.loudness import normalize
 from tasks.audio.names import BOOK_FORMATS, book_stem, chapter_file_names, chapter_stem, inside
 from tasks.audio.options import PackageOptions, PreparedChapter
+from tasks.audio.readalong import read_along
+from tasks.audio.subtitles import by_sentence, render, timed
 from tasks.audio.verify import PRE_LIMIT_MARGIN_DB, FileReport, encode_verified
 from tasks.book import BookMeta
 from tasks.bookdir import REPORT_NAME
@@ -58,8 +63,6 @@ def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChap
     Normalization is per chapter: the gain is computed on the final chapter audio (never per segment), so
     every chapter file lands on the target; a book is one voice, so chapter gains stay close together.
     """
-    from tasks.audio.loudness import normalize
-
     y = resample(chapter.audio, chapter.sample_rate, opts.sample_rate)
     gain = 0.0
     if opts.normalize and len(y):
@@ -70,8 +73,6 @@ def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChap
 
 def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, title: str,
                      meta: BookMeta) -> list[Path]:
-    from tasks.audio.subtitles import by_sentence, render
-
     if opts.subtitle_sentences:
         items = by_sentence(items)
     out = []
@@ -85,8 +86,6 @@ def _write_subtitles(book_dir: Path, stem: str, items, opts: PackageOptions, tit
 def check_tools(opts: PackageOptions) -> None:
     """Fail before writing anything when a requested format needs ffmpeg/ffprobe and they are missing."""
     if any(f not in LOSSLESS for f in opts.formats):
-        from tasks.audio.ffmpeg import find_tool
-
         find_tool("ffmpeg")
         find_tool("ffprobe")
 
@@ -94,8 +93,6 @@ def check_tools(opts: PackageOptions) -> None:
 def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title: str,
                      prepared: PreparedChapter, meta: BookMeta, opts: PackageOptions
                      ) -> tuple[list[Path], list[FileReport]]:
-    from tasks.audio.subtitles import timed
-
     tags = chapter_tags(chapter_index, n_chapters, title, meta)
     paths: list[Path] = []
     reports: list[FileReport] = []
@@ -115,7 +112,7 @@ def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title:
     return paths, reports
 
 
-ChapterInput = Union[ChapterAudio, Callable[[], ChapterAudio]]
+ChapterInput = ChapterAudio | Callable[[], ChapterAudio]
 
 
 @dataclass(frozen=True)
@@ -148,13 +145,10 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     `texts` (chapter index -> its units: title, paragraphs) is the EPUB's original text; a chapter without
     one gets its text from its segments' source texts (tasks.audio.readalong).
     """
-    from tasks.audio.epub3 import encode_chapter, write_epub
-    from tasks.audio.readalong import read_along
-    from tasks.audio.subtitles import timed
-
     check_tools(opts)
     book_dir = _output_folder(book_dir)
     skip = frozenset(skip) if previous else frozenset()
+    previous = previous or {}
     n = len(chapters)
     if len({i for i, _, _ in chapters}) != n:
         raise ValueError("chapter indices must be unique")
@@ -173,7 +167,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     pos = 0
     with (scratch(book_dir, ".f32") if want_m4b else nullcontext() as raw_path,   # the M4B's audio, <f4
           scratch(book_dir, directory=True) if want_epub else nullcontext() as epub_work):   # the EPUB's audio
-        with open(raw_path, "wb") if want_m4b else nullcontext() as raw:
+        with open(raw_path, "wb") if raw_path is not None else nullcontext() as raw:
             for index, title, item in chapters:
                 if index in skip:                         # outputs current: carry the report rows over
                     chapter_rows += [r for r in previous["chapters"] if r["index"] == index]
@@ -195,13 +189,13 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                                          "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
                                          "gain_db": round(prepared.gain_db, 3),
                                          "cues_ms": [[t.start_ms, t.end_ms] for t in cues]})
-                if want_m4b:
+                if raw is not None:
                     raw.write(np.ascontiguousarray(prepared.audio, dtype="<f4").tobytes())
                     marks.append((pos, pos + len(prepared.audio), title))
                     book_items += timed(prepared.cues, prepared.source_rate,
                                         Fraction(pos, prepared.sample_rate))
                     pos += len(prepared.audio)
-                if want_epub:
+                if epub_work is not None:
                     text = read_along(title, (texts or {}).get(index), cues)
                     ech, rep = encode_chapter(epub_work, epub_name, index, n_total, title, prepared, text, meta, opts)
                     epub_chapters.append(ech)
@@ -210,7 +204,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
             epub = inside(book_dir, epub_name)
             write_epub(epub, meta, epub_chapters, before_replace=_at_package_file)
             files.append(epub)
-        if want_m4b and pos > 0:
+        if raw_path is not None and pos > 0:
             m4b = inside(book_dir, f"{stem}.m4b")
             audio = np.memmap(raw_path, dtype="<f4", mode="r")                     # (pos,)
             reports.append(encode_verified(m4b, "m4b", audio, opts.sample_rate, chapter_tags(0, 1, meta.title, meta),

@@ -13,8 +13,8 @@ the paragraphs it touches one block; the break stays inside the run as "\\n" (a 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tasks.audio.subtitles import TimedText
 from tasks.bookdir import load_chapters

@@ -6,9 +6,9 @@ arithmetic on sample positions); the text is the segment's original source text.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
 from engine.units import speakable_chars
 from tasks.audio.assemble import Cue

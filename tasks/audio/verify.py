@@ -5,14 +5,17 @@ measures."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.atomic import atomic_path
 from tasks.audio.encode import BITRATES_KBPS, LOSSLESS, encode_lossy, write_lossless
+from tasks.audio.ffmpeg import CHUNK_SAMPLES, chunks, decode
+from tasks.audio.loudness import Meter, db_to_gain, limit
 from tasks.book import BookMeta
 
 if TYPE_CHECKING:
@@ -49,8 +52,6 @@ class FileReport:
 
 def measure_file(path: Path, sample_rate: int | None = None) -> tuple[float, float, float]:
     """(integrated LUFS, true peak dBTP, seconds) of a final file, decoded (soundfile or ffmpeg)."""
-    from tasks.audio.loudness import Meter
-
     if path.suffix in (".flac", ".wav"):
         import soundfile as sf
 
@@ -59,8 +60,6 @@ def measure_file(path: Path, sample_rate: int | None = None) -> tuple[float, flo
             for block in f.blocks(blocksize=MEASURE_BLOCK, dtype="float32", always_2d=True):   # (n, channels)
                 m.feed(block.mean(axis=1) if block.shape[1] > 1 else block[:, 0])
     else:
-        from tasks.audio.ffmpeg import decode
-
         sr, it = decode(path, sample_rate)
         m = Meter(sr)
         for c in it:
@@ -72,9 +71,6 @@ def shaped_chunks(audio: np.ndarray, sr: int, gain_db: float = 0.0,
                   ceiling_dbtp: float | None = None) -> Iterator[np.ndarray]:
     """`audio` (array or memmap) chunk by chunk, times gain_db and true-peak limited to ceiling_dbtp
     (None: unchanged).  Each chunk is limited with SHAPE_CONTEXT samples of context on both sides."""
-    from tasks.audio.ffmpeg import CHUNK_SAMPLES, chunks
-    from tasks.audio.loudness import db_to_gain, limit
-
     if ceiling_dbtp is None:
         yield from chunks(audio, db_to_gain(gain_db))
         return

@@ -4,11 +4,11 @@ renewed every RENEW_EVERY_S while the render runs, deleted at its end.
 
 A lease whose holder died on this machine (same host and boot, its pid gone) is free at once, as an flock
 would be.  Limits (documented in docs/service.md): a lease whose holder died on another machine is taken over
-only once it has expired (up to LEASE_TTL_S after the death); the takeover of an expired lease is a read-check-overwrite, not atomic,
-so two machines taking over the same expired lease at the same instant can both go on (the one whose write
-was overwritten stops renewing when it sees the other holder, but does not stop rendering); expiry is judged by the clocks of
-the machines (keep them in NTP sync); conditional create is tested with s3fs (S3 and S3-compatible stores)
-only.
+only once it has expired (up to LEASE_TTL_S after the death); the takeover of an expired lease is a
+read-check-overwrite, not atomic, so two machines taking over the same expired lease at the same instant can both
+go on (the one whose write was overwritten stops renewing when it sees the other holder, but does not stop
+rendering); expiry is judged by the clocks of the machines (keep them in NTP sync); conditional create is tested
+with s3fs (S3 and S3-compatible stores) only.
 A holder that cannot renew (the store lost) keeps rendering into its scratch folder and fails when it next
 publishes.  Under a Prefect server, Prefect's concurrency control does this job for flow runs."""
 from __future__ import annotations
@@ -78,12 +78,12 @@ class Lease:
         """True when a render holds the lease now (the nightly scan's "running" for a book in a store)."""
         return live(self.read())
 
-    def acquire(self) -> "Lease":
+    def acquire(self) -> Lease:
         fs = self.store.fs
         try:
             fs.pipe_file(self.key, self._body(), mode="create")
         except FileExistsError:
-            if live(current := self.read()):
+            if (current := self.read()) is not None and live(current):
                 raise BookLocked(f"{self.store.url}/{self.key.rsplit('/', 2)[-2]}: already being rendered by "
                                  f"{current['holder']} (lease until {time.ctime(current['expires'])}); wait "
                                  "for it to finish or stop it") from None
@@ -113,7 +113,7 @@ class Lease:
         except Exception:  # noqa: BLE001 — an unreleased lease expires on its own
             pass
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -85,9 +85,11 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
     """The segments a render of book into book_dir (a folder, or a book's URL in a store: OUT_URL/<slug>) has
     left: with planned (its manifest plans this very source), its rows still to render; else the book's segments
     (read and segmented with default options, in its reading language as --language auto resolves it)."""
-    from manifests import load
+    from manifests.store import load
 
-    left = lambda folder: len(to_render(load(folder).to_pylist()))   # noqa: E731
+    def left(folder: str | Path) -> int:
+        return len(to_render(load(folder).to_pylist()))
+
     if planned and is_url(book_dir):
         root, slug = str(book_dir).rstrip("/").rsplit("/", 1)
         with book_view(Store(root), slug) as view:
@@ -117,7 +119,7 @@ def split(rows: list[dict], n: int) -> list[list[str]]:
 
 def start(book_dir: Path, n: int, guard) -> ShardPlan:
     """Split what is left to render into n shards and write the shard file (a new token)."""
-    from manifests import STATUS_DONE, load
+    from manifests.store import STATUS_DONE, load
 
     rows = load(book_dir).to_pylist()
     plan = ShardPlan(secrets.token_hex(TOKEN_BYTES), rows[0]["plan_id"] if rows else "",
@@ -143,7 +145,7 @@ def shard(book_dir: Path, index: int, token: str) -> Shard:
 def gather(book_dir: Path, plan: ShardPlan, guard) -> dict:
     """After every shard ended: counts for the whole book (RenderFailed when rows are still to render, e.g.
     a shard was refused); the shard file is removed and the manifest compacted."""
-    from manifests import STATUS_DONE, STATUS_FAILED, compact, load
+    from manifests.store import STATUS_DONE, STATUS_FAILED, compact, load
 
     rows = load(book_dir).to_pylist()
     left = to_render(rows, guard.max_attempts)

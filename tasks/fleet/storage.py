@@ -3,7 +3,7 @@ protocol fsspec knows; plain paths and `file://` stay local folders and never co
 
 The render itself is today's local render, unchanged, in a scratch folder (`--scratch DIR`, default
 SCRATCH_DEFAULT; deletable at any time): atomic renames, the flock, the crash points.  The store is a layer
-around it (`attached(opts)`):
+around it (`attached(book_dir, store)`):
 
     pull      before the run: the store's manifest parts replace the scratch's (the store is the truth), its
               book records (book.json, text.json, coverage.json, qa.json's frozen drift references, fixes.json,
@@ -30,15 +30,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from engine.atomic import TEMP_PREFIX, atomic_path, read_json
 from engine.atomic import scratch as temp_in
+from manifests.source import SOURCE_RECORD
 from tasks.bookdir import (BOOK_JSON, CHAPTERS_JSON, COVERAGE_JSON, FIXES_JSON, QA_JSON, REPORT_NAME, SEGMENTS_DIRNAME,
                            SHARD_FILE, TEXT_JSON, VOICES_DIRNAME, check_relpath, take_relpath)
 from tasks.errors import BookError, RenderFailed, StoreError
+from tasks.fleet.lease import Lease
 
 SCRATCH_ENV = "CHATTTS_RENDER_SCRATCH"          # overrides the default scratch folder
 SCRATCH_DEFAULT = Path("~/.cache/chattts-render/scratch")
@@ -197,7 +201,7 @@ class Publisher:
     def pull_manifest(self) -> None:
         """Make the scratch's manifest parts and source record the store's (the store is the truth: a part only
         the scratch holds was never published, and its rows' audio is adopted from the scratch if it is there)."""
-        from manifests import manifest_dir
+        from manifests.store import manifest_dir
 
         mdir = manifest_dir(self.book_dir)
         remote = [n for n in self.store.names(self._key("manifest")) if _mirrored(n)]
@@ -230,7 +234,7 @@ class Publisher:
         again, not downloaded (pull_takes, for the segments `fix` names).  records=False: the manifest and audio
         only (a sharded render's parent after its shards: its own records, which it may have rewritten in
         prepare and not published yet, stay)."""
-        from manifests import load
+        from manifests.store import load
 
         t0 = time.monotonic()
         self.pull_manifest()
@@ -284,8 +288,7 @@ class Publisher:
     def finish(self) -> None:
         """After the run: delete the store's parts that compaction folded away, publish the source record and
         the outputs."""
-        from manifests import manifest_dir
-        from manifests.source import SOURCE_RECORD
+        from manifests.store import manifest_dir
         from manifests.store import PART_RE
 
         local = {p.name for p in manifest_dir(self.book_dir).iterdir()}
@@ -303,7 +306,7 @@ class Publisher:
 def segment_files(rows: list[dict]) -> tuple[list[str], list[str], list[str]]:
     """The segments/ files that manifest rows name, each once: (the done rows' kept audio, the audio of every take
     their `takes` list, those takes' check records)."""
-    from manifests import STATUS_DONE
+    from manifests.store import STATUS_DONE
 
     kept, takes, records = {}, {}, {}
     for r in rows:
@@ -323,51 +326,50 @@ def _digest(path: Path) -> str:
 
 def _mirrored(name: str) -> bool:
     """A file of the manifest folder that the store holds: a part or the source record."""
-    from manifests.source import SOURCE_RECORD
     from manifests.store import PART_RE
 
     return bool(PART_RE.match(name)) or name == SOURCE_RECORD
 
 
-def _publisher(opts) -> Publisher | None:
-    """A publisher of opts.book_dir into its store, checked (StoreError when it cannot be used); None without one."""
-    if opts.store is None:
+def _publisher(book_dir: Path, store: str | None) -> Publisher | None:
+    """A publisher of book_dir into the store at URL `store`, checked (StoreError when it cannot be used); None
+    without one."""
+    if store is None:
         return None
-    store = Store(opts.store)
-    store.check()
-    return Publisher(store, opts.book_dir)
+    checked = Store(store)
+    checked.check()
+    return Publisher(checked, book_dir)
 
 
 @contextmanager
-def attached(opts):
-    """Around a render (or `package`, `fix`) of opts.book_dir, under its local lock: with a store (opts.store),
-    check it, take the book's lease, pull, publish every commit, and publish the outputs at the end.
-    Without one, nothing happens (the local render is exactly what it was)."""
+def attached(book_dir: Path, store: str | None):
+    """Around a render (or `package`, `fix`) of book_dir (a store's scratch folder), under its local lock: with a
+    store (its URL), check it, take the book's lease, pull, publish every commit, and publish the outputs at the
+    end.  Without one, nothing happens (the local render is exactly what it was)."""
     from manifests.store import on_commit
-    from tasks.fleet.lease import Lease
 
-    if (pub := _publisher(opts)) is None:
+    if (pub := _publisher(book_dir, store)) is None:
         yield None
         return
     with Lease(pub.store, pub.prefix):
         pub.pull()
-        with on_commit(opts.book_dir, pub.on_commit):
+        with on_commit(book_dir, pub.on_commit):
             yield pub
         pub.finish()
 
 
 @contextmanager
-def attached_audition(opts):
+def attached_audition(book_dir: Path, store: str | None):
     """Around an audition (`voices BOOK --out URL`) in the scratch book dir, under its local lock: the store's
     manifest first (the book's stored voice is a candidate), then the voices/ folder published (files no longer
     there removed from the store).  No lease: an audition writes only voices/, which a render never publishes,
     and reads the manifest as it is.  Without a store, nothing happens."""
-    if (pub := _publisher(opts)) is None:
+    if (pub := _publisher(book_dir, store)) is None:
         yield None
         return
     pub.pull_manifest()
     yield pub
-    folder = opts.book_dir / VOICES_DIRNAME
+    folder = book_dir / VOICES_DIRNAME
     local = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
     for name in local:
         pub.publish(f"{VOICES_DIRNAME}/{name}")
@@ -377,23 +379,22 @@ def attached_audition(opts):
 
 
 @contextmanager
-def attached_shard(opts, writer: str):
+def attached_shard(book_dir: Path, store: str | None, writer: str):
     """Around one shard of a sharded render (flows/shards.py), whose parent holds the book (flock, lease,
     slot).  Yields the book dir the shard renders in: without a store the parent's own; with one, a scratch
     folder of its own (`<scratch>/.shards/<writer>/<book>`: other shards may run on this machine) holding the
     store's manifest, shard file and qa.json, every commit published as a render's is (its takes and records, but
     never a qa.json: the store's drift references are the parent's); the folder goes at the end."""
-    if opts.store is None:
-        yield opts.book_dir
+    if store is None:
+        yield book_dir
         return
-    import shutil
 
     from manifests.store import on_commit
 
-    store = Store(opts.store)
-    store.check()
-    root = opts.out / ".shards" / writer
-    pub = Publisher(store, root / opts.book_dir.name, records=False)    # qa.json in the store is the parent's
+    checked = Store(store)
+    checked.check()
+    root = book_dir.parent / ".shards" / writer
+    pub = Publisher(checked, root / book_dir.name, records=False)    # qa.json in the store is the parent's
     try:
         pub.pull_manifest()
         pub.pull_files(SHARD_FILE, QA_JSON)             # absent: the shard is refused (tasks.fleet.shards.shard)
@@ -403,28 +404,29 @@ def attached_shard(opts, writer: str):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def load_manifest(opts):
+def load_manifest(book_dir: Path, store: str | None):
     """The book's manifest table as the store holds it (`status BOOK --out URL`), read through a temp folder."""
-    from manifests import load
+    from manifests.store import load
 
-    with viewed(opts) as (book_dir, _):
-        return load(book_dir)
+    with viewed(book_dir, store) as (view, _):
+        return load(view)
 
 
 @contextmanager
-def viewed(opts):
-    """The book of opts read, not held (`status`, `fix --takes`): yields (its book dir, a Publisher of it or None).
-    Without a store, opts.book_dir and None; with one (checked), book_view's temp mirror of the store's book —
-    manifest, report.json, book.json — whose publisher pulls the takes wanted (Publisher.pull_takes)."""
-    if opts.store is None:
-        yield opts.book_dir, None
+def viewed(book_dir: Path, store: str | None):
+    """The book at book_dir read, not held (`status`, `fix --takes`): yields (the book dir to read, a Publisher of it
+    or None).  Without a store, book_dir and None; with one (checked), book_view's temp mirror of the store's book
+    (in book_dir's scratch folder) — manifest, report.json, book.json — whose publisher pulls the takes wanted
+    (Publisher.pull_takes)."""
+    if store is None:
+        yield book_dir, None
         return
-    store = Store(opts.store)
-    store.check()
-    with book_view(store, opts.book_dir.name, opts.out) as book_dir:
-        pub = Publisher(store, book_dir)
+    checked = Store(store)
+    checked.check()
+    with book_view(checked, book_dir.name, book_dir.parent) as view:
+        pub = Publisher(checked, view)
         pub.pull_files(BOOK_JSON)
-        yield book_dir, pub
+        yield view, pub
 
 
 @contextmanager
@@ -434,8 +436,6 @@ def catalogue_view(store: Store, scratch: str | None = None):
     holding the book's manifest, book.json and report.json; `stat` answers for the store's own files (bytes and
     modified time, tasks.site.library.Stat) and `rendering` is its live lease.  Nothing else is downloaded.
     BookError when nothing is stored under the root (no such output root)."""
-    from tasks.fleet.lease import Lease
-
     try:
         listing = store.fs.ls(store.root, detail=True, refresh=True)
     except FileNotFoundError:
@@ -482,8 +482,6 @@ def _store_stat(store: Store, prefix: str, top: dict[str, dict]):
 
 def _modified(store: Store, info: dict) -> float | None:
     """An object's modified time (s since the epoch) from its listing, in the back-end's own field."""
-    from datetime import datetime
-
     for field in ("LastModified", "last_modified", "mtime", "created"):
         value = info.get(field)
         if isinstance(value, datetime):

@@ -50,7 +50,7 @@ def load_book(path: str | Path, *, notes: NotesMode = "end") -> Book:
         raise BookError(p, "document nesting too deep") from None
     except MemoryError:
         raise BookError(p, "book too large to read in memory") from None
-    except Exception as e:  # noqa: BLE001 - the boundary: any parser failure on a bad file is a BookError
+    except Exception as e:                  # the boundary: any parser failure on a bad file is a BookError
         raise BookError(p, f"unreadable book ({type(e).__name__}: {_one_line(str(e))})") from e
 
 

@@ -12,6 +12,7 @@ import html
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from tasks.book import Book, BookMeta, Chapter, book_language, guess_language
 from tasks.errors import BookError
@@ -622,8 +623,6 @@ def _count(pattern: re.Pattern[str], text: str) -> int:
 def _english_book(lines: list[str], pg_meta: dict[str, str], pg: _Gutenberg, path: str, encoding: str) -> Book:
     """An English text (tasks.ingest.txt_en): headings, front matter and paragraphs; title and author from the
     Gutenberg header, else from the title page; language from the header's Language line, else from the text."""
-    from pathlib import Path
-
     text = english_chapters(lines, gutenberg=pg.found)
     page_title, page_author = title_lines(text.title_page)
     title = clean_title(pg_meta.get("title") or page_title or pg_meta.get("footer_title") or Path(path).stem)
@@ -646,8 +645,6 @@ def _front_matter(front: list[str], pg_meta: dict[str, str], path: str,
     """Title and author from the PG header or the short lines before the first heading; short front matter
     (title/author lines only) before the chapters is not read as a chapter.  A book without headings is
     all front matter, and all of it is read."""
-    from pathlib import Path
-
     title = pg_meta.get("title", "")
     author = pg_meta.get("author", "")
     for p in front[:10]:  # 书名：xxx / 作者：yyy label lines

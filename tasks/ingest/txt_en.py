@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
 from tasks.ingest.common import clean_title, collapse_ws
 
@@ -133,7 +134,7 @@ def heading_text(line: str) -> str | None:
     if rest.strip(".") and not re.search(r"[A-Za-z]", rest):
         return None                    # "Chapter I.]": the end of an illustration caption
     # "Chapter 3 was not written." is a sentence: a title on the heading's line is capitalized like one.
-    if rest.strip(".") and (rest[-1] in ",;" or rest[-1] == "." and not _capitalized(rest)):
+    if rest.strip(".") and (rest[-1] in ",;" or (rest[-1] == "." and not _capitalized(rest))):
         return None
     return s
 
@@ -279,7 +280,7 @@ def _complete(lines: list[str], blank: list[bool], i: int) -> _Heading:
     """A heading without a title of its own takes the title line after it (`CHAPTER I` / `Down the Rabbit-Hole`)."""
     head = _ITALIC_RE.sub(r"\1", lines[i].strip())
     m = HEADING_RE.match(head)
-    if m and (m.group("rest") or "").strip(" .:-—–") or ROMAN_TITLE_RE.match(head):
+    if (m and (m.group("rest") or "").strip(" .:-—–")) or ROMAN_TITLE_RE.match(head):
         # A title in capitals wrapped onto the next lines (CHAPTER I WHICH TREATS OF THE CHARACTER AND /
         # PURSUITS OF THE FAMOUS GENTLEMAN DON QUIXOTE OF LA MANCHA) continues the heading.
         k = _title_block(lines, blank, i + 1) if head.isupper() else 0
@@ -310,9 +311,10 @@ def _title_block(lines: list[str], blank: list[bool], j: int) -> int:
 def _is_title_line(line: str) -> bool:
     """Short, capitalized like a title, no sentence punctuation at its end, not a heading or a quotation."""
     s = line.strip().strip("_*")
-    if not s or len(s) > (MAX_HEADING_CHARS if s.isupper() else MAX_TITLE_LINE_CHARS) or heading_text(s) or BARE_ROMAN_RE.match(s) or ROMAN_TITLE_RE.match(s):
+    if (not s or len(s) > (MAX_HEADING_CHARS if s.isupper() else MAX_TITLE_LINE_CHARS) or heading_text(s)
+            or BARE_ROMAN_RE.match(s) or ROMAN_TITLE_RE.match(s)):
         return False
-    if (s[-1] in ",;:" or s[-1] == "." and not s.isupper()) or s[0] in "\"'“‘([" or not s[0].isupper():
+    if (s[-1] in ",;:" or (s[-1] == "." and not s.isupper())) or s[0] in "\"'“‘([" or not s[0].isupper():
         return False                   # "THE EVE OF THE WAR." is a title; "To Mrs. Saville, England." is not
     return _capitalized(s)
 
@@ -332,7 +334,7 @@ def _join_titles(head: str, title: str) -> str:
 # ---------------------------------------------------------------------------------------------- front matter
 def _front_paragraphs(lines: list[str], wrapped: bool, *, gutenberg: bool) -> list[str]:
     entries = {_key(e) for e in contents_entries(lines)[0]}
-    keep = [ln for ln in lines if not ln.strip() or not (_is_entry(ln) or entries and _key(ln) in entries)]
+    keep = [ln for ln in lines if not ln.strip() or not (_is_entry(ln) or (entries and _key(ln) in entries))]
     paras = paragraphs(keep, wrapped)
     return [p for p in paras if not _CREDIT_RE.search(p)] if gutenberg else paras
 
@@ -379,7 +381,7 @@ def paragraphs(lines: list[str], wrapped: bool = True) -> list[str]:
 
 def _join(parts: list[str]) -> str:
     pieces = [parts[0]]
-    for prev, part in zip(parts, parts[1:]):
+    for prev, part in pairwise(parts):
         hyphen = prev[-1] in "-—" and len(prev) > 1 and not prev[-2].isspace()
         pieces.append(part if hyphen or part[0] == "—" or part.startswith("--") else f" {part}")
     return collapse_ws(_ITALIC_RE.sub(r"\1", "".join(pieces))).strip()

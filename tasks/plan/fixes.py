@@ -13,9 +13,9 @@ book's voice for that segment (tasks/plan/rows.plan_rows).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from engine.atomic import read_json, write_bytes
 from tasks.bookdir import FIXES_JSON, json_bytes
@@ -44,7 +44,7 @@ class Fix:
         if self.voice is not None and not self.voice:
             raise ValueError("the fix's voice is empty")
 
-    def merged(self, newer: "Fix") -> "Fix":
+    def merged(self, newer: Fix) -> Fix:
         """This fix with what `newer` sets replacing it (a second fix of the same segment adds to the first)."""
         return Fix(newer.source_text, newer.text if newer.text is not None else self.text,
                    newer.seed if newer.seed is not None else self.seed,

@@ -1,6 +1,6 @@
 """Prepare: read the book, normalize and segment it, prove nothing was lost, and commit a new plan when it changed.
 
-    book_dir = prepare_book(opts, get_engine, anchor=None)    # tasks/stages.py passes the voice anchor (a render)
+    book_dir = prepare_book(PrepareOptions(book), book_dir, get_engine)   # tasks/stages.py: max_attempts, anchor
 
 Everything that can fail on bad input happens before anything is written (or the model is loaded), so a bad book
 leaves the output folder exactly as it was.  The engine is loaded only to resolve the voice (sample a speaker,
@@ -10,23 +10,34 @@ stage, whose `anchor` function the composition passes in.
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 from engine.atomic import write_bytes
+from engine.voice import VoiceSpec
 from manifests.crashpoints import crashpoint
-from tasks.book import ROLE_NARRATOR, Book, Language, Segment
-from tasks.bookdir import (BOOK_JSON, COVERAGE_JSON, FIXES_JSON, READING_LANGUAGE, TEXT_JSON, book_json, cover_file,
-                          json_bytes, text_json)
+from manifests.store import commit, load
+from tasks.book import LANGUAGE_CHOICES, ROLE_NARRATOR, Book, Language, Segment
+from tasks.bookdir import (
+    BOOK_JSON,
+    COVERAGE_JSON,
+    FIXES_JSON,
+    READING_LANGUAGE,
+    TEXT_JSON,
+    book_json,
+    cover_file,
+    json_bytes,
+    text_json,
+)
 from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.plan.fixes import load_fixes, match_fixes, parse_name, save_fixes
-from tasks.plan.rows import plan_rows
+from tasks.plan.rows import MAX_ATTEMPTS, plan_rows
 from tasks.text.coverage import audit_chapter
 from tasks.text.quotes import attribute_book, book_runs
 from tasks.text.segment import SegmentOptions, book_options, segment_chapter
-from tasks.voice.cast import resolve_cast
+from tasks.voice.cast import Cast, resolve_cast
 from tasks.voice.voices import book_voice
 
 UNDETERMINED = ("", "und")               # language tags that say nothing: the reading language replaces them
@@ -34,12 +45,30 @@ UNDETERMINED = ("", "und")               # language tags that say nothing: the r
 Anchor = Callable[[str, "str | None", object], str]   # (voice, stored voice, engine) -> the anchored voice string
 
 
-def prepare_book(opts, get_engine, anchor: Anchor | None = None) -> Path:
-    """Ingest, normalize, segment and audit the book, then commit a new plan when it changed; returns the book
-    directory.  `opts`: RenderOptions; `anchor`: conditions the narrator's voice on its own rendering (with
-    --voice-anchor: tasks.synthesize.anchor)."""
-    from manifests import commit, load
+@dataclass(frozen=True)
+class PrepareOptions:
+    """What the plan is made from: the book, how it is read, and its voices."""
+    book: Path
+    language: str = "auto"            # --language: auto | zh | en, resolved per book (segment.book_options)
+    segment: SegmentOptions = field(default_factory=SegmentOptions)
+    voice: VoiceSpec | None = None    # None: the voice stored in the manifest, else DEFAULT_VOICE
+    cast: Cast | None = None          # voices per role and character (tasks/voice/cast.py); None: one narrator
+    chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
 
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if self.language not in LANGUAGE_CHOICES:
+            raise ValueError(f"--language {self.language!r}: must be one of {', '.join(LANGUAGE_CHOICES)}")
+        if self.cast is not None and self.cast.narrator is not None and self.voice is not None:
+            raise ValueError(f"--voice and the narrator of {self.cast.path} both choose the narrator's voice; "
+                             "keep one")
+
+
+def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts: int = MAX_ATTEMPTS,
+                 anchor: Anchor | None = None) -> Path:
+    """Ingest, normalize, segment and audit the book, then commit a new plan into book_dir when it changed; returns
+    book_dir.  `max_attempts`: the duration guard's (a row it failed that often stays failed); `anchor`: conditions
+    the narrator's voice on its own rendering (with --voice-anchor: tasks.synthesize.anchor)."""
     book = load_book(opts.book)                     # BookError on bad input: nothing written yet
     seg = book_options(book, opts.segment, opts.language)       # the reading language, from the whole book
     book = tagged(book, seg.lang)
@@ -48,20 +77,19 @@ def prepare_book(opts, get_engine, anchor: Anchor | None = None) -> Path:
         book = select_chapters(book, opts.chapters)
     crashpoint("ingest")
     segments, reports = segment_book(book, seg, runs)   # BookError when characters vanished
-    book_dir = opts.book_dir
     old = load(book_dir).to_pylist() if book_dir.exists() else []
     engine = get_engine()                            # only a good book loads the model
     fixes = load_fixes(book_dir)                     # `chattts-render fix`: per-segment overrides
     voiced = {parse_name(n) for n, f in fixes.items() if f.voice is not None}   # their voice is not the book's
     own = [r for r in old if (r["chapter"], r["segment"]) not in voiced] or old
     stored = next((r for r in own if r["role"] == ROLE_NARRATOR), own[0])["spk_emb"] if own else None
-    spk_emb = book_voice(opts.voice or (opts.cast and opts.cast.narrator), stored, engine)
+    spk_emb = book_voice(opts.voice or (opts.cast.narrator if opts.cast else None), stored, engine)
     if anchor is not None:                           # the narrator's (a cast's dialogue has its own voices)
         spk_emb = anchor(spk_emb, stored, engine)
     voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of if opts.cast else None
     overrides, dropped = match_fixes(fixes, segments)
     rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
-                     previous={r["content_key"]: r for r in old}, guard=opts.guard, voice_of=voice_of,
+                     previous={r["content_key"]: r for r in old}, max_attempts=max_attempts, voice_of=voice_of,
                      adopts=engine.adopts, fixes=overrides,
                      previous_at={(r["chapter"], r["segment"]): r for r in old})
     book_dir.mkdir(parents=True, exist_ok=True)

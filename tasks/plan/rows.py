@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from tasks.book import Book, Segment
 from tasks.bookdir import audio_relpath
@@ -52,22 +52,21 @@ def spoken(text: str, spk_emb: str, fix: Fix | None = None) -> tuple[str, str, s
 
 
 def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_version: str,
-              book_dir: Path, previous: dict[str, dict] | None = None, guard=None,
+              book_dir: Path, previous: dict[str, dict] | None = None, max_attempts: int = MAX_ATTEMPTS,
               voice_of: Callable[[str, str], str] | None = None, adopts: Sequence[str] = (),
               fixes: Mapping[tuple[int, int], Fix] | None = None,
               previous_at: Mapping[tuple[int, int], dict] | None = None) -> list[dict]:
     """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
     a key that was done and whose audio is on disk stays done with its sample count and attempts; a key the
-    guard failed after all of `guard`'s attempts (GuardOptions) stays failed.  Every segment speaks with
+    guard failed after all of its `max_attempts` (GuardOptions') stays failed.  Every segment speaks with
     `spk_emb`, or with voice_of(role, speaker) (a cast: tasks/cast.CastVoices.voice_of).  A segment not done
     under `engine_version` whose key under one of the `adopts` versions is done (audio on disk) keeps that row's
     key, audio and engine version.  `fixes`: overrides by 0-based (chapter, segment) (tasks.plan.fixes.match_fixes):
     the row speaks the fix's text (source_text and subtitles stay the book's), voice and seed.  `previous_at`: the
     old plan's rows by (chapter, segment): a row whose key is unchanged keeps its own kept take (a sentence repeated
     in the book shares its key, and each place may keep another take: `chattts-render fix --take`)."""
-    from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
+    from manifests.store import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
 
-    attempts = guard.max_attempts if guard is not None else MAX_ATTEMPTS
     titles = {c.index: c.title for c in book.chapters}
     plan_id = uuid.uuid4().hex[:12]
     previous = previous or {}
@@ -87,18 +86,19 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
         key = keys[version]
         here = (previous_at or {}).get((s.chapter, s.index))
         rel, old = audio_relpath(key), here if here is not None and here["content_key"] == key else previous.get(key)
-        hopeless = not done and old is not None and is_final_failure(old, attempts)   # same audio again
-        kept = {c: old.get(c, QA_EMPTY[c]) for c in QA_EMPTY} if done else dict(QA_EMPTY)   # the take kept
+        hopeless = not done and old is not None and is_final_failure(old, max_attempts)   # same audio again
+        row = old or {}                     # the old plan's row: there whenever done (is_done read it) or hopeless
+        kept = {c: row.get(c, QA_EMPTY[c]) for c in QA_EMPTY} if done else dict(QA_EMPTY)   # the take kept
         if done:
             kept["take"] = kept["take"] or 1
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
             "segment": s.index, "text": text, "source_text": s.source_text, "pause_after": s.pause_after,
-            "content_key": key, "audio_path": old.get("audio_path") or rel if done else rel,
+            "content_key": key, "audio_path": row.get("audio_path") or rel if done else rel,
             "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
-            "samples": old["samples"] if done else 0, "duration_s": old["duration_s"] if done else 0.0,
+            "samples": row["samples"] if done else 0, "duration_s": row["duration_s"] if done else 0.0,
             "voice_id": vid, "spk_emb": emb, "seed": seed, "engine_version": version,
-            "error": old["error"] if hopeless else "", "attempts": old["attempts"] if done or hopeless else 0,
+            "error": row["error"] if hopeless else "", "attempts": row["attempts"] if done or hopeless else 0,
             "role": s.role, "speaker": s.speaker, **kept,
         })
     return rows
@@ -112,6 +112,6 @@ def is_final_failure(row: dict, max_attempts: int = MAX_ATTEMPTS) -> bool:
 
 def to_render(rows: list[dict], max_attempts: int = MAX_ATTEMPTS) -> list[dict]:
     """The rows a render still renders: not done, and not failed for good (is_final_failure)."""
-    from manifests import STATUS_DONE
+    from manifests.store import STATUS_DONE
 
     return [r for r in rows if r["status"] != STATUS_DONE and not is_final_failure(r, max_attempts)]

@@ -11,6 +11,7 @@ A recording with less than MIN_SPEECH_S of speech after the trim gets no vector 
 from __future__ import annotations
 
 import base64
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -125,8 +126,6 @@ def load_encoder(device: str = "cpu") -> SpeakerEncoder:
 
 
 def _resemblyzer_audio():
-    import warnings
-
     try:
         with warnings.catch_warnings():           # webrtcvad 2.0.10 imports pkg_resources (deprecated): noise
             warnings.filterwarnings("ignore", "pkg_resources is deprecated", UserWarning)

@@ -1,6 +1,6 @@
 """Audition: hear candidate voices read one passage of the book before committing to a 20-hour render.
 
-    result = audition(opts, AuditionOptions(count=6), get_engine)
+    result = audition(book, book_dir, AuditionOptions(count=6), get_engine)
     # OUT/<book>/voices/: NN-<name>.flac per candidate, voices.json, index.html (works offline from file://)
 
 The passage is the first ~15 s of the book's first chapter after normalization (or `text`, normalized the same
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import html
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.atomic import write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds, speakable_chars
@@ -26,9 +27,15 @@ from tasks.bookdir import PAGE_NAME, VOICES_DIRNAME, audio_relpath, json_bytes
 from tasks.errors import BookError
 from tasks.ingest import load_book
 from tasks.plan.rows import content_key, derive_seed
+from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.render import render_guarded
+from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 from tasks.text.normalize import normalize
-from tasks.text.segment import book_options, segment_chapter
+from tasks.text.segment import SegmentOptions, book_options, segment_chapter
 from tasks.voice.voices import saved_voices, voice_id
+
+if TYPE_CHECKING:
+    import numpy as np
 
 AUDITION_SECONDS = 15.0            # s: the default passage is the first chapter's pieces up to this long
 PIECE_SECONDS = 8.0                # s: the pieces it is packed from (the segmenter's target for the passage)
@@ -67,8 +74,6 @@ class Candidate:
 def passage(book, segment, text: str | None = None) -> str:
     """The audition passage, normalized as the book's text is (`segment`: SegmentOptions).  BookError when
     nothing of it can be spoken."""
-    from dataclasses import replace
-
     if text is not None:
         out = normalize(text, t2s=segment.t2s, lexicon=segment.lexicon, tn=segment.tn, lang=segment.lang).strip()
     else:
@@ -109,16 +114,15 @@ def candidates(aud: AuditionOptions, stored: str | None) -> tuple[list[Candidate
     return out, notes
 
 
-def audition(opts, aud: AuditionOptions, get_engine) -> dict:
-    """Render the audition of `opts.book` into OUT/<book>/voices/ (see the module docstring).  The caller holds
-    the book's lock.  Returns {dir, candidates, rendered, cached, notes}."""
-    from manifests import load
-    from tasks.synthesize.render import render_guarded
-    from tasks.synthesize.segment_audio import write_segment_audio
+def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine, segment: SegmentOptions = SegmentOptions(),
+             language: str = "auto", guard: GuardOptions = GuardOptions()) -> dict:
+    """Render the audition of the book at `path` into book_dir/voices/ (see the module docstring), its text read as
+    a render reads it (`segment`, `language`), each candidate checked by the duration `guard`.  The caller holds the
+    book's lock.  Returns {dir, candidates, rendered, cached, notes}."""
+    from manifests.store import load
 
-    book = load_book(opts.book)                          # BookError: nothing written yet
-    text = passage(book, book_options(book, opts.segment, opts.language), aud.text)   # the book's reading language
-    book_dir = opts.book_dir
+    book = load_book(path)                               # BookError: nothing written yet
+    text = passage(book, book_options(book, segment, language), aud.text)   # the book's reading language
     rows = load(book_dir).to_pylist() if book_dir.exists() else []
     cands, notes = candidates(aud, rows[0]["spk_emb"] if rows else None)
     engine = get_engine()
@@ -138,8 +142,8 @@ def audition(opts, aud: AuditionOptions, get_engine) -> dict:
         picked[voice] = (c, key)
         if not (book_dir / audio_relpath(key)).is_file():
             todo[key] = (text, voice, seed)
-    guard_failed: dict[str, tuple[object, str]] = {}
-    for key, audio, reason, _attempt in render_guarded(engine, todo, opts.guard):
+    guard_failed: dict[str, tuple[np.ndarray, str]] = {}
+    for key, audio, reason, _attempt in render_guarded(engine, todo, guard):
         if reason:                                       # heard on the page, never cached as a segment
             guard_failed[key] = (audio, reason)
         else:
@@ -152,11 +156,9 @@ def audition(opts, aud: AuditionOptions, get_engine) -> dict:
 
 
 def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]],
-                 failed: dict[str, tuple[object, str]]) -> list[dict]:
+                 failed: dict[str, tuple[np.ndarray, str]]) -> list[dict]:
     """Copy each candidate's audio into voices/ as NN-<name>.flac (a guard failure: its last rendering); remove
     the files of candidates no longer listed.  Returns the voices.json entries."""
-    from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
-
     folder = book_dir / VOICES_DIRNAME
     folder.mkdir(parents=True, exist_ok=True)
     entries = []

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from engine.atomic import write_bytes
 from engine.units import hms
+from manifests.lock import BookLock
 from tasks.errors import BookError, OutputError, StoreError
 from tasks.fleet.storage import catalogue_view, describe
 from tasks.site.feed import FEED_NAME, feed_items, feed_xml
@@ -76,8 +77,6 @@ def catalogue_page(entries: list[BookEntry], title: str) -> str:
 def write_catalogue(out: str | Path, opts: SiteOptions = SiteOptions()) -> list[BookEntry]:
     """Scan OUT and write OUT/index.html and OUT/feed.xml (each left alone when unchanged); the entries.
     BookError when OUT is not a folder (nothing is created), OutputError when it cannot be written."""
-    from manifests.lock import BookLock
-
     out = Path(out)
     if not out.is_dir():
         raise BookError(str(out), "no such output folder" if not out.exists() else "not a folder")

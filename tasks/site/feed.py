@@ -6,6 +6,8 @@ books give the same bytes (lastBuildDate is the newest book's pubDate, not the c
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from datetime import datetime
 from email.utils import format_datetime
 
 from tasks.site.html import GENERATOR
@@ -17,10 +19,21 @@ CATEGORY = ("Arts", "Books")           # Apple's podcast category and subcategor
 FEED_NAME = "feed.xml"
 
 
-def feed_items(entries: list[BookEntry]) -> list[BookEntry]:
+@dataclass(frozen=True)
+class Episode:
+    """A finished book as the feed lists it: its entry, with the enclosure and the time it finished that every
+    listed book has."""
+    book: BookEntry
+    enclosure: str
+    enclosure_format: str
+    finished: datetime
+
+
+def feed_items(entries: list[BookEntry]) -> list[Episode]:
     """The finished books the feed lists, newest first (then by folder)."""
-    done = [e for e in entries if e.status == DONE and e.enclosure and e.finished]
-    return sorted(done, key=lambda e: (-e.finished.timestamp(), e.folder))
+    done = [Episode(e, e.enclosure, e.enclosure_format, e.finished) for e in entries
+            if e.status == DONE and e.enclosure and e.enclosure_format is not None and e.finished]
+    return sorted(done, key=lambda d: (-d.finished.timestamp(), d.book.folder))
 
 
 def feed_xml(entries: list[BookEntry], title: str, link, language: str = "zh") -> bytes:
@@ -37,25 +50,27 @@ def feed_xml(entries: list[BookEntry], title: str, link, language: str = "zh") -
     if "://" in link(None, FEED_NAME):
         ET.SubElement(ch, f"{{{ATOM}}}link", {"href": link(None, FEED_NAME), "rel": "self",
                                               "type": "application/rss+xml"})
-    _text(ch, "description", f"{len(items)} audiobooks rendered with ChatTTS by {GENERATOR}.")
+    description = f"{len(items)} audiobooks rendered with ChatTTS by {GENERATOR}."
+    _text(ch, "description", description)
     _text(ch, "language", language)
     _text(ch, "generator", GENERATOR)
     if items:
         _text(ch, "lastBuildDate", format_datetime(items[0].finished, usegmt=True))
     _text(ch, f"{{{ITUNES}}}author", GENERATOR)
-    _text(ch, f"{{{ITUNES}}}summary", ch.findtext("description"))
+    _text(ch, f"{{{ITUNES}}}summary", description)
     _text(ch, f"{{{ITUNES}}}type", "episodic")
     _text(ch, f"{{{ITUNES}}}explicit", "false")
     ET.SubElement(ET.SubElement(ch, f"{{{ITUNES}}}category", {"text": CATEGORY[0]}), f"{{{ITUNES}}}category",
                   {"text": CATEGORY[1]})
-    cover = next((e for e in items if e.cover), None)
+    cover = next((d.book for d in items if d.book.cover), None)
     if cover is not None:
         ET.SubElement(ch, f"{{{ITUNES}}}image", {"href": link(cover.folder, cover.cover)})
         image = ET.SubElement(ch, "image")
         for tag, value in (("url", link(cover.folder, cover.cover)), ("title", title),
                            ("link", link(None, "index.html"))):
             _text(image, tag, value)
-    for e in items:
+    for d in items:
+        e = d.book
         it = ET.SubElement(ch, "item")
         _text(it, "title", e.title)
         page = link(e.folder, e.player) if e.player else link(None, "index.html")
@@ -63,9 +78,9 @@ def feed_xml(entries: list[BookEntry], title: str, link, language: str = "zh") -
         _text(it, "description", f"{e.title}{' — ' + e.author if e.author else ''}: {e.chapters} chapters. "
                                  f"Listen and read along: {page}")
         _text(it, "guid", f"{GENERATOR}:{e.folder}:{e.report_sha256[:16]}", isPermaLink="false")
-        _text(it, "pubDate", format_datetime(e.finished, usegmt=True))
-        ET.SubElement(it, "enclosure", {"url": link(e.folder, e.enclosure), "length": str(e.enclosure_bytes),
-                                        "type": MEDIA_TYPES[e.enclosure_format]})
+        _text(it, "pubDate", format_datetime(d.finished, usegmt=True))
+        ET.SubElement(it, "enclosure", {"url": link(e.folder, d.enclosure), "length": str(e.enclosure_bytes),
+                                        "type": MEDIA_TYPES[d.enclosure_format]})
         _text(it, f"{{{ITUNES}}}title", e.title)
         _text(it, f"{{{ITUNES}}}author", e.author or GENERATOR)
         _text(it, f"{{{ITUNES}}}duration", str(round(e.seconds)))

@@ -12,11 +12,12 @@ Status (the first that applies):
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
+from manifests.lock import render_in_flight
 from tasks.audio.names import FORMATS
 from tasks.bookdir import PAGE_NAME, QA_PAGE, REPORT_NAME, read_book_json, read_report
 
@@ -63,8 +64,7 @@ def book_entry(book_dir: Path, stat: Stat | None = None, rendering: bool | None 
     """The entry of one book folder; None when it holds no manifest rows (not a book).  A book in a store
     (tasks.fleet.storage.store_catalogue_view): book_dir holds its manifest, book.json and report.json, `stat` answers
     for the store's files and `rendering` is its lease; by default both are the folder's own."""
-    from manifests import STATUS_DONE, STATUS_FAILED, STATUS_PENDING, load
-    from manifests.lock import render_in_flight
+    from manifests.store import STATUS_DONE, STATUS_FAILED, STATUS_PENDING, load
 
     book_dir = Path(book_dir)
     stat = stat or local_stat(book_dir)
@@ -90,6 +90,7 @@ def book_entry(book_dir: Path, stat: Stat | None = None, rendering: bool | None 
     else:
         seconds = sum(r["duration_s"] or 0.0 for r in rows if r["status"] == STATUS_DONE)
     enclosure = _enclosure(stat, report)
+    enclosure_stat = stat(enclosure) if enclosure else None
     report_path, report_stat = book_dir / REPORT_NAME, stat(REPORT_NAME)
     cover = info.get("cover_file")
     return BookEntry(
@@ -101,8 +102,8 @@ def book_entry(book_dir: Path, stat: Stat | None = None, rendering: bool | None 
         qa=QA_PAGE if stat(QA_PAGE) else None,
         cover=cover if cover and stat(cover) else None,
         enclosure=enclosure, enclosure_format=Path(enclosure).suffix[1:] if enclosure else None,
-        enclosure_bytes=stat(enclosure)[0] if enclosure else 0,
-        finished=(datetime.fromtimestamp(report_stat[1], timezone.utc).replace(microsecond=0)
+        enclosure_bytes=enclosure_stat[0] if enclosure_stat else 0,
+        finished=(datetime.fromtimestamp(report_stat[1], UTC).replace(microsecond=0)
                   if report and report_stat and report_stat[1] is not None else None),
         report_sha256=hashlib.sha256(report_path.read_bytes()).hexdigest() if report else "")
 
@@ -119,7 +120,7 @@ def _enclosure(stat: Stat, report: dict) -> str | None:
 
 def scan_output(out: Path) -> list[BookEntry]:
     """Every book folder of the output root, by folder name (hidden folders and temp folders skipped)."""
-    from manifests import manifest_dir
+    from manifests.store import manifest_dir
 
     folders = sorted(p for p in Path(out).iterdir()
                      if p.is_dir() and not p.name.startswith(".") and manifest_dir(p).is_dir())

@@ -3,7 +3,7 @@
 One static page that works offline from file:// (no server, no network): cover, title, author, total duration,
 the chapter list with durations, one audio player, the chapter's original text with the sentence being spoken
 highlighted and scrolled into view (click one to play from it; space, ←/→), the position remembered per book
-(localStorage), and the per-chapter duration and loudness summary of report.json (tasks.site.report.book_table).
+(localStorage), and the per-chapter duration and loudness summary of report.json (tasks.site.status.book_table).
 
 Proof and pickups: every spoken sentence knows its segment's name, C.S (tasks.site.qa.segment_name); a flag
 button after it puts that segment on the page's list of re-takes (kept per book in localStorage), which shows
@@ -28,12 +28,14 @@ from pathlib import Path
 
 from engine.atomic import write_bytes
 from engine.units import hms
+from tasks.audio.encode import MEDIA_TYPES
 from tasks.audio.names import inside
-from tasks.audio.subtitles import TimedText
+from tasks.audio.readalong import load_text, read_along
+from tasks.audio.subtitles import TimedText, by_sentence, split_sentences
 from tasks.bookdir import PAGE_NAME, QA_PAGE, read_book_json, read_report
 from tasks.site.html import document, esc, href, json_script
 from tasks.site.qa import FLAG, INCONCLUSIVE, fix_book, fix_command, kept_take, qa_summary, segment_name
-from tasks.site.report import book_table
+from tasks.site.status import book_table
 
 STORAGE_PREFIX = "chattts-render:"       # localStorage key of a book's position: prefix + folder + title
 FLAGS_SUFFIX = ":flags"                  # + this: the segments flagged on the page (a JSON list of C.S names)
@@ -71,9 +73,7 @@ class PlayerChapter:
 def player_chapters(book_dir: Path, report: dict, manifest: list[dict] | None = None) -> list[PlayerChapter]:
     """The packaged chapters in reading order, with their files, M4B offsets and timed sentences (`manifest`:
     the book's rows, when the caller has loaded them)."""
-    from manifests import load
-    from tasks.audio.encode import MEDIA_TYPES
-    from tasks.audio.readalong import load_text, read_along
+    from manifests.store import load
 
     rows: dict[int, list[dict]] = {}
     for r in manifest if manifest is not None else load(book_dir).to_pylist():   # sorted by (chapter, segment)
@@ -98,8 +98,7 @@ def player_chapters(book_dir: Path, report: dict, manifest: list[dict] | None = 
 def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
     """A readalong run as sentences: unspoken text whole; a segment's text cut by split_sentences, each piece
     timed by by_sentence (the sentence subtitles' split of the segment's cue)."""
-    from manifests import STATUS_DONE
-    from tasks.audio.subtitles import by_sentence, split_sentences
+    from manifests.store import STATUS_DONE
 
     if run.segment is None:
         return [Sentence(run.text)]
@@ -114,8 +113,7 @@ def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
 
 def book_page(book_dir: Path) -> str:
     """The player page of a packaged book (see the module docstring)."""
-    from manifests import load
-    from tasks.audio.encode import MEDIA_TYPES
+    from manifests.store import load
 
     book_dir = Path(book_dir)
     info, report = read_book_json(book_dir), read_report(book_dir)
@@ -205,7 +203,7 @@ def _chapter_text(position: int, chapter: PlayerChapter) -> str:
     flag button."""
     def html(s: Sentence) -> str:
         text = esc(s.text).replace("\n", "<br>")
-        if s.start_ms is None:
+        if s.start_ms is None or s.end_ms is None:
             return text
         mark = f" qa-{s.qa}" if s.qa in QA_TITLES else ""
         note = (f' title="{esc(QA_TITLES[s.qa] + (": " + s.reason if s.reason else ""))}"'
@@ -221,7 +219,7 @@ def _chapter_text(position: int, chapter: PlayerChapter) -> str:
 
 
 def _summary(rows: list[dict]) -> str:
-    """The per-chapter duration and loudness table (rows: tasks.site.report.book_table)."""
+    """The per-chapter duration and loudness table (rows: tasks.site.status.book_table)."""
 
     def num(v, unit: str) -> str:
         return "" if v is None else f"{v:.1f} {unit}"

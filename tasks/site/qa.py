@@ -244,7 +244,7 @@ def _segment(row: dict, language: str, book: str, folder: Path) -> str:
 
 def qa_page(book_dir: Path) -> str:
     """qa.html of a book (see the module docstring)."""
-    from manifests import load
+    from manifests.store import load
 
     book_dir = Path(book_dir)
     info = read_book_json(book_dir)

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.units import estimate_seconds
-from tasks.plan.rows import GUARD_REASON_PREFIX as REASON_PREFIX  # manifest `error` of a segment the guard failed
-from tasks.plan.rows import MAX_ATTEMPTS  # renders per segment, the first included
+from tasks.plan.rows import (
+    GUARD_REASON_PREFIX as REASON_PREFIX,  # manifest `error` of a segment the guard failed
+    MAX_ATTEMPTS,  # renders per segment, the first included
+)
 
 MIN_RATIO = 0.4           # duration / expected below this is truncated
 MAX_RATIO = 2.5           # duration / expected above this is babbling

@@ -35,7 +35,7 @@ import numpy as np
 from engine.api import Request
 from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
-from manifests import STATUS_DONE
+from manifests.store import STATUS_DONE
 from manifests.crashpoints import crashpoint
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
 from tasks.plan.rows import to_render

@@ -7,15 +7,17 @@ their audio: a pending row whose file already exists is adopted without renderin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator
 
 from engine.api import Request
 from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
 from tasks.errors import RenderFailed
 from tasks.plan.rows import to_render
+from tasks.qa.checker import Checker
+from tasks.synthesize.guard import GuardOptions, check, reroll_seed
 from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 
 COMMIT_EVERY_ROWS = 8          # rows per manifest part while rendering
@@ -26,8 +28,6 @@ def render_guarded(engine, items: dict[str, tuple[str, str, int]], guard) -> Ite
     """Render each item, key -> (text, voice string, seed), through the quality guard (tasks.synthesize.guard): an
     outlier is re-rendered with reroll_seed(seed, attempt) up to guard.max_attempts.  Yields (key, audio,
     reason, attempt) as items finish: reason is None for accepted audio, else why the last attempt failed."""
-    from tasks.synthesize.guard import check, reroll_seed
-
     keys = list(items)
     for attempt in range(1, guard.max_attempts + 1):
         if not keys:
@@ -56,9 +56,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     With qa (tasks.qa.options.QAOptions, mode suspect or full): every take is kept and heard beside synthesis,
     flagged takes re-taken (tasks/synthesize/proof.py; checker: a tasks.qa.checker.Checker, made from qa when
     None)."""
-    import manifests
-    from manifests import STATUS_DONE, STATUS_FAILED, load
-    from tasks.synthesize.guard import GuardOptions
+    from manifests.store import STATUS_DONE, STATUS_FAILED, commit, load
 
     guard = guard or GuardOptions()
     rows = book_rows = load(book_dir).to_pylist()            # reading order
@@ -72,7 +70,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     counts = {"rendered": 0, "adopted": 0, "already_done": total - unfinished,
               "failed": unfinished - len(todo), "total": total}
     done_count = counts["already_done"]
-    commit = partial(manifests.commit, writer=shard.writer if shard is not None else "")
+    commit = partial(commit, writer=shard.writer if shard is not None else "")
 
     proofed = qa is not None and qa.mode != "off"
     # Adopt audio that was written before a crash but never committed (only audio that passed the guard is
@@ -113,7 +111,6 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
             on_done(done_count, total)
 
     if proofed:
-        from tasks.qa.checker import Checker
         from tasks.synthesize.proof import render_proofed
 
         checker = checker or Checker(qa)
@@ -153,8 +150,7 @@ def render_references(book_dir: Path, engine, *, guard=None, qa=None, checker=No
     reading order (tasks.synthesize.proof.reference_keys) until its drift reference is frozen in qa.json or it has
     no row left to render.  So every shard judges against the voice's one reference, whatever the split, and no
     shard writes qa.json.  Returns the rows rendered."""
-    import manifests
-    from tasks.synthesize.guard import GuardOptions
+    from manifests.store import load
     from tasks.synthesize.proof import reference_keys
 
     guard = guard or GuardOptions()
@@ -162,7 +158,7 @@ def render_references(book_dir: Path, engine, *, guard=None, qa=None, checker=No
     if qa is None or qa.mode == "off":
         return rendered
     tried: set[str] = set()
-    while keys := reference_keys(book_dir, manifests.load(book_dir).to_pylist(), qa, guard.max_attempts, tried):
+    while keys := reference_keys(book_dir, load(book_dir).to_pylist(), qa, guard.max_attempts, tried):
         tried |= keys                            # asked for once: a row still to render after it is not again
         rendered += synthesize_book(book_dir, engine, guard=guard, keys=keys, qa=qa, checker=checker)["rendered"]
     return rendered

@@ -1,6 +1,7 @@
 """A segment take's audio on disk: FLAC, 24-bit, written crash-safely; read back and measured."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,6 @@ def write_segment_audio(path: Path, audio: np.ndarray, sample_rate: int) -> None
     """Encode in memory, then write the bytes crash-safely and fsynced (engine.atomic: a done row names this
     file, and audio on disk is adopted as done).  soundfile writing into a Python file object swallows the
     file's write errors — a full disk would leave a truncated file — so the encoder never touches the disk."""
-    import io
-
     import soundfile as sf
 
     buf = io.BytesIO()

@@ -28,8 +28,8 @@ Shapes, in order of precedence at a position:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 from tasks.text import rules
 

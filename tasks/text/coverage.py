@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Iterable
 
 from tasks.book import Chapter, Segment
 from tasks.text.normalize import _t2s, iter_spans, printable, removals

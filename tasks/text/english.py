@@ -20,8 +20,9 @@ point five dollars), `1,250` / `1000` (thousand ... / ten hundred), `1605` (sixt
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable, TypeVar
+from typing import TypeVar
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -32,7 +33,8 @@ MAX_GROUPED_DIGITS = 21           # digits: comma-grouped numbers are cardinals 
 _ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
          "seventeen eighteen nineteen").split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-_SCALES = ((10 ** 18, "quintillion"), (10 ** 15, "quadrillion"), (10 ** 12, "trillion"), (10 ** 9, "billion"), (10 ** 6, "million"), (1000, "thousand"))
+_SCALES = ((10 ** 18, "quintillion"), (10 ** 15, "quadrillion"), (10 ** 12, "trillion"), (10 ** 9, "billion"),
+           (10 ** 6, "million"), (1000, "thousand"))
 _ORDINAL_WORDS = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
                   "nine": "ninth", "twelve": "twelfth"}
 MONTHS = ("january february march april may june july august september october november december").split()
@@ -170,7 +172,7 @@ def year_en(s: str) -> str:
 def pairs_en(s: str, zero: str = "zero") -> str:
     """A house number or code read in pairs: 2788 -> twenty seven eighty eight, 123 -> one twenty three, 708 ->
     seven zero eight (401 -> four oh one with zero="oh"), 1200 -> twelve hundred; 5+ digits one by one."""
-    if len(s) <= 2 or s[0] == "0" and len(s) > 1:
+    if len(s) <= 2 or (s[0] == "0" and len(s) > 1):
         return cardinal_en(int(s)) if s[0] != "0" or len(s) == 1 else digits_en(s)
     if len(s) > 4:
         return digits_en(s)
@@ -281,16 +283,16 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     for m in _RE_NAME_TITLE.finditer(text, start, end):
         found.append((m.start(), m.end(), f"{NAME_TITLES[m.group(1)]} {m.group(2)}"))
     for m in _RE_ST.finditer(text, start, end):
-        name = re.search(r"\b[A-Z][a-z]+\s+$", text[max(start, m.start() - 24):m.start()])
+        street = re.search(r"\b[A-Z][a-z]+\s+$", text[max(start, m.start() - 24):m.start()])
         name_next = re.match(r"\s+[A-Z]", text[m.end():min(end, m.end() + 3)]) is not None
         opener = re.match(r"\.\s+(?:" + "|".join(SENTENCE_OPENERS) + r")\b", text[m.end() - 1:min(end, m.end() + 8)])
-        if name and opener:                      # Elm St. It was: the street, and the period ends the sentence
-            found.append((m.start() - len(name.group()), m.end(), name.group().rstrip() + " Street."))
+        if street and opener:                    # Elm St. It was: the street, and the period ends the sentence
+            found.append((m.start() - len(street.group()), m.end(), street.group().rstrip() + " Street."))
         elif name_next:                          # St. Paul, Cape St. Augustino: the span takes the capital
             found.append((m.start(), m.end() + 2, "saint " + text[m.end() + 1]))
-        elif name and m.group().endswith("."):   # Baker St. (the period may end the sentence)
+        elif street and m.group().endswith("."):  # Baker St. (the period may end the sentence)
             stop = _sentence_may_end(text, m.end(), end)
-            found.append((m.start() - len(name.group()), m.end(), name.group().rstrip() + " street" + "." * stop))
+            found.append((m.start() - len(street.group()), m.end(), street.group().rstrip() + " street" + "." * stop))
     for m in _RE_ABBR.finditer(text, start, end):
         word = m.group(1)
         stop = word not in ("e.g.", "i.e.", "cf.", "vs.", "viz.") and _sentence_may_end(text, m.end(), end)
@@ -310,8 +312,8 @@ def find_words(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
         if m.group() in CURRENCIES and re.match(r"\s?[-−]?\.?\d", text[a + 1:a + 4]):
             continue                             # $-3.25: money (its number reads it)
         word = "number" if m.group() == "#" and after.isdigit() else SYMBOL_WORDS[m.group()]
-        left = re.search(r"[A-Za-z0-9=&+][^\w\s$€₩£¥#%/]?$", text[max(0, a - 2):a]) is not None
-        found.append((a, a + 1, (" " if left else "") + word
+        spaced = re.search(r"[A-Za-z0-9=&+][^\w\s$€₩£¥#%/]?$", text[max(0, a - 2):a]) is not None
+        found.append((a, a + 1, (" " if spaced else "") + word
                       + (" " if after.isalnum() or after in SYMBOL_WORDS else "")))
     for m in _RE_INITIALISM.finditer(text, start, end):
         letters = m.group(1).replace(".", "")

@@ -5,8 +5,9 @@ prints it for a terminal.  The CLI wiring (and `--json`) lives in flows/.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.units import estimate_seconds, hms
 from tasks.book import Book, Run, Segment, segment_name
@@ -37,7 +38,7 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
     chapters = []
     reports = []
     removed: Counter = Counter()
-    unexplained = []
+    unexplained: list[dict] = []
     total_chars = total_segs = 0
     total_secs = 0.0
     listed = []
@@ -96,7 +97,6 @@ def segment_entry(s: Segment) -> dict:
 
 def _width(text: str) -> int:
     """Terminal columns: East Asian wide/full-width characters take two."""
-    import unicodedata
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 

@@ -17,6 +17,7 @@ Latin abbreviations).  Everything else is mapped (see PUNCT_TABLE) or removed wi
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -914,7 +915,6 @@ def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
 def _main(argv: list[str] | None = None) -> int:
     """python -m tasks.text.normalize [--en] TEXT...  (or - for stdin): the normalized text and what was removed;
     --en reads it as an English book."""
-    import sys
     args = sys.argv[1:] if argv is None else argv
     lang: Language = "en" if args[:1] == ["--en"] else "zh"
     args = args[1:] if lang == "en" else args

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants

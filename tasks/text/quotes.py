@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR, Book, Run
 from tasks.text.normalize import _t2s
@@ -60,7 +60,8 @@ MANNER = ("连忙", "急忙", "赶忙", "忽然", "突然", "终于", "一面", 
           "正", "仍", "即", "忽", "复", "着", "了")
 PREPOSITIONS = "对向和跟同给与"                        # 對我說, 向黛玉道: the addressee before the verb
 LEADS = ("且说", "却说", "话说", "于是", "当下", "只见", "又见", "忽见", "但见", "只听", "又听", "忽听", "这时",
-         "一面", "一边", "那时", "此时", "一时", "且兼", "不免", "原来", "然而", "而且", "但是", "可是", "幸而", "因此", "所以",
+         "一面", "一边", "那时", "此时", "一时", "且兼", "不免", "原来", "然而", "而且", "但是", "可是", "幸而",
+         "因此", "所以",
          "后来", "接着", "随后", "然后", "忽然", "这", "那", "时", "但", "便", "又", "因", "乃", "遂", "再", "也",
          "却", "早", "且")
 PERSONAL = ("我", "你", "他", "她", "它", "伊")        # 伊: "she" in 吶喊's time

@@ -25,14 +25,16 @@ _YEAR_BEFORE = "于在从自至到是为"
 # Latin unit symbols a space may separate from their number (2.5 m -> 2.5m, which wetext reads 二点五米).
 _SPACED_UNITS = "km|cm|mm|m|kg|mg|g|ml|mL|L"
 # Measure words after which 2 is read 两 (wetext does this for 个/岁 only): 2次 -> 两次, 2枚 -> 两枚.
-_MEASURE_WORDS = ("次|遍|趟|位|种|件|本|张|条|只|头|匹|家|天|周|倍|根|把|双|对|层|间|辆|架|艘|座|台|部|场|封|篇|首|句|份|"
-                  "名|人|碗|杯|口|声|步|下|眼|样|枚|颗|粒|例|户|所|支|项|批|届|轮|集|期|成|株|棵|片|幅|组|套|瓶|盒|"
+_MEASURE_WORDS = ("次|遍|趟|位|种|件|本|张|条|只|头|匹|家|天|周|倍|根|把|双|对|层|间|辆|架|艘|座|台|"
+                  "部|场|封|篇|首|句|份|名|人|碗|杯|口|声|步|下|眼|样|枚|颗|粒|例|户|所|支|项|批|届|"
+                  "轮|集|期|成|株|棵|片|幅|组|套|瓶|盒|"
                   "包|节|块钱|分钟|小时|公里|斤|公斤|吨|里路|点")
 # Around an h:mm:ss that make it a duration (用时2:15:08, 以2:01:09夺冠, 2:30:00以内) rather than a clock time with
 # seconds (于5:35:36发射, 00:30:00): words just before it, and words right after it.  See _hms.
-_DURATION_BEFORE = r"(?:用时|耗时|历时|费时|成绩|时长|跑出|游出|骑出|仅用|净时|完赛时间|纪录|记录)[为是了：:\s]{0,2}$|以$"
-_DURATION_FOLLOWS = ("以内|以下|之内|内|的成绩|的个人|的世界|的全国|的亚洲|的赛会|的纪录|的记录|的时间|的好成绩|夺冠|完赛|跑完|"
-                     "夺得|获得|位列|名列|排名")
+_DURATION_BEFORE = (r"(?:用时|耗时|历时|费时|成绩|时长|跑出|游出|骑出|仅用|净时|完赛时间|纪录|记录)"
+                    r"[为是了：:\s]{0,2}$|以$")
+_DURATION_FOLLOWS = ("以内|以下|之内|内|的成绩|的个人|的世界|的全国|的亚洲|的赛会|的纪录|的记录|的时间|"
+                     "的好成绩|夺冠|完赛|跑完|夺得|获得|位列|名列|排名")
 # Verbs after a score "N-M" / "N:M" (2-1击败, 0-0打平, 91-99负于): the dash or colon is read 比.
 _SCORE_VERBS = "击败|战胜|打平|战平|逼平|负于|败给|不敌|小胜|小负|险胜|惜败|完胜|逆转|力克|胜|负|败|赢|输"
 

@@ -14,12 +14,22 @@ stream: memory is bounded by a chunk, not the paragraph.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Mapping, Sequence
 
 from engine.units import estimate_seconds, speakable_chars
-from tasks.book import LANGUAGES, PAUSE_KINDS, ROLE_NARRATOR, Book, Chapter, Language, PauseKind, Run, Segment, \
-    book_language
+from tasks.book import (
+    LANGUAGES,
+    PAUSE_KINDS,
+    ROLE_NARRATOR,
+    Book,
+    Chapter,
+    Language,
+    PauseKind,
+    Run,
+    Segment,
+    book_language,
+)
 from tasks.text.normalize import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
 
 TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
@@ -249,7 +259,7 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
     """Drafts tiling one unit (title or paragraph), or one run of it (a cast's narration or quote: text[start:
     end], ends_unit when it is the unit's last); none when it has nothing to say."""
     lo, hi = (run.start, run.end) if run else (0, len(text))
-    who = {"role": run.role, "speaker": run.speaker} if run else {}
+    role, speaker = (run.role, run.speaker) if run else (ROLE_NARRATOR, "")
 
     def parts() -> Iterator[list[Span]]:
         sentence: list[Span] = []
@@ -288,14 +298,14 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
         end = cur[-1].end
         if last is not None:
             yield last
-        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title, **who)
+        last = _Draft(ui, start, ui, end, cur_text.strip(), _pause_of(cur), title, role=role, speaker=speaker)
         start = end
         cur, cur_text = part, t
     if cur and speakable_chars(cur_text) > 0:
         if last is not None:
             yield last
         pause = "paragraph" if ends_unit else _pause_of(cur)
-        last = _Draft(ui, start, ui, hi, cur_text.strip(), pause, title, **who)
+        last = _Draft(ui, start, ui, hi, cur_text.strip(), pause, title, role=role, speaker=speaker)
     elif last is not None:
         # trailing marks without speech ride with the previous draft
         pause = "paragraph" if ends_unit else max(last.pause, _pause_of(cur), key=PAUSE_KINDS.index)
@@ -338,7 +348,7 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
     def drafts() -> Iterator[_Draft]:
         for ui, text in enumerate(units):
             para = ui - 1 if has_title else ui
-            if has_title and ui == 0 or para not in runs:
+            if (has_title and ui == 0) or para not in runs:
                 yield from _unit_drafts(ui, text, opts, title=has_title and ui == 0)
                 continue
             for k, run in enumerate(runs[para]):
@@ -347,8 +357,8 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
     def merged() -> Iterator[_Draft]:
         prev: _Draft | None = None
         for d in drafts():
-            same_voice = prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
-            if same_voice and not prev.title and not d.title:
+            if (prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
+                    and not prev.title and not d.title):
                 joined = prev.text + "。" + d.text if opts.lang == "zh" else _join(prev.text, d.text, opts)
                 if (_short(d, opts) or _short(prev, opts)) and _fits(joined, opts):
                     prev = _merge(prev, d, opts)
@@ -359,9 +369,8 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
         if prev is not None:
             yield prev
 
-    index = 0
     pending: Segment | None = None
-    for d in merged():
+    for index, d in enumerate(merged()):
         if pending is not None:
             yield pending
         src = _source(units, d)
@@ -370,7 +379,6 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
         notes = tuple(d.notes) + ((OVER_CAP_NOTE,) if not _fits(text, opts) else ())
         pending = Segment(chapter=chapter.index, index=index, text=text, source_text=src,
                           pause_after=pause, notes=notes, role=d.role, speaker=d.speaker)
-        index += 1
     if pending is not None:
         yield replace(pending, text=_close(pending.text, "chapter", opts), pause_after="chapter")
 

@@ -15,9 +15,11 @@ voice, segments, characters and share, and the speaker names the text gives, so 
 """
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from engine.voice import VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
 from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR
@@ -60,8 +62,6 @@ class Cast:
 
 def load_cast(path: str | Path) -> Cast:
     """Read a cast file; BookError naming the file and the problem (nothing is created)."""
-    import tomllib
-
     p = Path(path).expanduser()
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))

@@ -21,8 +21,17 @@ from pathlib import Path
 
 from engine.atomic import write_bytes
 from engine.clip import clip_origin
-from engine.voice import (NAME_RE, VOICE_SUFFIX, VoiceError, VoiceSpec, decode_voice, parse_voice_spec, resolve_voice,
-                          saved_voice_file, voices_dir)
+from engine.voice import (
+    NAME_RE,
+    VOICE_SUFFIX,
+    VoiceError,
+    VoiceSpec,
+    decode_voice,
+    parse_voice_spec,
+    resolve_voice,
+    saved_voice_file,
+    voices_dir,
+)
 from tasks.text.normalize import normalize
 from tasks.text.segment import SegmentOptions
 

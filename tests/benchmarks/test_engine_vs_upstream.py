@@ -13,8 +13,8 @@ def test_one_run_measures_both_baselines_and_every_dtype(tmp_path, capsys):
     from benchmarks import engine_vs_upstream as bench
 
     book = tmp_path / "book.txt"         # three segments of 73, 184, 73 tokens (the corpus's first three: 1262)
-    book.write_text("第一章　山川\n　　春眠不觉晓，处处闻啼鸟，夜来风雨声。\n\n第二章　草木\n　　白日依山尽，黄河入海流。\n",
-                    encoding="utf-8")
+    book.write_text("第一章　山川\n　　春眠不觉晓，处处闻啼鸟，夜来风雨声。\n\n"
+                    "第二章　草木\n　　白日依山尽，黄河入海流。\n", encoding="utf-8")
     out = tmp_path / "bench.json"
     rc = bench.main(["--model", "random-tiny", "--n", "3", "--threads", "1", "--batch", "2", "--with-int8",
                      "--with-bf16", "--doc-order", "--corpus", str(book), "--json", str(out)])

@@ -246,6 +246,22 @@ def test_a_library_of_another_abi_or_table_layout_is_not_used(lin, tmp_path, mon
     assert "table layout" in caplog.text
 
 
+def test_a_library_built_ahead_is_loaded_without_a_compiler(lin, tmp_path, monkeypatch, caplog):
+    """CHATTTS_RENDER_KERNELS_LIB (the container image's kernel, built in its build stage): loaded as it is where
+    no compiler is, and checked like a built one; a library that cannot be loaded leaves the engine on oneDNN."""
+    built = kernels.build(tmp_path / "ahead")
+    _fresh_library(monkeypatch, tmp_path / "cache")
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv(kernels.LIB_ENV, str(built))
+    assert kernels.available() and kernels.library()._name == str(built)
+    assert not (tmp_path / "cache").exists(), "a library was built"
+    _fresh_library(monkeypatch, tmp_path / "cache")
+    monkeypatch.setenv(kernels.LIB_ENV, str(tmp_path / "missing.so"))
+    with caplog.at_level(logging.WARNING, logger="engine.kernels"):
+        assert not kernels.available()
+    assert "missing.so" in caplog.text and not (tmp_path / "cache").exists()
+
+
 def test_without_the_kernel_the_engine_uses_onednn(tmp_path, monkeypatch, caplog):
     """No compiler (a warning, not an error) or CHATTTS_RENDER_KERNELS=off: cpu_linear() is oneDNN's."""
     monkeypatch.setenv("CHATTTS_RENDER_CACHE", str(tmp_path))          # nothing built there yet

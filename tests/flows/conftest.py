@@ -21,8 +21,8 @@ def fork_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def prefect_service(tmp_path_factory):
     """The Prefect service of docs/service.md on SQLite (server, automation, work pool, two workers, `prefect
-    deploy --all`), started once for every module that uses `service` (test_server, test_shards: ~20 s each
-    time); their runs are told apart by their output folders."""
+    deploy --name adhoc --name nightly`), started once for every module that uses `service` (test_server,
+    test_shards: ~20 s each time); their runs are told apart by their output folders."""
     svc = PrefectService(tmp_path_factory.mktemp("prefect-home"))
     t0 = time.monotonic()
     try:
@@ -34,7 +34,7 @@ def prefect_service(tmp_path_factory):
         svc.run(doc("work-pool create"))
         svc.start("worker0", doc("CUDA_VISIBLE_DEVICES=0 prefect worker start"), extra=["--name", "worker-gpu0"])
         svc.start("worker1", doc("CUDA_VISIBLE_DEVICES=1 prefect worker start"), extra=["--name", "worker-gpu1"])
-        svc.run(doc("prefect deploy --all"))
+        svc.run(doc("prefect deploy --name adhoc"))
         svc.t0 = t0
         yield svc
     finally:

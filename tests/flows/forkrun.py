@@ -11,6 +11,7 @@ more line before it waits for the child.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -38,22 +39,18 @@ def _wait_or_kill(pid: int, kill_after: float | None) -> bool:
     return not ended
 
 
+# What the server imports before it forks: the expensive part (torch, ChatTTS), paid once for every child.
+PRELOAD = ("ChatTTS", "pyarrow.parquet", "soundfile", "engine.engine", "engine.generate", "engine.loader",
+           "flows.pipeline", "tasks.audio.package", "tasks.plan.rows", "tasks.synthesize.render")
+
+
 def serve() -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
 
     torch.set_num_threads(1)
-    import ChatTTS  # noqa: F401  — the expensive part, paid once
-    import pyarrow.parquet  # noqa: F401
-    import soundfile  # noqa: F401
-
-    import engine.engine  # noqa: F401
-    import engine.generate  # noqa: F401
-    import engine.loader  # noqa: F401
-    import flows.pipeline  # noqa: F401
-    import tasks.audio.package  # noqa: F401
-    import tasks.plan.rows  # noqa: F401
-    import tasks.synthesize.render  # noqa: F401
+    for name in PRELOAD:
+        importlib.import_module(name)
     from flows.cli import main
 
     out = sys.stdout
@@ -69,7 +66,7 @@ def serve() -> None:
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
                 rc = main(list(req["args"]))
-            except BaseException:                            # noqa: BLE001
+            except BaseException:  # noqa: BLE001 — the child prints any failure and exits 99
                 import traceback
 
                 traceback.print_exc()

@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from manifests.crashpoints import DIR_ENV, ENV, PAUSE
 from tests.conftest import ROOT

@@ -1,8 +1,10 @@
 """A real Prefect service on loopback for tests and benchmarks: `prefect server start` (SQLite in a temp
-PREFECT_HOME), a process work pool, workers, `prefect deploy --all` from this checkout.
+PREFECT_HOME), a process work pool (or docs/containers.md's Docker work pool), workers, `prefect deploy` from this
+checkout.
 
-The commands run are the ones docs/service.md shows (DOC_COMMANDS): a doc line is parsed, its documented
-values swapped for the test's (port, paths) and test-only arguments appended, so the section stays tested.
+The commands run are the ones docs/service.md and docs/containers.md show (doc_commands): a doc line is parsed, its
+documented values swapped for the test's (port, paths) and test-only arguments appended, so the sections stay
+tested.
 Everything started runs in its own process group; stop() kills the groups and every descendant (flow-run
 processes start their own sessions), also after a failure."""
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 SERVICE_DOC = ROOT / "docs" / "service.md"
+CONTAINERS_DOC = ROOT / "docs" / "containers.md"   # the image and its work pools (tests/flows/test_docker_pool.py)
 POOL = "chattts"
 DOC_PORT = "4200"
 FLEET_SECTION = "A fleet"          # docs/service.md's multi-machine recipe (tests/flows/test_pgfleet.py runs it)
@@ -106,7 +109,8 @@ class PrefectService:
     # -- commands ------------------------------------------------------------------------------------------
     def argv(self, doc_line: str, replace: dict[str, str] | None = None, extra: list[str] = ()) -> tuple[dict, list]:
         """(env additions, argv) for a documented command line, with documented values replaced."""
-        assert doc_line in doc_commands(), f"not a command of docs/service.md: {doc_line}"
+        assert any(doc_line in doc_commands(doc) for doc in (SERVICE_DOC, CONTAINERS_DOC)), \
+            f"not a command of docs/service.md or docs/containers.md: {doc_line}"
         words = shlex.split(doc_line)
         env = {}
         while words and re.match(r"^[A-Z_]+=", words[0]):
@@ -132,10 +136,9 @@ class PrefectService:
               extra: list[str] = (), env: dict[str, str] | None = None) -> subprocess.Popen:
         """A long-running documented command (server, worker) in its own process group."""
         doc_env, argv = self.argv(doc_line, replace, extra)
-        log = open(self.log_dir / f"{name}.log", "ab")
-        p = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {}), **doc_env}, stdout=log,
-                             stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        with open(self.log_dir / f"{name}.log", "ab") as log:       # the child keeps its own descriptor
+            p = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {}), **doc_env}, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = p
         self.started[name] = (doc_line, replace, extra, env)
         return p
@@ -179,6 +182,16 @@ class PrefectService:
                 pass
             time.sleep(POLL_S)
         raise AssertionError(f"prefect server not healthy after {timeout} s:\n{self.log('server')[-3000:]}")
+
+    def start_server(self) -> None:
+        """docs/service.md step 1 as written: `prefect server start` on this service's loopback port, healthy, and
+        the client pointed at it (`prefect config set PREFECT_API_URL=…`)."""
+        lines = doc_commands(other_than=FLEET_SECTION)
+        [start] = [c for c in lines if "prefect server start" in c]
+        [config] = [c for c in lines if "config set PREFECT_API_URL" in c]
+        self.start("server", start)
+        self.wait_healthy()
+        self.run(config)
 
     def client_settings(self):
         """A context manager pointing this process's Prefect client at the service."""

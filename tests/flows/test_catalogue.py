@@ -46,8 +46,8 @@ def test_a_read_only_output_root_exits_3(tmp_path):
 def test_a_book_being_rendered_is_listed_as_partial_then_done(tmp_path):
     """flows.pipeline.render's on_prepared hook (the render-book flow writes the catalogue there): the book is
     planned and its lock held, so it is partial and rendering; after the render it is done."""
+    from flows.options import options_from_params
     from flows.pipeline import render
-    from tasks.options import options_from_params
     from tasks.site.catalogue import write_catalogue
 
     book = write_txt_book(tmp_path / "q.txt", chapters=1, sentences=2)

@@ -20,7 +20,7 @@ def speech():
     from tasks.qa.asr import bundled_base_files
 
     try:
-        import faster_whisper  # noqa: F401
+        import faster_whisper  # noqa: F401 — only whether it imports
     except ImportError:
         unavailable("faster-whisper is not installed (the qa extra)")
     if bundled_base_files() is None:

@@ -150,16 +150,15 @@ def test_engine_option_errors_are_one_line_with_their_exit_code(tmp_path, args, 
 
 def test_threads_above_the_cpu_count_are_named_on_stderr(capsys):
     """--threads N is taken as asked; above the CPUs this process may use, one note says they share them."""
-    from types import SimpleNamespace
-
     from engine.api import EngineOptions
-    from flows.arguments import cpu_count, note_threads
+    from flows.arguments import note_threads
+    from flows.params import cpu_count
 
     assert cpu_count() >= 1
-    note_threads(SimpleNamespace(engine=EngineOptions(threads=cpu_count())))
-    note_threads(SimpleNamespace(engine=EngineOptions()))
+    note_threads(EngineOptions(threads=cpu_count()))
+    note_threads(EngineOptions())
     assert capsys.readouterr().err == ""
-    note_threads(SimpleNamespace(engine=EngineOptions(threads=cpu_count() + 1)))
+    note_threads(EngineOptions(threads=cpu_count() + 1))
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--threads {cpu_count() + 1} is more than the {cpu_count()} CPUs" in err
 

@@ -90,14 +90,14 @@ def test_a_text_fix_is_normalized_in_the_books_reading_language(tmp_path, monkey
 
     import flows.fix as fix
     from tasks.bookdir import BOOK_JSON, READING_LANGUAGE
-    from tasks.options import RenderOptions
+    from tasks.text.segment import SegmentOptions
 
     seen = []
     monkeypatch.setattr(fix, "normalize", lambda text, **kw: seen.append(kw["lang"]) or text)
-    opts = RenderOptions(book=tmp_path / "crusoe.epub", out=tmp_path)
-    opts.book_dir.mkdir()
-    (opts.book_dir / BOOK_JSON).write_text(json.dumps({READING_LANGUAGE: "en"}), encoding="utf-8")
+    book_dir = tmp_path / "crusoe"
+    book_dir.mkdir()
+    (book_dir / BOOK_JSON).write_text(json.dumps({READING_LANGUAGE: "en"}), encoding="utf-8")
     a = SimpleNamespace(text="Mr. Smith paid 3 dollars.", voice=None, seed=None, clip_text=None)
-    fix._fix_of(a, opts, opts.book_dir)
-    fix._fix_of(a, RenderOptions(book=opts.book, out=tmp_path, language="zh"), opts.book_dir)
+    fix._fix_of(a, SegmentOptions(), "auto", book_dir)
+    fix._fix_of(a, SegmentOptions(), "zh", book_dir)
     assert seen == ["en", "zh"]

@@ -27,9 +27,9 @@ def onnx_installed():
 
 
 def test_missing_extra_is_one_line_exit_2_and_creates_nothing(book, tmp_path, monkeypatch, capsys):
-    import tasks.options
+    import flows.options
 
-    monkeypatch.setattr(tasks.options, "onnx_missing", lambda: ["onnxruntime"])
+    monkeypatch.setattr(flows.options, "onnx_missing", lambda: ["onnxruntime"])
     out = tmp_path / "out"
     assert main([str(book), "--model", "random-tiny", "--backend", "onnx", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -105,3 +105,26 @@ def test_package_allow_gaps_is_the_option_its_error_asks_for(rendered, tmp_path,
     assert main([*args, "--allow-gaps"]) == 0, capsys.readouterr().err
     gaps = json.loads((book_dir / "report.json").read_text(encoding="utf-8"))["gaps"]
     assert [(g["chapter"], g["segment"]) for g in gaps] == [(row["chapter"], row["segment"])], gaps
+
+
+def test_loudness_is_the_books_until_an_option_changes_it(rendered, tmp_path, capsys):
+    """--loudness LUFS (render, package, fix): the outputs land on it, and `fix` keeps the last packaging's."""
+    import shutil
+
+    from flows.options import options_from_params
+
+    assert options_from_params(str(SAMPLE), loudness=-16).package.target_lufs == -16.0     # render's options
+    book_dir = Path(shutil.copytree(rendered, tmp_path / "out" / rendered.name))
+
+    def flac_loudness() -> list[float]:
+        report = json.loads((book_dir / "report.json").read_text(encoding="utf-8"))
+        files = [f for f in report["files"] if f["format"] == "flac"]
+        assert len(files) == 3
+        return [report["loudness"]["target_lufs"], *(f["integrated_lufs"] for f in files)]
+
+    assert main(["package", str(SAMPLE), "--out", str(book_dir.parent), "--loudness", "-23"]) == 0
+    assert flac_loudness() == pytest.approx([-23.0] * 4, abs=0.5)
+    assert main(["fix", str(SAMPLE), "2.1", "--take", "1", "--out", str(book_dir.parent)]) == 0
+    assert flac_loudness() == pytest.approx([-23.0] * 4, abs=0.5)                        # the book's, kept
+    assert main(["package", str(SAMPLE), "--out", str(book_dir.parent), "--loudness", "-80"]) == 2
+    assert "target_lufs -80.0 is outside (-70, 0)" in capsys.readouterr().err

@@ -71,7 +71,7 @@ def fleet(pg_server, s3_server, tmp_path_factory):
         svc.run(doc("set PREFECT_API_URL"), replace=here)
         svc.run(doc("automation create"))
         svc.run(doc("work-pool create"))
-        svc.run(doc("prefect deploy --all"))
+        svc.run(doc("prefect deploy --name adhoc"))
         svc.machines = {}
         worker_lines = [doc("CUDA_VISIBLE_DEVICES=0 "), doc("CUDA_VISIBLE_DEVICES=1 ")]
         for name, line in zip(WORKERS, worker_lines):

@@ -9,14 +9,21 @@ import json
 import pytest
 
 import manifests
+from flows.options import options_from_params
 from tasks import stages
-from tasks.options import options_from_params
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
 from tasks.site.qa import qa_summary, segment_name
 from tests.conftest import corpus_path, unavailable
-from tests.speech_engine import (SpeechEngine, book_script, corpus_clips, noise, other_sentence, truncated,
-                                 write_corpus_book)
+from tests.speech_engine import (
+    SpeechEngine,
+    book_script,
+    corpus_clips,
+    noise,
+    other_sentence,
+    truncated,
+    write_corpus_book,
+)
 
 VOICE = "seed:2222"
 MAX_TAKES = 2                  # keeps the run short: a flagged take is re-taken once
@@ -29,7 +36,7 @@ def rendered(tmp_path_factory):
 
     try:
         Checker(QAOptions(mode="full")).load()
-    except Exception as e:           # the qa extra or its model: scripts/setup.sh test installs them
+    except Exception as e:  # noqa: BLE001 — the qa extra or its model: scripts/setup.sh test installs them
         unavailable(f"the QA checks cannot load here: {e}")
     clips = corpus_clips(corpus_path("speech"))
     tmp = tmp_path_factory.mktemp("proof")
@@ -51,7 +58,7 @@ def rendered(tmp_path_factory):
         script[loud["text"]] = [noise(script[loud["text"]])]
         engine.script = script
         stages.synthesize(book_dir, opts)
-        stages.package(book_dir, opts)
+        stages.package(book_dir, opts.assemble, opts.package, opts.allow_gaps)
     finally:
         mp.undo()
     rows = {r["source_text"]: r for r in manifests.load(book_dir).to_pylist()}
@@ -114,6 +121,6 @@ def test_a_render_whose_asr_model_is_missing_is_one_line_exit_2_and_creates_noth
 
 def write_tiny(tmp_path):
     book = tmp_path / "tiny.txt"
-    book.write_text("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n\n第二章　草木\n　　草木有本心，何求美人折。\n",
-                    encoding="utf-8")
+    book.write_text("第一章　山川\n　　山高水长，风和日丽，我们一起去看海。\n\n"
+                    "第二章　草木\n　　草木有本心，何求美人折。\n", encoding="utf-8")
     return book

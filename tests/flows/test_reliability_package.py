@@ -11,7 +11,6 @@ import manifests
 from tasks import stages
 from tasks.audio.incremental import CHAPTERS_JSON
 from tasks.audio.options import PackageOptions
-from tasks.options import RenderOptions
 from tasks.synthesize.render import synthesize_book
 from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
@@ -27,18 +26,18 @@ def test_only_changed_chapters_are_written_again(tmp_path, formats):
         pytest.skip("m4b needs ffmpeg")
     book_dir, rows = make_book(tmp_path)
     synthesize_book(book_dir, StubEngine(lambda req: 1.0))
-    opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path, package=PackageOptions(formats=formats))
-    stages.package(book_dir, opts)
+    package = PackageOptions(formats=formats)
+    stages.package(book_dir, package=package)
     first = stamps(book_dir)
     state = json.loads((book_dir / CHAPTERS_JSON).read_text())
     assert set(state["chapters"]) == {"0", "1"}
 
-    stages.package(book_dir, opts)                              # nothing changed: nothing written
+    stages.package(book_dir, package=package)                  # nothing changed: nothing written
     assert stamps(book_dir) == first
 
     ch2 = sorted(book_dir.glob("002 - *.flac"))[0]
     ch2.write_bytes(b"damaged")                                # an output changed behind our back
-    stages.package(book_dir, opts)
+    stages.package(book_dir, package=package)
     now = stamps(book_dir)
     ch1 = [n for n in first if n.startswith("001 - ")]
     assert ch1 and all(now[n][:2] == first[n][:2] for n in ch1)       # chapter 1 not written again
@@ -46,14 +45,14 @@ def test_only_changed_chapters_are_written_again(tmp_path, formats):
     assert {n: v[2] for n, v in now.items()} == {n: v[2] for n, v in first.items()}   # same bytes everywhere
 
     # A changed segment (new content key) in chapter 2: only chapter 2's files change.
-    r = [x for x in manifests.load(book_dir).to_pylist() if x["chapter"] == 1][0]
+    r = next(x for x in manifests.load(book_dir).to_pylist() if x["chapter"] == 1)
     key = "f" * 32
     dest = book_dir / f"segments/ff/{key}.flac"
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(book_dir / rows[0]["audio_path"], dest)
     manifests.commit(book_dir, [{**r, "content_key": key, "audio_path": f"segments/ff/{key}.flac"}])
     before = stamps(book_dir)
-    stages.package(book_dir, opts)
+    stages.package(book_dir, package=package)
     after = stamps(book_dir)
     assert all(after[n] == before[n] for n in ch1)
     ch2_flac = [n for n in before if n.startswith("002 - ") and n.endswith(".flac")]
@@ -69,11 +68,9 @@ def test_only_changed_chapters_are_written_again(tmp_path, formats):
 def test_options_change_repackages_everything(tmp_path):
     book_dir, _ = make_book(tmp_path)
     synthesize_book(book_dir, StubEngine(lambda req: 1.0))
-    opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path)
-    stages.package(book_dir, opts)
+    stages.package(book_dir)
     first = stamps(book_dir)
-    stages.package(book_dir, RenderOptions(book=tmp_path / "book.txt", out=tmp_path,
-                                           package=PackageOptions(target_lufs=-20.0)))
+    stages.package(book_dir, package=PackageOptions(target_lufs=-20.0))
     now = stamps(book_dir)
     flac = [n for n in first if n.endswith(".flac")]
     assert flac and all(now[n][2] != first[n][2] for n in flac)

@@ -51,23 +51,6 @@ def task_run_names(flow_run_id) -> list[str]:
     return [r.name.rsplit("-", 1)[0] for r in runs]
 
 
-def test_cli_flow_and_options_take_the_same_parameters(tmp_path):
-    """Every CLI render option reaches the flow (and a deployment) and options_from_params by the same name."""
-    import inspect
-
-    from flows.cli import build_parser
-    from flows.commands import render_params
-    from flows.render_book import CATALOGUE_PARAMS, render_book_flow
-    from flows.shards import SHARD_PARAMS
-    from tasks.options import options_from_params
-
-    cli = set(render_params(build_parser().parse_args(["render", str(tmp_path / "b.txt")])))
-    flow = set(inspect.signature(render_book_flow.fn).parameters)
-    lib = set(inspect.signature(options_from_params).parameters)
-    own = set(CATALOGUE_PARAMS) | set(SHARD_PARAMS)
-    assert cli == flow - own == lib and own <= flow
-
-
 def test_shards_need_a_deployment_run(tmp_path, harness):
     """A direct call cannot start runs of its deployment: refused before anything is written."""
     from flows.render_book import render_book_flow
@@ -86,9 +69,9 @@ def test_a_second_run_of_a_book_is_refused_by_prefects_concurrency_limit(tmp_pat
     Prefect slot (as a run on another machine would), so the refusal is Prefect's; once it is free the same
     run renders."""
     from flows.concurrency import limit_name, one_run_per_book
+    from flows.options import options_from_params
     from flows.render_book import render_book_flow
     from manifests.lock import BookLocked
-    from tasks.options import options_from_params
     from tests.flows.helpers import write_txt_book
     from tests.s3server import environ_with
 

@@ -1,5 +1,6 @@
 """A real Prefect service on loopback: `prefect server start`, a process work pool, two workers, `prefect deploy
---all` from prefect.yaml; an ad-hoc render, the nightly catalogue, the schedule, and a worker killed mid-book.
+--name adhoc --name nightly` from prefect.yaml; an ad-hoc render, the nightly catalogue, the schedule, and a worker
+killed mid-book.
 
 Every command is a command of docs/service.md (tests/flows/prefect_service.py runs the doc lines).
 Run alone: `python -m pytest -m server tests/flows/test_server.py -q` (about 3-5 min on 2 cores)."""

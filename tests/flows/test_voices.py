@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-
 import manifests
 from flows.cli import EXIT_USAGE, build_parser, main
 from tests.engine.helpers import bad_clips, write_clip

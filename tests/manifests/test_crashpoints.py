@@ -95,7 +95,8 @@ def _called_points() -> dict[str, list[str]]:
     for package in ("engine", "flows", "manifests", "tasks", "benchmarks"):
         for path in sorted((ROOT / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                name = getattr(node.func, "id", getattr(node.func, "attr", None)) if isinstance(node, ast.Call) else None
+                call = isinstance(node, ast.Call)
+                name = getattr(node.func, "id", getattr(node.func, "attr", None)) if call else None
                 if name == "crashpoint":
                     arg = node.args[0] if node.args else None
                     assert isinstance(arg, ast.Constant) and isinstance(arg.value, str), \

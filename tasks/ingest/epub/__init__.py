@@ -10,7 +10,7 @@ container/OPF/NCX); entity bombs are refused; ZIP entries are bounded in size an
 (encryption.xml covering content documents) is refused, font obfuscation is not DRM.
 
     archive.py   the bounded ZIP reader and safe XML/XHTML parsing
-    package.py   OPF (manifest, spine, metadata), DRM check, cover, TOC from nav/NCX
+    opf.py       the package document (manifest, spine, metadata), DRM check, cover, TOC from nav/NCX
     content.py   an XHTML document -> blocks and notes (Gutenberg boilerplate dropped)
     chapters.py  blocks -> chapters, notes at the end of the chapter that cites them
     read_epub    (here) walks the spine and puts them together"""
@@ -24,7 +24,7 @@ from tasks.ingest.common import clean_title, is_pg_boilerplate_title
 from tasks.ingest.epub.archive import Archive, parse_xhtml
 from tasks.ingest.epub.chapters import Draft, attach_notes, finish, place
 from tasks.ingest.epub.content import Note, doc_title, extract, is_toc_page
-from tasks.ingest.epub.package import XHTML_TYPES, TocEntry, read_cover, read_package, read_toc
+from tasks.ingest.epub.opf import XHTML_TYPES, TocEntry, read_cover, read_package, read_toc
 from tasks.ingest.txt import read_txt
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"

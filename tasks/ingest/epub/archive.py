@@ -11,7 +11,9 @@ import io
 import posixpath
 import re
 import zipfile
+from html.entities import name2codepoint
 from urllib.parse import unquote, urldefrag
+from xml.etree.ElementTree import ParseError
 
 from tasks.errors import BookError
 
@@ -80,7 +82,7 @@ class Archive:
             with self.zf.open(info) as f:
                 # Declared sizes can lie: read at most limit+1 bytes and check the real size and ratio.
                 out = f.read(limit + 1)
-        except Exception as e:  # zipfile, zlib, bz2 and lzma errors of a damaged entry
+        except Exception as e:  # noqa: BLE001 — zipfile, zlib, bz2 and lzma errors of a damaged entry
             raise BookError(self.path, f"truncated or corrupt ZIP archive ({_short(e)}): {key}") from None
         if len(out) > limit:
             raise BookError(self.path, f"ZIP entry too large (over {limit} bytes): {key}")
@@ -134,7 +136,6 @@ def parse_meta_xml(z: Archive, name: str):
     references are refused (BookError), never expanded."""
     import defusedxml.ElementTree as DET
     from defusedxml import DefusedXmlException
-    from xml.etree.ElementTree import ParseError
 
     data = z.read(name)
     try:
@@ -228,7 +229,6 @@ def _fix_html_entities(data: bytes) -> bytes:
     (XML's five stay).  Unknown names are left as they are (the parser drops them)."""
     if b"&" not in data:
         return data
-    from html.entities import name2codepoint
 
     def rep(m: re.Match) -> bytes:
         n = m.group(1)
@@ -255,7 +255,7 @@ def parse_xhtml(z: Archive, name: str):
         root = etree.fromstring(data, parser)
     except etree.XMLSyntaxError:
         root = None
-    if root is None or local_name(root.tag) != "html" and not find_all(root, "body"):
+    if root is None or (local_name(root.tag) != "html" and not find_all(root, "body")):
         try:
             hparser = lhtml.HTMLParser(no_network=True, remove_comments=True, remove_pis=True)
             root = lhtml.document_fromstring(data, parser=hparser)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from tasks.book import Chapter
 from tasks.ingest.common import clean_title
 from tasks.ingest.epub.content import HEADING_TAGS, Block, Note
-from tasks.ingest.epub.package import TocEntry
+from tasks.ingest.epub.opf import TocEntry
 
 MAX_TOC_DEPTH = 2                        # TOC levels below a document's shallowest entry that start chapters
 
@@ -98,10 +98,10 @@ def attach_notes(chapters: list[Draft], all_notes: list[Note], doc_end_chapter: 
             by_id.setdefault(f"{n.doc}#{i}", n)
     for ch in chapters:
         for ref in ch.refs:
-            n = by_id.get(ref)
-            if n is not None and not n.used:
-                ch.paras.extend(n.paras)
-                n.used = True
+            note = by_id.get(ref)
+            if note is not None and not note.used:
+                ch.paras.extend(note.paras)
+                note.used = True
     for n in all_notes:
         if not n.used and chapters:
             k = doc_end_chapter.get(n.doc, len(chapters) - 1)

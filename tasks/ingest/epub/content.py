@@ -35,9 +35,9 @@ NOTE_CONTAINER_TYPES = {"footnotes", "endnotes", "rearnotes", "doc-endnotes", "d
 SKIP_CLASSES = {"lnum", "linenum", "line-number", "linenumber", "pagenum", "page-number", "pageno"}
 HEADING_CLASSES = {"chapter", "chaptertitle", "chapter-title", "title", "heading", "h1", "h2", "h3"}
 
-_OPS_TYPE = "{%s}type" % OPS_NS
-_NOTE_MARK_RE = re.compile(r"^[\[(（［〔]?(?:[0-9０-９]{1,3}|[*＊†‡§]{1,3}|[a-z]|[ivx]{1,4}|注[0-9０-９一二三四五六七八九十]{0,3})"
-                           r"[\])）］〕]?$")
+_OPS_TYPE = f"{{{OPS_NS}}}type"
+_NOTE_MARK_RE = re.compile(r"^[\[(（［〔]?(?:[0-9０-９]{1,3}|[*＊†‡§]{1,3}|[a-z]|[ivx]{1,4}"
+                           r"|注[0-9０-９一二三四五六七八九十]{0,3})[\])）］〕]?$")
 _MARGIN_RE = re.compile(r"margin-top\s*:\s*([0-9.]+)\s*(em|rem|ex)", re.I)
 _SENTENCE_PUNCT = set("。．，,！!？?；;：:、…")
 _PG_END_LINE_RE = re.compile(r"^\s*End of (?:the )?Project Gutenberg", re.I)

@@ -7,9 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from hypothesis import given, settings, strategies as st
 
-from tasks.audio.assemble import (AssembleOptions, Piece, assemble_arrays, assemble_chapter, equal_power_fades,
-                            expected_length, trim_bounds, trimmed_length)
+from tasks.audio.assemble import (
+    AssembleOptions,
+    Piece,
+    assemble_arrays,
+    assemble_chapter,
+    equal_power_fades,
+    expected_length,
+    trim_bounds,
+    trimmed_length,
+)
 from tasks.errors import RenderFailed
 
 SR = 24_000
@@ -161,7 +170,7 @@ def max_jump(x: np.ndarray) -> float:
 @pytest.mark.parametrize("zero_pauses", [False, True])
 def test_no_click_at_joins(zero_pauses):
     """Largest sample-to-sample step in every join window is no larger than inside the segments."""
-    pauses = ({k: 0.0 for k in ("clause", "sentence", "paragraph", "chapter")} if zero_pauses
+    pauses = (dict.fromkeys(("clause", "sentence", "paragraph", "chapter"), 0.0) if zero_pauses
               else dict(AssembleOptions().pauses_s))
     opts = AssembleOptions(trim=False, pauses_s=pauses)
     # segments that start/end at full amplitude (worst case: a hard cut would click)
@@ -200,8 +209,8 @@ def test_chirp_fades_into_and_out_of_silence_exactly():
 
 def test_sine_crossfade_of_identical_phase_tone_keeps_power():
     """Equal power: a tone cross-faded with an in-phase copy of itself peaks at most sqrt(2) x its amplitude."""
-    opts = AssembleOptions(trim=False, lead_in_s=0.0, pauses_s={k: 0.0 for k in
-                           ("clause", "sentence", "paragraph", "chapter")})
+    opts = AssembleOptions(trim=False, lead_in_s=0.0,
+                           pauses_s=dict.fromkeys(("clause", "sentence", "paragraph", "chapter"), 0.0))
     a = tone(0.5, 250, 0.5)
     ch = assemble_arrays([a, a], ["clause", "chapter"], ["a", "b"], opts)
     assert float(np.abs(ch.audio).max()) <= 0.5 * np.sqrt(2) + 1e-6
@@ -220,7 +229,7 @@ def test_assemble_chapter_reads_files_and_is_bit_deterministic(tmp_path):
 
 
 def test_bad_inputs(tmp_path):
-    with pytest.raises(RenderFailed, match="missing.flac"):
+    with pytest.raises(RenderFailed, match=r"missing\.flac"):
         assemble_chapter([Piece(tmp_path / "missing.flac", "sentence", "x")])
     p = tmp_path / "rate.flac"
     sf.write(str(p), tone(0.2), 16_000)
@@ -238,9 +247,6 @@ def test_options_replace_roundtrip():
     assert o.crossfade_samples() == 480
     with pytest.raises(ValueError, match="crossfade_s"):
         replace(o, crossfade_s=-1.0)                    # replace() builds a new instance: validated too
-
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=40, deadline=None)

@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import soundfile as sf
 
-from tasks.audio.encode import (BITRATES_KBPS, chapter_tags, codec_args, cover_kind, ffmetadata, iso639_2,
-                                tag_text, write_lossless)
+from tasks.audio.encode import (
+    BITRATES_KBPS,
+    chapter_tags,
+    codec_args,
+    cover_kind,
+    ffmetadata,
+    iso639_2,
+    tag_text,
+    write_lossless,
+)
 from tasks.book import BookMeta
 
 META = BookMeta(title="书=名;#", author="作者\n甲", language="zh-CN", cover=b"\x89PNG\r\n\x1a\nrest")

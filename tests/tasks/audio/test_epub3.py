@@ -24,10 +24,12 @@ pytestmark = pytest.mark.skipif(not (shutil.which("ffmpeg") and shutil.which("ff
 # (units: title then paragraphs, segment source texts, pauses): a silent paragraph, two short paragraphs
 # spoken as one segment, text that needs escaping.
 BOOK = [
-    (["第一章 风起", "天地玄黄，宇宙洪荒。日月盈昃，辰宿列张。", "＊＊＊", "「好。」", "「走吧。」寒来暑往，秋收冬藏。"],
+    (["第一章 风起", "天地玄黄，宇宙洪荒。日月盈昃，辰宿列张。", "＊＊＊", "「好。」",
+      "「走吧。」寒来暑往，秋收冬藏。"],
      ["第一章 风起", "天地玄黄，宇宙洪荒。", "日月盈昃，辰宿列张。", "「好。」\n「走吧。」", "寒来暑往，秋收冬藏。"],
      ["paragraph", "sentence", "paragraph", "sentence", "chapter"]),
-    (['<第二章> & "云"', "云腾致雨，露结为霜。"], ['<第二章> & "云"', "云腾致雨，露结为霜。"], ["paragraph", "chapter"]),
+    (['<第二章> & "云"', "云腾致雨，露结为霜。"], ['<第二章> & "云"', "云腾致雨，露结为霜。"],
+     ["paragraph", "chapter"]),
 ]
 OPTS = PackageOptions(formats=("epub", "flac"), subtitles=("srt",))
 
@@ -117,24 +119,23 @@ def test_package_follows_the_text_record(tmp_path):
     paragraph rebuilds the EPUB (the chapters' text is part of the book's signature); then nothing changes."""
     from tasks import stages
     from tasks.bookdir import TEXT_JSON
-    from tasks.options import RenderOptions
     from tasks.synthesize.render import synthesize_book
     from tests.tasks.synthesize.test_guard import TEXTS, StubEngine, make_book
 
     book_dir, _ = make_book(tmp_path)
     synthesize_book(book_dir, StubEngine(lambda req: 1.0))
-    opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path, package=PackageOptions(formats=("epub",)))
-    stages.package(book_dir, opts)
+    package = PackageOptions(formats=("epub",))
+    stages.package(book_dir, package=package)
     epub_path = book_dir / "测试.epub"
     assert "＊＊＊" not in Epub(epub_path).chapters()[0].text
     chapters = [{"index": 0, "title": "第一章", "paragraphs": [TEXTS[0], "＊＊＊", TEXTS[1]]},
                 {"index": 1, "title": "第二章", "paragraphs": [TEXTS[2]]}]
     (book_dir / TEXT_JSON).write_text(json.dumps({"chapters": chapters}, ensure_ascii=False), encoding="utf-8")
-    stages.package(book_dir, opts)
+    stages.package(book_dir, package=package)
     epub = assert_read_along(epub_path, book_dir, {c["index"]: [c["title"], *c["paragraphs"]] for c in chapters})
     assert "＊＊＊" in epub.chapters()[0].text
     report = json.loads((book_dir / "report.json").read_text(encoding="utf-8"))
     assert [r["chapter"] for r in report["files"] if r["format"] == "epub"] == [0, 1]   # fresh, none carried over
     before = epub_path.stat()
-    stages.package(book_dir, opts)
+    stages.package(book_dir, package=package)
     assert (epub_path.stat().st_ino, epub_path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import manifests
 from tasks import stages
+from tasks.audio.assemble import AssembleOptions
 from tasks.audio.incremental import CHAPTERS_JSON, SIGNATURE_VERSION, chapter_rows, chapter_signature
 from tasks.audio.options import PackageOptions
 from tasks.book import BookMeta
-from tasks.options import RenderOptions
 from tasks.synthesize.render import synthesize_book
 from tests.tasks.synthesize.test_guard import StubEngine, make_book
 
@@ -20,26 +20,25 @@ def test_signature_follows_every_input_and_nothing_else(tmp_path):
     book_dir, _ = make_book(tmp_path)
     synthesize_book(book_dir, StubEngine(lambda req: 1.0))
     rows = chapter_rows(book_dir, manifests.load(book_dir).to_pylist())[0]
-    opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path)
+    opts = (AssembleOptions(), PackageOptions())
     meta = BookMeta("测试", author="甲")
-    base = chapter_signature(rows, "第一章", 2, meta, opts)
-    assert chapter_signature([dict(r) for r in rows], "第一章", 2, meta, opts) == base
-    assert chapter_signature(rows, "第一章", 2, meta,
-                             replace(opts, book=tmp_path / "other.txt")) == base      # not an output input
+    base = chapter_signature(rows, "第一章", 2, meta, *opts)
+    assert chapter_signature([dict(r) for r in rows], "第一章", 2, meta, *opts) == base
     changed = [
-        chapter_signature(rows, "第1章", 2, meta, opts),
-        chapter_signature(rows, "第一章", 3, meta, opts),
-        chapter_signature(rows, "第一章", 2, replace(meta, author="乙"), opts),
-        chapter_signature(rows, "第一章", 2, replace(meta, cover=b"\xff\xd8\xff"), opts),
-        chapter_signature([{**rows[0], "content_key": "x" * 32}, *rows[1:]], "第一章", 2, meta, opts),
-        chapter_signature([{**rows[0], "pause_after": "paragraph"}, *rows[1:]], "第一章", 2, meta, opts),
-        chapter_signature(rows, "第一章", 2, meta, replace(opts, package=PackageOptions(target_lufs=-20.0))),
+        chapter_signature(rows, "第1章", 2, meta, *opts),
+        chapter_signature(rows, "第一章", 3, meta, *opts),
+        chapter_signature(rows, "第一章", 2, replace(meta, author="乙"), *opts),
+        chapter_signature(rows, "第一章", 2, replace(meta, cover=b"\xff\xd8\xff"), *opts),
+        chapter_signature([{**rows[0], "content_key": "x" * 32}, *rows[1:]], "第一章", 2, meta, *opts),
+        chapter_signature([{**rows[0], "pause_after": "paragraph"}, *rows[1:]], "第一章", 2, meta, *opts),
+        chapter_signature(rows, "第一章", 2, meta, AssembleOptions(), PackageOptions(target_lufs=-20.0)),
+        chapter_signature(rows, "第一章", 2, meta, AssembleOptions(lead_in_s=0.25), PackageOptions()),
     ]
     assert base not in changed and len(set(changed)) == len(changed)
     gap = [{**rows[0], "status": "failed"}, *rows[1:]]           # a gap: its text counts, not its key
-    assert chapter_signature(gap, "第一章", 2, meta, opts) != base
-    assert chapter_signature([{**gap[0], "content_key": "y" * 32}, *rows[1:]], "第一章", 2, meta, opts) == \
-        chapter_signature(gap, "第一章", 2, meta, opts)
+    assert chapter_signature(gap, "第一章", 2, meta, *opts) != base
+    assert chapter_signature([{**gap[0], "content_key": "y" * 32}, *rows[1:]], "第一章", 2, meta, *opts) == \
+        chapter_signature(gap, "第一章", 2, meta, *opts)
 
 
 def test_package_cleans_temps_then_writes_state_and_ignores_an_old_version(tmp_path):
@@ -47,8 +46,7 @@ def test_package_cleans_temps_then_writes_state_and_ignores_an_old_version(tmp_p
     synthesize_book(book_dir, StubEngine(lambda req: 1.0))
     left = book_dir / ".tmp-0123456789ab.flac"                  # a killed run's leftover
     left.write_bytes(b"half")
-    opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path)
-    stages.package(book_dir, opts)
+    stages.package(book_dir)
     assert not left.exists()
     state = json.loads((book_dir / CHAPTERS_JSON).read_text(encoding="utf-8"))
     assert state["version"] == SIGNATURE_VERSION and set(state["chapters"]) == {"0", "1"}
@@ -56,5 +54,5 @@ def test_package_cleans_temps_then_writes_state_and_ignores_an_old_version(tmp_p
     assert set(state["book_files"]) == {"report.json"}
     first = {p.name: p.stat().st_mtime_ns for p in book_dir.glob("0*.flac")}
     (book_dir / CHAPTERS_JSON).write_text(json.dumps({**state, "version": SIGNATURE_VERSION + 99}))
-    stages.package(book_dir, opts)                               # state unreadable: everything written again
+    stages.package(book_dir)                               # state unreadable: everything written again
     assert all(p.stat().st_mtime_ns != first[p.name] for p in book_dir.glob("0*.flac"))

@@ -22,7 +22,7 @@ def test_safe_name_is_safe(title):
     assert s.split(".")[0].strip().upper() not in {"CON", "PRN", "AUX", "NUL", "COM1", "COM9", "LPT1"}
     stem = chapter_stem(4, 250, title, "flac")
     assert stem.startswith("005 - ") or stem == "005"
-    assert len(f"{stem}.flac".encode("utf-8")) <= MAX_NAME_BYTES
+    assert len(f"{stem}.flac".encode()) <= MAX_NAME_BYTES
 
 
 def test_safe_name_keeps_ordinary_titles():
@@ -50,4 +50,4 @@ def test_chapter_file_names_share_the_srt_stem_and_skip_m4b():
 def test_book_stem():
     assert book_stem("道德经") == "道德经"
     assert book_stem("../..") == "…_…" and book_stem("") == "book" and book_stem("CON") == "CON_"
-    assert len(f"{book_stem('书' * 300)}.m4b".encode("utf-8")) <= MAX_NAME_BYTES
+    assert len(f"{book_stem('书' * 300)}.m4b".encode()) <= MAX_NAME_BYTES

@@ -86,7 +86,7 @@ def test_package_from_stored_segments(tmp_path):
                        PackageOptions(formats=("flac",), subtitles=("srt",)))
     assert [p.name for p in rep.files] == ["001 - 章0.flac", "001 - 章0.srt", "002 - 章1.flac", "002 - 章1.srt",
                                            "report.json"]
-    for (c, _, pieces), flac in zip(chapters, rep.files[0::2]):
+    for (_, _, pieces), flac in zip(chapters, rep.files[0::2]):
         assert sf.info(str(flac)).frames == len(assemble_chapter(pieces).audio)
     assert [r["integrated_lufs"] for r in rep.data["files"]] == [pytest.approx(-18, abs=0.1)] * 2
 

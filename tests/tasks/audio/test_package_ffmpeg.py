@@ -239,7 +239,8 @@ def test_packaging_never_imports_the_engine(tmp_path):
         "from tasks.audio.package import package_book, PackageOptions\n"
         "x = (0.1*np.sin(np.arange(24000)*0.05)).astype(np.float32)\n"
         "ch = assemble_arrays([x], ['chapter'], ['t'])\n"
-        f"package_book({str(tmp_path)!r}, [(0, 'c', ch)], BookMeta(title='b'), PackageOptions(formats=('flac','m4b')))\n"
+        f"package_book({str(tmp_path)!r}, [(0, 'c', ch)], BookMeta(title='b'), "
+        "PackageOptions(formats=('flac','m4b')))\n"
         "bad = [m for m in ('engine.engine', 'ChatTTS', 'prefect', 'transformers', 'torch') if m in sys.modules]\n"
         "print('IMPORTED', bad)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,7 +11,8 @@ from tasks.text.segment import chapter_units, segment_chapter
 from tests.conftest import corpus_path
 
 # Short dialogue paragraphs are merged into a neighbour by the segmenter; "＊＊＊" is spoken by no segment.
-CHAPTER = Chapter(0, "第一回　山中", ("「是。」", "「好。」他说完就走了，留下我一个人站在门口，看着远方的山和树，心里想了很多事情。",
+CHAPTER = Chapter(0, "第一回　山中", ("「是。」",
+                                 "「好。」他说完就走了，留下我一个人站在门口，看着远方的山和树，心里想了很多事情。",
                                  "＊＊＊", "第3回说到2024年的事，天地玄黄，宇宙洪荒。", "「嗯。」"))
 
 

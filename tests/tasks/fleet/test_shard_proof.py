@@ -26,7 +26,7 @@ def checker():
     try:
         c = Checker(QAOptions(mode="full", reference_takes=REFERENCE_TAKES))
         c.load()
-    except Exception as e:           # the qa extra or its model: installed by scripts/setup.sh test
+    except Exception as e:  # noqa: BLE001 — the qa extra or its model: installed by scripts/setup.sh test
         unavailable(f"the QA checks cannot load here: {e}")
     return c
 
@@ -72,7 +72,9 @@ def test_the_shards_judge_against_the_parents_reference_whatever_the_split(tmp_p
     assert rendered == REFERENCE_TAKES
     _, _, frozen3, rows3 = sharded(tmp_path, 3, book, checker)
     assert frozen3 == frozen2
-    kept = lambda rows: {t: (r["take"], r["qa"], r["similarity"], r["cer"]) for t, r in rows.items()}   # noqa: E731
+    def kept(rows):
+        return {t: (r["take"], r["qa"], r["similarity"], r["cer"]) for t, r in rows.items()}
+
     assert kept(rows3) == kept(rows2)
     assert all(r["status"] == "done" for r in rows2.values())
     assert rows2[texts[5]]["take"] == 2 and rows2[texts[5]]["qa"] == "pass"      # re-taken in its shard

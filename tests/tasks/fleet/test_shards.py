@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import manifests
 from engine.units import expected_tokens
@@ -89,7 +88,7 @@ def test_two_shards_render_the_book_a_single_render_renders(tmp_path):
 
 
 def test_a_stale_token_is_refused_and_rows_left_fail_the_gather(tmp_path):
-    book_dir, rows = make_book(tmp_path)
+    book_dir, _ = make_book(tmp_path)
     old = shards.start(book_dir, 2, GuardOptions())
     plan = shards.start(book_dir, 2, GuardOptions())               # a new render of the book
     assert plan.token != old.token
@@ -144,7 +143,7 @@ from pathlib import Path
 from tasks import stages
 from tasks.errors import RenderFailed
 from tasks.fleet import shards
-from tasks.options import options_from_params
+from flows.options import options_from_params
 book, out, token = sys.argv[1:4]
 opts = options_from_params(book, out=out, model="random-tiny")
 try:
@@ -164,14 +163,15 @@ def test_a_shard_on_a_worker_with_the_kernel_off_refuses(tmp_path):
     import sys
 
     from engine import kernels
+    from flows.options import options_from_params
     from tasks import stages
-    from tasks.options import options_from_params
     from tests.conftest import ROOT, unavailable
 
     if not kernels.available():
         unavailable("engine/kernels.c is not available here (no compiler or no AVX2/FMA)")
     book = tmp_path / "book.txt"
-    book.write_text("第一章\n山高水长，风和日丽。\n春眠不觉晓，处处闻啼鸟。\n夜来风雨声，花落知多少。\n", encoding="utf-8")
+    book.write_text("第一章\n山高水长，风和日丽。\n春眠不觉晓，处处闻啼鸟。\n夜来风雨声，花落知多少。\n",
+                    encoding="utf-8")
     opts = options_from_params(str(book), out=str(tmp_path / "out"), model="random-tiny")
     book_dir = stages.prepare(opts)
     plan = shards.start(book_dir, 2, opts.guard)

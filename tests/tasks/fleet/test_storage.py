@@ -75,7 +75,8 @@ def test_pull_makes_the_scratch_manifest_the_stores_and_fetches_done_audio(store
     manifests.commit(b, [row(1, "done", "segments/cd/cde.flac")])     # only here: never published
     storage.Publisher(store, b).pull()
     assert sorted(p.name for p in (b / "manifest").iterdir()) == ["part-00000001.parquet"]
-    assert (b / "manifest" / "part-00000001.parquet").read_bytes() == (a / "manifest" / "part-00000001.parquet").read_bytes()
+    part = "manifest/part-00000001.parquet"
+    assert (b / part).read_bytes() == (a / part).read_bytes()
     assert (b / AUDIO).read_bytes() == b"fLaC audio"
     assert [r["status"] for r in manifests.load(b).to_pylist()] == ["done", "pending"]
 

@@ -14,11 +14,11 @@ import pytest
 
 from flows import pipeline
 from flows.cli import main
+from flows.options import options_from_params
 from tasks import stages
 from tasks.book import segment_name
 from tasks.bookdir import QA_JSON, check_relpath, take_relpath
 from tasks.fleet import storage
-from tasks.options import options_from_params
 from tests.conftest import corpus_path, unavailable
 from tests.flows.helpers import chapter_files
 
@@ -36,7 +36,7 @@ def proofed(s3_server, tmp_path, monkeypatch):
 
     try:
         Checker(QAOptions(mode="full")).load()
-    except Exception as e:           # the qa extra or its model: scripts/setup.sh test installs them
+    except Exception as e:  # noqa: BLE001 — the qa extra or its model: scripts/setup.sh test installs them
         unavailable(f"the QA checks cannot load here: {e}")
     engine = SpeechEngine({})
     monkeypatch.setattr(stages, "get_engine", lambda o: engine)
@@ -70,7 +70,7 @@ def proofed(s3_server, tmp_path, monkeypatch):
 
 def _store_row(opts, key: str) -> dict:
     """The row of content key `key` in the store's manifest."""
-    return next(r for r in storage.load_manifest(opts).to_pylist() if r["content_key"] == key)
+    return next(r for r in storage.load_manifest(opts.book_dir, opts.store).to_pylist() if r["content_key"] == key)
 
 
 def test_fix_lists_and_restores_a_take_from_the_store_alone(proofed, tmp_path, capsys):

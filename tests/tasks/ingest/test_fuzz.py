@@ -16,8 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tasks.book import Book
 from tasks.errors import BookError
@@ -82,7 +81,7 @@ def _rewrite_entry(data: bytes, which: float, op: str, frac: float, junk: bytes)
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
         entries = [(i.filename, zf.read(i)) for i in infos]
-    except Exception:  # the seed itself is not a readable ZIP: mutate the raw bytes instead
+    except Exception:  # noqa: BLE001 — the seed itself is not a readable ZIP: mutate the raw bytes instead
         return _insert(data, frac, junk)
     if not entries:
         return data

@@ -19,8 +19,8 @@ _UNITS = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000
 
 
 def cn_number(s: str) -> int | None:
-    """Chinese or arabic numeral to int: 一百二十, 十九, 一二○ (digit by digit), 廿一, 120, １２０ (the tests' oracle for
-    heading numbers; ingest keeps headings as written and never needs their value)."""
+    """Chinese or arabic numeral to int: 一百二十, 十九, 一二○ (digit by digit), 廿一, 120, １２０ (the tests'
+    oracle for heading numbers; ingest keeps headings as written and never needs their value)."""
     s = s.strip()
     if not s:
         return None
@@ -244,8 +244,8 @@ def test_numbered_heading(line, ok):
 
 
 def test_cn_number():
-    assert [cn_number(x) for x in ("一百二十", "十九", "一二○", "廿一", "120", "１２０", "一零零", "十", "一百零五")] == \
-        [120, 19, 120, 21, 120, 120, 100, 10, 105]
+    numerals = ("一百二十", "十九", "一二○", "廿一", "120", "１２０", "一零零", "十", "一百零五")
+    assert [cn_number(x) for x in numerals] == [120, 19, 120, 21, 120, 120, 100, 10, 105]
     assert cn_number("甲") is None
 
 
@@ -270,7 +270,8 @@ def test_control_characters_stripped_from_titles(tmp_path):
 def test_pg_header_and_footer(tmp_path):
     text = ("The Project Gutenberg EBook of Test, by Somebody\n\nTitle: 測試書\n\nAuthor: 某人\n\n"
             "*** START OF THIS PROJECT GUTENBERG EBOOK TEST ***\n\nProduced by Someone and the Online Distributed "
-            "Proofreading Team at http://www.pgdp.net (This file was produced from images).\n\n第一回 甲\n\n　　正文一。\n\n第二回 乙\n\n"
+            "Proofreading Team at http://www.pgdp.net (This file was produced from images).\n\n"
+            "第一回 甲\n\n　　正文一。\n\n第二回 乙\n\n"
             "　　正文二。\n\n*** END OF THIS PROJECT GUTENBERG EBOOK TEST ***\n\nSection 1. General Terms of Use\n")
     p = tmp_path / "pg.txt"
     p.write_text(text, encoding="utf-8")
@@ -282,7 +283,7 @@ def test_pg_header_and_footer(tmp_path):
 # ------------------------------------------------------------------------------------------- regressions
 def test_utf8_cut_inside_last_character(tmp_path):
     """Fuzz regression: a file cut in the middle of its last UTF-8 character was 'unknown text encoding'."""
-    data = SAMPLE.encode("utf-8") + "尾".encode("utf-8")[:2]
+    data = SAMPLE.encode("utf-8") + "尾".encode()[:2]
     p = tmp_path / "cut.txt"
     p.write_bytes(data)
     book = load_book(p)
@@ -344,7 +345,8 @@ def test_english_chapter_headings(tmp_path):
 
 def test_front_matter_labels(tmp_path):
     p = tmp_path / "web.txt"
-    p.write_text("书名：《长夜》\n作者：无名氏\n\n第一章 开始\n\n　　夜很长。\n\n第二章 结束\n\n　　天亮了。\n", encoding="utf-8")
+    p.write_text("书名：《长夜》\n作者：无名氏\n\n第一章 开始\n\n　　夜很长。\n\n第二章 结束\n\n　　天亮了。\n",
+                 encoding="utf-8")
     book = load_book(p)
     assert (book.meta.title, book.meta.author) == ("长夜", "无名氏")
     assert [c.title for c in book.chapters] == ["第一章 开始", "第二章 结束"]
@@ -363,7 +365,8 @@ def test_not_a_regular_file(tmp_path):
 
 def test_html_leftovers_only_known_tags(tmp_path):
     p = tmp_path / "h.txt"
-    p.write_text("第一回 甲<br>\n<p>他說&nbsp;1<2且3>2，<<書名>>&amp;<i>好</i>。</p>\n\n第二回 乙\n\n完。\n", encoding="utf-8")
+    p.write_text("第一回 甲<br>\n<p>他說&nbsp;1<2且3>2，<<書名>>&amp;<i>好</i>。</p>\n\n第二回 乙\n\n完。\n",
+                 encoding="utf-8")
     book = load_book(p)
     assert book.chapters[0].title == "第一回 甲"
     assert book.chapters[0].paragraphs == ("他說 1<2且3>2，<<書名>>&好。",)

@@ -187,7 +187,8 @@ def test_indented_paragraphs_without_blank_lines(tmp_path):
 
 
 def test_chinese_text_stays_chinese(tmp_path):
-    book = _read(tmp_path, "第一回　開端\n\n　　話說天下大勢，分久必合，合久必分。Chapter 1 在此。\n\n第二回　結局\n\n　　後來的事。\n")
+    book = _read(tmp_path, "第一回　開端\n\n　　話說天下大勢，分久必合，合久必分。Chapter 1 在此。\n\n"
+                           "第二回　結局\n\n　　後來的事。\n")
     assert [c.title for c in book.chapters] == ["第一回　開端", "第二回　結局"]
     assert book.meta.language == "zh"
 

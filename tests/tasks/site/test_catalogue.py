@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 
-from flows.cli import main
 import manifests
+from flows.cli import main
 from manifests import commit
 from manifests.lock import BookLock
 from tasks.site.catalogue import SiteOptions, write_catalogue
@@ -93,8 +93,8 @@ def test_feed_lists_exactly_the_finished_books(out, locked):
         assert enc.type == TYPES[path.suffix]
         book_dir = path.parent
         assert item.link == BASE + f"{book_dir.name}/index.html" and (book_dir / "index.html").is_file()
-        mtime = datetime.fromtimestamp((book_dir / "report.json").stat().st_mtime, timezone.utc)
-        assert datetime(*item.published_parsed[:6], tzinfo=timezone.utc) == mtime.replace(microsecond=0)
+        mtime = datetime.fromtimestamp((book_dir / "report.json").stat().st_mtime, UTC)
+        assert datetime(*item.published_parsed[:6], tzinfo=UTC) == mtime.replace(microsecond=0)
         seconds = sum(c["seconds"] for c in json.loads((book_dir / "report.json").read_text())["chapters"])
         assert int(item.itunes_duration) == round(seconds)
     dao = next(i for i in feed.entries if i.title == "道德经（前三章）")

@@ -111,7 +111,8 @@ def test_qa_summary_counts_histograms_per_voice_and_the_list(tmp_path):
     def row(c, s, voice, qa_, cer, sim, kept=1, tried=1, role="narrator", speaker="", status="done"):
         takes = [{"take": n, "verdict": "flag" if n < kept else qa_, "reason": f"take {n} of {c + 1}.{s + 1}"}
                  for n in range(1, tried + 1)]
-        return {"plan_id": "p", "chapter": c, "segment": s, "chapter_title": f"ch{c}", "text": "字", "source_text": "字",
+        return {"plan_id": "p", "chapter": c, "segment": s, "chapter_title": f"ch{c}", "text": "字",
+                "source_text": "字",
                 "status": status, "voice_id": voice, "role": role, "speaker": speaker, "take": kept,
                 "takes": json.dumps(takes), "qa": qa_, "cer": cer, "similarity": sim}
 
@@ -143,7 +144,8 @@ def test_qa_summary_counts_histograms_per_voice_and_the_list(tmp_path):
 
 def test_marked_transcript_marks_the_differences_and_falls_back_to_plain_text(monkeypatch):
     monkeypatch.setattr(qa, "compare", fake_compare)
-    assert qa.marked_transcript("道可道非常道", "道可到非常<道", "zh") == "道可<del>道</del><ins>到</ins>非常<ins>&lt;</ins>道"
+    assert (qa.marked_transcript("道可道非常道", "道可到非常<道", "zh")
+            == "道可<del>道</del><ins>到</ins>非常<ins>&lt;</ins>道")
     assert qa.marked_transcript("天地之始", "天地", "zh") == "天地<del>之始</del>"
     words = [("equal", "Hello", "hello"), ("sub", "small", "big"), ("equal", "world", "world"), ("del", "now", "")]
     monkeypatch.setattr(qa, "compare", lambda *_: SimpleNamespace(ops=words))     # ops over words, no punctuation

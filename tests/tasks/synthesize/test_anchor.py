@@ -9,12 +9,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("ChatTTS")
 
-from engine.api import Request  # noqa: E402
-from engine.clip import sample_prompt  # noqa: E402
-from engine.voice import decode_voice, parse_voice_spec  # noqa: E402
-from tasks.plan.rows import derive_seed  # noqa: E402
-from tasks.synthesize.anchor import ANCHOR_TEXT, anchored  # noqa: E402
-from tasks.voice.voices import book_voice, voice_id  # noqa: E402
+from engine.api import Request
+from engine.clip import sample_prompt
+from engine.voice import decode_voice, parse_voice_spec
+from tasks.plan.rows import derive_seed
+from tasks.synthesize.anchor import ANCHOR_TEXT, anchored
+from tasks.voice.voices import book_voice, voice_id
 
 
 def anchored_book_voice(spec, stored, engine) -> str:

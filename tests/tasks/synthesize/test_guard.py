@@ -19,7 +19,6 @@ from tasks import stages
 from tasks.book import Book, BookMeta, Chapter, Segment
 from tasks.bookdir import BOOK_JSON, book_json
 from tasks.errors import GapsError
-from tasks.options import RenderOptions
 from tasks.plan.rows import plan_rows
 from tasks.synthesize.guard import GuardOptions, check, expected_band, reroll_seed
 from tasks.synthesize.render import synthesize_book
@@ -124,11 +123,10 @@ def test_hopeless_segment_fails_and_packaging_needs_allow_gaps(tmp_path):
     eng2 = StubEngine(lambda req: 1.0)
     assert synthesize_book(book_dir, eng2)["failed"] == 1 and eng2.calls == []
 
-    opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path)
     with pytest.raises(GapsError, match="allow-gaps"):
-        stages.package(book_dir, opts)
+        stages.package(book_dir)
     assert not list(book_dir.glob("*.flac"))
-    stages.package(book_dir, RenderOptions(book=tmp_path / "book.txt", out=tmp_path, allow_gaps=True))
+    stages.package(book_dir, allow_gaps=True)
     report = json.loads((book_dir / "report.json").read_text())
     assert [(g["chapter"], g["segment"], g["status"]) for g in report["gaps"]] == [(0, 0, "failed")]
     assert report["gaps"][0]["seconds"] == pytest.approx(estimate_seconds(TEXTS[0]), abs=1e-3)
@@ -150,5 +148,5 @@ def test_a_replan_keeps_a_failure_only_under_the_same_attempt_budget(tmp_path):
     again = plan_rows(book, segs, "spk" * 30, StubEngine.version, tmp_path, previous)[0]
     assert again["status"] == "failed" and again["attempts"] == 3
     more = plan_rows(book, segs, "spk" * 30, StubEngine.version, tmp_path, previous,
-                     guard=GuardOptions(max_attempts=5))[0]
+                     max_attempts=5)[0]
     assert more["status"] == "pending" and more["attempts"] == 0

@@ -2,6 +2,8 @@
 in its groups, and the neighbours that look alike (dates, ranges, sums, amounts, counts) read as before."""
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from tasks.text.codes import find_codes, read_digits, service_number
@@ -118,4 +120,4 @@ def test_spans_tile_the_source():
     src = "电话：(0531)88710000，手机138 0013 8000。"
     _, spans = normalize_with_map(src)
     assert spans[0].start == 0 and spans[-1].end == len(src)
-    assert all(a.end == b.start for a, b in zip(spans, spans[1:]))
+    assert all(a.end == b.start for a, b in pairwise(spans))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from engine.units import estimate_seconds
-from tasks.text.coverage import audit_chapter
 from tasks.ingest import load_book
+from tasks.text.coverage import audit_chapter
 from tasks.text.segment import SegmentOptions, book_options, segment_chapter, words
 from tests.conftest import ROOT, corpus_path
 
@@ -63,13 +63,13 @@ def _words(segment) -> int:
 # English books: (path under the corpus, the chapters checked - positions in book.chapters, None for all) and what
 # each once failed on.
 ENGLISH = [
-    (("epub", "gutenberg", "pg521-Robinson_Crusoe-en.epub"), range(0, 2)),
-    (("epub", "idpf-epub3-samples", "moby-dick.epub"), range(0, 5)),
+    (("epub", "gutenberg", "pg521-Robinson_Crusoe-en.epub"), range(2)),
+    (("epub", "idpf-epub3-samples", "moby-dick.epub"), range(5)),
     # `$16,716,594`; the governors list (a segment over short paragraphs, `I.` opening one); a comma at the cap
     (("epub", "idpf-epub3-samples", "georgia-cfi.epub"), None),
     # web addresses cut inside (chapter 55); name lists at the 20 s cap (117)
-    (("epub", "idpf-epub3-samples", "epub30-spec.epub"), (*range(0, 6), *range(50, 60), 117)),
-    (("epub", "idpf-epub3-samples", "childrens-literature.epub"), range(0, 4)),
+    (("epub", "idpf-epub3-samples", "epub30-spec.epub"), (*range(6), *range(50, 60), 117)),
+    (("epub", "idpf-epub3-samples", "childrens-literature.epub"), range(4)),
     (("epub", "idpf-epub3-samples", "wasteland.epub"), None),
     (("epub", "idpf-epub3-samples", "trees.epub"), None),
     (("epub", "idpf-epub3-samples", "hefty-water.epub"), None),
@@ -101,4 +101,4 @@ def test_w3c_english_epubs_fully_covered():
 
 @pytest.mark.parametrize("path", ENGLISH_TXT, ids=[p.name for p in ENGLISH_TXT])
 def test_english_txt_fully_covered(path):
-    _check_english(path, range(0, 3))
+    _check_english(path, range(3))

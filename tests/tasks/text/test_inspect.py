@@ -38,7 +38,8 @@ def test_format_inspect():
 def test_format_shows_unexplained():
     d = inspect_book(_book())
     d["coverage"] = {**d["coverage"], "ok": False,
-                     "unexplained": [{"chapter": 1, "pos": 3, "text": "abc", "problem": "speakable text in no segment"}]}
+                     "unexplained": [{"chapter": 1, "pos": 3, "text": "abc",
+                                      "problem": "speakable text in no segment"}]}
     assert "UNEXPLAINED" in format_inspect(d) and "speakable text in no segment" in format_inspect(d)
 
 

@@ -99,7 +99,7 @@ def test_lexicon_applies_before_tn_and_matches_traditional(tmp_path):
 def test_lexicon_errors_name_the_file(tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("no tab here\n", encoding="utf-8")
-    with pytest.raises(BookError, match="bad.tsv: line 1"):
+    with pytest.raises(BookError, match=r"bad\.tsv: line 1"):
         Lexicon.load(bad)
     with pytest.raises(BookError, match="not found"):
         Lexicon.load(tmp_path / "missing.tsv")

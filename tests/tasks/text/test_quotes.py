@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.book import Book, BookMeta, Chapter, ROLE_DIALOGUE, ROLE_NARRATOR, Run
+from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR, Book, BookMeta, Chapter, Run
 from tasks.text.quotes import attribute_book, find_quotes, fold, paragraph_runs, speaker_counts
 from tests.conftest import corpus_path
 from tests.tasks.text import quote_labels as labels
@@ -89,7 +89,8 @@ def test_nahan_modern_quotes_precision_and_recall(nahan):
 def test_only_speech_is_a_quote_and_a_quote_runs_to_its_own_closer():
     p = '匾上大書"敕造宁國府"五個大字．寶玉道：“好『一個』去處，”他說。「我來遲了' + "！"
     spans = [p[s:e] for s, e in find_quotes(p)]
-    assert spans == ["“好『一個』去處，”", "「我來遲了！"]        # a name in quotes stays narration; unclosed: to the end
+    # a name in quotes stays narration; unclosed: to the end
+    assert spans == ["“好『一個』去處，”", "「我來遲了！"]
     assert find_quotes('以"嫂"呼之') == []
     assert [p[s:e] for p in ['他道：“好"走'] for s, e in find_quotes(p)] == ['“好"']   # “…" closes
 

@@ -21,9 +21,23 @@ from functools import partial
 
 import pytest
 
-from benchmarks.tn_score import (HELD_OUT, NEMO_EN_AUDIO, NEMO_EN_MOVED, NEMO_EN_OTHER, SETS, TN_DIR, canon_en,
-                                  canon_for, canon_mixed, conventions_en, load_cases, main, ours, score,
-                                  wetext_alone)
+from benchmarks.tn_score import (
+    HELD_OUT,
+    NEMO_EN_AUDIO,
+    NEMO_EN_MOVED,
+    NEMO_EN_OTHER,
+    SETS,
+    TN_DIR,
+    canon_en,
+    canon_for,
+    canon_mixed,
+    conventions_en,
+    load_cases,
+    main,
+    ours,
+    score,
+    wetext_alone,
+)
 
 THRESHOLDS = {"nemo": 0.94, "paddlespeech": 0.95, "heldout": 0.96, "heldout-2": 0.96, "heldout-3": 0.94,
               "codes": 0.95}
@@ -56,7 +70,7 @@ def test_english_and_mixed_rate_at_least_threshold(cases, name):
 
 def test_no_regression_against_wetext_alone(cases):
     ours_rate, ours_misses = score(ours, cases["wetext"])
-    base_rate, base_misses = score(wetext_alone, cases["wetext"])
+    base_rate, _ = score(wetext_alone, cases["wetext"])
     assert len(cases["wetext"]) >= MIN_CASES["wetext"]
     assert ours_rate >= base_rate, "\n".join(map(str, ours_misses))
 
@@ -80,7 +94,7 @@ def test_the_held_out_batch_is_scored_on_its_own_line(cases, capsys):
     n = len(cases["heldout-2"])
     assert [line for line in lines if line.startswith("heldout-2 ")] == [
         f"{'heldout-2':13s} ours {rate:6.1%} ({n - len(misses)}/{n})   held out"]
-    assert [line for line in lines if line.startswith("heldout ")][0].endswith(f"/{len(cases['heldout'])})")
+    assert next(line for line in lines if line.startswith("heldout ")).endswith(f"/{len(cases['heldout'])})")
 
 
 def test_scoring_is_not_trivially_true():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 import pytest
 
@@ -39,7 +40,7 @@ def test_english_packed_by_words_never_over_the_caps():
         assert words(s.text) >= EN.min_words
         assert s.text[-1] in ENDS or s.pause_after == "clause"
     # packing by seconds: all but the last reach the target or could not take the next sentence
-    for s, nxt in zip(body, body[1:]):
+    for s, nxt in pairwise(body):
         assert estimate_seconds(s.text) >= EN.target_seconds or not (
             words(s.text + " " + nxt.text) <= EN.max_words and estimate_seconds(s.text + nxt.text) <= EN.max_seconds)
     assert "".join(s.source_text for s in body) == CRUSOE * 6

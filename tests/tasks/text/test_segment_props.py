@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from engine.units import estimate_seconds
 from tasks.book import Chapter
 from tasks.text.coverage import audit_chapter
-from tasks.text.segment import SegmentOptions, segment_chapter
 from tasks.text.normalize import normalize_with_map
+from tasks.text.segment import SegmentOptions, segment_chapter
 
 settings.register_profile("ci", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])

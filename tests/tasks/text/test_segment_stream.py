@@ -8,8 +8,8 @@ import resource
 
 import pytest
 
-from tasks.text import normalize as textnorm
 from tasks.book import Chapter
+from tasks.text import normalize as textnorm
 from tasks.text.segment import iter_segments
 
 SENT = "士隱於書房閒坐，至手倦拋書，伏几少憩，不覺朦朧睡去。"

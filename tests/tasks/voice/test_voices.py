@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-np = pytest.importorskip("numpy")
-pytest.importorskip("torch")
-pytest.importorskip("ChatTTS")
-
-from engine.voice import VoiceError, decode_voice, parse_voice_spec  # noqa: E402
+from engine.voice import VoiceError, decode_voice, parse_voice_spec
 from tasks.voice.voices import book_voice, format_saved, parse_voice, save_voice, saved_voices
-from tests.engine.helpers import write_clip  # noqa: E402
+from tests.engine.helpers import write_clip
 
 
 @pytest.fixture

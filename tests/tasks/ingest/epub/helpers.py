@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import warnings
 import zipfile
 from pathlib import Path
@@ -56,12 +57,14 @@ def make_epub(docs: list[tuple[str, str]], *, toc: list[tuple[str, str]] | list 
             lis.append(f'<li><a href="{e[0]}">{e[1]}</a>{kids}</li>')
         return "".join(lis)
 
-    def ncx_points(entries, counter=[0]) -> str:
+    play_order = itertools.count(1)                      # one count over the whole tree, in document order
+
+    def ncx_points(entries) -> str:
         pts = []
         for e in entries:
-            counter[0] += 1
-            kids = ncx_points(e[2], counter) if len(e) > 2 and e[2] else ""
-            pts.append(f'<navPoint id="n{counter[0]}" playOrder="{counter[0]}"><navLabel><text>{e[1]}</text>'
+            n = next(play_order)
+            kids = ncx_points(e[2]) if len(e) > 2 and e[2] else ""
+            pts.append(f'<navPoint id="n{n}" playOrder="{n}"><navLabel><text>{e[1]}</text>'
                        f'</navLabel><content src="{e[0]}"/>{kids}</navPoint>')
         return "".join(pts)
 

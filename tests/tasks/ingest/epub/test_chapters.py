@@ -48,7 +48,8 @@ def test_notes_at_chapter_end_or_skipped(tmp_path):
     body1 = ('<p>他說了一句話<a epub:type="noteref" href="#n1">1</a>，然後走了。</p>'
              '<aside epub:type="footnote" id="n1"><p>注一：這句話出自古書。</p></aside><p>第二段。</p>')
     body2 = '<p>另一章<a epub:type="noteref" href="notes.xhtml#e1">[2]</a>的內容。</p>'
-    notes = '<section epub:type="endnotes"><h2>註釋</h2><aside epub:type="endnote" id="e1"><p>尾注二。</p></aside></section>'
+    notes = ('<section epub:type="endnotes"><h2>註釋</h2><aside epub:type="endnote" id="e1"><p>尾注二。</p></aside>'
+             '</section>')
     docs = [("c1.xhtml", body1), ("c2.xhtml", body2), ("notes.xhtml", notes)]
     toc = [("c1.xhtml", "一"), ("c2.xhtml", "二")]
     book = load_bytes(tmp_path, make_epub(docs, toc=toc))

@@ -24,7 +24,8 @@ def test_soft_hyphens_and_zero_width_removed(tmp_path):
 
 
 def test_pre_lines_are_paragraphs(tmp_path):
-    book = load_bytes(tmp_path, make_epub([("c.xhtml", "<pre>床前明月光，\n疑是地上霜。\n\n舉頭望明月，</pre><p>完。</p>")]))
+    pre = "<pre>床前明月光，\n疑是地上霜。\n\n舉頭望明月，</pre><p>完。</p>"
+    book = load_bytes(tmp_path, make_epub([("c.xhtml", pre)]))
     assert book.chapters[0].paragraphs == ("床前明月光，", "疑是地上霜。", "舉頭望明月，", "完。")
 
 

@@ -50,8 +50,8 @@ def test_wasteland_notes_and_line_numbers():
 
 def test_kusamakura_ruby_base_text_only():
     book = load_book(corpus_path("epub", "idpf-epub3-samples", "kusamakura-japanese-vertical-writing.epub"))
-    assert [c.title for c in book.chapters][1:14] == ["一", "二", "三", "四", "五", "六", "七", "八", "九", "十", "十一",
-                                                      "十二", "十三"]
+    assert [c.title for c in book.chapters][1:14] == ["一", "二", "三", "四", "五", "六", "七", "八", "九", "十",
+                                                      "十一", "十二", "十三"]
     assert book.chapters[1].paragraphs[0] == "山路を登りながら、こう考えた。"
     assert "智に働けば角が立つ。" in book.chapters[1].paragraphs[1]
 

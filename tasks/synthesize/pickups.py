@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine.atomic import read_json
 from engine.units import SAMPLE_RATE
+from manifests.store import commit
 from tasks.book import segment_name
 from tasks.bookdir import CHAPTERS_JSON, audio_relpath, check_relpath, take_relpath
 from tasks.errors import BookError
@@ -92,15 +93,13 @@ def takes_table(book_dir: Path, rows: list[dict]) -> str:
 def choose_take(book_dir: Path, rows: list[dict], take: int, book: str) -> list[dict]:
     """Keep take `take` of each row (its audio must be on disk: BookError naming the segment otherwise, before
     anything is committed); commits and returns the new rows."""
-    import manifests
-
     for r in rows:
         if take < 1 or not (book_dir / take_relpath(r["content_key"], take)).is_file():
             n = len(take_entries(book_dir, r))
             raise BookError(book, f"segment {segment_name(r['chapter'], r['segment'])} has no take {take} "
                                   f"({n} take{'s' if n != 1 else ''} on disk: `fix --takes` lists them)")
     new = [_keeping(book_dir, r, take, take_entries(book_dir, r)) for r in rows]
-    manifests.commit(book_dir, new)
+    commit(book_dir, new)
     return new
 
 
@@ -108,8 +107,6 @@ def retake(book_dir: Path, engine, rows: list[dict], book: str, qa, guard, check
     """A new take of each row's segment: take n = (highest take on disk) + 1 with reroll_seed(seed, n), rendered,
     heard when qa is on, and kept.  Rows of one content key (a repeated sentence) share the new take.  A row
     whose audio another engine made: BookError (its key names that engine).  Commits and returns the new rows."""
-    import manifests
-
     versions = (engine.version, *engine.adopts)
     for r in rows:
         if r["engine_version"] not in versions:
@@ -121,7 +118,7 @@ def retake(book_dir: Path, engine, rows: list[dict], book: str, qa, guard, check
     recs = render_takes(book_dir, engine, wanted, qa, guard, checker)
     new = [_keeping(book_dir, r, wanted[r["content_key"]][1],
                     before[r["content_key"]] + [public_take(recs[r["content_key"]])]) for r in rows]
-    manifests.commit(book_dir, new)
+    commit(book_dir, new)
     return new
 
 
@@ -143,8 +140,6 @@ def override(book_dir: Path, rows: list[dict], fix: Fix, engine_version: str) ->
     to the segment's earlier fix — and commit the rows it changes, re-keyed and pending (render them with
     synthesize_book(keys=…)).  Returns the changed rows (a fix that changes nothing, e.g. the seed the row has,
     changes no row)."""
-    import manifests
-
     fixes = load_fixes(book_dir)
     changed = []
     for r in rows:
@@ -160,7 +155,7 @@ def override(book_dir: Path, rows: list[dict], fix: Fix, engine_version: str) ->
                             "audio_path": audio_relpath(key), "samples": 0, "duration_s": 0.0, "error": "",
                             "attempts": 0})
     save_fixes(book_dir, fixes)                    # first: a crash before the commit re-plans with the fix
-    manifests.commit(book_dir, changed)
+    commit(book_dir, changed)
     return changed
 
 

@@ -1,4 +1,4 @@
-"""The package: spine order, linear items, TOC titles from nav and NCX (nested), metadata and cover."""
+"""The package document (OPF): spine order, linear items, TOC titles from nav and NCX (nested), metadata and cover."""
 from __future__ import annotations
 
 from tests.tasks.ingest.epub.helpers import all_text, load_bytes, make_epub

@@ -1,5 +1,5 @@
-"""The EPUB package: the OPF's manifest, spine and metadata, the DRM check, the cover, and the table of contents
-(EPUB3 nav, else the NCX) flattened in document order.
+"""The EPUB's package document (the OPF): its manifest, spine and metadata, the DRM check, the cover, and the
+table of contents (EPUB3 nav, else the NCX) flattened in document order.
 
 DRM: encryption.xml covering a content document (or anything that is not a font or media file) is refused;
 font obfuscation (IDPF, Adobe) is not DRM."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from engine.units import hms
 from manifests import STATUS_DONE
-from tasks.site.report import book_table, format_status, summary_line
+from tasks.site.status import book_table, format_status, summary_line
 from tests.flows.helpers import fake_render, write_txt_book
 
 

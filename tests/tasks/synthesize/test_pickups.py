@@ -1,4 +1,4 @@
-"""Pickups (tasks/synthesize/fix.py, tasks/plan/fixes.py): only the named segments render, only their chapters are
+"""Pickups (tasks/synthesize/pickups.py, tasks/plan/fixes.py): only the named segments render, only their chapters are
 re-packaged, every take is kept and `--take` restores one byte for byte; overrides are applied at every plan.
 
 The engine is test_guard's StubEngine (audio from the request's seed), so what renders is counted exactly."""
@@ -17,12 +17,19 @@ from tasks import stages
 from tasks.book import Book, BookMeta, Chapter, Segment, segment_name
 from tasks.bookdir import BOOK_JSON, FIXES_JSON, book_json, take_relpath
 from tasks.errors import BookError
-from tasks.options import RenderOptions
 from tasks.plan.fixes import Fix, load_fixes, match_fixes, parse_name, read_names, save_fixes
 from tasks.plan.rows import derive_seed, plan_rows
-from tasks.synthesize.fix import (choose_take, find_rows, override, packaged_chapters, repackaged, retake,
-                                  take_entries, takes_table)
 from tasks.synthesize.guard import GuardOptions, reroll_seed
+from tasks.synthesize.pickups import (
+    choose_take,
+    find_rows,
+    override,
+    packaged_chapters,
+    repackaged,
+    retake,
+    take_entries,
+    takes_table,
+)
 from tasks.synthesize.render import synthesize_book
 from tests.tasks.synthesize.test_guard import StubEngine
 
@@ -41,17 +48,16 @@ def three_chapters() -> tuple[Book, list[Segment]]:
     return book, segs
 
 
-def rendered_book(tmp_path: Path, engine) -> tuple[Path, RenderOptions]:
+def rendered_book(tmp_path: Path, engine) -> Path:
     """A 3-chapter book rendered by `engine` and packaged (flac)."""
     book, segs = three_chapters()
-    opts = RenderOptions(book=tmp_path / "book.txt", out=tmp_path)
-    book_dir = opts.book_dir
+    book_dir = tmp_path / "book"
     book_dir.mkdir(parents=True)
     manifests.commit(book_dir, plan_rows(book, segs, "spk" * 30, engine.version, book_dir))
     (book_dir / BOOK_JSON).write_text(json.dumps(book_json(book), ensure_ascii=False), encoding="utf-8")
     assert synthesize_book(book_dir, engine)["rendered"] == 6
-    stages.package(book_dir, opts)
-    return book_dir, opts
+    stages.package(book_dir)
+    return book_dir
 
 
 def chapter_file(book_dir: Path, n: int) -> Path:
@@ -69,7 +75,7 @@ def rows_of(book_dir: Path) -> list[dict]:
 
 def test_an_override_renders_exactly_the_named_segment_and_repackages_exactly_its_chapter(tmp_path):
     engine = Engine(lambda req: 1.0)
-    book_dir, opts = rendered_book(tmp_path, engine)
+    book_dir = rendered_book(tmp_path, engine)
     files = {n: stamp(chapter_file(book_dir, n)) for n in (1, 2, 3)}
     before, engine.calls = packaged_chapters(book_dir), []
     rows = find_rows(rows_of(book_dir), ["2.2"], "book.txt")
@@ -78,7 +84,7 @@ def test_an_override_renders_exactly_the_named_segment_and_repackages_exactly_it
     counts = synthesize_book(book_dir, engine, keys={r["content_key"] for r in changed})
     assert counts["rendered"] == 1 and counts["total"] == 1
     assert [k for k, _ in engine.calls] == [changed[0]["content_key"]]        # one request: the named segment
-    stages.package(book_dir, opts)
+    stages.package(book_dir)
     assert repackaged(before, packaged_chapters(book_dir)) == [2]
     assert stamp(chapter_file(book_dir, 1)) == files[1] and stamp(chapter_file(book_dir, 3)) == files[3]
     assert stamp(chapter_file(book_dir, 2))[2] != files[2][2]
@@ -100,7 +106,7 @@ def test_only_the_named_keys_render_while_other_rows_are_pending(tmp_path):
 
 def test_a_retake_is_a_new_take_kept_and_take_1_restores_the_chapter_byte_for_byte(tmp_path):
     engine = Engine(lambda req: 1.0)
-    book_dir, opts = rendered_book(tmp_path, engine)
+    book_dir = rendered_book(tmp_path, engine)
     ch2 = hashlib.sha256(chapter_file(book_dir, 2).read_bytes()).hexdigest()
     rows = find_rows(rows_of(book_dir), ["2.1"], "book.txt")
     engine.calls = []
@@ -110,7 +116,7 @@ def test_a_retake_is_a_new_take_kept_and_take_1_restores_the_chapter_byte_for_by
     assert new[0]["take"] == 2 and new[0]["audio_path"] == take_relpath(key, 2)
     one, two = (sf.read(book_dir / take_relpath(key, t))[0] for t in (1, 2))
     assert not np.array_equal(one, two)
-    stages.package(book_dir, opts)
+    stages.package(book_dir)
     assert hashlib.sha256(chapter_file(book_dir, 2).read_bytes()).hexdigest() != ch2
     row = find_rows(rows_of(book_dir), ["2.1"], "book.txt")[0]
     assert [(e["take"], e["seed"]) for e in json.loads(row["takes"])] == [(1, seed), (2, reroll_seed(seed, 2))]
@@ -118,7 +124,7 @@ def test_a_retake_is_a_new_take_kept_and_take_1_restores_the_chapter_byte_for_by
     assert len(table) == 3 and table[2].rstrip().endswith("*") and not table[1].rstrip().endswith("*")
     before = packaged_chapters(book_dir)
     choose_take(book_dir, [row], 1, "book.txt")
-    stages.package(book_dir, opts)
+    stages.package(book_dir)
     assert hashlib.sha256(chapter_file(book_dir, 2).read_bytes()).hexdigest() == ch2
     assert repackaged(before, packaged_chapters(book_dir)) == [2]
     kept = find_rows(rows_of(book_dir), ["2.1"], "book.txt")[0]
@@ -127,7 +133,7 @@ def test_a_retake_is_a_new_take_kept_and_take_1_restores_the_chapter_byte_for_by
 
 def test_a_seed_fix_renders_with_that_seed(tmp_path):
     engine = Engine(lambda req: 1.0)
-    book_dir, _ = rendered_book(tmp_path, engine)
+    book_dir = rendered_book(tmp_path, engine)
     rows = find_rows(rows_of(book_dir), ["3.1"], "book.txt")
     engine.calls = []
     changed = override(book_dir, rows, Fix("", seed=12345), engine.version)
@@ -141,7 +147,7 @@ def test_a_seed_fix_renders_with_that_seed(tmp_path):
 
 def test_fixes_add_up_and_a_plan_applies_them(tmp_path):
     engine = Engine(lambda req: 1.0)
-    book_dir, _ = rendered_book(tmp_path, engine)
+    book_dir = rendered_book(tmp_path, engine)
     rows = find_rows(rows_of(book_dir), ["1.2"], "book.txt")
     override(book_dir, rows, Fix("", text="春眠不觉晓。"), engine.version)
     override(book_dir, find_rows(rows_of(book_dir), ["1.2"], "book.txt"), Fix("", voice="other" * 30),
@@ -170,7 +176,7 @@ def test_a_fix_whose_sentence_moved_is_dropped_not_applied_to_another():
 def test_names_files_and_bad_input(tmp_path):
     assert parse_name("2.14") == (1, 13) and segment_name(1, 13) == "2.14"
     for bad in ("0.1", "2", "2.x", "1.0"):
-        with pytest.raises(ValueError, match="CHAPTER.SEGMENT"):
+        with pytest.raises(ValueError, match=r"CHAPTER\.SEGMENT"):
             parse_name(bad)
     f = tmp_path / "list.txt"
     f.write_text("# flagged in the player\n2.1\n\n  3.2  # the name\n", encoding="utf-8")
@@ -189,7 +195,7 @@ def test_names_files_and_bad_input(tmp_path):
 
 def test_a_bad_name_or_a_missing_take_changes_nothing(tmp_path):
     engine = Engine(lambda req: 1.0)
-    book_dir, _ = rendered_book(tmp_path, engine)
+    book_dir = rendered_book(tmp_path, engine)
     parts = sorted(p.name for p in (book_dir / "manifest").iterdir())
     with pytest.raises(BookError, match=r"segment 2.9: not in the rendered book \(chapter 2 has 2 segments\)"):
         find_rows(rows_of(book_dir), ["2.1", "2.9"], "book.txt")
@@ -202,7 +208,7 @@ def test_a_bad_name_or_a_missing_take_changes_nothing(tmp_path):
 
 
 def test_a_retake_refuses_audio_another_engine_made(tmp_path):
-    book_dir, _ = rendered_book(tmp_path, Engine(lambda req: 1.0))
+    book_dir = rendered_book(tmp_path, Engine(lambda req: 1.0))
 
     class Other(Engine):
         version = "stub-2"
@@ -240,7 +246,7 @@ def test_a_retake_with_qa_on_is_heard_and_its_record_kept(tmp_path):
     from tasks.qa.options import QAOptions
 
     engine = Engine(lambda req: 1.0)
-    book_dir, _ = rendered_book(tmp_path, engine)
+    book_dir = rendered_book(tmp_path, engine)
     (row,) = find_rows(rows_of(book_dir), ["2.2"], "book.txt")
     n = row["samples"]                                          # StubEngine: every take of a text has this length
     qa = QAOptions(mode="full", min_units=4)                  # a 10-character line is conclusive

@@ -1,4 +1,5 @@
-"""The catalogue scan: which books of a folder need rendering tonight, and why.
+"""The nightly's intake: which books of a folder (the nightly flow's `catalogue` parameter) need rendering
+tonight, and why.  (The output root's catalogue page and feed are tasks/site/catalogue.py's.)
 
 A book needs rendering when it is new, changed (its source file's sha256 differs from the one recorded after
 its last render) or incomplete (its manifest has segments not done, or it was never packaged).  A book whose
@@ -14,9 +15,10 @@ from manifests.lock import render_in_flight
 from manifests.source import read_source_hash, source_sha256
 from tasks.bookdir import REPORT_NAME, book_slug
 from tasks.errors import BookError
+from tasks.fleet.lease import Lease
 from tasks.fleet.storage import Store, book_view, is_url
 
-CATALOGUE_SUFFIXES = (".epub", ".txt")
+BOOK_SUFFIXES = (".epub", ".txt")
 
 # Why a book is (not) rendered tonight.
 NEW, CHANGED, INCOMPLETE, COMPLETE, RUNNING = "new", "changed", "incomplete", "complete", "running"
@@ -37,7 +39,7 @@ class BookState:
 
 def render_complete(book_dir: str | Path) -> bool:
     """Every segment of the latest plan is done and the outputs were packaged (report.json exists)."""
-    from manifests import STATUS_DONE, load
+    from manifests.store import STATUS_DONE, load
 
     book_dir = Path(book_dir)
     table = load(book_dir)
@@ -56,7 +58,6 @@ def book_state(book: str | Path, out: str | Path, store=None) -> BookState:
     if store is None:
         book_dir = Path(out).resolve() / slug
         return BookState(str(book), str(book_dir), sha, _state(book_dir, sha, render_in_flight(book_dir)))
-    from tasks.fleet.lease import Lease
 
     with book_view(store, slug) as view:
         state = _state(view, sha, Lease(store, store.key(slug)).held())
@@ -77,21 +78,21 @@ def _state(book_dir: Path, sha: str, running: bool) -> str:
     return COMPLETE
 
 
-def catalogue_books(catalogue: str | Path) -> list[Path]:
-    """The .epub and .txt files under catalogue (recursively, hidden files skipped), in a stable order."""
-    root = Path(catalogue)
+def books_in(folder: str | Path) -> list[Path]:
+    """The .epub and .txt files under folder (recursively, hidden files skipped), in a stable order."""
+    root = Path(folder)
     if not root.is_dir():
         raise BookError(str(root), "catalogue folder does not exist")
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in CATALOGUE_SUFFIXES
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in BOOK_SUFFIXES
                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
 
 
-def scan_catalogue(catalogue: str | Path, out: str | Path) -> list[BookState]:
+def scan_books(folder: str | Path, out: str | Path) -> list[BookState]:
     """Each book's state; `out` a folder or a store URL (StoreError when it cannot be used).  Two books that
     would share an output folder (same slug) are a BookError.  Files under `out` are outputs (a read-along
-    EPUB), never books, when the output folder is inside the catalogue."""
+    EPUB), never books, when the output folder is inside the books' folder."""
 
-    store, books = None, catalogue_books(catalogue)
+    store, books = None, books_in(folder)
     if is_url(out):
         store = Store(str(out))
         store.check()

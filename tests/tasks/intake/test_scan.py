@@ -1,13 +1,21 @@
-"""The catalogue scan (no server): which books need rendering tonight and why."""
+"""The nightly's intake scan (no server): which books need rendering tonight and why."""
 from __future__ import annotations
 
 import pytest
 
 from manifests import STATUS_DONE, STATUS_PENDING
 from manifests.lock import BookLock
-from tasks.catalogue.scan import (CHANGED, COMPLETE, INCOMPLETE, NEW, RUNNING, book_state, catalogue_books,
-                                  scan_catalogue)
 from tasks.errors import BookError
+from tasks.intake.scan import (
+    CHANGED,
+    COMPLETE,
+    INCOMPLETE,
+    NEW,
+    RUNNING,
+    book_state,
+    books_in,
+    scan_books,
+)
 from tests.flows.helpers import fake_render, write_txt_book
 
 
@@ -59,7 +67,7 @@ def test_book_states_in_a_store(s3_server, tmp_path):
     before = sorted(fs.find(bucket))
     url = f"s3://{bucket}/out"
     with environ_with({**s3_server.env(), "CHATTTS_RENDER_SCRATCH": str(tmp_path / "scratch")}):
-        got = {s.book.rsplit("/", 1)[-1][:-4]: (s.state, s.book_dir) for s in scan_catalogue(cat, url)}
+        got = {s.book.rsplit("/", 1)[-1][:-4]: (s.state, s.book_dir) for s in scan_books(cat, url)}
     assert got == {"new": (NEW, f"{url}/new"), "done": (COMPLETE, f"{url}/done"),
                    "edited": (CHANGED, f"{url}/edited"), "half": (INCOMPLETE, f"{url}/half"),
                    "noreport": (INCOMPLETE, f"{url}/noreport"), "busy": (RUNNING, f"{url}/busy"),
@@ -68,7 +76,7 @@ def test_book_states_in_a_store(s3_server, tmp_path):
     assert sorted(fs.find(bucket)) == before
 
 
-def test_catalogue_books_and_conflicts(tmp_path):
+def test_books_in_and_conflicts(tmp_path):
     cat = tmp_path / "cat"
     (cat / "sub").mkdir(parents=True)
     (cat / ".hidden").mkdir()
@@ -77,12 +85,12 @@ def test_catalogue_books_and_conflicts(tmp_path):
     (cat / "c.epub").write_bytes(b"PK")
     (cat / "notes.md").write_text("x")
     write_txt_book(cat / ".hidden" / "h.txt", 1, 2)
-    assert catalogue_books(cat) == sorted([a, b, cat / "c.epub"])
+    assert books_in(cat) == sorted([a, b, cat / "c.epub"])
     with pytest.raises(BookError, match="does not exist"):
-        catalogue_books(tmp_path / "missing")
+        books_in(tmp_path / "missing")
     write_txt_book(cat / "sub" / "a.txt", 1, 3)            # same output folder as cat/a.txt
     with pytest.raises(BookError, match="same folder"):
-        scan_catalogue(cat, tmp_path / "out")
+        scan_books(cat, tmp_path / "out")
 
 
 def test_outputs_inside_the_catalogue_are_not_books(tmp_path):
@@ -91,4 +99,4 @@ def test_outputs_inside_the_catalogue_are_not_books(tmp_path):
     (cat / "output" / "a").mkdir(parents=True)
     book = write_txt_book(cat / "a.txt", 1, 2)
     (cat / "output" / "a" / "a.epub").write_bytes(b"PK")
-    assert [s.book for s in scan_catalogue(cat, cat / "output")] == [str(book.resolve())]
+    assert [s.book for s in scan_books(cat, cat / "output")] == [str(book.resolve())]

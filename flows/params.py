@@ -1,0 +1,170 @@
+"""A render's parameters, written once: RenderParams holds each one's type, default (the stage options' own),
+choices and help.  Everything else is derived from it: the command line's options (flows/arguments.py), the Prefect
+flows' parameters (`takes_render_params`: render_book.py, nightly.py; Prefect reads their types, defaults and
+descriptions from it, and prefect.yaml sets only what a deployment changes) and what they become
+(flows/options.py: RenderOptions).  Adding a render option is one field here, plus its use."""
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Literal, TypeVar, get_args, get_origin, get_type_hints
+
+from engine.api import BACKENDS, EngineOptions
+from tasks.audio.names import BOOK_FORMATS, FORMATS
+from tasks.audio.options import PackageOptions
+from tasks.book import LanguageChoice
+from tasks.options import DEFAULT_OUT
+from tasks.qa.options import QA_MODES
+from tasks.synthesize.guard import GuardOptions
+
+GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
+BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
+Help = str | Callable[[], str] | None    # a callable: help that depends on the machine (its CPUs)
+T = TypeVar("T")
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or taskset's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                           # no affinity masks on this OS
+        return os.cpu_count() or 1
+
+
+def option(group: str, default: T, help: Help, flag: str | None = None, **cli) -> T:
+    """A render parameter: the option group of the commands that take it (flows/arguments.py), its default, its help
+    (the CLI's and the flows'), its flag where it is not --NAME (--no-NAME: a bool, True by default, that the flag
+    sets False); `cli`: argparse's arguments where they differ (the choices the command line offers).  Typed as its
+    default, as dataclasses.field is, so a field's declared type is checked against it."""
+    return field(default=default, metadata={"help": help, "group": group, "flag": flag, "cli": cli})
+
+
+@dataclass(frozen=True)
+class RenderParams:
+    """A render's plain parameters, in the order the `render` command lists them."""
+    book: str = field(metadata={"help": BOOK_HELP, "group": None})
+    out: str = option("output", str(DEFAULT_OUT),
+                      "output root: a folder (default: ./output) or a store URL (s3://bucket/prefix …, see --scratch)")
+    scratch: str | None = option("output", None,
+                                 "with --out URL: the local work folder (default: ~/.cache/chattts-render/scratch; "
+                                 "deletable any time)")
+    model: str = option("engine", EngineOptions.model,
+                        "hf (Hugging Face cache/hub, default), a local ChatTTS asset dir, or random-tiny / random-full "
+                        "(random weights, for tests and benchmarks)")
+    device: Literal["cpu", "cuda", "auto"] = option("engine", EngineOptions.device, None, choices=("cpu", "cuda"))
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = option("engine", EngineOptions.dtype, None)
+    int8: bool = option("engine", False,
+                        "CPU only: INT8 GPT weights (weight-only int8 with our CPU kernel, W8A8 dynamic quantization "
+                        "without it)")
+    backend: Literal[BACKENDS] = option("engine", EngineOptions.backend,
+                                        "what runs the model: torch (our engine, default) or onnx (the same scheduler "
+                                        "and sampling, the model calls through ONNX Runtime: the onnx extra; "
+                                        "docs/onnx.md)")
+    compile: bool = option("engine", False, "CUDA only: CUDA graphs of the decode step (not torch.compile)")
+    max_batch: int | None = option("engine", None,
+                                   "rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
+                                   "memory is short)")
+    threads: int | None = option("engine", None,
+                                 lambda: f"torch CPU threads, >= 1 (default: torch's, one per core); more than the "
+                                         f"{cpu_count()} CPUs here share them: slower, never faster")
+    voice: str | None = option("voices", None,
+                               "seed:N, clip:RECORDING (3-30 s, transcript in RECORDING.txt or --clip-text), a saved "
+                               "voice's NAME, a file holding a voice string, or the string itself")
+    clip_text: str | None = option("voices", None, "the transcript of a clip:RECORDING voice")
+    voice_anchor: bool = option("render", False,
+                                "condition every segment on the voice's own reading of a reference passage")
+    formats: tuple[str, ...] = option("render", PackageOptions.formats,
+                                      f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default "
+                                      f"{','.join(PackageOptions.formats)})", flag="--format")
+    loudness: float = option("render", PackageOptions.target_lufs,
+                             "LUFS: the integrated loudness of every output file (EBU R128; default "
+                             f"{PackageOptions.target_lufs:g}; podcasts -16, broadcast -23)", metavar="LUFS")
+    lexicon: str | None = option("text", None,
+                                 "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
+                                 "and the book's <stem>.lexicon.tsv)")
+    t2s: bool = option("text", True, "keep Traditional characters", flag="--no-t2s")
+    language: LanguageChoice = option("text", "auto",  # noqa: RUF009 — option() is a field specifier
+                                      "the book's reading language: zh (Chinese), en (English), or auto "
+                                      "(default: the book's declared language unless its text says "
+                                      "otherwise, else a guess from the text)")
+    cast: str | None = option("render", None,
+                              "a cast file (TOML): voices for the narrator, quoted speech and named characters")
+    chapters: str | None = option("render", None, "render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
+    allow_gaps: bool = option("render", False,
+                              "assemble chapters even if some segments failed (silence in their place)")
+    guard_attempts: int = option("render", GuardOptions.max_attempts,
+                                 "renders per segment when its duration does not fit its text "
+                                 f"(default {GuardOptions.max_attempts})")
+    guard: bool = option("render", True,
+                         "accept every segment as rendered (no duration check, no re-rolls)", flag="--no-guard")
+    qa: Literal[QA_MODES] | None = option("proof", None,
+                                          "hear every segment (full: ASR + speaker check, flagged ones re-taken; "
+                                          "suspect: ASR only where the duration or the voice is odd; default: full "
+                                          "for a real model when the qa extra is installed, off for random weights)")
+    asr_model: str | None = option("proof", None,
+                                   "the ASR model of --qa: a faster-whisper name (Hugging Face cache/hub, default "
+                                   "base) or a local model directory")
+
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the parameter as its flag: every instance is valid (the stage options that
+        RenderOptions composes check the rest, each its own)."""
+        for f in PARAMS:
+            value = getattr(self, f.name)
+            if (allowed := choices(f)) and value not in allowed and not (value is None and optional(f)):
+                raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
+        if self.clip_text is not None and self.voice is None:
+            raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
+
+
+PARAMS: tuple[Field, ...] = fields(RenderParams)
+BY_NAME = {f.name: f for f in PARAMS}
+TYPES = get_type_hints(RenderParams)            # each parameter's type, evaluated (Prefect and argparse read them)
+
+
+def choices(f: Field) -> tuple:
+    """The values a Literal parameter takes (an optional one too); none for any other."""
+    t = TYPES[f.name]
+    return next((get_args(a) for a in (t, *get_args(t)) if get_origin(a) is Literal), ())
+
+
+def optional(f: Field) -> bool:
+    return type(None) in get_args(TYPES[f.name])
+
+
+def flag(f: Field) -> str:
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def help_of(f: Field) -> str | None:
+    h = f.metadata["help"]
+    return h() if callable(h) else h
+
+
+def named(*names: str) -> list[Field]:
+    """The parameters named, in the schema's order; a group's name stands for its parameters."""
+    return [f for f in PARAMS if f.name in names or f.metadata["group"] in names]
+
+
+def takes_render_params(exclude: tuple[str, ...] = (), own_first: bool = False):
+    """A flow's signature: the render parameters (but `exclude` and those it names itself) as keyword-only
+    parameters with the schema's types and defaults, before (own_first: after) its own; its docstring gains an
+    Args section from the schema's help (the descriptions Prefect shows).  The function takes them as **kwargs."""
+    def wrap(fn):
+        own = [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(fn, eval_str=True).parameters.values()
+               if p.kind is not p.VAR_KEYWORD]
+        render = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=TYPES[f.name],
+                                    default=inspect.Parameter.empty if f.default is MISSING else f.default)
+                  for f in PARAMS if f.name not in exclude and f.name not in {p.name for p in own}]
+        fn.__signature__ = inspect.Signature([*own, *render] if own_first else [*render, *own])
+        described = [f"    {p.name}: {d}" for p in render if (d := describe(BY_NAME[p.name]))]
+        fn.__doc__ = inspect.cleandoc(fn.__doc__ or "") + "\n\nArgs:\n" + "\n".join(described)
+        return fn
+    return wrap
+
+
+def describe(f: Field) -> str | None:
+    """A parameter's description in a flow: its help, and for a --no-NAME flag what False means."""
+    h = help_of(f)
+    return h and (f"false is {flag(f)}: {h}" if flag(f).startswith("--no-") else h)
