@@ -78,6 +78,11 @@ class Transcriber:
             raise ValueError(f"asr batch {batch!r} must be >= 1")
         self._tokenizers: dict[str, object] = {}
 
+    @property
+    def model(self):
+        """The faster_whisper.WhisperModel (benchmarks/qa_precision.py asks it for word timestamps)."""
+        return self._model
+
     def with_batch(self, batch: int) -> "Transcriber":
         """The same loaded model, heard `batch` windows at a time at most."""
         return Transcriber(self._model, self.spec, self.device, batch)

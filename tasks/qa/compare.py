@@ -59,9 +59,14 @@ def units(text: str, language: str) -> list[str]:
     return [u.key for u in _units(text, language)]
 
 
+def unit_spans(text: str, language: str) -> list[tuple[str, int, int]]:
+    """The comparable units of `text`, each with the characters [start, end) of `text` it came from."""
+    return [(u.key, u.start, u.end) for u in _units(text, language)]
+
+
 def compare(intended: str, transcript: str, language: str) -> Comparison:
     ref, hyp = _units(intended, language), _units(transcript, language)
-    steps = _align([u.key for u in ref], [u.key for u in hyp])
+    steps = align([u.key for u in ref], [u.key for u in hyp])
     dist = sum(op != "equal" for op, _, _ in steps)
     return Comparison(cer=dist / max(1, len(ref)), ref=[u.key for u in ref], hyp=[u.key for u in hyp],
                       ops=_merge(steps, ref, hyp, intended, transcript))
@@ -124,7 +129,7 @@ def _en_tn(token: str) -> str:
 
 # ------------------------------------------------------------------------------------------- alignment
 
-def _align(ref: list[str], hyp: list[str]) -> list[tuple[str, int | None, int | None]]:
+def align(ref: list[str], hyp: list[str]) -> list[tuple[str, int | None, int | None]]:
     """A minimal edit script: (op, ref index | None, hyp index | None) in order.  Levenshtein with unit costs;
     among the minimal scripts, the one with the most equal units (甚至出现交易 / 甚至交易停滞 is 2 deletions
     and 2 insertions around 交易, not 4 substitutions)."""
