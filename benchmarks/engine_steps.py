@@ -4,10 +4,10 @@
     python -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 --compile --batch 64 128 256
 
 Rows are prefilled with a ~60-token prompt, then `--steps` decode steps are timed after `--warmup` steps.
-On CPU these modes are timed: `exact` (the engine's batch-invariant mode: one call padded to the next measured batch-invariant size, per-row
-attention), `plain` (one call over all rows, batched attention: what CUDA runs) and `hf` (the same-run
-baseline: transformers' LlamaModel inside ChatTTS, one decode step over a DynamicCache, as upstream runs it,
-without upstream's logits processing) — compare modes within one run, not numbers across runs.
+On CPU these modes are timed: `exact` (the engine's batch-invariant mode: one call padded to the next measured
+batch-invariant size, per-row attention), `plain` (one call over all rows, batched attention: what CUDA runs) and
+`hf` (the same-run baseline: transformers' LlamaModel inside ChatTTS, one decode step over a DynamicCache, as
+upstream runs it, without upstream's logits processing) — compare modes within one run, not numbers across runs.
 """
 from __future__ import annotations
 

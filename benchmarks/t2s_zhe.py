@@ -5,7 +5,7 @@
     python -m benchmarks.t2s_zhe --candidates    # list the contexts where 著 may be zhù (to label tests/data/t2s)
 
 Each book is loaded as the pipeline loads it (`load_book`: lines unwrapped) and every unit (title, paragraph) is
-normalized alone with TN off (`normalize_with_map(unit, tn=False)`: OpenCC's t2s, then tasks/text/zhe.py); the
+normalized alone with TN off (`NormalizeOptions(tn=False)`: OpenCC's t2s, then tasks/text/zhe.py); the
 character each source 著 became is read from the aligned text span.  The right form is `tests/data/t2s/zhu.tsv`'s
 label where the 著's context (`context`: six characters either side) is listed there - every occurrence next to a
 character that may make it zhù (`CANDIDATE_AFTER`, `CANDIDATE_BEFORE`, a book title after it), labelled by hand -
@@ -64,8 +64,8 @@ def occurrences(book: str):
 
 def ours(unit: str) -> dict[int, str]:
     """source index -> output character, for the aligned text spans of `unit` normalized with TN off."""
-    from tasks.text.normalize import normalize_with_map
-    _, spans = normalize_with_map(unit, tn=False)
+    from tasks.text.normalize import NormalizeOptions, normalize_with_map
+    _, spans = normalize_with_map(unit, NormalizeOptions(tn=False))
     return {sp.start + k: ch for sp in spans if sp.kind == "text" and sp.aligned for k, ch in enumerate(sp.out)}
 
 

@@ -16,7 +16,7 @@ go through the same punctuation/whitespace canonicalization (our punctuation tab
 its reading, not on which comma the golden file happened to use.
 
 English and mixed-language sets (issue 25), each normalized with the book language it belongs to
-(`normalize(text, lang=...)`): NeMo's English cases nemo-en/ as `nemo-en` (the files an audiobook meets),
+(`NormalizeOptions(lang=...)`): NeMo's English cases nemo-en/ as `nemo-en` (the files an audiobook meets),
 `nemo-en-other` (NeMo-specific files: e-mail/URL spelling, telephone and serial numbers, NeMo's tags, its
 punctuation-matching mode; on their own line) and `nemo-en-audio` (`~written` followed by its accepted readings:
 a case matches when any one does), all with lang="en"; our held-out sets of real sentences `heldout-en`
@@ -171,8 +171,8 @@ def _audio_cases(file: str, lines: list[str]) -> list[Case]:
 
 def canon(text: str) -> str:
     """Punctuation and whitespace through our table (no TN, no t2s), for a fair comparison."""
-    from tasks.text.normalize import normalize
-    return normalize(text, t2s=False, tn=False)
+    from tasks.text.normalize import NormalizeOptions, normalize
+    return normalize(text, NormalizeOptions(t2s=False, tn=False))
 
 
 _RE_WORD_HYPHEN = re.compile(r"(?<=[A-Za-z0-9])[-\u2010\u2011](?=[A-Za-z0-9])")
@@ -188,9 +188,9 @@ _RE_SPACE_AT_CJK = re.compile(f"\\s+(?=[{_RE_CJK_OR_WIDE}])|(?<=[{_RE_CJK_OR_WID
 
 def canon_en(text: str) -> str:
     """English comparison form (module docstring): words and numbers as said, not their spelling or marks."""
-    from tasks.text.normalize import normalize
+    from tasks.text.normalize import NormalizeOptions, normalize
     text = _RE_EDGE_QUOTE.sub("", _RE_WORD_HYPHEN.sub(" ", text))
-    text = _RE_PERIOD.sub("", normalize(text, t2s=False, tn=False, lang="en").casefold())
+    text = _RE_PERIOD.sub("", normalize(text, NormalizeOptions(t2s=False, tn=False, lang="en")).casefold())
     for pattern, repl in _SAME_SOUND:
         text = pattern.sub(repl, text)
     return " ".join(_RE_SPACE_AT_MARK.sub(r"\1", text).split())
@@ -208,8 +208,8 @@ def conventions_en(text: str) -> str:
 
 def canon_mixed(text: str) -> str:
     """Mixed-language comparison form: the Chinese table, hyphens in words as spaces, no case, no space at Han."""
-    from tasks.text.normalize import normalize
-    text = normalize(_RE_WORD_HYPHEN.sub(" ", text), t2s=False, tn=False, lang="zh").casefold()
+    from tasks.text.normalize import NormalizeOptions, normalize
+    text = normalize(_RE_WORD_HYPHEN.sub(" ", text), NormalizeOptions(t2s=False, tn=False, lang="zh")).casefold()
     return " ".join(_RE_SPACE_AT_CJK.sub("", text).split())
 
 
@@ -244,8 +244,8 @@ def score(fn: Callable[[str], str], cases: list[Case], name: str | None = None,
 
 
 def ours(text: str, lang: Language = "zh") -> str:
-    from tasks.text.normalize import normalize
-    return normalize(text, lang=lang)
+    from tasks.text.normalize import NormalizeOptions, normalize
+    return normalize(text, NormalizeOptions(lang=lang))
 
 
 def wetext_alone(text: str, lang: Language = "zh") -> str:
@@ -257,8 +257,8 @@ def wetext_alone(text: str, lang: Language = "zh") -> str:
             return wetext_en().normalize(text)
         except Exception as exc:            # noqa: BLE001 - a baseline that fails on a case misses it
             return f"<wetext failed: {type(exc).__name__}>"
-    from tasks.text.normalize import _wetext
-    return _wetext().normalize(text)
+    from tasks.text.rules import wetext_zh
+    return wetext_zh().normalize(text)
 
 
 def speed(path: Path = HONGLOUMENG) -> tuple[int, float]:

@@ -6,7 +6,7 @@
 
 One engine, one workload (the first N segments of the book as our front-end cuts them, each with its forced
 token count, as benchmarks/engine_vs_upstream.py builds it), one voice (seed 1234), rendered twice with the
-same seeds: plain, then anchored (tasks.voice.voices.anchored: the voice's own rendering of the anchor passage,
+same seeds: plain, then anchored (tasks.synthesize.anchor.anchored: the voice's own rendering of the anchor passage,
 DVAE-encoded, before every segment).  Reported: the one-time anchor cost (its render and encoding, after a
 warm-up call), prompt tokens per segment on each side, and audio seconds per wall second (and per CPU
 second) on each side.  On a shared machine compare the per-CPU-second ratio, not absolute numbers.

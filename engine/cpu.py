@@ -69,7 +69,7 @@ class PackedLinear(nn.Module):
     """fp32 linear through oneDNN with the weight reordered once into its blocked layout (CPU).  On an AVX2 CPU
     MKL's sgemm streams a weight at 5-7 GB/s for 4-16 rows; oneDNN's packed kernel about twice that.  It takes
     rows in blocks of 6, and a row's bits are the same in any block of 4-6 rows (a block of 1-3 differs):
-    engine.generate.invariant_sizes measures that, as for MKL.  The dense `weight` stays (the HF model shares
+    engine.codemodel.invariant_sizes measures that, as for MKL.  The dense `weight` stays (the HF model shares
     it: share_weights_with_hf); `packed` is oneDNN's opaque copy."""
 
     def __init__(self, weight: torch.Tensor):

@@ -25,7 +25,7 @@ the past and the new key without concatenating them (scores of both, one softmax
 the new value's share), so the past is read once and never copied inside the graph. A row's past is valid below its
 position (a slot holds its sequence from index 0): decode masks past keys at index >= pos, so rows of different
 lengths share one call with S the longest. Positions are int64 inputs in every dtype (RoPE tables are fp32 constants
-indexed by them, never computed from a half-precision position: CHATTTS_NOTES.md's trap); norms, RoPE and the heads
+indexed by them, never computed from a half-precision position: upstream's trap); norms, RoPE and the heads
 run in fp32 as in the torch engine. Vocos' ISTFT (torch.istft, centre padding) is exported as a real inverse-DFT
 MatMul and an overlap-add of hop-sized chunks (no DFT op, which TensorRT's parser lacks); its output matches
 torch.istft to float rounding.

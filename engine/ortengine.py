@@ -8,16 +8,16 @@ model calls (GPT prefill, decode step, code heads, Decoder + Vocos) run through 
 OrtCodeModel keeps the embeddings (text ids, the 4 code embeddings fed back each step) and the KV cache
 (engine.llama.KVCache) in torch; `OrtLlama` stands in for engine.llama.Llama: a prefill sends the prompt, a
 decode step runs over slots 0 .. its highest row's slot with those slots' per-layer buffers bound in place as
-the past (IO binding: no copy), slots without a row at position 0, and writes the returned keys at each row's position
-(gathering the rows' pasts instead, cache[slots, :, :S], costs a copy per layer per step: 2.7x slower end to end
-on random-full, 4 rows; the same bits).  Sampling is engine/sampling.py's, with the same counter-based noise, so
-both back-ends draw alike wherever their logits agree.
+the past (IO binding: no copy; gathering the rows' pasts instead costs a copy per layer per step: docs/onnx.md),
+slots without a row at position 0, and writes the returned keys at each row's position.  Sampling is
+engine/sampling.py's, with the same counter-based noise, so both back-ends draw alike wherever their logits
+agree.
 
 Providers by device: cpu -> CPUExecutionProvider (`onnxruntime`); cuda -> TensorrtExecutionProvider (FP16
-engines cached in the graph folder's trt/, an optimization profile per graph for batch and cache
-length: trt_options, from engine.trtcheck) with CUDAExecutionProvider behind it, or CUDA alone (`onnxruntime-gpu`).  The CUDA
-paths are written but have not been run by us (no GPU with onnxruntime-gpu): docs/onnx.md.  A provider error
-saying the memory ran out becomes torch.OutOfMemoryError, so the scheduler's OOM backoff works unchanged.
+engines cached in the graph folder's trt/, an optimization profile per graph for batch and cache length:
+trt_options, from engine.trtprofile) with CUDAExecutionProvider behind it, or CUDA alone (`onnxruntime-gpu`).
+The CUDA paths are written but have not been run by us (no GPU with onnxruntime-gpu): docs/onnx.md.  A provider
+error saying the memory ran out becomes torch.OutOfMemoryError, so the scheduler's OOM backoff works unchanged.
 
 Batch invariance on the CPU provider is measured, not assumed (tests/engine/test_onnx.py: batched == alone
 bitwise); docs/onnx.md has the numbers and the reasons it holds.
@@ -36,7 +36,7 @@ from engine.codemodel import CodeModel
 from engine.llama import LlamaShape
 from engine.onnxgraph import export_graphs, read_info
 from engine.sampling import hash32
-from engine.trtcheck import ProfileOptions, check_model, ort_trt_options
+from engine.trtprofile import ProfileOptions, graph_profile, ort_trt_options
 from engine.units import samples_for_tokens
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "trt": "TensorrtExecutionProvider"}
@@ -73,18 +73,19 @@ def backend_name(device: str) -> str:
 
 
 def trt_options(name: str, folder: Path, max_batch: int, max_len: int) -> dict | None:
-    """TensorRT provider options for graph `name`, from engine.trtcheck (the one source of profiles): the graph is
-    checked (operators, dtypes, integer positions) and its profile derived: batch 1..max_batch (opt half; the
-    vocoder decodes one row), prompt and cache length 1..max_len (opt TRT_OPT_LEN), vocoder steps 1..max_len;
-    FP16 only for a graph holding half tensors.  None (and a warning) when the check finds a problem: the graph
-    then runs on the CUDA provider."""
+    """TensorRT provider options for graph `name`, from engine.trtprofile (the one source of profiles): its profile
+    is derived from its dims: batch 1..max_batch (opt half; the vocoder decodes one row), prompt and cache length
+    1..max_len (opt TRT_OPT_LEN), vocoder steps 1..max_len; FP16 only for a graph holding half tensors.  None (and a
+    warning) when no profile can be derived: the graph then runs on the CUDA provider.  What TensorRT's parser
+    does not take of a graph the provider hands to CUDA itself; the static check of operators, dtypes and integer
+    positions (engine/trtcheck.py) runs on these graphs in the tests (tests/engine/test_trtcheck.py)."""
     opt = min(TRT_OPT_LEN, max_len)
     batch = (1, 1, 1) if name == "vocoder" else (1, max(1, max_batch // 2), max_batch)
-    report = check_model(Path(folder) / f"{name}.onnx",
-                         ProfileOptions(batch=batch, cache=(1, opt, max_len), length=(1, opt, max_len),
-                                        steps=(1, opt, max_len)))
-    if not report.ok:
-        warnings.warn(f"{name}.onnx: TensorRT would not take it ({'; '.join(report.problems)}): CUDA provider")
+    report = graph_profile(Path(folder) / f"{name}.onnx",
+                           ProfileOptions(batch=batch, cache=(1, opt, max_len), length=(1, opt, max_len),
+                                          steps=(1, opt, max_len)))
+    if report.problems:
+        warnings.warn(f"{name}.onnx: no TensorRT profile ({'; '.join(report.problems)}): CUDA provider", stacklevel=2)
         return None
     cache = Path(folder) / "trt"
     cache.mkdir(exist_ok=True)

@@ -11,30 +11,39 @@ No machine of ours has TensorRT, so what can be known before one does is checked
    graph (an input that "must be an initializer", an attribute that "must be N", an input that "must be less
    than N").  The rest of a present op's restrictions is listed as a note to check by hand.  The default-domain
    opset must lie in the table's range.
-2. **Optimization profiles.**  Every dynamic dim of every graph input must be a named symbol with a role
-   (batch, cache, length, steps, frames: DIM_ROLES), or an expression of such symbols; the check turns the roles'
-   min/opt/max into the shapes `trtexec --minShapes/--optShapes/--maxShapes` and ONNX Runtime's
-   `trt_profile_min_shapes/opt/max` take (the same `name:AxBxC,...` syntax).
-3. **Integer positions.**  The upstream trap (../shared/CHATTTS_NOTES.md): ChatTTS casts position ids to the
-   model dtype, which breaks positions > 2048 in fp16 (> 256 in bf16).  A position input (name matching
-   POSITION_NAME) must be an integer; and no Cast to float16/bfloat16 may sit on a path from an integer
+2. **Optimization profiles** (engine/trtprofile.py, which the runtime uses too).  Every dynamic dim of every
+   graph input must be a named symbol with a role (batch, cache, length, steps, frames: DIM_ROLES), or an
+   expression of such symbols; the roles' min/opt/max become the shapes `trtexec --minShapes/--optShapes/
+   --maxShapes` and ONNX Runtime's `trt_profile_min_shapes/opt/max` take (the same `name:AxBxC,...` syntax).
+3. **Integer positions.**  The upstream trap: ChatTTS casts position ids to the model dtype, which breaks
+   positions > 2048 in fp16 (> 256 in bf16).  A position input (name matching POSITION_NAME) must be an
+   integer; and no Cast to float16/bfloat16 may sit on a path from an integer
    position input (or an integer Range) to the rotary embedding, i.e. before the path reaches a table lookup
    (position as Gather indices), a Cos/Sin, or a comparison.
 
 `python -m engine.trtcheck DIR_OR_FILES [--dim NAME=MIN,OPT,MAX ...]` prints a table per graph and exits 1 when
-a graph has a problem (2 on unreadable input).  Needs the `onnx` package (imported lazily).
+a graph has a problem (2 on unreadable input).  A developer tool: the runtime (engine/ortengine.py) imports only
+engine/trtprofile.py.  Needs the `onnx` package (imported lazily).
 """
 from __future__ import annotations
 
 import argparse
-import ast
 import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ONNX_MISSING = "engine.trtcheck needs the onnx package: pip install 'chattts-render[onnx]'"
+from engine.trtprofile import (
+    HALF_TYPES,
+    Profile,
+    ProfileOptions,
+    derive_profile,
+    onnx_module,
+    read_graph,
+    type_name,
+)
+
 TABLE_PATH = Path(__file__).with_name("data") / "onnx-tensorrt-operators.md"
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # the table's type names -> ONNX TensorProto type names; "INF64" is a typo in the table (ConstantOfShape's row)
@@ -55,25 +64,11 @@ LESS_THAN_RULE = re.compile(r"`(\w+)` input must be less than (\d+)")
 OPSET_RANGE = re.compile(r"inclusive range of opset (\d+) to opset (\d+)")
 
 POSITION_NAME = re.compile(r"(^|_)pos(ition)?s?(_|$)|position", re.I)   # pos, positions, position_ids, ...
-HALF_TYPES = ("FLOAT16", "BFLOAT16")
 INTEGER_TYPES = ("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64")
 # where a position's value stops being a position: table lookups (indices), bounded functions, comparisons, shapes
 POSITION_SINKS = {"Gather": (1,), "GatherElements": (1,), "GatherND": (1,), "Cos": (0,), "Sin": (0,),
                   "Equal": (0, 1), "Less": (0, 1), "LessOrEqual": (0, 1), "Greater": (0, 1),
                   "GreaterOrEqual": (0, 1), "Shape": (0,), "Size": (0,)}
-
-# dims of graph inputs: a symbol's role by its name (first match wins: "cache_len" is a cache dim, not a length)
-DIM_ROLES = (("cache", re.compile(r"cache|past|kv|ctx|context|total", re.I)),
-             ("batch", re.compile(r"batch|rows|^b$", re.I)),
-             ("steps", re.compile(r"step|^t$", re.I)),
-             ("frames", re.compile(r"frame|mel|sample|time|audio", re.I)),
-             ("length", re.compile(r"len|seq|token|prompt|^l$", re.I)))
-# role -> (min, opt, max).  batch: the GPU scheduler's batches (H200 runs used 64..512); cache: a prompt plus
-# 2048 new tokens fits ChatTTS's 4096 positions; length: a prefill's prompt (segments of <= ~200 characters);
-# steps: generated tokens per row (max_new_token 2048); frames: mel frames, 2 per step
-DEFAULT_RANGES = {"batch": (1, 64, 256), "cache": (1, 512, 4096), "length": (1, 128, 512),
-                  "steps": (1, 512, 2048), "frames": (1, 1024, 4096)}
-
 
 @dataclass(frozen=True)
 class OpSupport:
@@ -117,78 +112,18 @@ def load_table(path: Path = TABLE_PATH) -> SupportTable:
     return SupportTable(ops, int(m.group(1)), int(m.group(2)), source)
 
 
-@dataclass(frozen=True)
-class ProfileOptions:
-    """min/opt/max per dim role, plus per-symbol overrides ((name, (min, opt, max)), ...)."""
-    batch: tuple[int, int, int] = DEFAULT_RANGES["batch"]
-    cache: tuple[int, int, int] = DEFAULT_RANGES["cache"]
-    length: tuple[int, int, int] = DEFAULT_RANGES["length"]
-    steps: tuple[int, int, int] = DEFAULT_RANGES["steps"]
-    frames: tuple[int, int, int] = DEFAULT_RANGES["frames"]
-    overrides: tuple = ()
-
-    def __post_init__(self):
-        for name, r in [*((role, getattr(self, role)) for role in DEFAULT_RANGES), *self.overrides]:
-            if len(r) != 3 or not 0 <= r[0] <= r[1] <= r[2]:
-                raise ValueError(f"profile range of {name} must be 0 <= min <= opt <= max, got {tuple(r)}")
-
-    def range_of(self, symbol: str):
-        """(role, (min, opt, max)) of a dim symbol, or None when it has no role."""
-        for name, r in self.overrides:
-            if name == symbol:
-                return "override", tuple(r)
-        for role, pattern in DIM_ROLES:
-            if pattern.search(symbol):
-                return role, getattr(self, role)
-        return None
-
-
 @dataclass
-class GraphReport:
+class GraphReport(Profile):
+    """The check of one graph: its profile (trtprofile.Profile) plus its operators and what to check by hand."""
     path: Path
     opset: int | None = None
     ops: Counter = field(default_factory=Counter)
     types: dict = field(default_factory=dict)           # op -> set of data type names seen
-    problems: list = field(default_factory=list)
     notes: list = field(default_factory=list)           # restrictions to check by hand, unknown types
-    symbols: dict = field(default_factory=dict)         # symbol -> (role, (min, opt, max))
-    shapes: dict = field(default_factory=dict)          # "min"/"opt"/"max" -> {input: "AxB"}
-    half: bool = False                                  # the graph holds float16/bfloat16 tensors
 
     @property
     def ok(self) -> bool:
         return not self.problems
-
-    def shape_arg(self, which: str) -> str:
-        """The `name:AxB,...` value of trtexec --{which}Shapes and ONNX Runtime's trt_profile_{which}_shapes."""
-        return ",".join(f"{k}:{v}" for k, v in self.shapes.get(which, {}).items())
-
-
-def _onnx():
-    try:
-        import onnx
-        import onnx.inliner
-        import onnx.numpy_helper
-        import onnx.shape_inference
-    except ImportError:
-        raise ImportError(ONNX_MISSING) from None
-    return onnx
-
-
-def _type_name(onnx, elem: int) -> str:
-    return onnx.TensorProto.DataType.Name(elem)
-
-
-def _graphs(onnx, graph):
-    """The graph and every subgraph (If/Loop/Scan bodies), depth first."""
-    yield graph
-    for node in graph.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(onnx, a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for g in a.graphs:
-                    yield from _graphs(onnx, g)
 
 
 def _formal(onnx, params, i: int):
@@ -205,8 +140,9 @@ def _constants(graphs) -> dict:
     for g in graphs:
         out.update({t.name: t for t in g.initializer})
         for n in g.node:
-            if n.op_type == "Constant":
-                out.update({n.output[0]: a.t for a in n.attribute if a.name == "value"})
+            for a in n.attribute if n.op_type == "Constant" else ():
+                if a.name == "value":
+                    out[n.output[0]] = a.t
     return out
 
 
@@ -302,69 +238,6 @@ def _check_restrictions(onnx, node, schema, row: OpSupport, consts: dict, where:
         report.notes.append(note)
 
 
-def _eval_dim(expr: str, values: dict) -> int:
-    """An input dim expression over symbols ('cache_len + 1') evaluated with integer arithmetic."""
-    def ev(n):
-        if isinstance(n, ast.Expression):
-            return ev(n.body)
-        if isinstance(n, ast.Constant) and isinstance(n.value, int):
-            return n.value
-        if isinstance(n, ast.Name):
-            return values[n.id]
-        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
-            a, b = ev(n.left), ev(n.right)
-            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b,
-                    ast.FloorDiv: a // b if b else 0}[type(n.op)]
-        raise ValueError(expr)
-    return ev(ast.parse(expr, mode="eval"))
-
-
-def _profiles(graph, init_names, opts: ProfileOptions, report: GraphReport) -> None:
-    """Per dynamic graph input: its shape at min/opt/max, from the dims' symbols and their roles."""
-    rows = []
-    for inp in graph.input:
-        if inp.name in init_names or not inp.type.HasField("tensor_type"):
-            continue
-        dims = list(inp.type.tensor_type.shape.dim)
-        if not inp.type.tensor_type.HasField("shape"):
-            report.problems.append(f"input {inp.name!r}: no shape (rank unknown), no profile can be derived")
-            continue
-        if all(d.HasField("dim_value") for d in dims):
-            continue                                           # static: trtexec needs no shape for it
-        for k, d in enumerate(dims):
-            if d.HasField("dim_value"):
-                continue
-            if not d.dim_param:
-                report.problems.append(f"input {inp.name!r} dim {k}: dynamic without a name, no profile role")
-                continue
-            for sym in (d.dim_param,) if d.dim_param.isidentifier() else re.findall(r"[A-Za-z_]\w*", d.dim_param):
-                if sym in report.symbols:
-                    continue
-                found = opts.range_of(sym)
-                if found is None:
-                    report.problems.append(f"input {inp.name!r} dim {k}: symbol {sym!r} has no profile role "
-                                           f"(name it batch/cache/length/steps/frames, or --dim {sym}=MIN,OPT,MAX)")
-                else:
-                    report.symbols[sym] = found
-        rows.append((inp.name, dims))
-    for which, j in (("min", 0), ("opt", 1), ("max", 2)):
-        values = {s: r[j] for s, (_, r) in report.symbols.items()}
-        shapes = {}
-        for name, dims in rows:
-            try:
-                shapes[name] = "x".join(str(d.dim_value if d.HasField("dim_value") else _eval_dim(d.dim_param, values))
-                                        for d in dims)
-            except (KeyError, ValueError, SyntaxError):
-                shapes = None
-                break
-        if shapes is None:
-            if which == "min" and not any("no profile role" in p or "without a name" in p for p in report.problems):
-                report.problems.append("an input dim expression could not be evaluated: no profile")
-            report.shapes = {}
-            return
-        report.shapes[which] = shapes
-
-
 def _positions(onnx, graph, dtypes: dict, report: GraphReport) -> None:
     """The integer-position rule on the main graph (see the module docstring)."""
     sources = []
@@ -388,7 +261,7 @@ def _positions(onnx, graph, dtypes: dict, report: GraphReport) -> None:
             if i in POSITION_SINKS.get(n.op_type, ()):
                 continue
             if n.op_type == "Cast":
-                to = _type_name(onnx, next(a.i for a in n.attribute if a.name == "to"))
+                to = type_name(onnx, next(a.i for a in n.attribute if a.name == "to"))
                 if to in HALF_TYPES:
                     report.problems.append(f"Cast node {n.name or n.output[0]!r}: an integer position ({name!r}) "
                                            f"cast to {to} on its way to the rotary embedding")
@@ -405,52 +278,24 @@ def _positions(onnx, graph, dtypes: dict, report: GraphReport) -> None:
 
 def check_model(path, opts: ProfileOptions = ProfileOptions(), table: SupportTable | None = None) -> GraphReport:
     """Check one .onnx file (external data is not loaded: only names, types and shapes are read)."""
-    onnx = _onnx()
     table = table or load_table()
-    path = Path(path)
-    report = GraphReport(path)
-    model = onnx.load(str(path), load_external_data=False)
-    model = onnx.inliner.inline_local_functions(model)
-    model = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    onnx, model, graphs, dtypes = read_graph(path)
+    report = GraphReport(path=Path(path))
     opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
     report.opset = opset
     if opset is None or not table.opset_min <= opset <= table.opset_max:
         report.problems.append(f"default-domain opset {opset}: TensorRT's parser takes opset "
                                f"{table.opset_min}..{table.opset_max}")
         opset = table.opset_max if opset is None else min(max(opset, table.opset_min), table.opset_max)
-    graphs = list(_graphs(onnx, model.graph))
-    dtypes = {}
-    for g in graphs:
-        for vi in (*g.input, *g.output, *g.value_info):
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-                dtypes[vi.name] = _type_name(onnx, vi.type.tensor_type.elem_type)
-        dtypes.update({t.name: _type_name(onnx, t.data_type) for t in g.initializer})
-        for n in g.node:
-            if n.op_type == "Constant":
-                dtypes.update({n.output[0]: _type_name(onnx, a.t.data_type) for a in n.attribute if a.name == "value"})
     consts = _constants(graphs)
     report.half = any(t in HALF_TYPES for t in dtypes.values())
     for g in graphs:
         for node in g.node:
             report.ops[node.op_type] += 1
             _check_node(onnx, node, opset, table, dtypes, consts, report)
-    _profiles(model.graph, {t.name for t in model.graph.initializer}, opts, report)
+    derive_profile(model.graph, {t.name for t in model.graph.initializer}, opts, report)
     _positions(onnx, model.graph, dtypes, report)
     return report
-
-
-def ort_trt_options(report: GraphReport, engine_cache: Path) -> dict:
-    """ONNX Runtime TensorRT provider options for one checked graph: its optimization profile, the engine and
-    timing caches in `engine_cache` (a folder of the model cache), and for a graph holding half tensors FP16
-    with the norms' Pow + ReduceMean kept in fp32 (the provider builds weakly typed: FP16 on lets TensorRT
-    lower any layer; an all-fp32 graph gets no FP16).  Every value is a string."""
-    half = str(int(report.half))
-    opts = {"trt_fp16_enable": half, "trt_layer_norm_fp32_fallback": half, "trt_engine_cache_enable": "1",
-            "trt_engine_cache_path": str(engine_cache), "trt_timing_cache_enable": "1",
-            "trt_timing_cache_path": str(engine_cache)}
-    if report.shapes:
-        opts.update({f"trt_profile_{w}_shapes": report.shape_arg(w) for w in ("min", "opt", "max")})
-    return opts
 
 
 def trtexec_command(report: GraphReport, engine: Path) -> list[str]:
@@ -508,7 +353,7 @@ def main(argv=None) -> int:
                    help="profile range of one dim symbol (overrides its role's)")
     a = p.parse_args(argv)
     try:
-        _onnx()
+        onnx_module()
         opts = ProfileOptions(overrides=tuple(a.dim))
         files = onnx_files(a.paths)
     except (ValueError, FileNotFoundError, ImportError) as e:

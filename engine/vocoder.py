@@ -8,13 +8,10 @@ Each step becomes 2 mel frames; Vocos' centred ISTFT turns F frames into 256 * (
 steps is exactly (2T - 1) * 256 samples (engine.units.samples_for_tokens).  Nothing is deleted or padded.
 
 **Every row is decoded alone, on every device.**  A segment's audio must not depend on its batch-mates, and
-batching does change bits: measured on CPU, equal-length rows decoded together can differ from the row
-decoded alone by ~4e-7 (batch-size-dependent GEMM/convolution blocking; random-full, 16 rows of 100 tokens);
-rows of unequal length cannot share a call at all (convolutions would carry the padding into a shorter row's
-tail).  cuDNN and cuBLAS pick their algorithms by shape the same way, so CUDA decodes one row per call too (it
-used to group up to 16 equal-length rows).  The cost of that on CUDA is unmeasured (no GPU in the session that
-made the change); on CPU, where rows were always decoded alone, batching would buy ~4-7 %
-(benchmarks/vocoder_batching.py, benchmarks/README.md).
+batching does change bits (GEMM/convolution blocking by batch size: equal-length rows decoded together differ
+from the row alone in the last bits on CPU; cuDNN and cuBLAS pick algorithms by shape the same way); rows of
+unequal length cannot share a call at all (convolutions would carry the padding into a shorter row's tail).
+What batching would buy: benchmarks/README.md, `vocoder_batching.py`.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from tasks import stages
 from tasks.audio.assemble import AssembleOptions
 from tasks.errors import BookError
 from tasks.fleet import storage
-from tasks.fleet.storage import attached, load_manifest
+from tasks.fleet.attach import attached, load_manifest
 from tasks.ingest import load_book
 from tasks.plan.prepare import select_chapters
 from tasks.site.audition import AuditionOptions

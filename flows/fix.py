@@ -7,7 +7,7 @@ this module parses, holds the book's lock and prints.
     fix BOOK 2.14 --take 1        keep take 1 again (no model loaded)
     fix BOOK 2.14 --text "…"      speak this instead (kept in OUT/<book>/fixes.json, applied at every plan)
 
-With `--out URL` the fix works in the store's scratch folder as a render does (tasks/fleet/storage.py: leased,
+With `--out URL` the fix works in the store's scratch folder as a render does (tasks/fleet/attach.py: leased,
 pulled — and the named segments' takes and check records with it — and every commit published); `--takes` reads
 a temp mirror of the store's book and holds nothing.
 """
@@ -28,7 +28,7 @@ from tasks.audio.assemble import AssembleOptions
 from tasks.book import LanguageChoice, segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
-from tasks.fleet import storage
+from tasks.fleet import attach
 from tasks.plan.fixes import Fix, parse_name, read_names
 from tasks.synthesize.pickups import find_rows, takes_table
 from tasks.text.normalize import normalize
@@ -64,7 +64,7 @@ def cmd_fix(a) -> int:
         engine = engine_options(p)
         segment = segment_options(p, book_path(p.book, p.scratch))
     book_dir, store = book_place(p.book, p.out, p.scratch)
-    with storage.viewed(book_dir, store) as (view, pub):    # --out URL: the store's manifest, report.json, book.json
+    with attach.viewed(book_dir, store) as (view, pub):    # --out URL: the store's manifest, report.json, book.json
         if load(view).num_rows == 0:
             raise BookError(str(a.book), f"no render found in {store or view}")
         if action == "--takes":
@@ -75,7 +75,7 @@ def cmd_fix(a) -> int:
     with usage():
         package = package_options(_packaging(a, p, last))
     note_threads(engine)
-    with locked(book_dir), storage.attached(book_dir, store) as pub:   # a store: leased, pulled, commits published
+    with locked(book_dir), attach.attached(book_dir, store) as pub:   # a store: leased, pulled, commits published
         rows = _rows(book_dir, names, a.book, pub)
         rendered, fixed = stages.fix(book_dir, rows, a.book, take=a.take, override=override, voice=spec,
                                      engine=engine, qa=qa_options(p, engine.device))
@@ -130,9 +130,9 @@ def _action(a) -> str:
 def _fix_of(a, segment: SegmentOptions, language: LanguageChoice, book_dir: Path):
     """(the override, its voice still a placeholder; the parsed --voice spec): checked before the lock or the model.
     The text is read as the book is (`segment`; `language` auto: book_dir's book.json gives the reading language)."""
-    seg = replace(segment, lang=reading_language(book_dir) if language == "auto" else language)
-    text = None if a.text is None else normalize(a.text, t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn,
-                                                 lang=seg.lang).strip()
+    lang = reading_language(book_dir) if language == "auto" else language
+    seg = replace(segment, normalize=replace(segment.normalize, lang=lang))
+    text = None if a.text is None else normalize(a.text, seg.normalize).strip()
     spec = parse_voice(a.voice, a.clip_text, seg) if a.voice is not None else None
     try:                                             # the voice is resolved with the model, under the lock
         return Fix("", text=text, seed=a.seed, voice="(resolved later)" if spec is not None else None), spec

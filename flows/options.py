@@ -15,6 +15,7 @@ from tasks.fleet import storage
 from tasks.options import DEFAULT_OUT, RenderOptions, load_lexicon, parse_chapters
 from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import GuardOptions
+from tasks.text.normalize import NormalizeOptions
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import load_cast
 from tasks.voice.voices import parse_voice
@@ -62,8 +63,8 @@ def engine_options(p: RenderParams) -> EngineOptions:
 
 def segment_options(p: RenderParams, book: Path) -> SegmentOptions:
     """How the book's text is read: t2s, the lexicons that apply to it, the language (auto: prepare resolves it)."""
-    opts = SegmentOptions(t2s=p.t2s, lexicon=load_lexicon(book, p.lexicon))
-    return opts if p.language == "auto" else replace(opts, lang=p.language)
+    norm = NormalizeOptions(t2s=p.t2s, lexicon=load_lexicon(book, p.lexicon))
+    return SegmentOptions(normalize=norm if p.language == "auto" else replace(norm, lang=p.language))
 
 
 def package_options(p: RenderParams) -> PackageOptions:

@@ -12,7 +12,7 @@ from manifests.source import record_source_hash, source_sha256
 from tasks import stages
 from tasks.errors import disk_full_error
 from tasks.fleet import shards
-from tasks.fleet.storage import attached, attached_audition, attached_shard
+from tasks.fleet.attach import attached, attached_audition, attached_shard
 from tasks.options import RenderOptions
 from tasks.site.audition import audition as run
 

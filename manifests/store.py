@@ -118,7 +118,7 @@ _listeners: dict[str, Callable[[Path], None]] = {}     # abspath(book_dir) -> ca
 @contextmanager
 def on_commit(book_dir: str | Path, listener: Callable[[Path], None]):
     """Call listener(part) after each part committed into book_dir, while the block runs (the store's
-    publisher, tasks/fleet/storage.py: a part is published as soon as it is in place)."""
+    publisher, tasks/fleet/mirror.py: a part is published as soon as it is in place)."""
     key = os.path.abspath(book_dir)
     _listeners[key] = listener
     try:

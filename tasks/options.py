@@ -15,7 +15,7 @@ from tasks.bookdir import book_slug
 from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import GuardOptions
-from tasks.text.normalize import Lexicon
+from tasks.text.lexicon import Lexicon
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import Cast
 

@@ -55,6 +55,7 @@ HEAVY = {"torch", "torchaudio", "transformers", "ChatTTS", "vocos", "huggingface
          "pyarrow", "s3fs", "scipy", "wetext", "jieba", "numpy", "soundfile"}
 MODEL = {"engine.engine"}    # the engine: loading it is torch and ChatTTS; what needs no model never imports it
 STDLIB = set(sys.stdlib_module_names)
+TOOLS = {"engine.trtcheck"}  # developer tools with a CLI of their own: no package module imports one
 FLOWS_MAX_LINES = 200        # a flows/ module longer than this holds more than composition
 RENAMES = {"replace", "rename", "renames"}
 
@@ -238,6 +239,13 @@ def test_imports_follow_the_layer_order():
     unplaced = sorted(m for m in modules() if layer(m) is None and m not in ("tasks",))
     assert unplaced == []                            # every module belongs to a layer
     assert upward_imports() == []
+
+
+def test_no_package_module_imports_a_developer_tool():
+    """engine/trtcheck.py (the static TensorRT check, `python -m engine.trtcheck`) is run by hand, by the tests and
+    by benchmarks/onnx_gpu_check.py; the runtime takes the TensorRT profiles from engine/trtprofile.py."""
+    g = graph()
+    assert {m: sorted(g[m] & TOOLS) for m in g if g[m] & TOOLS} == {}
 
 
 def test_lazy_imports_are_only_for_heavy_libraries():

@@ -24,7 +24,8 @@ from engine.atomic import read_json, write_bytes
 from engine.units import expected_tokens
 from tasks.bookdir import SHARD_FILE
 from tasks.errors import RenderFailed
-from tasks.fleet.storage import Store, book_view, is_url
+from tasks.fleet.mirror import book_view
+from tasks.fleet.storage import Store, is_url
 from tasks.ingest import load_book
 from tasks.plan.rows import to_render
 from tasks.text.segment import SegmentOptions, book_options

@@ -7,11 +7,11 @@ converted at this boundary as "unreadable book (...)"; the fuzz tests treat thos
 
 EPUB (tasks/ingest/epub/): spine order, TOC titles (nav, else NCX), continuation chunks merged, notes at
 chapter end or skipped, ruby base text only, Gutenberg boilerplate dropped; hardened against XXE, entity
-bombs, zip bombs, path traversal, duplicate entries and DRM.  TXT (tasks/ingest/txt.py): BOM/UTF-8/charset-
-normalizer detection recorded in meta.encoding, Gutenberg header/footer and HTML leftovers removed; Chinese
-text: 第X回/章 and named headings or essay title lines, hard-wrap unwrapping; English text (txt_en.py): CHAPTER I /
-Chapter 1 / roman headings, contents lists and title pages skipped, blank-line paragraphs unwrapped; meta.language
-from Gutenberg's Language line or the text.  Paragraphs are original text with whitespace
+bombs, zip bombs, path traversal, duplicate entries and DRM.  TXT (tasks/ingest/txt.py; txt_decode.py: BOM/UTF-8/
+charset-normalizer detection recorded in meta.encoding, Gutenberg header/footer and HTML leftovers removed;
+Chinese text (txt_zh.py): 第X回/章 and named headings or essay title lines, hard-wrap unwrapping; English text
+(txt_en.py): CHAPTER I / Chapter 1 / roman headings, contents lists and title pages skipped, blank-line paragraphs
+unwrapped; meta.language from Gutenberg's Language line or the text.  Paragraphs are original text with whitespace
 collapsed (a line break between two CJK characters disappears); titles have control characters stripped."""
 from __future__ import annotations
 

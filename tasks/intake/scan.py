@@ -4,7 +4,7 @@ tonight, and why.  (The output root's catalogue page and feed are tasks/site/cat
 A book needs rendering when it is new, changed (its source file's sha256 differs from the one recorded after
 its last render) or incomplete (its manifest has segments not done, or it was never packaged).  A book whose
 render is in flight (its book-dir lock is held; in a store, its lease) is left alone.  The output root may be
-a store URL: the state is then read from the store (tasks/fleet/storage.py).  Plain functions: flows/nightly.py
+a store URL: the state is then read from the store (tasks/fleet/mirror.py book_view).  Plain functions: flows/nightly.py
 starts one render per book that needs it; the tests call these without a server."""
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from manifests.source import read_source_hash, source_sha256
 from tasks.bookdir import REPORT_NAME, book_slug
 from tasks.errors import BookError
 from tasks.fleet.lease import Lease
-from tasks.fleet.storage import Store, book_view, is_url
+from tasks.fleet.mirror import book_view
+from tasks.fleet.storage import Store, is_url
 
 BOOK_SUFFIXES = (".epub", ".txt")
 

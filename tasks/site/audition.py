@@ -41,7 +41,7 @@ AUDITION_SECONDS = 15.0            # s: the default passage is the first chapter
 PIECE_SECONDS = 8.0                # s: the pieces it is packed from (the segmenter's target for the passage)
 MAX_PASSAGE_SECONDS = 25.0         # s: never longer than this
 DEFAULT_COUNT = 12
-DEFAULT_FROM_SEED = 2222           # the default voice (tasks.options.DEFAULT_VOICE) is the first seed
+DEFAULT_FROM_SEED = 2222           # the default voice (tasks.voice.voices.DEFAULT_VOICE) is the first seed
 MAX_COUNT = 100
 VOICES_JSON = "voices.json"
 BOOK_VOICE_NAME = "book"           # the candidate that is the book's stored voice
@@ -75,7 +75,7 @@ def passage(book, segment, text: str | None = None) -> str:
     """The audition passage, normalized as the book's text is (`segment`: SegmentOptions).  BookError when
     nothing of it can be spoken."""
     if text is not None:
-        out = normalize(text, t2s=segment.t2s, lexicon=segment.lexicon, tn=segment.tn, lang=segment.lang).strip()
+        out = normalize(text, segment.normalize).strip()
     else:
         pieces = segment_chapter(book.chapters[0], opts=replace(segment, target_seconds=PIECE_SECONDS,
                                                                 max_seconds=max(PIECE_SECONDS, segment.min_seconds)))

@@ -16,7 +16,8 @@ from engine.atomic import write_bytes
 from engine.units import hms
 from manifests.lock import BookLock
 from tasks.errors import BookError, OutputError, StoreError
-from tasks.fleet.storage import catalogue_view, describe
+from tasks.fleet.mirror import catalogue_view
+from tasks.fleet.storage import describe
 from tasks.site.feed import FEED_NAME, feed_items, feed_xml
 from tasks.site.html import document, esc, href
 from tasks.site.library import DONE, FAILED, BookEntry, book_entry, scan_output
@@ -97,7 +98,7 @@ def write_catalogue(out: str | Path, opts: SiteOptions = SiteOptions()) -> list[
 
 def write_store_catalogue(store, opts: SiteOptions = SiteOptions(), scratch: str | None = None) -> list[BookEntry]:
     """write_catalogue for an output root in a store (a tasks.fleet.storage.Store): each book's manifest, book.json
-    and report.json are read from the store (tasks.fleet.storage.catalogue_view; its lease says whether it renders
+    and report.json are read from the store (tasks.fleet.mirror.catalogue_view; its lease says whether it renders
     now), and index.html and feed.xml are uploaded to the root, each only when it changed.  StoreError when the
     store cannot be used, BookError when nothing is stored under the root (nothing is uploaded then)."""
 

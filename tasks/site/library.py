@@ -62,7 +62,7 @@ def local_stat(book_dir: Path) -> Stat:
 
 def book_entry(book_dir: Path, stat: Stat | None = None, rendering: bool | None = None) -> BookEntry | None:
     """The entry of one book folder; None when it holds no manifest rows (not a book).  A book in a store
-    (tasks.fleet.storage.store_catalogue_view): book_dir holds its manifest, book.json and report.json, `stat` answers
+    (tasks.fleet.mirror.catalogue_view): book_dir holds its manifest, book.json and report.json, `stat` answers
     for the store's files and `rendering` is its lease; by default both are the folder's own."""
     from manifests.store import STATUS_DONE, STATUS_FAILED, STATUS_PENDING, load
 

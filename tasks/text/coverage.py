@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from tasks.book import Chapter, Segment
-from tasks.text.normalize import _t2s, iter_spans, printable, removals
+from tasks.text.normalize import iter_spans, printable, removals
 from tasks.text.segment import SegmentOptions, chapter_units
+from tasks.text.t2s import simplified
 
 MAX_LISTED = 2_000          # entries: per-chapter cap on listed removals (the count stays exact)
 
@@ -40,7 +41,7 @@ def _same_speech(a: str, b: str) -> bool:
 
 @lru_cache(maxsize=16_384)
 def _t2s_char(c: str) -> str:
-    return _t2s(c)
+    return simplified(c)
 
 
 @dataclass
@@ -78,7 +79,7 @@ def _explain_gap(rep: CoverageReport, gap: str, base: int, opts: SegmentOptions,
     """Text between segments: only silent material is allowed."""
     if not gap:
         return
-    for sp in iter_spans(gap, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang):
+    for sp in iter_spans(gap, opts.normalize):
         if sp.kind == "removed":
             continue
         if _speech(sp.out):
@@ -90,7 +91,7 @@ def _explain_gap(rep: CoverageReport, gap: str, base: int, opts: SegmentOptions,
 
 
 def _add_removals(rep: CoverageReport, text: str, base: int, opts: SegmentOptions, counts: Counter) -> None:
-    spans = iter_spans(text, t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang)
+    spans = iter_spans(text, opts.normalize)
     for r in removals(spans, text, base):
         counts[r.reason] += len(r.text)
         rep.removed_count += len(r.text)
@@ -156,7 +157,7 @@ def _reading(stream: str, start: int, end: int, joins: list[int], opts: SegmentO
     bounds = [start, *[p for j in cuts for p in (j, j + 1)], end]
     out = []
     for a, b in zip(bounds[::2], bounds[1::2]):
-        spans = iter_spans(stream[a:b], t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang)
+        spans = iter_spans(stream[a:b], opts.normalize)
         out.append("".join(sp.out for sp in spans))
     return "".join(out)
 

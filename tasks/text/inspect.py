@@ -72,8 +72,8 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
         "source_format": m.source_format, "encoding": m.encoding,
         "options": {"target_seconds": opts.target_seconds, "max_seconds": opts.max_seconds,
                     "max_chars": opts.max_chars, "min_chars": opts.min_chars, "max_words": opts.max_words,
-                    "min_words": opts.min_words, "t2s": opts.t2s, "tn": opts.tn,
-                    "lexicon_entries": len(opts.lexicon.entries) if opts.lexicon else 0},
+                    "min_words": opts.min_words, "t2s": opts.normalize.t2s, "tn": opts.normalize.tn,
+                    "lexicon_entries": len(opts.normalize.lexicon.entries) if opts.normalize.lexicon else 0},
         "totals": {"chapters": len(chapters), "characters": total_chars, "segments": total_segs,
                    "estimated_seconds": round(total_secs, 1)},
         "chapters": chapters,
@@ -193,7 +193,7 @@ def _format_polyphones(words: list[dict]) -> list[str]:
 
 
 def _format_cast(c: dict) -> list[str]:
-    """The cast section (tasks/cast.cast_report): parts with voice, segments, characters, share; speakers."""
+    """The cast section (tasks/voice/cast.cast_report): parts with voice, segments, characters, share; speakers."""
     lines = ["", f"Cast:      {c['file']}",
              f"    {'part':<14}  {'voice':<24}  {'segs':>6}  {'chars':>9}  {'share':>6}"]
     for r in c["parts"]:

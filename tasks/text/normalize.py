@@ -1,11 +1,11 @@
-"""Text normalization for ChatTTS: Traditional -> Simplified, a user lexicon, numbers/dates/units read aloud
-(wetext FSTs on the digit-bearing windows only, plus our own rules; telephone numbers and codes first, digit by
-digit: tasks/text/codes.py), every punctuation mark mapped to one
-ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of what and why.  English runs (an
-English book, or an English phrase inside a Chinese one: `_language_runs`) are read by tasks/text/english.py with
-ASCII marks; the rest the Chinese way.
+"""Text normalization for ChatTTS: Traditional -> Simplified (tasks/text/t2s.py), the user's lexicon
+(tasks/text/lexicon.py), numbers/dates/units read aloud (wetext FSTs on the digit-bearing windows only, plus our own
+rules: tasks/text/rules.py; telephone numbers and codes first, digit by digit: tasks/text/codes.py), every
+punctuation mark mapped to one ChatTTS's tokenizer keeps, and unspeakable characters removed *with a record* of
+what and why.  English runs (an English book, or an English phrase inside a Chinese one: `_language_runs`) are read
+by tasks/text/english.py with ASCII marks; the rest the Chinese way.  `NormalizeOptions` says which of these run.
 
-The core is `iter_spans(text)`: a stream of `Span`s that tile the source text in order.  Each span says which
+The core is `iter_spans(text, opts)`: a stream of `Span`s that tile the source text in order.  Each span says which
 source characters `[start, end)` became which output text, of what kind, and - for removals - why.  `normalize`
 joins the outputs; `normalize_with_map` also returns the spans; the segmenter cuts between spans and the coverage
 audit lists the removals.  Work is done per sentence-sized chunk, so memory stays bounded on huge paragraphs.
@@ -17,20 +17,16 @@ Latin abbreviations).  Everything else is mapped (see PUNCT_TABLE) or removed wi
 from __future__ import annotations
 
 import re
-import sys
 import unicodedata
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
-from typing import Iterable, Iterator, Literal
+from typing import Literal
 
 from tasks.book import LANGUAGES, Language
-from tasks.errors import BookError
-from tasks.text import codes as tn_codes
-from tasks.text import english as en_tn
-from tasks.text import rules as tn_rules
-from tasks.text.polyphones import parse_reading, spell
-from tasks.text.zhe import simplify_zhe
+from tasks.text import codes as tn_codes, english as en_tn, rules as tn_rules
+from tasks.text.lexicon import Lexicon
+from tasks.text.t2s import is_traditional, simplified_aligned
 
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
@@ -96,8 +92,6 @@ REMOVAL_REASONS = {
     "symbol": "a symbol with no reading outside a number (currency, math, arrows, boxes)",
 }
 
-_RE_SURROGATE = re.compile("[\ud800-\udfff]")
-_RE_RARE = re.compile("[\u3400-\u4dbf\U00020000-\U0003ffff]")
 _RE_DIGIT = re.compile(r"[0-9０-９]")
 _RE_LATIN = re.compile(r"[A-Za-z]")
 # Han runs of an English book: ideographs, the full-width marks among them, digits glued to them (2024年, 第2位).
@@ -155,7 +149,7 @@ def printable(text: str) -> str:
 class NormalizeOptions:
     t2s: bool = True                 # Traditional -> Simplified (OpenCC t2s)
     tn: bool = True                  # verbalize numbers, dates, units (wetext + our rules)
-    lexicon: "Lexicon | None" = None
+    lexicon: Lexicon | None = None
     lang: Language = "zh"            # the book's reading language (tasks.book.book_language)
 
     def __post_init__(self) -> None:
@@ -166,93 +160,7 @@ class NormalizeOptions:
             raise ValueError(f"lexicon must be a Lexicon, not {type(self.lexicon).__name__}")
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Lexicon
-# ---------------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Lexicon:
-    """User replacements applied before TN: `word<TAB>replacement` lines, `#` comments, UTF-8.  A replacement may
-    be a reading, `yin2 hang2` or `[yín háng]` (one syllable per character): it becomes a spelling ChatTTS can
-    only read that way (tasks/text/polyphones.spell: 银行 -> 银航), which is what `entries` holds; `readings`
-    keeps the syllables, so that a Traditional key is spelled from its Simplified form under t2s (頭髮 fa4: 发).
-
-    Longest match wins; later files override earlier ones (global first, then the book's).  Keys are matched
-    after Traditional -> Simplified conversion, so a Simplified key also matches Traditional text."""
-    entries: tuple[tuple[str, str], ...] = ()
-    readings: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
-
-    @classmethod
-    def load(cls, *paths: str | Path) -> "Lexicon":
-        merged: dict[str, str] = {}
-        readings: dict[str, tuple[str, ...]] = {}
-        for path in paths:
-            try:
-                text = Path(path).read_text(encoding="utf-8-sig")
-            except FileNotFoundError:
-                raise BookError(str(path), "lexicon file not found") from None
-            except UnicodeDecodeError:
-                raise BookError(str(path), "lexicon file is not UTF-8") from None
-            for lineno, line in enumerate(text.splitlines(), 1):
-                if not line.strip() or line.lstrip().startswith("#"):
-                    continue
-                if "\t" not in line:
-                    raise BookError(str(path), f"line {lineno}: expected word<TAB>replacement")
-                word, repl = line.split("\t", 1)
-                word, repl = word.strip(), repl.strip()
-                if not word:
-                    raise BookError(str(path), f"line {lineno}: empty word")
-                try:
-                    if (syllables := parse_reading(word, repl)) is not None:
-                        repl = spell(word, syllables)
-                except ValueError as e:
-                    raise BookError(str(path), f"line {lineno}: {e}") from None
-                merged[word] = repl
-                readings.pop(word, None)
-                if syllables is not None:
-                    readings[word] = syllables
-        return cls(tuple(merged.items()), tuple(readings.items()))
-
-    def pattern(self, t2s: bool) -> tuple[re.Pattern | None, dict[str, str]]:
-        key = ("t2s" if t2s else "raw")
-        if key not in self._cache:
-            table: dict[str, str] = {}
-            syllables = dict(self.readings)
-            for word, repl in self.entries:
-                table[word] = repl
-                if t2s:
-                    simple = _t2s(word)
-                    if word in syllables and simple != word and len(simple) == len(word):
-                        try:
-                            repl = spell(simple, syllables[word])
-                        except ValueError:
-                            pass                  # the Traditional spelling, which load() accepted, stands
-                    table.setdefault(simple, repl)
-            words = sorted(table, key=len, reverse=True)
-            pat = re.compile("|".join(map(re.escape, words))) if words else None
-            self._cache[key] = (pat, table)
-        return self._cache[key]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Lazy heavy helpers
-# ---------------------------------------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _opencc():
-    import opencc
-    return opencc.OpenCC("t2s")
-
-
-def _t2s(text: str) -> str:
-    return _opencc().convert(text)
-
-
-_wetext = tn_rules.wetext_zh
-
-
-@lru_cache(maxsize=65_536)
-def _wetext_normalize(text: str) -> str:
-    return _wetext().normalize(text)
+_LEXICON_OUT = NormalizeOptions(t2s=False)     # a lexicon replacement is read as written: no t2s, no lexicon
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -343,7 +251,7 @@ _DASHES = "—–-~～"                            # a dash after a dated word j
 def _verbalize_number_window(text: str) -> str:
     """Verbalize one window of text that contains digits: our pre-rules, wetext, our post-rules."""
     pre = tn_rules.pre(text)
-    out = _wetext_normalize(pre) if _RE_DIGIT.search(pre) else pre
+    out = tn_rules.wetext_zh_normalize(pre) if _RE_DIGIT.search(pre) else pre
     return tn_rules.post(out)
 
 
@@ -380,26 +288,6 @@ def _glued(a: str, b: str) -> bool:
         or a.isdigit() or b.isdigit()
 
 
-def _t2s_aligned(chunk: str, on: bool, traditional: bool = False) -> str:
-    """Simplified text with the same length as `chunk` (per-character conversion if phrases changed length).
-    `traditional`: the paragraph is Traditional text (OpenCC changes it), so 著 is written 着 where it is not zhù
-    (tasks/text/zhe.py); a chunk OpenCC changes is Traditional too."""
-    if not on or chunk.isascii():
-        return chunk
-    if _RE_SURROGATE.search(chunk):              # OpenCC needs UTF-8: keep lone surrogates out of it
-        safe = _RE_SURROGATE.sub("\x00", chunk)
-        conv = _t2s_aligned(safe, on, traditional)
-        return "".join(c if c != "\x00" else o for c, o in zip(conv, chunk))
-    conv = _t2s(chunk)
-    if len(conv) != len(chunk):
-        conv = "".join(x if len(x := _t2s(c)) == 1 else c for c in chunk)
-    if _RE_RARE.search(conv):
-        # OpenCC maps some common Traditional characters to rare Simplified ones outside U+4E00-U+9FFF
-        # (綝 -> U+2C62D, 喎 -> U+359E) that ChatTTS cannot read: keep the Traditional character then.
-        conv = "".join(c if _RE_RARE.match(x) and not _RE_RARE.match(c) else x for c, x in zip(chunk, conv))
-    return simplify_zhe(conv) if traditional or conv != chunk else conv
-
-
 def _find_removals(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     """Context-dependent removals inside text[start:end]: markup tags, glyph descriptions, '?' placeholders."""
     found: list[tuple[int, int, str]] = []
@@ -432,6 +320,16 @@ def _find_removals(text: str, start: int, end: int) -> list[tuple[int, int, str]
     return en_tn.first_of_overlapping(sorted(found))
 
 
+def _context_before(work: str, s: int, start: int, k: int) -> bool:
+    """Does a number window starting at s (k characters of context taken so far) take in work[s - 1]: CJK or a
+    quote, a minus, or as its first context a space after CJK or a dash after a dated word (10月—11月)?"""
+    c = work[s - 1]
+    if _is_cjk(c) or c in _QUOTES or (k > 0 and c in "-−"):
+        return True
+    return k == 0 and s - 1 > start and ((c == " " and _is_cjk(work[s - 2]))
+                                         or (c in _DASHES and work[s - 2] in "年月日号时"))
+
+
 def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
     """[s, e) windows around digit tokens, with up to TN_CONTEXT_CHARS CJK characters (and quotes) either side."""
     wins: list[tuple[int, int]] = []
@@ -444,11 +342,7 @@ def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
         if s >= e:
             continue
         k = 0
-        while s > start and k < TN_CONTEXT_CHARS and (_is_cjk(work[s - 1]) or work[s - 1] in _QUOTES
-                                                      or (k > 0 and work[s - 1] in "-−")
-                                                      or (k == 0 and s - 1 > start and (
-                                                          (work[s - 1] == " " and _is_cjk(work[s - 2]))
-                                                          or (work[s - 1] in _DASHES and work[s - 2] in "年月日号时")))):
+        while s > start and k < TN_CONTEXT_CHARS and _context_before(work, s, start, k):
             s -= 1
             k += 1
         k = 0
@@ -469,7 +363,7 @@ def _number_windows(work: str, start: int, end: int) -> list[tuple[int, int]]:
 def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions, traditional: bool = False) -> list[Span]:
     """Spans tiling text[start:end], before punctuation collapsing; `traditional`: the paragraph is Traditional."""
     chunk = text[start:end]
-    work_chunk = _t2s_aligned(chunk, opts.t2s, traditional)
+    work_chunk = simplified_aligned(chunk, traditional) if opts.t2s else chunk
     # Work in absolute coordinates on a same-length simplified copy: work[i] <-> text[i].
     work = _Offset(work_chunk, start)
     removals = _find_removals(text, start, end)
@@ -504,7 +398,7 @@ def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions, tradit
         if kind == "removed":
             spans.append(Span(s, e, "", "removed", val))
         elif kind == "lexicon":
-            inner = normalize(val, t2s=False, lexicon=None) if val else ""
+            inner = normalize(val, _LEXICON_OUT) if val else ""
             spans.append(Span(s, e, inner, "lexicon"))
         elif kind == "acronym":
             spans.append(Span(s, e, val, "text", aligned=len(val) == e - s))
@@ -514,7 +408,7 @@ def _chunk_spans(text: str, start: int, end: int, opts: NormalizeOptions, tradit
 
 class _Offset:
     """A string viewed at absolute offsets (work[i] for i in [base, base+len))."""
-    __slots__ = ("s", "base")
+    __slots__ = ("base", "s")
 
     def __init__(self, s: str, base: int):
         self.s, self.base = s, base
@@ -549,11 +443,11 @@ def _zh_spans(text: str, work: _Offset, start: int, end: int, opts: NormalizeOpt
             wins += [(ws, we, None) for ws, we in _number_windows(seg, gap, s)] + [(s, e, reading)]
             gap = e
         wins = [(s + start, e + start, reading) for s, e, reading in wins]
-    for ws, we, reading in wins + [(end, end, None)]:
+    for ws, we, code in wins + [(end, end, None)]:
         if pos < ws:
             spans.extend(_char_spans(text, work, pos, ws))
         if ws < we:
-            spans.extend(_tn_spans(text, work, ws, we) if reading is None else [Span(ws, we, reading, "tn")])
+            spans.extend(_tn_spans(text, work, ws, we) if code is None else [Span(ws, we, code, "tn")])
         pos = max(pos, we)
     return spans
 
@@ -868,34 +762,23 @@ def _latinish(c: str) -> bool:
     return bool(c) and c.isascii() and c.isalnum()
 
 
-def iter_spans(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True,
-               lang: Language = "zh") -> Iterator[Span]:
-    """Spans tiling `text` in order; chunk by chunk, so memory is bounded by the chunk size.  `lang` is the
-    book's reading language."""
-    opts = NormalizeOptions(t2s=t2s, tn=tn, lexicon=lexicon, lang=lang)
+def iter_spans(text: str, opts: NormalizeOptions = NormalizeOptions()) -> Iterator[Span]:
+    """Spans tiling `text` in order; chunk by chunk, so memory is bounded by the chunk size."""
     state: dict = {}
-    traditional = t2s and _traditional(text[:MAX_CHUNK_CHARS])
+    traditional = opts.t2s and is_traditional(text[:MAX_CHUNK_CHARS])
     for s, e in _iter_chunks(text):
         yield from _finish(_chunk_spans(text, s, e, opts, traditional), text, state)
 
 
-def _traditional(text: str) -> bool:
-    """Is `text` Traditional Chinese: does OpenCC's t2s change it?  (Decided per paragraph from its first
-    MAX_CHUNK_CHARS, so a sentence with no other Traditional character still reads 著 as its paragraph does.)"""
-    return not text.isascii() and not _RE_SURROGATE.search(text) and _t2s(text) != text
-
-
-def normalize_with_map(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True,
-                       lang: Language = "zh") -> tuple[str, list[Span]]:
+def normalize_with_map(text: str, opts: NormalizeOptions = NormalizeOptions()) -> tuple[str, list[Span]]:
     """(normalized text, spans).  `removals(spans)` lists what was removed and why."""
-    spans = list(iter_spans(text, t2s=t2s, lexicon=lexicon, tn=tn, lang=lang))
+    spans = list(iter_spans(text, opts))
     return "".join(s.out for s in spans), spans
 
 
-def normalize(text: str, *, t2s: bool = True, lexicon: Lexicon | None = None, tn: bool = True,
-              lang: Language = "zh") -> str:
+def normalize(text: str, opts: NormalizeOptions = NormalizeOptions()) -> str:
     """Text ChatTTS can read aloud: simplified, numbers verbalized, marks mapped, unspeakables removed."""
-    return "".join(s.out for s in iter_spans(text, t2s=t2s, lexicon=lexicon, tn=tn, lang=lang))
+    return "".join(s.out for s in iter_spans(text, opts))
 
 
 def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
@@ -911,20 +794,3 @@ def removals(spans: Iterable[Span], text: str, base: int = 0) -> list[Removal]:
             out.append(Removal(s.start + base, text[s.start:s.end], s.reason))
     return out
 
-
-def _main(argv: list[str] | None = None) -> int:
-    """python -m tasks.text.normalize [--en] TEXT...  (or - for stdin): the normalized text and what was removed;
-    --en reads it as an English book."""
-    args = sys.argv[1:] if argv is None else argv
-    lang: Language = "en" if args[:1] == ["--en"] else "zh"
-    args = args[1:] if lang == "en" else args
-    text = sys.stdin.read() if args == ["-"] else " ".join(args)
-    out, spans = normalize_with_map(text, lang=lang)
-    print(out)
-    for r in removals(spans, text):
-        print(f"  removed {printable(r.text)!r} at {r.start}: {r.reason}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

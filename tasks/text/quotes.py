@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR, Book, Run
-from tasks.text.normalize import _t2s
+from tasks.text.t2s import simplified
 
 # Opening mark -> the marks that close it.  “…" (a straight closer) is common in Gutenberg texts.
 QUOTE_MARKS = {"「": "」", "『": "』", "“": "”\"", "\"": "\"”"}
@@ -99,7 +99,7 @@ class Quote:
 
 @lru_cache(maxsize=65_536)
 def _fold_char(c: str) -> str:
-    s = _FOLD_EXTRA.get(c) or _t2s(c)
+    s = _FOLD_EXTRA.get(c) or simplified(c)
     return s if len(s) == 1 else c
 
 

@@ -232,6 +232,12 @@ def wetext_zh():
     return Normalizer(lang="zh", operator="tn")
 
 
+@lru_cache(maxsize=65_536)
+def wetext_zh_normalize(text: str) -> str:
+    """wetext's Chinese reading of `text` (cached: a book repeats its number windows)."""
+    return wetext_zh().normalize(text)
+
+
 @lru_cache(maxsize=4096)
 def _unit_reading(word: str) -> str:
     """The Latin letters wetext leaves of `word` after a number: "" for a unit it reads whole (km -> 公里)."""

@@ -18,19 +18,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine.units import estimate_seconds, speakable_chars
-from tasks.book import (
-    LANGUAGES,
-    PAUSE_KINDS,
-    ROLE_NARRATOR,
-    Book,
-    Chapter,
-    Language,
-    PauseKind,
-    Run,
-    Segment,
-    book_language,
-)
-from tasks.text.normalize import CLAUSE, SENTENCE, Lexicon, Span, iter_spans
+from tasks.book import PAUSE_KINDS, ROLE_NARRATOR, Book, Chapter, Language, PauseKind, Run, Segment, book_language
+from tasks.text.normalize import CLAUSE, SENTENCE, NormalizeOptions, Span, iter_spans
 
 TARGET_SECONDS = 15.0      # s: stop packing sentences into a segment once it is this long
 MAX_SECONDS = 20.0         # s: never pack past this (a single sentence over it is split)
@@ -64,10 +53,12 @@ class SegmentOptions:
     min_seconds: float = MIN_SECONDS
     max_words: int = MAX_WORDS         # lang="en": the cap in words (max_chars is Chinese's)
     min_words: int = MIN_WORDS         # lang="en": the short-fragment threshold in words (min_chars: Chinese's)
-    t2s: bool = True
-    tn: bool = True
-    lexicon: Lexicon | None = None
-    lang: Language = "zh"      # the book's reading language (tasks.book.book_language)
+    normalize: NormalizeOptions = NormalizeOptions()   # how each piece of text is read (t2s, tn, lexicon, lang)
+
+    @property
+    def lang(self) -> Language:
+        """The book's reading language (normalize.lang, tasks.book.book_language): words or characters."""
+        return self.normalize.lang
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -80,8 +71,6 @@ class SegmentOptions:
             raise ValueError(f"min_chars ({self.min_chars}) must be in [0, max_chars={self.max_chars})")
         if not 0 <= self.min_words < self.max_words:
             raise ValueError(f"min_words ({self.min_words}) must be in [0, max_words={self.max_words})")
-        if self.lang not in LANGUAGES:
-            raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, not {self.lang!r}")
         if not 0 <= self.min_seconds < self.target_seconds:
             raise ValueError(f"min_seconds ({self.min_seconds}) must be in [0, target_seconds="
                              f"{self.target_seconds})")
@@ -90,7 +79,7 @@ class SegmentOptions:
 def book_options(book: Book, opts: SegmentOptions, language: str = "auto") -> SegmentOptions:
     """`opts` for this book: its reading language resolved once from --language (auto | zh | en) by
     tasks.book.book_language (ValueError naming a bad value)."""
-    return replace(opts, lang=book_language(book, language))
+    return replace(opts, normalize=replace(opts.normalize, lang=book_language(book, language)))
 
 
 def chapter_units(chapter: Chapter) -> list[str]:
@@ -226,8 +215,7 @@ def _cut_word(atom: list[Span], src: str, opts: SegmentOptions) -> list[list[Spa
 
 def _reads_alone(spans: list[Span], src: str, opts: SegmentOptions) -> bool:
     """Do these spans of `src` say, normalized alone, what they say in their sentence? (letters and digits)"""
-    alone = iter_spans(src[spans[0].start:max(s.end for s in spans)], t2s=opts.t2s, lexicon=opts.lexicon,
-                       tn=opts.tn, lang=opts.lang)
+    alone = iter_spans(src[spans[0].start:max(s.end for s in spans)], opts.normalize)
     return _letters(_out(spans)) == _letters("".join(s.out for s in alone))
 
 
@@ -264,7 +252,7 @@ def _unit_drafts(ui: int, text: str, opts: SegmentOptions, title: bool,
     def parts() -> Iterator[list[Span]]:
         sentence: list[Span] = []
         chars = 0
-        for sp in iter_spans(text[lo:hi], t2s=opts.t2s, lexicon=opts.lexicon, tn=opts.tn, lang=opts.lang):
+        for sp in iter_spans(text[lo:hi], opts.normalize):
             sp = replace(sp, start=sp.start + lo, end=sp.end + lo) if lo else sp
             sentence.append(sp)
             chars += len(sp.out)

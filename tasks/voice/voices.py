@@ -47,7 +47,7 @@ def parse_voice(spec: str, clip_text: str | None = None, segment=None) -> VoiceS
     if out.clip is None:
         return out
     seg = segment or SegmentOptions()
-    text = normalize(out.clip_text or "", t2s=seg.t2s, lexicon=seg.lexicon, tn=seg.tn, lang=seg.lang).strip()
+    text = normalize(out.clip_text or "", seg.normalize).strip()
     if not text.strip("，。、 "):
         raise VoiceError(f"{out.clip}: the transcript has nothing to speak")
     return replace(out, clip_text=text)

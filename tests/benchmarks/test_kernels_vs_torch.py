@@ -5,9 +5,7 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-
-from engine import kernels  # noqa: E402
+from engine import kernels
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="engine/kernels.c not built")
 TINY = ["--shape", "64", "2", "4", "128", "--keys", "24", "--threads", "1", "--warmup", "1", "--reps", "2"]

@@ -45,6 +45,6 @@ def test_one_run_renders_the_book_with_qa_off_suspect_full_and_full_next(tmp_pat
         modes["full"]["wall_s"] / modes["full-next"]["wall_s"], rel=1e-2)
     assert full["verdicts"].get("inconclusive", 0) >= 1                      # the title: too short to judge
     assert modes["suspect"]["runs"][0]["asr_calls"] <= full["asr_calls"]
-    assert 0 < r["alone"]["asr_s_per_audio_s"] and 0 < r["alone"]["encoder_s_per_audio_s"]
+    assert r["alone"]["asr_s_per_audio_s"] > 0 and r["alone"]["encoder_s_per_audio_s"] > 0
     printed = capsys.readouterr().out
     assert "of off" in printed and "alone: ASR" in printed and "against the next pass" in printed

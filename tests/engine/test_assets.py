@@ -9,8 +9,19 @@ from pathlib import Path
 import pytest
 
 from engine.assets import (
-    ASSET_FILES, ASSET_VERSION, INFO_FILE, NUM_BASE_TOKENS, NUM_TEXT_TOKENS, SHAPES, SPECIAL_TOKENS,
-    SPK_STAT_FILE, _llama_config_dict, base_vocab, decoder_config, dvae_configs, ensure_random_assets,
+    ASSET_FILES,
+    ASSET_VERSION,
+    INFO_FILE,
+    NUM_BASE_TOKENS,
+    NUM_TEXT_TOKENS,
+    SHAPES,
+    SPECIAL_TOKENS,
+    SPK_STAT_FILE,
+    _llama_config_dict,
+    base_vocab,
+    decoder_config,
+    dvae_configs,
+    ensure_random_assets,
     vocos_init_args,
 )
 
@@ -113,7 +124,7 @@ def test_tokenizer_loads_and_tokenizes_chinese(tmp_path):
     assert ct.len == 21178
     assert ct.spk_emb_ids == 21128 + SPECIAL_TOKENS.index("[spk_emb]")
     assert ct.eos_token == 21128 + SPECIAL_TOKENS.index("[Ebreak]")
-    ids, mask, text_mask = ct.encode(["[Stts][empty_spk]你好[Ptts]", "[Stts][empty_spk]很长的一句话[Ptts]"], 4)
+    ids, mask, _ = ct.encode(["[Stts][empty_spk]你好[Ptts]", "[Stts][empty_spk]很长的一句话[Ptts]"], 4)
     assert ids.shape == (2, 9, 4) and int(ids[0, 0, 0]) == 0            # left-padded with [PAD] = 0
     assert mask[0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 1]
 

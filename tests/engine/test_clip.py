@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+import soundfile as sf
+import torch
 
-np = pytest.importorskip("numpy")
-torch = pytest.importorskip("torch")
-sf = pytest.importorskip("soundfile")
-pytest.importorskip("ChatTTS")
-
-from engine.api import EngineOptions, Request  # noqa: E402
-from engine.voice import VoiceError, decode_prompt, decode_voice, parse_voice_spec, resolve_voice  # noqa: E402
-from tests.engine.helpers import TRANSCRIPT, bad_clips, tone, write_clip  # noqa: E402
+from engine.api import EngineOptions, Request
+from engine.voice import VoiceError, decode_prompt, decode_voice, parse_voice_spec, resolve_voice
+from tests.engine.helpers import TRANSCRIPT, bad_clips, tone, write_clip
 
 
 @pytest.fixture(scope="module")

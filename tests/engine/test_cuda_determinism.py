@@ -8,15 +8,13 @@ eagerly (what CUDA captures), so that logic is tested here; the rounding of CUDA
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
-np = pytest.importorskip("numpy")
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from engine import generate as G  # noqa: E402
-from engine.assets import SHAPES  # noqa: E402
-from tests.engine.test_generate import C, kernel_model, make_row, random_code_model  # noqa: E402
+from engine import generate as G
+from engine.assets import SHAPES
+from tests.engine.test_generate import C, kernel_model, make_row, random_code_model
 
 
 # ------------------------------------------------------------------------------------------------- vocoder

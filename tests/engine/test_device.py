@@ -51,6 +51,6 @@ def test_a_torch_that_cannot_use_the_gpu_is_refused_at_engine_load(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(eng, "load_chattts", lambda *a: pytest.fail("the model was loaded"))
-    with pytest.raises(DeviceUnavailable, match="^--device cuda: torch cannot use a CUDA device here") as e:
+    with pytest.raises(DeviceUnavailable, match=r"^--device cuda: torch cannot use a CUDA device here") as e:
         eng.Engine.load(EngineOptions(model="random-tiny", device="cuda"))
     assert "\n" not in str(e.value)

@@ -1,14 +1,12 @@
 """The Engine end to end on random-tiny: text -> audio, and batched == alone, bitwise, under continuous refill."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
-np = pytest.importorskip("numpy")
-torch = pytest.importorskip("torch")
-pytest.importorskip("ChatTTS")
-
-from engine.api import EngineOptions, Request  # noqa: E402
-from engine.units import expected_tokens, samples_for_tokens  # noqa: E402
+from engine.api import EngineOptions, Request
+from engine.units import expected_tokens, samples_for_tokens
 
 TEXTS = ["你好。", "今天天气很好，我们去公园散步吧。", "第一章", "他说：“明天见！”然后走了。",
          "一二三四五六七八九十。", "春眠不觉晓，处处闻啼鸟。", "☃¤ 未知字符也不会出错。"]

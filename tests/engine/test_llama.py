@@ -3,14 +3,13 @@ left-padded batch, per row against each row alone), on every attention strategy 
 from __future__ import annotations
 
 import pytest
+import torch
+import transformers
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from engine import kernels  # noqa: E402
-from engine.attention import Batched, CAttention, PerRow  # noqa: E402
-from engine.cpu import PackedLinear, onednn_available, pack_linears  # noqa: E402
-from engine.llama import KVCache, LlamaShape, build_llama  # noqa: E402
+from engine import kernels
+from engine.attention import Batched, CAttention, PerRow
+from engine.cpu import PackedLinear, onednn_available, pack_linears
+from engine.llama import KVCache, LlamaShape, build_llama
 
 TOL = dict(atol=2e-5, rtol=1e-4)   # fp32
 

@@ -182,7 +182,8 @@ def test_trt_profiles_cover_every_input_of_each_graph(engines):
         prof = trt_options(name, model.folder, 8, 4096)
         assert prof["trt_engine_cache_path"] == str(model.folder / "trt")
         inputs = [i.name for i in onnx.load(str(model.folder / f"{name}.onnx"), load_external_data=False).graph.input]
-        parsed = [dict(kv.split(":") for kv in prof[f"trt_profile_{k}_shapes"].split(",")) for k in ("min", "opt", "max")]
+        parsed = [dict(kv.split(":") for kv in prof[f"trt_profile_{k}_shapes"].split(","))
+                  for k in ("min", "opt", "max")]
         assert all(list(p) == inputs for p in parsed), (name, inputs)
         for i in inputs:
             lo, mid, hi = ([int(d) for d in p[i].split("x")] for p in parsed)

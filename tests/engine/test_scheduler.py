@@ -5,11 +5,10 @@ The model's linears are a test double invariant at every call size by constructi
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from engine import scheduler as S  # noqa: E402
-from tests.engine.test_generate import kernel_model, make_row  # noqa: E402
+from engine import scheduler as S
+from tests.engine.test_generate import kernel_model, make_row
 
 SPECS = [(f"r{i}", 4 + 2 * i, 50 + i, 5 + 6 * (i % 3)) for i in range(9)]   # key, prompt, seed, T
 
@@ -149,7 +148,7 @@ def test_is_oom_follows_the_exception_chain():
         try:
             raise torch.OutOfMemoryError("CUDA out of memory.")
         except torch.OutOfMemoryError:
-            raise RuntimeError("operation failed during capture")
+            raise RuntimeError("operation failed during capture")  # noqa: B904 — implicit, as torch chains it
     except RuntimeError as err:
         assert S.is_oom(err)
     assert not S.is_oom(RuntimeError("shape mismatch"))

@@ -12,12 +12,14 @@ from tests.conftest import unavailable
 
 if importlib.util.find_spec("onnx") is None:
     unavailable("onnx is not installed (the onnx extra)")
-import onnx  # noqa: E402
-from onnx import TensorProto as TP  # noqa: E402
-from onnx import helper as oh  # noqa: E402
-from onnx import numpy_helper  # noqa: E402
+import onnx
+from onnx import (
+    TensorProto as TP,
+    helper as oh,
+    numpy_helper,
+)
 
-from engine import trtcheck  # noqa: E402
+from engine import trtcheck, trtprofile
 
 C, H, P = 16, 2, 64                     # hidden, heads, rope table rows of the small GPT-like block
 
@@ -118,7 +120,7 @@ def test_exported_gpt_block_passes(exported, dtype):
     assert r.shapes["max"]["past_k"] == f"256x{H}x4096x{C // H}" and r.shapes["min"]["pos"] == "1x1"
     assert r.shape_arg("opt") == f"x:64x1x{C},pos:64x1,past_k:64x{H}x512x{C // H},past_v:64x{H}x512x{C // H}"
     assert ("--stronglyTyped" in trtcheck.trtexec_command(r, exported[dtype].with_suffix(".plan"))) is r.half
-    assert trtcheck.ort_trt_options(r, exported[dtype].parent)["trt_fp16_enable"] == str(int(r.half))
+    assert trtprofile.ort_trt_options(r, exported[dtype].parent)["trt_fp16_enable"] == str(int(r.half))
 
 
 def test_exported_fp16_position_cast_fails(tmp_path):
@@ -227,12 +229,12 @@ def test_profiles_from_symbolic_dims(tmp_path):
               _vi("mask", TP.BOOL, ["batch", "cache + length"]), _vi("w", TP.FLOAT, [3])]
     outs = [_vi(n, t, None) for n, t in (("a", TP.INT64), ("b", TP.FLOAT), ("c", TP.BOOL), ("d", TP.FLOAT))]
     path = _write(tmp_path, nodes, inputs, outs)
-    r = trtcheck.check_model(path, trtcheck.ProfileOptions(overrides=(("length", (2, 8, 32)),)))
+    r = trtcheck.check_model(path, trtprofile.ProfileOptions(overrides=(("length", (2, 8, 32)),)))
     assert r.ok, r.problems
     assert r.shapes["min"] == {"ids": "1x2", "past": "1x4x1x8", "mask": "1x3"}
     assert r.shapes["max"] == {"ids": "256x32", "past": "256x4x4096x8", "mask": "256x4128"}
     assert r.shape_arg("opt") == "ids:64x8,past:64x4x512x8,mask:64x520"
-    ort = trtcheck.ort_trt_options(r, tmp_path / "trt")
+    ort = trtprofile.ort_trt_options(r, tmp_path / "trt")
     assert ort["trt_profile_max_shapes"] == "ids:256x32,past:256x4x4096x8,mask:256x4128"
     assert ort["trt_fp16_enable"] == "0" and ort["trt_engine_cache_path"] == str(tmp_path / "trt")  # fp32 graph
     cmd = trtcheck.trtexec_command(r, tmp_path / "g.plan")
@@ -252,9 +254,20 @@ def test_profiles_need_named_dims(tmp_path):
     assert not r.shapes
 
 
+def test_the_runtime_profile_is_the_checks_and_ignores_its_operator_findings(tmp_path, exported):
+    """trtprofile.graph_profile (what engine/ortengine.py opens a TensorRT session with) gives the profile and half
+    flag the check reports, and only profile problems: the check's operator and position findings are not its."""
+    for dtype in ("fp32", "fp16"):
+        r, p = trtcheck.check_model(exported[dtype]), trtprofile.graph_profile(exported[dtype])
+        assert (p.symbols, p.shapes, p.half, p.problems) == (r.symbols, r.shapes, r.half, []) and r.shapes
+    path = _rope_graph(tmp_path, cast_to=TP.FLOAT16)
+    assert not trtcheck.check_model(path).ok and trtprofile.graph_profile(path).problems == []
+    assert trtprofile.graph_profile(path).shapes["max"] == {"pos": "256x512"}
+
+
 def test_profile_options_validate():
     with pytest.raises(ValueError, match="min <= opt <= max"):
-        trtcheck.ProfileOptions(batch=(4, 2, 8))
+        trtprofile.ProfileOptions(batch=(4, 2, 8))
 
 
 # ------------------------------------------------------------------------------------------ integer positions
@@ -316,7 +329,7 @@ def test_cli_table_and_exit_codes(tmp_path, capsys):
 def test_cli_without_onnx_is_one_line(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "onnx", None)                  # import onnx raises ImportError
     assert trtcheck.main(["anything.onnx"]) == 2
-    assert capsys.readouterr().err.strip() == f"trtcheck: {trtcheck.ONNX_MISSING}"
+    assert capsys.readouterr().err.strip() == f"trtcheck: {trtprofile.ONNX_MISSING}"
 
 
 # ------------------------------------------------------------------------------------------ our exporter's graphs

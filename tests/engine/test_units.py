@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.units import (CHARS_PER_SECOND, MIN_SECONDS, WORDS_PER_SECOND, estimate_seconds, latin_words,
-                          speakable_chars)
+from engine.units import CHARS_PER_SECOND, MIN_SECONDS, WORDS_PER_SECOND, estimate_seconds, latin_words, speakable_chars
 
 
 def _by_characters(text: str) -> float:
@@ -26,7 +25,7 @@ def test_chinese_is_estimated_exactly_as_by_characters(text):
 def test_english_words_at_the_english_rate():
     words = " ".join(["narration"] * 155)                 # a minute of narration at 155 words per minute
     assert estimate_seconds(words) == pytest.approx(60.0)
-    assert WORDS_PER_SECOND == pytest.approx(155 / 60)
+    assert pytest.approx(155 / 60) == WORDS_PER_SECOND
     sentence = "I was born in the year sixteen thirty-two, in the city of York."
     # 13 words (thirty-two is two) and the letter I (a syllable), one comma, one full stop
     assert estimate_seconds(sentence) == pytest.approx(13 / WORDS_PER_SECOND + 1 / CHARS_PER_SECOND + 0.15 + 0.3)

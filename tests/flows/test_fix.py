@@ -93,7 +93,7 @@ def test_a_text_fix_is_normalized_in_the_books_reading_language(tmp_path, monkey
     from tasks.text.segment import SegmentOptions
 
     seen = []
-    monkeypatch.setattr(fix, "normalize", lambda text, **kw: seen.append(kw["lang"]) or text)
+    monkeypatch.setattr(fix, "normalize", lambda text, opts: seen.append(opts.lang) or text)
     book_dir = tmp_path / "crusoe"
     book_dir.mkdir()
     (book_dir / BOOK_JSON).write_text(json.dumps({READING_LANGUAGE: "en"}), encoding="utf-8")

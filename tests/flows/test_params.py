@@ -122,11 +122,11 @@ def test_the_lexicons_reach_the_segment_options(tmp_path, monkeypatch):
     extra = tmp_path / "extra.tsv"
     extra.write_text("银行\t因杭\n", encoding="utf-8")
     monkeypatch.setenv("CHATTTS_RENDER_LEXICON", str(glob))
-    lex = options_from_params(str(book), lexicon=str(extra)).segment.lexicon
-    assert normalize("他在银行长大", lexicon=lex) == "他在因杭掌大"
+    norm = options_from_params(str(book), lexicon=str(extra)).segment.normalize
+    assert normalize("他在银行长大", norm) == "他在因杭掌大"
     monkeypatch.setenv("CHATTTS_RENDER_LEXICON", str(tmp_path / "none.tsv"))
     (tmp_path / "novel.lexicon.tsv").unlink()
-    assert options_from_params(str(book)).segment.lexicon is None
+    assert options_from_params(str(book)).segment.normalize.lexicon is None
 
 
 def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypatch):

@@ -32,13 +32,14 @@ def test_removal_reasons_in_docs():
 
 
 def test_lexicon_example_in_docs_loads(tmp_path):
-    from tasks.text.normalize import Lexicon, normalize
+    from tasks.text.lexicon import Lexicon
+    from tasks.text.normalize import NormalizeOptions, normalize
     text = DOC.read_text(encoding="utf-8")
     block = text.split("```\n", 2)[1].split("```")[0]
     f = tmp_path / "lex.tsv"
     f.write_text(block, encoding="utf-8")
     lex = Lexicon.load(f)
-    assert normalize("他長大了，去銀行", lexicon=lex) == "他涨大了，去银杭"
+    assert normalize("他長大了，去銀行", NormalizeOptions(lexicon=lex)) == "他涨大了，去银杭"
 
 
 def test_readme_names_every_command_and_option_of_the_cli():

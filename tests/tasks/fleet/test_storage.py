@@ -1,5 +1,5 @@
-"""tasks/fleet/storage.py against moto's S3 server on loopback with the real s3fs client: what is published when,
-what a pull brings back, and what the end of a run leaves in the store."""
+"""tasks/fleet/storage.py and mirror.py against moto's S3 server on loopback with the real s3fs client: what is
+published when, what a pull brings back, and what the end of a run leaves in the store."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,8 @@ import pytest
 
 import manifests
 from manifests.store import on_commit
-from tasks.fleet import storage
+from tasks.errors import StoreError
+from tasks.fleet import mirror, storage
 from tests.s3server import environ_with
 
 AUDIO = "segments/ab/abc.flac"
@@ -55,7 +56,7 @@ def test_urls_and_plain_paths():
 def test_a_part_is_published_after_the_audio_it_names_and_audio_once(store, tmp_path):
     rec = Recording(store.url)
     book_dir = book_with_audio(tmp_path / "novel")
-    pub = storage.Publisher(rec, book_dir)
+    pub = mirror.Publisher(rec, book_dir)
     with on_commit(book_dir, pub.on_commit):
         manifests.commit(book_dir, [row(0, "pending")])
         manifests.commit(book_dir, [row(0)])
@@ -67,13 +68,13 @@ def test_a_part_is_published_after_the_audio_it_names_and_audio_once(store, tmp_
 
 def test_pull_makes_the_scratch_manifest_the_stores_and_fetches_done_audio(store, tmp_path):
     a = book_with_audio(tmp_path / "A" / "novel")
-    pub = storage.Publisher(store, a)
+    pub = mirror.Publisher(store, a)
     with on_commit(a, pub.on_commit):
         manifests.commit(a, [row(0), row(1, "pending", "segments/cd/cde.flac")])
     b = tmp_path / "B" / "novel"
     manifests.commit(b, [row(0, "pending"), row(1, "pending")])
     manifests.commit(b, [row(1, "done", "segments/cd/cde.flac")])     # only here: never published
-    storage.Publisher(store, b).pull()
+    mirror.Publisher(store, b).pull()
     assert sorted(p.name for p in (b / "manifest").iterdir()) == ["part-00000001.parquet"]
     part = "manifest/part-00000001.parquet"
     assert (b / part).read_bytes() == (a / part).read_bytes()
@@ -83,7 +84,7 @@ def test_pull_makes_the_scratch_manifest_the_stores_and_fetches_done_audio(store
 
 def test_finish_drops_the_parts_compaction_folded_and_publishes_the_outputs(store, tmp_path):
     book_dir = book_with_audio(tmp_path / "novel")
-    pub = storage.Publisher(store, book_dir)
+    pub = mirror.Publisher(store, book_dir)
     with on_commit(book_dir, pub.on_commit):
         manifests.commit(book_dir, [row(0, "pending")])
         manifests.commit(book_dir, [row(0)])
@@ -99,9 +100,9 @@ def test_finish_drops_the_parts_compaction_folded_and_publishes_the_outputs(stor
 
 def test_an_unusable_store_is_a_store_error_naming_it(s3_server):
     with environ_with(s3_server.env()):
-        with pytest.raises(storage.StoreError, match="s3://no-such-bucket/out: no such bucket"):
+        with pytest.raises(StoreError, match="s3://no-such-bucket/out: no such bucket"):
             storage.Store("s3://no-such-bucket/out").check()
-    with pytest.raises(storage.StoreError, match="nosuchproto://b: not a storage URL"):
+    with pytest.raises(StoreError, match="nosuchproto://b: not a storage URL"):
         storage.Store("nosuchproto://b")
 
 
@@ -135,7 +136,7 @@ def test_every_take_goes_up_before_its_record_and_the_references_before_the_part
     rec = Recording(store.url)
     book_dir = with_takes(tmp_path / "novel")
     (book_dir / QA_JSON).write_text('{"version": 1, "voices": {}}')
-    pub = storage.Publisher(rec, book_dir)
+    pub = mirror.Publisher(rec, book_dir)
     with on_commit(book_dir, pub.on_commit):
         manifests.commit(book_dir, [proofed_row(0)])
         manifests.commit(book_dir, [proofed_row(0), proofed_row(1)])     # nothing new: the part alone
@@ -146,7 +147,7 @@ def test_every_take_goes_up_before_its_record_and_the_references_before_the_part
                         "novel/manifest/part-00000001.parquet", "novel/manifest/part-00000002.parquet",
                         f"novel/{QA_JSON}", "novel/manifest/part-00000003.parquet"]
     shard = Recording(store.url)                 # a shard keeps its qa.json: the store's is its parent's
-    pub = storage.Publisher(shard, with_takes(tmp_path / "shard" / "novel"), records=False)
+    pub = mirror.Publisher(shard, with_takes(tmp_path / "shard" / "novel"), records=False)
     (pub.book_dir / QA_JSON).write_text("{}")
     with on_commit(pub.book_dir, pub.on_commit):
         manifests.commit(pub.book_dir, [proofed_row(0)])
@@ -159,13 +160,13 @@ def test_a_pull_brings_the_records_and_fix_pulls_only_the_takes_of_its_segments(
     a = with_takes(with_takes(tmp_path / "A" / "novel"), OTHER)
     (a / QA_JSON).write_text('{"version": 1}')
     (a / FIXES_JSON).write_text('{"1.2": {}}')
-    pub = storage.Publisher(store, a)
+    pub = mirror.Publisher(store, a)
     with on_commit(a, pub.on_commit):
         manifests.commit(a, [proofed_row(0), proofed_row(1, OTHER)])
     pub.finish()
     b = tmp_path / "B" / "novel"                 # another machine, an empty scratch: the kept takes and the records
     rec = Recording(store.url)
-    pull = storage.Publisher(rec, b)
+    pull = mirror.Publisher(rec, b)
     pull.pull()
     assert (b / QA_JSON).read_text() == '{"version": 1}' and (b / FIXES_JSON).read_text() == '{"1.2": {}}'
     assert (b / take_relpath(KEY, 2)).is_file() and not (b / take_relpath(KEY, 1)).exists()
@@ -187,15 +188,15 @@ def test_a_parent_after_its_shards_pulls_their_rows_and_keeps_its_own_records(st
 
     a = book_with_audio(tmp_path / "A" / "novel")             # an earlier render's, in the store
     (a / BOOK_JSON).write_text('{"title": "old"}')
-    pub = storage.Publisher(store, a)
+    pub = mirror.Publisher(store, a)
     with on_commit(a, pub.on_commit):
         manifests.commit(a, [row(0)])
     pub.finish()
     b = tmp_path / "B" / "novel"                              # the parent, re-planned for the edited book
     manifests.commit(b, [row(0, "pending")])
     (b / BOOK_JSON).write_text('{"title": "new"}')
-    storage.Publisher(store, b).pull(records=False)
+    mirror.Publisher(store, b).pull(records=False)
     assert (b / BOOK_JSON).read_text() == '{"title": "new"}' and (b / AUDIO).read_bytes() == b"fLaC audio"
     assert [r["status"] for r in manifests.load(b).to_pylist()] == ["done"]
-    storage.Publisher(store, b).pull()                       # a render's first pull: the store is the truth
+    mirror.Publisher(store, b).pull()                       # a render's first pull: the store is the truth
     assert (b / BOOK_JSON).read_text() == '{"title": "old"}'

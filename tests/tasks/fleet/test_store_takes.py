@@ -1,4 +1,4 @@
-"""Every take of a proofed render reaches the store (tasks/fleet/storage.py): a `--qa full` render into moto's S3
+"""Every take of a proofed render reaches the store (tasks/fleet/mirror.py): a `--qa full` render into moto's S3
 server with the speech stand-in engine (tests/speech_engine.py) and the real checks re-takes a sentence whose first
 take says another sentence; then the scratch folder is deleted (the docs allow it) and `fix --out URL` lists the
 segment's takes and keeps take 1 again, from the store alone — the store's outputs byte for byte those of the
@@ -18,7 +18,7 @@ from flows.options import options_from_params
 from tasks import stages
 from tasks.book import segment_name
 from tasks.bookdir import QA_JSON, check_relpath, take_relpath
-from tasks.fleet import storage
+from tasks.fleet import attach, storage
 from tests.conftest import corpus_path, unavailable
 from tests.flows.helpers import chapter_files
 
@@ -70,7 +70,7 @@ def proofed(s3_server, tmp_path, monkeypatch):
 
 def _store_row(opts, key: str) -> dict:
     """The row of content key `key` in the store's manifest."""
-    return next(r for r in storage.load_manifest(opts.book_dir, opts.store).to_pylist() if r["content_key"] == key)
+    return next(r for r in attach.load_manifest(opts.book_dir, opts.store).to_pylist() if r["content_key"] == key)
 
 
 def test_fix_lists_and_restores_a_take_from_the_store_alone(proofed, tmp_path, capsys):

@@ -9,7 +9,7 @@ import pytest
 from tasks.book import Book
 from tasks.errors import BookError
 from tasks.ingest import load_book
-from tasks.ingest.txt import _NUM, _UNIT, numbered_heading
+from tasks.ingest.txt_zh import _NUM, _UNIT, numbered_heading
 from tests.conftest import corpus_path
 
 _DIGITS = {"零": 0, "〇": 0, "○": 0, "一": 1, "壹": 1, "二": 2, "贰": 2, "貳": 2, "两": 2, "兩": 2, "三": 3, "叁": 3,

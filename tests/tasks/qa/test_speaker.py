@@ -6,12 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("resemblyzer")
-pytest.importorskip("torchaudio")
+pytest.importorskip("resemblyzer")                   # the qa extra
 
-from tasks.qa.speaker import (DIM, N_MELS, SPEAKER_RATE, decode_vector, encode_vector,  # noqa: E402
-                              load_encoder, similarity, speech_only)
-from tests.conftest import corpus_path  # noqa: E402
+from tasks.qa.speaker import (
+    DIM,
+    N_MELS,
+    SPEAKER_RATE,
+    decode_vector,
+    encode_vector,
+    load_encoder,
+    similarity,
+    speech_only,
+)
+from tests.conftest import corpus_path
 
 MEL_TOLERANCE = 1e-5              # relative to the spectrogram's peak (measured here: ~4e-6)
 
@@ -35,7 +42,7 @@ def _voice_like(seconds: float, seed: int = 7) -> np.ndarray:
 
 
 def test_the_torchaudio_mel_equals_librosas(encoder):
-    from resemblyzer.audio import wav_to_mel_spectrogram       # librosa.feature.melspectrogram inside
+    from resemblyzer.audio import wav_to_mel_spectrogram  # librosa.feature.melspectrogram inside
 
     wav = _voice_like(2.3)
     ours, theirs = encoder.mel(wav), wav_to_mel_spectrogram(wav)

@@ -6,13 +6,18 @@ import dataclasses
 
 import pytest
 
-pytest.importorskip("pypinyin")
-
-from tasks.qa.asr import Transcript  # noqa: E402
-from tasks.qa.options import (DRIFT_FLOOR, DRIFT_MIN_VALUES, MAX_CER, MAX_TAKES, MIN_SPEECH_S,  # noqa: E402
-                              MIN_UNITS, QA_MODES, QAOptions)
-from tasks.qa.verdict import (FLAG, INCONCLUSIVE, PASS, asr_verdict, combine, drift_cutoff,  # noqa: E402
-                              drift_verdict, take_rank)
+from tasks.qa.asr import Transcript
+from tasks.qa.options import (
+    DRIFT_FLOOR,
+    DRIFT_MIN_VALUES,
+    MAX_CER,
+    MAX_TAKES,
+    MIN_SPEECH_S,
+    MIN_UNITS,
+    QA_MODES,
+    QAOptions,
+)
+from tasks.qa.verdict import FLAG, INCONCLUSIVE, PASS, asr_verdict, combine, drift_cutoff, drift_verdict, take_rank
 
 TEXT = "甚至出现交易几乎停滞的情况"                       # 13 syllables >= MIN_UNITS
 

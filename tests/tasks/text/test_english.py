@@ -1,15 +1,17 @@
-"""English TN (tasks/text/english.py through normalize(lang="en")): readings written from the rules of English, the
+"""English TN (tasks/text/english.py through normalize, lang="en"): readings written from the rules of English, the
 issue's table, sentence boundaries that survive abbreviations and decimals, spans that tile the source."""
 from __future__ import annotations
 
 import pytest
 
 from tasks.text import english
-from tasks.text.normalize import CLAUSE, SENTENCE, normalize, normalize_with_map, removals
+from tasks.text.normalize import CLAUSE, SENTENCE, NormalizeOptions, normalize, normalize_with_map, removals
+
+EN = NormalizeOptions(lang="en")
 
 
 def en(text: str) -> str:
-    return normalize(text, lang="en")
+    return normalize(text, EN)
 
 
 def _alphabet_ok(s: str) -> bool:
@@ -149,7 +151,7 @@ def test_readings_are_never_glued(src, out):
                                  "a-1.b3_c&-d@gma4i-l.com", "x=5+3y", "No.5A", "1st2nd", "$5#7", "4kg|5kg"])
 def test_every_reading_is_whole_words_of_the_output(src):
     """Each reading's words stand as words of the whole output: nothing glued on either side."""
-    whole, spans = normalize_with_map(src, lang="en")
+    whole, spans = normalize_with_map(src, EN)
     words = " " + " ".join(whole.replace(",", " ").replace(".", " ").split()) + " "
     for s in spans:
         reading = " ".join(s.out.replace(",", " ").replace(".", " ").split())
@@ -205,7 +207,7 @@ def test_ascii_marks_and_quotes():
 
 def _boundaries(src: str) -> list[str]:
     """The source text up to each sentence boundary."""
-    _, spans = normalize_with_map(src, lang="en")
+    _, spans = normalize_with_map(src, EN)
     return [src[:s.end].strip() for s in spans if s.boundary >= SENTENCE]
 
 
@@ -220,7 +222,7 @@ def test_sentence_boundaries_survive_abbreviations_initials_and_decimals():
 
 def test_semicolon_is_a_sentence_boundary_and_colon_a_clause():
     src = "one; two: three"
-    out, spans = normalize_with_map(src, lang="en")
+    out, spans = normalize_with_map(src, EN)
     assert out == "one, two, three"
     between = [max(s.boundary for s in spans if a <= s.start < b) for a, b in ((3, 5), (8, 10))]
     assert between == [SENTENCE, CLAUSE]
@@ -233,7 +235,7 @@ PARAGRAPH = ("I was born in the year 1632, in the city of York, of a good family
 
 
 def test_spans_tile_an_english_paragraph_and_say_only_the_alphabet():
-    out, spans = normalize_with_map(PARAGRAPH, lang="en")
+    out, spans = normalize_with_map(PARAGRAPH, EN)
     pos = 0
     for s in spans:
         assert s.start == pos or s.start == s.end == pos
@@ -269,7 +271,7 @@ def test_a_cut_between_any_two_spans_reads_the_same():
     halves must say what the whole said (a reading may not depend on text outside its span)."""
     src = ("Mr. Crusoe met Charles II and Gen. Grant at St. Paul's on March 3, 1850; J. M. Barrie paid $3.50, "
            "5s. 6d. and No. 5 for CHAPTER IV of Baker St. in 1632, e.g. 40 horses at 5 p.m. etc. Then 3 ft.")
-    whole, spans = normalize_with_map(src, lang="en")
+    whole, spans = normalize_with_map(src, EN)
     for cut in sorted({s.end for s in spans if 0 < s.end < len(src)}):
-        halves = normalize(src[:cut], lang="en") + normalize(src[cut:], lang="en")
+        halves = normalize(src[:cut], EN) + normalize(src[cut:], EN)
         assert _speech(halves) == _speech(whole), (cut, src[:cut][-20:])

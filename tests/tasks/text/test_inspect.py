@@ -68,13 +68,15 @@ def test_polyphones_list_the_words_of_what_chattts_is_given():
 
 
 def test_segments_show_a_readings_spelling_beside_the_books_text(tmp_path):
-    from tasks.text.normalize import Lexicon
+    from tasks.text.lexicon import Lexicon
+    from tasks.text.normalize import NormalizeOptions
     from tasks.text.segment import SegmentOptions
 
     (tmp_path / "lex.tsv").write_text("银行\tyin2 hang2\n", encoding="utf-8")
     book = Book(BookMeta(title="行", author="", source_path="/x/b.txt"),
                 (Chapter(0, "第一回", ("他去銀行取钱，走了很久很久。",)),))
-    d = inspect_book(book, SegmentOptions(lexicon=Lexicon.load(tmp_path / "lex.tsv")), segments=True,
+    lex = NormalizeOptions(lexicon=Lexicon.load(tmp_path / "lex.tsv"))
+    d = inspect_book(book, SegmentOptions(normalize=lex), segments=True,
                      polyphones=True)
     seg = next(s for s in d["segments"] if "銀行" in s["source_text"])
     assert "银航" in seg["text"] and "银行" not in seg["text"]
@@ -82,12 +84,13 @@ def test_segments_show_a_readings_spelling_beside_the_books_text(tmp_path):
 
 
 def test_the_reading_language_beside_the_declared_one():
+    from tasks.text.normalize import NormalizeOptions
     from tasks.text.segment import SegmentOptions
 
     d = inspect_book(_book())
     assert (d["language"], d["reading_language"]) == ("zh", "zh")
     assert "Language:  read as Chinese (zh; the book declares zh)" in format_inspect(d)
     en = Book(BookMeta(title="Crusoe", language=""), (Chapter(0, "CHAPTER I.", ("I was born in the year 1632.",)),))
-    d = inspect_book(en, SegmentOptions(lang="en"))
+    d = inspect_book(en, SegmentOptions(normalize=NormalizeOptions(lang="en")))
     assert (d["language"], d["reading_language"]) == ("", "en") and d["options"]["max_words"] == 50
     assert "Language:  read as English (en; the book declares none)" in format_inspect(d)

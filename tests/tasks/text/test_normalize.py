@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from tasks.errors import BookError
-from tasks.text.normalize import PUNCT_TABLE, Lexicon, normalize, normalize_with_map, removals
+from tasks.text.lexicon import Lexicon
+from tasks.text.normalize import PUNCT_TABLE, NormalizeOptions, normalize, normalize_with_map, removals
 
 # The output alphabet: CJK, 〇, ASCII letters, space, and the marks ChatTTS's normalizer keeps.
 ALLOWED_MARKS = set("，。、. ")
@@ -17,7 +18,7 @@ def _alphabet_ok(s: str) -> bool:
 
 def test_t2s_default_on_and_optional():
     assert normalize("紅樓夢") == "红楼梦"
-    assert normalize("紅樓夢", t2s=False) == "紅樓夢"
+    assert normalize("紅樓夢", NormalizeOptions(t2s=False)) == "紅樓夢"
 
 
 @pytest.mark.parametrize("src, out", [
@@ -93,7 +94,7 @@ def test_lexicon_applies_before_tn_and_matches_traditional(tmp_path):
     b = tmp_path / "book.tsv"
     b.write_text("甄士隐\t真是隐\nV2\t第二版\n", encoding="utf-8")
     lex = Lexicon.load(g, b)
-    assert normalize("去銀行找甄士隱，買V2", lexicon=lex) == "去银杭找真是隐，买第二版"
+    assert normalize("去銀行找甄士隱，買V2", NormalizeOptions(lexicon=lex)) == "去银杭找真是隐，买第二版"
 
 
 def test_lexicon_errors_name_the_file(tmp_path):
@@ -144,9 +145,9 @@ def test_mixed_spans_tile_the_source():
 
 
 def test_lang_en_book_reads_latin_english_and_chinese_only_text_the_same():
-    assert normalize("In 1719, 40 horses.", lang="en") == "In seventeen nineteen, forty horses."
+    assert normalize("In 1719, 40 horses.", NormalizeOptions(lang="en")) == "In seventeen nineteen, forty horses."
     for text in ("今天是2024年3月5日，第3回。", "他說：「我們已經吃過了！」"):
-        assert normalize(text, lang="en") == normalize(text)
+        assert normalize(text, NormalizeOptions(lang="en")) == normalize(text)
 
 
 @pytest.mark.parametrize("src, out", [

@@ -9,7 +9,8 @@ from pypinyin import Style, lazy_pinyin
 
 from tasks.errors import BookError
 from tasks.text import polyphones as P
-from tasks.text.normalize import Lexicon, normalize
+from tasks.text.lexicon import Lexicon
+from tasks.text.normalize import NormalizeOptions, normalize
 
 # Common polyphone words, each with a reading that is not (always) the one a guess would give; no neutral tones
 # (those stay the context's, see spell).  Every one must come out with only the asked reading.
@@ -56,21 +57,21 @@ def test_every_common_polyphone_reading_makes_a_spelling_with_only_that_reading(
         assert _tone3(spelling) == asked, (word, spelling)
         for c, w in zip(spelling, word):                  # polyphones replaced, plain characters kept
             assert (c != w) == (P.readings_in_use(w) != (asked[word.index(w)],)), (word, spelling)
-        said = normalize(f"他们说{word}了", lexicon=lex)     # in a sentence: what ChatTTS is given, read the same
+        said = normalize(f"他们说{word}了", NormalizeOptions(lexicon=lex))   # in a sentence: what ChatTTS is given
         assert said == f"他们说{spelling}了" and _tone3(said)[3:3 + len(word)] == asked, (word, said)
 
 
 def test_tone_marks_in_brackets_equal_tone_numbers_and_traditional_text_matches(tmp_path):
     lex = _lexicon(tmp_path, "银行\t[yín háng]\n效率\t[xiào lǜ]\n重新\t[chong2 xin1]\n")
     assert dict(lex.entries) == {"银行": "银航", "效率": "效律", "重新": "崇新"}
-    assert normalize("去銀行，重新算效率", lexicon=lex) == "去银航，崇新算效律"
+    assert normalize("去銀行，重新算效率", NormalizeOptions(lexicon=lex)) == "去银航，崇新算效律"
 
 
 def test_a_traditional_key_is_spelled_from_its_simplified_form_under_t2s(tmp_path):
     lex = _lexicon(tmp_path, "船隻\tchuan2 zhi1\n")
     assert dict(lex.entries) == {"船隻": "船隻"}               # 隻 reads only zhi1; its Simplified 只 does not
-    assert normalize("兩艘船隻", lexicon=lex) == "两艘船" + P.single_readings()["zhi1"] != "两艘船只"
-    assert normalize("兩艘船隻", lexicon=lex, t2s=False) == "兩艘船隻"
+    assert normalize("兩艘船隻", NormalizeOptions(lexicon=lex)) == "两艘船" + P.single_readings()["zhi1"] != "两艘船只"
+    assert normalize("兩艘船隻", NormalizeOptions(lexicon=lex, t2s=False)) == "兩艘船隻"
 
 
 def test_plain_replacements_stay_plain(tmp_path):

@@ -10,10 +10,10 @@ import pytest
 from engine.units import estimate_seconds
 from tasks.book import Book, BookMeta, Chapter
 from tasks.text.coverage import audit_chapter
-from tasks.text.normalize import iter_spans
+from tasks.text.normalize import NormalizeOptions, iter_spans
 from tasks.text.segment import OVER_CAP_NOTE, SegmentOptions, book_options, segment_chapter, words
 
-EN = SegmentOptions(lang="en")
+EN = SegmentOptions(normalize=NormalizeOptions(lang="en"))
 ENDS = ".!?。！？"           # until helper entn's English punctuation lands, the normalizer still writes 。 and ，
 # Robinson Crusoe, chapter I (public domain): two sentences, 68 and 41 words.
 CRUSOE = ("I had two elder brothers, one of whom was lieutenant-colonel to an English regiment of foot in Flanders, "
@@ -80,7 +80,7 @@ def test_never_inside_a_number_reading():
     """A number's reading is one span: a cut between words never falls inside it (today's normalizer reads the
     whole run of numbers as one Chinese window, over the cap: entn's English spans make each number its own)."""
     text = " ".join(f"and in the year {1600 + i} we sailed {i + 2} leagues" for i in range(12)) + "."
-    readings = [s.out for s in iter_spans(text, lang="en") if s.kind == "tn"]
+    readings = [s.out for s in iter_spans(text, EN.normalize) if s.kind == "tn"]
     assert readings and all(words(r) <= EN.max_words for r in readings)
     segs = _body(segment_chapter(_chapter(text), opts=EN))
     assert len(segs) >= 2
@@ -105,9 +105,9 @@ def test_short_english_fragments_are_merged():
 
 def test_english_options_validate():
     with pytest.raises(ValueError, match="min_words"):
-        SegmentOptions(lang="en", min_words=60)
+        SegmentOptions(min_words=60, normalize=EN.normalize)
     with pytest.raises(ValueError, match="lang"):
-        SegmentOptions(lang="fr")
+        NormalizeOptions(lang="fr")
 
 
 def _book(text: str, language: str) -> Book:

@@ -6,8 +6,9 @@ import pytest
 from benchmarks.t2s_zhe import WINDOW, load_labels
 from tasks.book import Chapter
 from tasks.text.coverage import audit_chapter
-from tasks.text.normalize import _t2s, normalize
+from tasks.text.normalize import normalize
 from tasks.text.segment import SegmentOptions, segment_chapter
+from tasks.text.t2s import simplified
 from tasks.text.zhe import simplify_zhe
 
 
@@ -63,7 +64,7 @@ def test_the_labelled_occurrences_of_the_corpus():
     right = kept = 0
     for ctx, form in rows.items():
         i = WINDOW if len(ctx) == 2 * WINDOW + 1 or ctx[len(ctx) - WINDOW - 1] != "著" else len(ctx) - WINDOW - 1
-        got = simplify_zhe(_t2s(ctx))[i]
+        got = simplify_zhe(simplified(ctx))[i]
         right += got == form
         kept += got == form == "著"
     assert right / len(rows) >= 0.97
