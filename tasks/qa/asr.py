@@ -1,10 +1,12 @@
 """Speech recognition for the QA checks: CTranslate2 Whisper through faster-whisper's model, int8 on CPU, float16
 on CUDA, many recordings heard in one call.
 
-Decoding is greedy and deterministic (beam 1, temperature 0 with no fallback, no previous-text conditioning, no
-VAD, no timestamps), so a recording's transcript depends only on the recording and the model — not on the batch it
-was heard in.  Nothing is skipped as silence: the transcript keeps Whisper's own avg_logprob and no_speech_prob and
-the verdict decides (tasks/qa/verdict.py).
+Decoding is deterministic (temperature 0 with no sampling fallback, no previous-text conditioning, no VAD, no
+timestamps): greedy, and where Whisper is unsure of a recording (avg_logprob < LOW_LOGPROB, the threshold at
+which Whisper itself decodes again) once more with beam search (RETRY_BEAM), the more likely of the two kept.  So
+a recording's transcript depends only on the recording and the model — not on the batch it was heard in.  Nothing
+is skipped as silence: the transcript keeps Whisper's own avg_logprob and no_speech_prob and the verdict decides
+(tasks/qa/verdict.py).
 
 Batches (Transcriber.transcribe_many): each recording is cut into its own 30 s windows, exactly as faster-whisper's
 WhisperModel.transcribe cuts one (its log-mel over the whole recording, then windows of N_FRAMES, the last one
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from tasks.errors import QAUnavailable
+from tasks.qa.options import LOW_LOGPROB
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,6 +47,8 @@ TOKEN_S = 0.02                    # s per timestamp token (Whisper's time precis
 INPUT_STRIDE = 2                  # log-mel frames per encoder frame (the second convolution's stride)
 MAX_LENGTH = 448                  # tokens: Whisper's decoder context, the prompt included
 MAX_INITIAL_TIMESTAMP_S = 1.0     # faster-whisper's default (it matters only where timestamps are decoded)
+RETRY_BEAM = 5                    # beams of the second decoding of a recording Whisper is unsure of (faster-whisper's
+                                  # default beam): short recordings cut out of a sentence are heard better (docs/qa.md)
 BATCH = {"cpu": 4, "cuda": 16}    # windows in one encoder + generate call at most, per device: a take's verdict
                                   # waits for its whole batch (CPU: ~1 s a window, so a short wait)
 MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
@@ -93,27 +98,37 @@ class Transcriber:
 
     def transcribe_many(self, items: Sequence[tuple["np.ndarray", int, str | None]]) -> list[Transcript]:
         """Each (audio [samples] float32 mono, sample rate Hz, language or None) heard on its own, in batches of
-        windows: round r hears the r-th window of every recording that has one."""
-        import numpy as np
-
+        windows; the recordings Whisper is unsure of decoded again with RETRY_BEAM beams (the module doc)."""
         heard = [_Heard(self._model.feature_extractor(to_asr_rate(a, rate)), language) for a, rate, language in items]
         self._detect([h for h in heard if h.language is None])
         for h in heard:
             h.tokenizer = self._tokenizer(h.language)
             h.language = h.tokenizer.language_code        # an English-only model hears English
+        self._decode(heard, beam=1)
+        unsure = [h for h in heard if h.segments and h.avg_logprob() < LOW_LOGPROB]
+        again = [_Heard(h.features, h.language, h.tokenizer) for h in unsure]
+        self._decode(again, beam=RETRY_BEAM)
+        for h, g in zip(unsure, again):
+            if g.segments and g.avg_logprob() > h.avg_logprob():
+                h.segments = g.segments
+        return [h.transcript() for h in heard]
+
+    def _decode(self, heard: list["_Heard"], beam: int) -> None:
+        """Every window of these recordings, `beam` beams: round r decodes the r-th window of each that has one."""
+        import numpy as np
+
         while todo := [h for h in heard if h.seek < h.content]:
             for at in range(0, len(todo), self.batch):
                 chunk = todo[at:at + self.batch]
                 windows = [h.window() for h in chunk]                   # ([n_mels, N_FRAMES], frames of audio)
                 encoded = self._model.encode(np.stack([w for w, _ in windows]))   # [B, N_FRAMES / 2, d_model]
                 results = self._model.model.generate(
-                    encoded, [h.prompt() for h in chunk], beam_size=1, patience=1, length_penalty=1,
+                    encoded, [h.prompt() for h in chunk], beam_size=beam, patience=1, length_penalty=1,
                     repetition_penalty=1, no_repeat_ngram_size=0, max_length=MAX_LENGTH, return_scores=True,
                     return_no_speech_prob=True, suppress_blank=True, suppress_tokens=self._suppressed(),
                     max_initial_timestamp_index=int(round(MAX_INITIAL_TIMESTAMP_S / TOKEN_S)))
                 for h, (_, size), r in zip(chunk, windows, results):
                     h.add(r, size)
-        return [h.transcript() for h in heard]
 
     def _detect(self, heard: list["_Heard"]) -> None:
         """The language of each recording, as WhisperModel.transcribe detects it: the most likely language token
@@ -177,13 +192,17 @@ class _Heard:
                 self.segments.append((text, len(part), logprob, result.no_speech_prob))
         self.seek = seek if seek > self.seek else self.seek + size               # always forward
 
+    def avg_logprob(self) -> float:
+        """Token-weighted over the segments (faster-whisper's weights: tokens + 1); 0.0 with none."""
+        weights = [n + 1 for _, n, _, _ in self.segments]
+        return sum(w * lp for w, (_, _, lp, _) in zip(weights, self.segments)) / sum(weights) if weights else 0.0
+
     def transcript(self) -> Transcript:
         if not self.segments:
             return Transcript(text="", avg_logprob=0.0, no_speech_prob=1.0, language=self.language)
-        weights = [n + 1 for _, n, _, _ in self.segments]
-        logprob = sum(w * lp for w, (_, _, lp, _) in zip(weights, self.segments)) / sum(weights)
-        return Transcript(text="".join(t for t, _, _, _ in self.segments).strip(), avg_logprob=float(logprob),
-                          no_speech_prob=float(self.segments[0][3]), language=self.language)
+        return Transcript(text="".join(t for t, _, _, _ in self.segments).strip(),
+                          avg_logprob=float(self.avg_logprob()), no_speech_prob=float(self.segments[0][3]),
+                          language=self.language)
 
 
 def _split(tokens: list[int], timestamp_begin: int, seek: int, size: int) -> tuple[list, int]:
