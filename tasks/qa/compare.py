@@ -38,6 +38,8 @@ class Comparison:
     ref: list[str]                          # the intended text's units
     hyp: list[str]                          # the transcript's units
     ops: list[tuple[str, str, str]]         # (op, ref_text, hyp_text), runs of one op merged; original text
+    matched: int                            # intended units heard as themselves (equal in the edit script)
+    last_matched: int                       # the index of the last of them in ref; -1 when none
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ def compare(intended: str, transcript: str, language: str) -> Comparison:
     steps = align([u.key for u in ref], [u.key for u in hyp])
     dist = sum(op != "equal" for op, _, _ in steps)
     return Comparison(cer=dist / max(1, len(ref)), ref=[u.key for u in ref], hyp=[u.key for u in hyp],
-                      ops=_merge(steps, ref, hyp, intended, transcript))
+                      ops=_merge(steps, ref, hyp, intended, transcript),
+                      matched=sum(op == "equal" for op, _, _ in steps),
+                      last_matched=max((i for op, i, _ in steps if op == "equal"), default=-1))
 
 
 # ------------------------------------------------------------------------------------------------ units
