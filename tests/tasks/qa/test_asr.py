@@ -2,7 +2,6 @@
 the bundled base model's checksum, resampling, deterministic transcripts, batched = one by one."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -28,7 +27,7 @@ def test_a_spec_that_names_no_model_is_one_line(spec, problem):
 def test_a_folder_that_is_not_a_model_and_a_file_are_refused(tmp_path):
     pytest.importorskip("faster_whisper")
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(QAUnavailable, match="not a faster-whisper model directory .no model.bin, tokenizer.json"):
+    with pytest.raises(QAUnavailable, match=r"not a faster-whisper model directory \(no model\.bin, tokenizer\.json"):
         load_transcriber(str(tmp_path))
     (tmp_path / "model.bin").write_bytes(b"")
     with pytest.raises(QAUnavailable, match="no such faster-whisper model directory"):
@@ -51,7 +50,7 @@ def test_offline_and_not_cached_is_one_line(monkeypatch):
     except Exception:                                   # noqa: BLE001 — not cached: the case under test
         pass
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(QAUnavailable, match="^tiny.en: not in the Hugging Face cache and HF_HUB_OFFLINE is set"):
+    with pytest.raises(QAUnavailable, match=r"^tiny\.en: not in the Hugging Face cache and HF_HUB_OFFLINE is set"):
         load_transcriber("tiny.en", threads=2)
 
 
@@ -62,7 +61,7 @@ def test_the_bundled_base_model_is_checked(monkeypatch):
     assert len(files["model.bin"].read()) == asr.BASE_BYTES
     assert {"config.json", "tokenizer.json", "vocabulary.txt"} <= set(files)
     monkeypatch.setattr(asr, "BASE_SHA256", "0" * 64)
-    with pytest.raises(QAUnavailable, match="^base: the model.bin joined from .* is not the published one"):
+    with pytest.raises(QAUnavailable, match=r"^base: the model\.bin joined from .* is not the published one"):
         asr.bundled_base_files()
 
 
@@ -158,6 +157,33 @@ def test_transcribe_many_equals_one_by_one_on_every_corpus_clip(transcriber):
 
     names = [p.name for p, _ in read_texts(corpus_path("speech", "transcripts.tsv"))]
     _assert_batched_equals_one_by_one(transcriber, _recordings(names, long=True), batches=(4, 16))
+
+
+CUDA_TOLERANCE = 0.01             # avg_logprob (nats/token), no_speech_prob: float16 GEMMs round by batch shape
+
+
+@pytest.mark.gpu
+def test_transcribe_many_on_cuda_equals_one_by_one_within_a_tolerance():
+    """The same on CUDA (float16, batches of 16: every corpus clip, a two-window recording, a detected language,
+    noise, silence): the same texts and languages, Whisper's scores within CUDA_TOLERANCE (benchmarks/gpu_check.sh
+    runs it; not run where no GPU was lent)."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    if ctranslate2.get_cuda_device_count() < 1:
+        pytest.skip("no CUDA device for CTranslate2")
+    from tasks.qa.recordings import read_texts
+
+    try:
+        cuda = load_transcriber("base", "cuda")
+    except QAUnavailable as e:
+        pytest.skip(f"Whisper base cannot load on CUDA: {e}")
+    names = [p.name for p, _ in read_texts(corpus_path("speech", "transcripts.tsv"))]
+    items = _recordings(names, long=True)
+    alone = [_one_by_one(cuda, *it)[0] for it in items]
+    got = cuda.with_batch(16).transcribe_many(items)
+    assert [(t.text, t.language) for t in got] == [(t.text, t.language) for t in alone]
+    for a, b in zip(got, alone):
+        assert abs(a.avg_logprob - b.avg_logprob) <= CUDA_TOLERANCE
+        assert abs(a.no_speech_prob - b.no_speech_prob) <= CUDA_TOLERANCE
 
 
 def test_a_window_is_cut_into_segments_as_faster_whisper_cuts_it():

@@ -125,7 +125,7 @@ def test_options_defaults_and_validation():
     d = QAOptions()
     assert (d.mode, d.asr_model, d.device, d.max_cer, d.min_units, d.drift_floor, d.min_speech_s, d.max_takes) == \
         ("off", "base", "cpu", MAX_CER, MIN_UNITS, DRIFT_FLOOR, MIN_SPEECH_S, MAX_TAKES)
-    assert QA_MODES == ("off", "suspect", "full")
+    assert QA_MODES == ("off", "suspect", "full", "auto")
     bad = {"mode": "all", "device": "tpu", "asr_model": " ", "max_cer": 0, "min_units": 0, "low_logprob": 0.5,
            "drift_percentile": 60, "drift_floor": 1.5, "min_speech_s": 0, "max_takes": 0}
     for field, value in bad.items():
@@ -135,3 +135,26 @@ def test_options_defaults_and_validation():
             dataclasses.replace(d, **{field: value})
     with pytest.raises(ValueError, match="max_takes"):
         QAOptions(max_takes=True)
+
+
+def test_what_hearing_costs_against_base(tmp_path):
+    from tasks.qa.options import ASR_COST, BASE_MODEL_BYTES, asr_cost
+
+    assert asr_cost("base") == asr_cost("base.en") == 1.0 and asr_cost("tiny.en") == 0.53
+    assert asr_cost("Systran/faster-whisper-small") == 3.3 and asr_cost("distil-large-v3") == 20.9
+    assert asr_cost("large-v3-turbo") == asr_cost("turbo") == 10.9
+    assert asr_cost("someone/whisper-ft") == max(c for _, c in ASR_COST)        # unknown: the most
+    (tmp_path / "model.bin").write_bytes(b"0" * (BASE_MODEL_BYTES // 1000))
+    assert asr_cost(str(tmp_path)) == pytest.approx(1e-3, rel=1e-3)             # a directory: its size
+
+
+def test_auto_picks_full_where_the_estimated_share_fits(monkeypatch):
+    from tasks.qa import options
+
+    monkeypatch.setattr(options, "BASE_SHARE", {"cpu": 0.2, "cuda": 0.01})
+    assert options.auto_mode("cpu", "base") == ("full", 0.2)
+    assert options.auto_mode("cpu", "tiny")[0] == "full"
+    mode, share = options.auto_mode("cpu", "small")
+    assert mode == "suspect" and share == pytest.approx(0.66)
+    assert options.auto_mode("cuda", "medium")[0] == "full"                   # 0.104 <= 0.15
+    assert options.auto_mode("cuda", "large-v3")[0] == "suspect"              # 0.209 > 0.15
