@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tasks.errors import QAUnavailable
 from tasks.qa.options import LOW_LOGPROB
@@ -88,20 +89,21 @@ class Transcriber:
         """The faster_whisper.WhisperModel (benchmarks/qa_precision.py asks it for word timestamps)."""
         return self._model
 
-    def with_batch(self, batch: int) -> "Transcriber":
+    def with_batch(self, batch: int) -> Transcriber:
         """The same loaded model, heard `batch` windows at a time at most."""
         return Transcriber(self._model, self.spec, self.device, batch)
 
-    def transcribe(self, audio: "np.ndarray", sample_rate: int, language: str | None) -> Transcript:
+    def transcribe(self, audio: np.ndarray, sample_rate: int, language: str | None) -> Transcript:
         """audio: float32 mono [samples] at sample_rate Hz; language None: detected (from the first 30 s)."""
         return self.transcribe_many([(audio, sample_rate, language)])[0]
 
-    def transcribe_many(self, items: Sequence[tuple["np.ndarray", int, str | None]]) -> list[Transcript]:
+    def transcribe_many(self, items: Sequence[tuple[np.ndarray, int, str | None]]) -> list[Transcript]:
         """Each (audio [samples] float32 mono, sample rate Hz, language or None) heard on its own, in batches of
         windows; the recordings Whisper is unsure of decoded again with RETRY_BEAM beams (the module doc)."""
         heard = [_Heard(self._model.feature_extractor(to_asr_rate(a, rate)), language) for a, rate, language in items]
         self._detect([h for h in heard if h.language is None])
         for h in heard:
+            assert h.language is not None                 # asked for, or detected just now
             h.tokenizer = self._tokenizer(h.language)
             h.language = h.tokenizer.language_code        # an English-only model hears English
         self._decode(heard, beam=1)
@@ -113,7 +115,7 @@ class Transcriber:
                 h.segments = g.segments
         return [h.transcript() for h in heard]
 
-    def _decode(self, heard: list["_Heard"], beam: int) -> None:
+    def _decode(self, heard: list[_Heard], beam: int) -> None:
         """Every window of these recordings, `beam` beams: round r decodes the r-th window of each that has one."""
         import numpy as np
 
@@ -130,7 +132,7 @@ class Transcriber:
                 for h, (_, size), r in zip(chunk, windows, results):
                     h.add(r, size)
 
-    def _detect(self, heard: list["_Heard"]) -> None:
+    def _detect(self, heard: list[_Heard]) -> None:
         """The language of each recording, as WhisperModel.transcribe detects it: the most likely language token
         of its first window (the log-mel's first N_FRAMES frames, padded)."""
         import numpy as np
@@ -164,9 +166,9 @@ class Transcriber:
 @dataclass(eq=False)
 class _Heard:
     """One recording being heard: its log-mel, where its next window starts, the segments heard so far."""
-    features: "np.ndarray"                          # [n_mels, frames + 1] (the last frame is the extractor's padding)
+    features: np.ndarray                            # [n_mels, frames + 1] (the last frame is the extractor's padding)
     language: str | None
-    tokenizer: object = None
+    tokenizer: Any = None                           # faster_whisper.tokenizer.Tokenizer, set before decoding
     seek: int = 0                                   # frame where the next window starts
     segments: list[tuple[str, int, float, float]] = field(default_factory=list)   # (text, tokens, logprob, nsp)
 
@@ -174,7 +176,7 @@ class _Heard:
     def content(self) -> int:
         return self.features.shape[-1] - 1
 
-    def window(self) -> tuple["np.ndarray", int]:
+    def window(self) -> tuple[np.ndarray, int]:
         size = min(N_FRAMES, self.content - self.seek)
         return _padded(self.features[:, self.seek:self.seek + size]), size
 
@@ -198,6 +200,7 @@ class _Heard:
         return sum(w * lp for w, (_, _, lp, _) in zip(weights, self.segments)) / sum(weights) if weights else 0.0
 
     def transcript(self) -> Transcript:
+        assert self.language is not None                  # asked for or detected before any decoding
         if not self.segments:
             return Transcript(text="", avg_logprob=0.0, no_speech_prob=1.0, language=self.language)
         return Transcript(text="".join(t for t, _, _, _ in self.segments).strip(),
@@ -226,14 +229,14 @@ def _split(tokens: list[int], timestamp_begin: int, seek: int, size: int) -> tup
     return parts, seek + size if single_end else seek + (tokens[last - 1] - timestamp_begin) * INPUT_STRIDE
 
 
-def _padded(features: "np.ndarray") -> "np.ndarray":
+def _padded(features: np.ndarray) -> np.ndarray:
     """[n_mels, <= N_FRAMES] -> [n_mels, N_FRAMES], zeros after (faster_whisper.audio.pad_or_trim)."""
     import numpy as np
 
     return np.pad(features, ((0, 0), (0, N_FRAMES - features.shape[-1])))
 
 
-def to_asr_rate(audio: "np.ndarray", sample_rate: int) -> "np.ndarray":
+def to_asr_rate(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     """float32 mono [samples] at 16 kHz (polyphase resampling)."""
     import numpy as np
     from scipy.signal import resample_poly
@@ -315,8 +318,8 @@ def bundled_base_files() -> dict[str, object] | None:
         dists = [metadata.distribution(name) for name, _ in BASE_PARTS]
     except metadata.PackageNotFoundError:
         return None
-    parts = [Path(d.locate_file(rel)) for d, (_, rel) in zip(dists, BASE_PARTS)]
-    data_dir = Path(dists[0].locate_file(BASE_DATA))
+    parts = [Path(str(d.locate_file(rel))) for d, (_, rel) in zip(dists, BASE_PARTS)]
+    data_dir = Path(str(dists[0].locate_file(BASE_DATA)))
     if not all(p.is_file() for p in parts):
         return None
     sizes = [p.stat().st_size for p in parts]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,7 +33,7 @@ CHECK_ORDER = ["duration", "asr", "drift"]   # a record's `checks`, in this orde
 
 
 @functools.lru_cache(maxsize=2)
-def checker_for(opts: QAOptions) -> "Checker":
+def checker_for(opts: QAOptions) -> Checker:
     """The process's checker for these options: its models load once, whichever stage asks first."""
     return Checker(opts)
 
@@ -62,8 +63,8 @@ class Checker:
     def load(self, asr: bool = True) -> None:
         """Load the models now (a missing extra or model: QAUnavailable before anything renders)."""
         if asr:
-            self.transcriber
-        self.encoder
+            _ = self.transcriber                        # each property loads its model on first use
+        _ = self.encoder
 
     def available(self) -> bool:
         """Whether the models load (the default proof of a real model needs the QA extra and its ASR model)."""
@@ -83,12 +84,13 @@ class Checker:
         embedding (embed; judged later against the voice's reference)."""
         return self.hear_many([ToHear(text, audio, sample_rate, asr, embed)])[0]
 
-    def hear_many(self, takes: Sequence["ToHear"]) -> list[dict]:
+    def hear_many(self, takes: Sequence[ToHear]) -> list[dict]:
         """hear() of each take, the transcripts in one call (tasks.qa.asr.Transcriber.transcribe_many: the same
         transcript as one by one)."""
         langs = [detect_language(t.text) for t in takes]
-        recs = [{"checks": [], "language": lang, "transcript": "", "cer": None, "asr": "", "reason": "",
-                 "speech_s": None, "embedding": "", "similarity": None, "drift": ""} for lang in langs]
+        recs: list[dict[str, Any]] = [
+            {"checks": [], "language": lang, "transcript": "", "cer": None, "asr": "", "reason": "", "speech_s": None,
+             "embedding": "", "similarity": None, "drift": ""} for lang in langs]
         asked = [i for i, t in enumerate(takes) if t.asr]
         heard = self.transcriber.transcribe_many(
             [(np.asarray(takes[i].audio, dtype=np.float32), takes[i].sample_rate, langs[i]) for i in asked]) \

@@ -18,6 +18,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from tasks.text.english import wetext_en
 from tasks.text.normalize import normalize_with_map
@@ -73,7 +74,7 @@ def compare(intended: str, transcript: str, language: str) -> Comparison:
     return Comparison(cer=dist / max(1, len(ref)), ref=[u.key for u in ref], hyp=[u.key for u in hyp],
                       ops=_merge(steps, ref, hyp, intended, transcript),
                       matched=sum(op == "equal" for op, _, _ in steps),
-                      last_matched=max((i for op, i, _ in steps if op == "equal"), default=-1))
+                      last_matched=max((i for op, i, _ in steps if op == "equal" and i is not None), default=-1))
 
 
 # ------------------------------------------------------------------------------------------------ units
@@ -100,7 +101,7 @@ def _zh_units(text: str) -> list[_Unit]:
 
 def _pinyin(run: str) -> list[str]:
     """One toneless syllable per Han character of `run`, read in context."""
-    syllables = _lazy_pinyin(run)
+    syllables = list(_lazy_pinyin(run))
     if len(syllables) != len(run):                  # a character pypinyin does not know: per character
         syllables = [_lazy_pinyin(c)[0] for c in run]
     return syllables
@@ -113,8 +114,12 @@ def _lazy_pinyin(run: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _pypinyin():
-    from pypinyin import Style, lazy_pinyin          # a main dependency; imported only when a check runs
-    return lambda run: lazy_pinyin(run, style=Style.NORMAL, errors=lambda chars: list(chars))
+    from pypinyin import Style, lazy_pinyin  # a main dependency; imported only when a check runs
+
+    def each(chars: str) -> Any:                    # what pypinyin cannot read: one item per character (a list,
+        return list(chars)                          # which pypinyin takes; its annotation says str)
+
+    return lambda run: lazy_pinyin(run, style=Style.NORMAL, errors=each)
 
 
 def _en_units(text: str) -> list[_Unit]:
@@ -147,7 +152,8 @@ def align(ref: list[str], hyp: list[str]) -> list[tuple[str, int | None, int | N
             diag = (e, q - 1) if r == hyp[j - 1] else (e + 1, q)
             up, left = prev[j], row[j - 1]
             row[j] = min(diag, (up[0] + 1, up[1]), (left[0] + 1, left[1]))
-    steps, i, j = [], n, m
+    steps: list[tuple[str, int | None, int | None]] = []
+    i, j = n, m
     while i or j:
         if i and j:
             e, q = d[i - 1][j - 1]

@@ -23,13 +23,20 @@ A flag is re-taken (up to max_takes); an inconclusive result is reported, never 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tasks.qa.asr import Transcript
 from tasks.qa.compare import Comparison, compare
-from tasks.qa.options import (DRIFT_MIN_VALUES, MIN_GAP_UNITS, MIN_HEARD, NO_SPEECH_PROB, TAIL_SHARE,
-                              TAIL_UNITS, QAOptions)
+from tasks.qa.options import (
+    DRIFT_MIN_VALUES,
+    MIN_GAP_UNITS,
+    MIN_HEARD,
+    NO_SPEECH_PROB,
+    TAIL_SHARE,
+    TAIL_UNITS,
+    QAOptions,
+)
 
 PASS, FLAG, INCONCLUSIVE = "pass", "flag", "inconclusive"
 VERDICTS = (PASS, INCONCLUSIVE, FLAG)          # best first: take_rank's order, combine's (worst wins)

@@ -25,26 +25,25 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Set
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from engine.api import Request
 from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
-from manifests.store import STATUS_DONE
 from manifests.crashpoints import crashpoint
+from manifests.store import STATUS_DONE
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
 from tasks.plan.rows import to_render
 from tasks.qa.checker import CHECK_ORDER, Checker, ToHear, accepted, judge_drift, reference_cutoff, voice_reference
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
 from tasks.qa.verdict import FLAG, PASS, combine, take_rank
-from tasks.synthesize.guard import check as guard_check
-from tasks.synthesize.guard import reroll_seed
+from tasks.synthesize.guard import check as guard_check, reroll_seed
 from tasks.synthesize.segment_audio import read_audio, write_segment_audio
 
 SUSPECT_RATIO = (0.6, 1.6)    # duration / expected outside this: `--qa suspect` transcribes the take
@@ -72,6 +71,19 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
     counts = {"rendered": 0, "failed": 0, "retaken": 0}
     refs = _read_references(book_dir)
     open_keys = set(segs)
+    hearing: list[Future] = []                          # this pass's takes being heard while the engine decodes on
+
+    def retakes(idle: bool) -> list[Request]:
+        """The engine asks before every step: the re-takes of the takes heard since (flagged by the duration guard
+        or the ASR) join its running pass.  Idle: wait for every take still being heard."""
+        done = [f for f in hearing if idle or f.done()]
+        _collect(done, segs)
+        hearing[:] = [f for f in hearing if f not in done]
+        new = {k: t for k in sorted({f.result()[0] for f in done})
+               if (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes}
+        counts["retaken"] += len(new)
+        return [_request(segs[k], k, t) for k, t in new.items()]
+
     with _CheckerThread(book_dir, qa, guard, checker) as checking:
         while open_keys:
             unheard = [(k, t) for k in sorted(open_keys) for t, rec in segs[k].takes.items() if rec is None]
@@ -82,19 +94,6 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
                     and t not in segs[k].takes}
             counts["retaken"] += sum(t > 1 for t in need.values())
             requests = [_request(segs[k], k, t) for k, t in need.items()]
-            hearing: list[Future] = []                  # being heard while the engine decodes on
-
-            def retakes(idle: bool) -> list[Request]:
-                """The engine asks before every step: the re-takes of the takes heard since (flagged by the
-                duration guard or the ASR) join its running pass.  Idle: wait for every take still being heard."""
-                done = [f for f in hearing if idle or f.done()]
-                _collect(done, segs)
-                hearing[:] = [f for f in hearing if f not in done]
-                new = {k: t for k in sorted({f.result()[0] for f in done})
-                       if (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes}
-                counts["retaken"] += len(new)
-                return [_request(segs[k], k, t) for k, t in new.items()]
-
             for res in engine.synthesize(requests, more=retakes):
                 k, t = res.key.rsplit("#", 1)
                 write_segment_audio(book_dir / take_relpath(k, int(t)), res.audio, SAMPLE_RATE)
@@ -102,6 +101,7 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
                 segs[k].takes[int(t)] = None
                 hearing.append(checking.submit(k, int(t), segs[k], res.audio))
             _collect(hearing, segs)
+            hearing.clear()
             refs = _judge_voices(book_dir, segs, refs, qa, checker, all_rows)
             waiting = {s.first["voice_id"] for k, s in segs.items() if k in open_keys
                        and s.first["voice_id"] not in refs and _next_take(s, qa) is not None}
@@ -135,7 +135,7 @@ class _CheckerThread:
         self._ready = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="qa-checker", daemon=True)
 
-    def __enter__(self) -> "_CheckerThread":
+    def __enter__(self) -> _CheckerThread:
         self._thread.start()
         return self
 
@@ -257,7 +257,7 @@ def _reference(book_dir: Path, vid: str, segs: dict[str, _Segment], qa: QAOption
 
 
 def reference_keys(book_dir: Path, rows: list[dict], qa: QAOptions, max_attempts: int,
-                   skip: set[str] = frozenset()) -> set[str]:
+                   skip: Set[str] = frozenset()) -> set[str]:
     """What a sharded render renders before it splits the book (tasks.synthesize.render.render_references): for
     each voice with rows still to render and no drift reference in qa.json, its first content keys to render in
     reading order, as many as qa.reference_takes less the accepted takes its done rows kept (at least one), until
@@ -309,12 +309,14 @@ def _next_take(seg: _Segment, qa: QAOptions) -> int | None:
 def _waits(seg: _Segment, waiting: set[str]) -> bool:
     """Its last take waits on the drift gate: it has an embedding, and its voice's reference is still to come."""
     rec = seg.takes[max(seg.takes)]
-    return seg.first["voice_id"] in waiting and bool(rec and rec.get("embedding")) and rec.get("similarity") is None
+    return seg.first["voice_id"] in waiting and rec is not None and bool(rec.get("embedding")) \
+        and rec.get("similarity") is None
 
 
 def _decide(seg: _Segment, key: str) -> list[dict]:
     """The rows of a decided segment: done with its best take, or failed when every take failed the guard."""
-    recs = [seg.takes[t] for t in sorted(seg.takes)]
+    recs = [rec for t in sorted(seg.takes) if (rec := seg.takes[t]) is not None]
+    assert len(recs) == len(seg.takes)                  # decided: every take heard
     public = json.dumps([_public(r) for r in recs], ensure_ascii=False)
     if all(r.get("duration") for r in recs):
         return [{**r, "status": "failed", "samples": 0, "duration_s": 0.0, "take": 0, "takes": public,
@@ -366,8 +368,8 @@ def render_takes(book_dir: Path, engine, wanted: dict[str, tuple[dict, int]], qa
     and judged against its voice's frozen reference (qa.json) when there is one; its record is written beside it.
     Returns key -> the take's record; without qa, one that is not written (take, seed, audio_path, samples and
     the duration check: `version` absent, nothing was heard)."""
-    heard = checker is not None and qa is not None and qa.mode != "off"
-    refs = _read_references(book_dir) if heard else {}
+    hearing = (qa, checker) if checker is not None and qa is not None and qa.mode != "off" else None
+    refs = _read_references(book_dir) if hearing else {}
     requests = [Request(key=f"{k}#{t}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], t))
                 for k, (row, t) in wanted.items()]
     out = {}
@@ -375,8 +377,8 @@ def render_takes(book_dir: Path, engine, wanted: dict[str, tuple[dict, int]], qa
         k, t = res.key.rsplit("#", 1)
         row, t = wanted[k][0], int(t)
         write_segment_audio(book_dir / take_relpath(k, t), res.audio, SAMPLE_RATE)
-        if heard:
-            rec = _hear_many(book_dir, [(k, t, _Segment([row]), res.audio)], qa, guard, checker)[0][2]
+        if hearing is not None:
+            rec = _hear_many(book_dir, [(k, t, _Segment([row]), res.audio)], hearing[0], guard, hearing[1])[0][2]
             if (ref := refs.get(row["voice_id"])) is not None:
                 rec = judge_drift(rec, decode_vector(ref["reference"]), ref["cutoff"])
                 _write_record(book_dir, k, t, rec)

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("pypinyin")
 
-from tasks.qa.compare import compare, detect_language, units  # noqa: E402
+from tasks.qa.compare import compare, detect_language, units
 
 
 def test_chinese_units_are_toneless_syllables_one_per_character_and_latin_words():
