@@ -1,7 +1,7 @@
 """Decode-step time of our engine at given batch sizes (rows decoding together), one JSON line per case.
 
     python -m benchmarks.engine_steps --model random-full --threads 1 --batch 1 8
-    python -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 --compile --batch 64 128 256
+    python -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 --cuda-graphs --batch 64 128 256
 
 Rows are prefilled with a ~60-token prompt, then `--steps` decode steps are timed after `--warmup` steps.
 On CPU these modes are timed: `exact` (the engine's batch-invariant mode: one call padded to the next measured
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
     ap.add_argument("--int8", action="store_true")
-    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--cuda-graphs", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--steps", type=int, default=20)
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(a.threads)
     engine = Engine.load(EngineOptions(model=a.model, device=a.device, dtype=a.dtype, int8=a.int8,
-                                       compile=a.compile, max_batch=max(a.batch), threads=a.threads))
+                                       cuda_graphs=a.cuda_graphs, max_batch=max(a.batch), threads=a.threads))
     voice = engine.sample_voice(1)
     text = "这是一个用来测量解码速度的句子，长度大约是六十个词元左右，足够用了。" * 2
     modes = a.modes or (["exact", "plain", "hf"] if a.device == "cpu" else ["plain", "hf"])
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             sync()
             ms = (time.perf_counter() - t0) / a.steps * 1e3
             print(json.dumps({"model": a.model, "device": a.device, "dtype": engine.dtype, "int8": a.int8,
-                              "compile": a.compile, "threads": a.threads, "batch": B, "mode": mode,
+                              "cuda_graphs": a.cuda_graphs, "threads": a.threads, "batch": B, "mode": mode,
                               "step_ms": round(ms, 2), "ms_per_row_token": round(ms / B, 2),
                               "prefill_ms_per_row": round(prefill * 1e3, 1),
                               "prompt_tokens": rows[0].prompt_len}), flush=True)

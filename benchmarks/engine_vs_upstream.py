@@ -178,7 +178,7 @@ def load_ours(args, int8: bool, dtype: str = "auto", backend: str = "torch"):
     from engine.engine import Engine
 
     return Engine.load(EngineOptions(model=args.model, device=args.device, dtype=dtype, int8=int8,
-                                     compile=args.compile, threads=args.threads, max_batch=args.batch,
+                                     cuda_graphs=args.cuda_graphs, threads=args.threads, max_batch=args.batch,
                                      backend=backend))
 
 
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--int8", action="store_true", help="ours with INT8 GPT linears (CPU); reports logit drift")
     ap.add_argument("--with-int8", action="store_true", help="also ours with INT8 GPT linears (CPU): ratio_int8")
     ap.add_argument("--with-bf16", action="store_true", help="also ours in bf16: ratio_bf16")
-    ap.add_argument("--compile", action="store_true", help="ours with the compiled decode step (CUDA)")
+    ap.add_argument("--cuda-graphs", action="store_true", help="ours with the decode step as CUDA graphs")
     ap.add_argument("--with-onnx", action="store_true",
                     help="also ours through ONNX Runtime (--backend onnx; CPU provider on cpu): ratio_onnx")
     ap.add_argument("--batch", type=int, default=DEFAULT_BATCH,
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result: dict = {"model": args.model, "fingerprint": loaded.fingerprint, "device": args.device,
                     "threads": args.threads, "n": len(texts), "batch": args.batch, "probe": probe,
-                    "repeat": args.repeat, "forced_tokens": forced, "int8": args.int8, "compile": args.compile,
+                    "repeat": args.repeat, "forced_tokens": forced, "int8": args.int8, "cuda_graphs": args.cuda_graphs,
                     "torch": torch.__version__}
     sides: list[tuple[str, object]] = []          # (name, run()) in the order they alternate
     if args.only != "ours":

@@ -3,7 +3,7 @@
 # Installs nothing from the network.  Results go to $OUT (default ./gpu-results):
 #   env.txt           GPU, torch, transformers, whether ChatTTS imports
 #   pytest-gpu.txt    `pytest -m gpu tests/engine` (our Llama in bf16/fp16, CUDA-graph step, Engine on CUDA)
-#   steps.jsonl       decode-step time, random-full bf16, batch 1/64/128/256, eager and CUDA-graphed (--compile)
+#   steps.jsonl       decode-step time, random-full bf16, batch 1/64/128/256, eager and CUDA-graphed (--cuda-graphs)
 #   onnx.txt          benchmarks/onnx_gpu_check.py (issue 26): engine/onnxgraph.py's graphs of $ONNX_MODEL (default
 #                     random-tiny), fp32 and fp16, exported here; each graph's torch module on CUDA against
 #                     onnxruntime's CPU provider on the same small inputs (cosine, max abs diff, SNR);
@@ -14,7 +14,7 @@
 #                     0.7.2 0.7 MiB, onnxruntime 1.32.0 26.5 MiB (36 MiB: fits the 64 MiB carry beside ChatTTS's).
 #                     onnxruntime-gpu and TensorRT's libraries are far larger: the TensorRT provider cannot run
 #                     there.  ~1-2 min.
-#   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --compile --batch B (B = 64, 128, 256, 512):
+#   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --cuda-graphs --batch B (B = 64, 128, 256, 512):
 #                     ours (bf16, the CUDA default) against sorted upstream at the same batch, peak GPU memory
 #   qa.txt            with GPU_CHECK_QA=1 (issue 33): the batched ASR on CUDA (float16) against one recording at a
 #                     time (pytest -m gpu tests/tasks/qa/test_asr.py), then the QA's share of a render,
@@ -74,13 +74,13 @@ if [ "$HAVE_CHATTTS" = "1" ]; then
   : > "$OUT/steps.jsonl"
   timeout "$LIMIT" $PY -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 \
       --batch 1 64 128 256 --steps 30 2>&1 | tee -a "$OUT/steps.jsonl"
-  timeout "$LIMIT" $PY -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 --compile \
+  timeout "$LIMIT" $PY -m benchmarks.engine_steps --model random-full --device cuda --dtype bf16 --cuda-graphs \
       --batch 1 64 128 256 --steps 30 2>&1 | tee -a "$OUT/steps.jsonl"
   if [ -z "${SKIP_BENCH:-}" ] && [ -f benchmarks/engine_vs_upstream.py ]; then
     CORPUS=${CORPUS:-../shared/corpus/txt/gutenberg-zh/27166-0.txt}
     [ -f "$CORPUS" ] || CORPUS=$(ls shared/corpus/txt/gutenberg-zh/27166-0.txt 2>/dev/null || echo "$CORPUS")
     for B in 64 128 256 512; do
-      timeout "$LIMIT" $PY benchmarks/engine_vs_upstream.py --model random-full --device cuda --compile \
+      timeout "$LIMIT" $PY benchmarks/engine_vs_upstream.py --model random-full --device cuda --cuda-graphs \
           --batch "$B" --n "$B" --no-limits --corpus "$CORPUS" --json "$OUT/bench-$B.json" 2>&1 | tail -25
     done
   fi

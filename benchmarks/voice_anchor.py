@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=6, help="segments (default 6)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--cuda-graphs", action="store_true")
     ap.add_argument("--batch", type=int, default=None, help="max_batch (default: the engine's)")
     ap.add_argument("--corpus", type=Path, default=CORPUS_FILE)
     ap.add_argument("--json", type=Path, default=None)

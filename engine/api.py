@@ -31,7 +31,7 @@ class EngineOptions:
     device: Literal["cpu", "cuda"] = "cpu"
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"   # auto: fp32 on CPU, bf16 on CUDA; bf16 on CPU too
     int8: bool = False             # CPU only: int8 GPT linears (weight-only on engine/kernels.c, else W8A8)
-    compile: bool = False          # CUDA only: decode steps as captured CUDA graphs (--compile; not torch.compile)
+    cuda_graphs: bool = False      # CUDA only: decode steps as captured CUDA graphs (--cuda-graphs)
     max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
     threads: int | None = None     # torch CPU threads, >= 1 (more than the CPUs: they share them); None: torch's
     backend: Literal["torch", "onnx"] = "torch"   # onnx: the model calls through ONNX Runtime (engine/ortengine.py)
@@ -40,8 +40,8 @@ class EngineOptions:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
         if self.int8 and self.device != "cpu":
             raise ValueError('int8=True needs device="cpu"; on CUDA use dtype="bf16" or "fp16"')
-        if self.compile and self.device != "cuda":
-            raise ValueError('compile=True needs device="cuda"')
+        if self.cuda_graphs and self.device != "cuda":
+            raise ValueError('cuda_graphs=True needs device="cuda"')
         if self.device == "cpu" and self.dtype == "fp16":
             raise ValueError('dtype="fp16" needs device="cuda"; the CPU runs fp32 or bf16')
         if self.int8 and self.dtype not in ("auto", "fp32"):
@@ -52,8 +52,8 @@ class EngineOptions:
             raise ValueError(f"threads {self.threads}: must be at least 1")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
-        if self.backend == "onnx" and (self.int8 or self.compile or self.dtype == "bf16"):
-            what = "int8=True" if self.int8 else "compile=True" if self.compile else 'dtype="bf16"'
+        if self.backend == "onnx" and (self.int8 or self.cuda_graphs or self.dtype == "bf16"):
+            what = "int8=True" if self.int8 else "cuda_graphs=True" if self.cuda_graphs else 'dtype="bf16"'
             raise ValueError(f'backend="onnx" runs fp32 (CPU) or fp16 (CUDA) graphs; drop {what}')
 
     @property

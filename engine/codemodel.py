@@ -131,9 +131,9 @@ def invariant_sizes(model: CodeModel, max_rows: int) -> tuple[int, ...]:
 
 def enable_cuda_graphs(model: CodeModel) -> None:
     """Decode steps run as captured CUDA graphs (engine.generate.GraphStep: one graph per attention-length bucket,
-    replayed each step); CUDA only.  What `--compile` (EngineOptions.compile) turns on: not torch.compile."""
+    replayed each step); CUDA only.  What `--cuda-graphs` (EngineOptions.cuda_graphs) turns on."""
     if model.device.type != "cuda":
-        raise ValueError("CUDA graphs (--compile) need a CUDA device")
+        raise ValueError("CUDA graphs (--cuda-graphs) need a CUDA device")
     model.graphs = True
 
 

@@ -43,7 +43,7 @@ SAMPLE_PROMPT = "[Stts]{speaker}{txt_smp}[speed_%d]{text}[Ptts]" % SPEED
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
 
 _LOCK = threading.Lock()
-_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, compile) -> CodeModel, loaded once per process
+_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, cuda_graphs) -> CodeModel, loaded once per process
 
 
 def _resolve_dtype(opts: EngineOptions) -> str:
@@ -57,11 +57,12 @@ def _resolve_dtype(opts: EngineOptions) -> str:
 def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str | None = None) -> str:
     """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
     hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
-    decide the bits); CUDA's names only whether the decode step runs as CUDA graphs (+compile).  The onnx
+    decide the bits); CUDA's names only whether the decode step runs as CUDA graphs (+compile: the
+    name it had before the option was --cuda-graphs; kept, so keys stay).  The onnx
     back-end's names carry engine.ortengine.backend_name (`onnx-ort1.32-cpu`: onnxruntime's version and the
     provider) on every device, so its audio never shares a key with the torch engine's."""
     version = version or ENGINE_VERSION           # read when called (tests set an older one)
-    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.compile)) if on)
+    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.cuda_graphs)) if on)
     backend = ""
     if opts.backend == "onnx":
         from engine.ortengine import backend_name as ort_backend
@@ -114,7 +115,7 @@ class Engine:
                                     "is False: a torch built without CUDA, or a driver too old for it); use "
                                     "--device cpu")
         dtype = _resolve_dtype(opts)
-        key = (opts.model, opts.device, dtype, opts.int8, opts.compile, opts.backend)
+        key = (opts.model, opts.device, dtype, opts.int8, opts.cuda_graphs, opts.backend)
         with _LOCK:
             loaded = load_chattts(opts.model, opts.device)
             if key not in _MODELS and opts.backend == "onnx":
@@ -129,7 +130,7 @@ class Engine:
                     make = cpu_linear()          # engine/kernels.c, else oneDNN, else MKL's F.linear (same version:
                     if make is not None:         # the CPU's kernels already differ from machine to machine)
                         model.pack(make)
-                if opts.compile:                 # CUDA graphs of the decode step
+                if opts.cuda_graphs:                 # CUDA graphs of the decode step
                     enable_cuda_graphs(model)
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype)

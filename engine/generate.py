@@ -190,7 +190,7 @@ def graph_bucket(longest: int, max_len: int) -> int:
 class GraphStep:
     """The non-exact decode step: *all* slots of a DecodeBatch in one call, attention over cache views of
     length S (a multiple of GRAPH_BUCKET).  Inactive slots are computed too (position 0 of their own unused
-    cache row) and ignored.  With `capture` (CUDA + compile) each S is a captured CUDA graph: static inputs are
+    cache row) and ignored.  With `capture` (CUDA + cuda_graphs) each S is a captured CUDA graph: static inputs are
     filled before each replay and outputs copied out of static buffers; without, the same body runs eagerly."""
 
     def __init__(self, batch: DecodeBatch, capture: bool):

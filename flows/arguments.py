@@ -34,6 +34,21 @@ def add(p: argparse.ArgumentParser, *names: str, **kw) -> None:
     schema's order: flows/params.py); `kw`: argparse's arguments that differ for this command (its help, default)."""
     for f in named(*names):
         p.add_argument(flag(f), **{**_argparse(f), **f.metadata["cli"], **kw})
+        if old := f.metadata.get("old"):                 # a renamed flag: the old spelling does the same, with a note
+            p.add_argument(old, dest=flag(f).removeprefix("--").replace("-", "_"), action=_Renamed, new=flag(f),
+                           help=argparse.SUPPRESS)
+
+
+class _Renamed(argparse.Action):
+    """A bool flag's old spelling (RenderParams' `old`): sets it as the new one does, and says the new name once."""
+
+    def __init__(self, option_strings, dest, new: str, **kw) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kw)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"{PROG}: note: {option_string} is now {self.new} (the old name still works)", file=sys.stderr)
+        setattr(namespace, self.dest, True)
 
 
 def _argparse(f) -> dict:

@@ -51,7 +51,7 @@ def engine_options(p: RenderParams) -> EngineOptions:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    engine = EngineOptions(model=p.model, device=device, dtype=p.dtype, int8=p.int8, compile=p.compile,
+    engine = EngineOptions(model=p.model, device=device, dtype=p.dtype, int8=p.int8, cuda_graphs=p.cuda_graphs,
                            max_batch=p.max_batch, threads=p.threads, backend=p.backend)
     if engine.backend == "onnx" and (missing := onnx_missing()):
         raise ValueError(f"--backend onnx: {', '.join(missing)} not installed (pip install 'chattts-render[onnx]', "

@@ -33,12 +33,13 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def option(group: str, default: T, help: Help, flag: str | None = None, **cli) -> T:
+def option(group: str, default: T, help: Help, flag: str | None = None, old: str | None = None, **cli) -> T:
     """A render parameter: the option group of the commands that take it (flows/arguments.py), its default, its help
     (the CLI's and the flows'), its flag where it is not --NAME (--no-NAME: a bool, True by default, that the flag
-    sets False); `cli`: argparse's arguments where they differ (the choices the command line offers).  Typed as its
-    default, as dataclasses.field is, so a field's declared type is checked against it."""
-    return field(default=default, metadata={"help": help, "group": group, "flag": flag, "cli": cli})
+    sets False), its `old` flag (a renamed one: still taken on the command line, with a note); `cli`: argparse's
+    arguments where they differ (the choices the command line offers).  Typed as its default, as dataclasses.field
+    is, so a field's declared type is checked against it."""
+    return field(default=default, metadata={"help": help, "group": group, "flag": flag, "old": old, "cli": cli})
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ class RenderParams:
                                         "what runs the model: torch (our engine, default) or onnx (the same scheduler "
                                         "and sampling, the model calls through ONNX Runtime: the onnx extra; "
                                         "docs/onnx.md)")
-    compile: bool = option("engine", False, "CUDA only: CUDA graphs of the decode step (not torch.compile)")
+    cuda_graphs: bool = option("engine", False, "CUDA only: the decode step as CUDA graphs",
+                               old="--compile")
     max_batch: int | None = option("engine", None,
                                    "rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
                                    "memory is short)")

@@ -8,7 +8,7 @@ from engine.api import DEFAULT_MAX_BATCH, EngineOptions
 
 @pytest.mark.parametrize("kw, words", [
     (dict(int8=True, device="cuda"), 'int8=True needs device="cpu"'),
-    (dict(compile=True), 'compile=True needs device="cuda"'),
+    (dict(cuda_graphs=True), 'cuda_graphs=True needs device="cuda"'),
     (dict(dtype="fp16"), 'dtype="fp16" needs device="cuda"'),
     (dict(int8=True, dtype="bf16"), 'int8=True quantizes fp32 linears'),
     (dict(max_batch=0), "max_batch"),

@@ -149,10 +149,10 @@ def test_int8_and_bf16_cpu_engines_are_batch_invariant(requests, kw, tag):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("compile_", [False, True])
-def test_cuda_engine_end_to_end(compile_):
+@pytest.mark.parametrize("graphs", [False, True])
+def test_cuda_engine_end_to_end(graphs):
     from engine.engine import Engine
-    e = Engine.load(EngineOptions(model="random-tiny", device="cuda", compile=compile_, max_batch=4))
+    e = Engine.load(EngineOptions(model="random-tiny", device="cuda", cuda_graphs=graphs, max_batch=4))
     assert "bf16" in e.version and "cuda" in e.version
     voice = e.sample_voice(42)
     reqs = [Request(f"g{i}", t, voice, seed=i) for i, t in enumerate(TEXTS)]

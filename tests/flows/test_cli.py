@@ -131,10 +131,10 @@ def test_device_cuda_without_a_gpu_is_one_line_exit_3_before_the_book_is_read(tm
     (["--threads", "0"], 2, "threads 0: must be at least 1"),
     (["--threads", "two"], 2, "--threads: invalid int value"),
     (["--dtype", "fp16"], 2, 'dtype="fp16" needs device="cuda"'),
-    (["--compile"], 2, 'compile=True needs device="cuda"'),
+    (["--cuda-graphs"], 2, 'cuda_graphs=True needs device="cuda"'),
     (["--int8", "--device", "cuda"], 2, 'int8=True needs device="cpu"'),      # usage first, then the machine
     (["--int8", "--dtype", "bf16"], 2, "int8=True quantizes fp32 linears"),
-    (["--compile", "--device", "cuda"], 3, "--device cuda: no CUDA device"),
+    (["--cuda-graphs", "--device", "cuda"], 3, "--device cuda: no CUDA device"),
 ])
 def test_engine_option_errors_are_one_line_with_their_exit_code(tmp_path, args, code, words):
     """Every engine setting a user can get wrong: one line, exit 2 (usage) or 3 (the machine), no traceback,

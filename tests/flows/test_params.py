@@ -29,7 +29,8 @@ def test_the_render_command_takes_every_parameter_with_the_schemas_default_choic
     book = str(tmp_path / "b.txt")
     assert render_params(parser.parse_args(["render", book])) == asdict(RenderParams(book=book))
     render = {a.option_strings[0]: a for a in _subparser(parser, "render")._actions if a.option_strings}
-    assert set(render) - {"-h"} == {flag(f) for f in PARAMS[1:]}
+    old = {f.metadata.get("old") for f in PARAMS} - {None}        # renamed flags' old spellings (hidden)
+    assert set(render) - {"-h"} == {flag(f) for f in PARAMS[1:]} | old
     for f in PARAMS[1:]:
         action = render[flag(f)]
         assert (action.help, tuple(action.choices or ())) == (help_of(f), f.metadata["cli"].get("choices", choices(f)))
@@ -37,6 +38,22 @@ def test_the_render_command_takes_every_parameter_with_the_schemas_default_choic
                                              "--guard-attempts", "5", "--no-guard", "--max-batch", "4"]))
     assert {k: v for k, v in given.items() if v != BY_NAME[k].default} == {"book": book,
         "t2s": False, "formats": ("flac", "m4b"), "device": "cuda", "guard_attempts": 5, "guard": False, "max_batch": 4}
+
+
+def test_a_renamed_flag_still_works_under_its_old_name_with_a_note(tmp_path, capsys):
+    """--compile (CUDA graphs) became --cuda-graphs: the old spelling sets the same parameter and says the new name;
+    neither is given: False, and nothing is said."""
+    from flows.arguments import render_params
+    from flows.cli import build_parser
+
+    parser, book = build_parser(), str(tmp_path / "b.txt")
+    assert render_params(parser.parse_args(["render", book]))["cuda_graphs"] is False
+    assert capsys.readouterr().err == ""
+    for argv in (["--cuda-graphs"], ["--compile"]):
+        assert render_params(parser.parse_args(["render", book, *argv]))["cuda_graphs"] is True
+    err = capsys.readouterr().err
+    assert err == "chattts-render: note: --compile is now --cuda-graphs (the old name still works)\n", err
+    assert "--compile" not in _subparser(parser, "render").format_help()
 
 
 @pytest.mark.parametrize("name", ["render_book_flow", "nightly_catalogue_flow"])
