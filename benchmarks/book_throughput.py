@@ -14,6 +14,10 @@ renders the same manifest rows (same text, voice, seed: the render's first attem
 split by stage: prepare (ingest, normalize, segment, plan), synthesize outside the engine (segment encode + write,
 manifest commits, guard), the engine inside the render (time spent in Engine.synthesize's iterator), package.
 limit_fraction = the engine's audio seconds per wall second ÷ the compute-bound ceiling (benchmarks/limits.py).
+
+With `--qa full`, then the QA's share (benchmarks/qa_bench.qa_fraction): a book the checks can hear (the speech
+corpus reader's sentences, about as many segments, the engine's audio replaced by the recordings that say them)
+rendered with `--qa off` and `--qa full` by the same loaded engine, same run; qa_fraction = full's wall / off's - 1.
 """
 from __future__ import annotations
 
@@ -114,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segments", type=int, default=None, help=f"default: {BATCHES} x the batch")
     ap.add_argument("--corpus", type=Path, default=CORPUS_FILE)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--qa", default="off", choices=["off", "full"], help="full: also measure qa_fraction (module doc)")
+    ap.add_argument("--asr-model", default="base", help="the ASR model of --qa full")
+    ap.add_argument("--speech", type=Path, default=None, help="--qa full: the speech corpus folder (qa_bench's)")
+    ap.add_argument("--qa-repeat", type=int, default=1, help="--qa full: rounds of off and full (the best counts)")
     args = ap.parse_args(argv)
     if not args.corpus.is_file():
         print(f"{args.corpus}: corpus file not found (pass --corpus)", file=sys.stderr)
@@ -129,15 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     from tasks import stages
 
     torch.set_num_threads(args.threads)
-    eopts = EngineOptions(model=args.model, dtype=args.dtype, int8=args.int8, threads=args.threads,
-                          max_batch=args.batch)
+    eopts = EngineOptions(model=args.model, device=args.device, dtype=args.dtype, int8=args.int8,
+                          threads=args.threads, max_batch=args.batch)
     n = args.segments or BATCHES * eopts.batch
     texts = workload(args.corpus, n)
     with tempfile.TemporaryDirectory(prefix="book-throughput-") as tmp:
         book = Path(tmp) / "nahan.txt"
         book.write_text("第一章\n\n" + "\n\n".join(texts) + "\n", encoding="utf-8")
         opts = options_from_params(str(book), out=str(Path(tmp) / "out"), model=args.model, formats=list(FORMATS),
-                                   dtype=args.dtype, int8=args.int8, max_batch=args.batch, threads=args.threads)
+                                   device=args.device, dtype=args.dtype, int8=args.int8, max_batch=args.batch,
+                                   threads=args.threads)
         t0 = time.perf_counter()
         engine = stages.get_engine(opts.engine)                            # the model, loaded once, untimed
         print(f"engine {engine.version} loaded in {time.perf_counter() - t0:.1f} s; batch {eopts.batch}, "
@@ -177,6 +187,15 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
     print(f"ceiling {ceiling:.2f} audio-s/wall-s ({engine.dtype}{'+int8' if engine.opts.int8 else ''}); "
           f"limit_fraction {result['limit_fraction']:.4f}")
+    if args.qa == "full":                          # the QA's share, same engine, same run
+        from benchmarks.qa_bench import qa_fraction
+
+        result["qa"] = qa_fraction(engine, segments=n, model=args.model, device=args.device, threads=args.threads,
+                                   batch=args.batch, asr_model=args.asr_model, repeat=args.qa_repeat,
+                                   **({"speech": args.speech} if args.speech else {}))
+        result["qa_fraction"] = result["qa"]["qa_fraction"]
+        print(f"qa_fraction {result['qa_fraction']:.4f} (--qa full over --qa off, {result['qa']['segments']} "
+              f"segments of speech; CPU seconds: {result['qa']['cpu_fraction']:+.4f})")
     return finish(result, start, args.json, print)
 
 
