@@ -17,6 +17,10 @@ limit_fraction = the engine's audio seconds per wall second ÷ the roofline at t
 (benchmarks/limits.py: min of compute and memory bandwidth at the batch); path_limit_fraction ÷ its own path's.
 With `--dtype auto` the engine alone also renders the same rows on BASELINE_PATH (fp32 AVX2: the step this engine
 was tuned on before the paths), in the same run: vs_fp32_avx2 = auto's throughput ÷ its.
+
+With `--qa full`, then the QA's share (benchmarks/qa_bench.qa_fraction): a book the checks can hear (the speech
+corpus reader's sentences, about as many segments, the engine's audio replaced by the recordings that say them)
+rendered with `--qa off` and `--qa full` by the same loaded engine, same run; qa_fraction = full's wall / off's - 1.
 """
 from __future__ import annotations
 
@@ -118,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segments", type=int, default=None, help=f"default: {BATCHES} x the batch")
     ap.add_argument("--corpus", type=Path, default=CORPUS_FILE)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--qa", default="off", choices=["off", "full"], help="full: also measure qa_fraction (module doc)")
+    ap.add_argument("--asr-model", default="base", help="the ASR model of --qa full")
+    ap.add_argument("--speech", type=Path, default=None, help="--qa full: the speech corpus folder (qa_bench's)")
+    ap.add_argument("--qa-repeat", type=int, default=1, help="--qa full: rounds of off and full (the best counts)")
     args = ap.parse_args(argv)
     if not args.corpus.is_file():
         print(f"{args.corpus}: corpus file not found (pass --corpus)", file=sys.stderr)
@@ -141,15 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     from tasks import stages
 
     torch.set_num_threads(args.threads)
-    eopts = EngineOptions(model=args.model, dtype=args.dtype, int8=args.int8, threads=args.threads,
-                          max_batch=args.batch)
+    eopts = EngineOptions(model=args.model, device=args.device, dtype=args.dtype, int8=args.int8,
+                          threads=args.threads, max_batch=args.batch)
     n = args.segments or BATCHES * eopts.batch
     texts = workload(args.corpus, n)
     with tempfile.TemporaryDirectory(prefix="book-throughput-") as tmp:
         book = Path(tmp) / "nahan.txt"
         book.write_text("第一章\n\n" + "\n\n".join(texts) + "\n", encoding="utf-8")
         opts = options_from_params(str(book), out=str(Path(tmp) / "out"), model=args.model, formats=list(FORMATS),
-                                   dtype=args.dtype, int8=args.int8, max_batch=args.batch, threads=args.threads)
+                                   device=args.device, dtype=args.dtype, int8=args.int8, max_batch=args.batch,
+                                   threads=args.threads)
         t0 = time.perf_counter()
         engine = stages.get_engine(opts.engine)                            # the model, loaded once, untimed
         print(f"engine {engine.version} (path {engine.path.name if engine.path else 'none'}) loaded in "
@@ -206,6 +216,15 @@ def main(argv: list[str] | None = None) -> int:
                                 **side_limits(BASELINE_PATH, base, (lens, tokens, cost), eopts.batch, bandwidth,
                                               peaks, base_alone["audio_s_per_wall_s"], print)},
                       vs_fp32_avx2=round(alone["audio_s_per_wall_s"] / base_alone["audio_s_per_wall_s"], 4))
+    if args.qa == "full":                          # the QA's share, same engine, same run
+        from benchmarks.qa_bench import qa_fraction
+
+        result["qa"] = qa_fraction(engine, segments=n, model=args.model, device=args.device, threads=args.threads,
+                                   batch=args.batch, asr_model=args.asr_model, repeat=args.qa_repeat,
+                                   **({"speech": args.speech} if args.speech else {}))
+        result["qa_fraction"] = result["qa"]["qa_fraction"]
+        print(f"qa_fraction {result['qa_fraction']:.4f} (--qa full over --qa off, {result['qa']['segments']} "
+              f"segments of speech; CPU seconds: {result['qa']['cpu_fraction']:+.4f})")
     return finish(result, start, args.json, print)
 
 

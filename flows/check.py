@@ -26,9 +26,10 @@ def add_check_command(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="Hear recordings and check them against their texts (ASR, voice drift).",
                        description="Transcribe recordings with Whisper and compare them with what they should say; "
                                    "with --voice-ref, also compare their speaker with a reference clip.",
-                       epilog="Exit status: 0 when every recording passes or is inconclusive (too short or too "
-                              "unsure to judge: reported, not a failure), 1 when any is flagged, 2 for bad input "
-                              "or usage or a missing qa extra or ASR model. The same with --json.")
+                       epilog="Exit status: 0 when every recording passes or is inconclusive (a short text "
+                              "heard in part, or Whisper too unsure to judge: reported, not a failure), 1 when any "
+                              "is flagged, 2 for bad input or usage or a missing qa extra or ASR model. The same "
+                              "with --json.")
     p.add_argument("audio", nargs="*", help="recordings (any format soundfile or ffmpeg reads)")
     texts = p.add_mutually_exclusive_group(required=True)
     texts.add_argument("--text", default=None, help="what every recording given should say")

@@ -72,11 +72,9 @@ def package_options(p: RenderParams) -> PackageOptions:
     return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()), target_lufs=p.loudness)
 
 
-def qa_options(p: RenderParams, device: str) -> QAOptions | None:
-    """The proof asked for (`asr_model` alone: full); None: by the model (tasks.stages.qa_options)."""
-    if p.qa is None and p.asr_model is None:
-        return None
-    opts = QAOptions(mode=p.qa or "full", device=device)
+def qa_options(p: RenderParams, device: str) -> QAOptions:
+    """The proof asked for: its mode (auto, the default, resolved by tasks.stages.qa_options), the ASR model."""
+    opts = QAOptions(mode=p.qa, device=device)
     return opts if p.asr_model is None else replace(opts, asr_model=p.asr_model)
 
 

@@ -16,7 +16,7 @@ from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.options import PackageOptions
 from tasks.book import LanguageChoice
 from tasks.options import DEFAULT_OUT
-from tasks.qa.options import QA_MODES
+from tasks.qa.options import QAMode
 from tasks.synthesize.guard import GuardOptions
 
 GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
@@ -86,7 +86,7 @@ class RenderParams:
                                  "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                                  "and the book's <stem>.lexicon.tsv)")
     t2s: bool = option("text", True, "keep Traditional characters", flag="--no-t2s")
-    language: LanguageChoice = option("text", "auto",  # noqa: RUF009 — option() is a field specifier
+    language: LanguageChoice = option("text", "auto",
                                       "the book's reading language: zh (Chinese), en (English), or auto "
                                       "(default: the book's declared language unless its text says "
                                       "otherwise, else a guess from the text)")
@@ -100,10 +100,11 @@ class RenderParams:
                                  f"(default {GuardOptions.max_attempts})")
     guard: bool = option("render", True,
                          "accept every segment as rendered (no duration check, no re-rolls)", flag="--no-guard")
-    qa: Literal[QA_MODES] | None = option("proof", None,
-                                          "hear every segment (full: ASR + speaker check, flagged ones re-taken; "
-                                          "suspect: ASR only where the duration or the voice is odd; default: full "
-                                          "for a real model when the qa extra is installed, off for random weights)")
+    qa: QAMode = option("proof", "auto",
+                        "hear every segment (full: ASR + speaker check, flagged ones re-taken; suspect: ASR only "
+                        "where the duration or the voice is odd; auto, the default: full where its cost fits the "
+                        "device and ASR model, else suspect, off for random weights or without the qa extra; the "
+                        "render says which)")
     asr_model: str | None = option("proof", None,
                                    "the ASR model of --qa: a faster-whisper name (Hugging Face cache/hub, default "
                                    "base) or a local model directory")

@@ -37,7 +37,7 @@ class RenderOptions:
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
     cast: Cast | None = None          # voices per role and character (tasks/voice/cast.py); None: one narrator
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
-    qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: full for a real model, off for random
+    qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: auto (tasks.stages.resolve_qa)
     language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
 
     def __post_init__(self) -> None:

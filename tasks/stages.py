@@ -3,6 +3,7 @@ CLI, as Prefect tasks for the flow — and tests call them without a server.  St
 takes the options it reads (RenderOptions where it reads much of a render's: prepare, synthesize)."""
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +19,9 @@ from tasks.audio.package import check_tools
 from tasks.options import RenderOptions
 from tasks.plan.fixes import Fix
 from tasks.plan.prepare import prepare_book
+from tasks.qa.asr import INSTALL_HINT
 from tasks.qa.checker import checker_for
-from tasks.qa.options import QAOptions
+from tasks.qa.options import QA_SHARE_GOAL, QAOptions, auto_mode
 from tasks.site.player import write_book_page
 from tasks.site.qa import qa_summary, write_qa_page
 from tasks.synthesize import pickups
@@ -42,7 +44,7 @@ def prepare(opts: RenderOptions) -> Path:
     returns the book dir.  A tool the output formats need (ffmpeg) is looked for first: missing, the render stops
     before it reads the book or loads the model."""
     check_tools(opts.package)
-    if opts.qa is not None and opts.qa.mode != "off":
+    if opts.qa is not None and opts.qa.mode in ("suspect", "full"):
         checker_for(opts.qa).load()             # the QA extra and model: missing, one line before anything is made
     anchor = (lambda voice, stored, engine: anchored(voice, stored, engine, opts.guard)) if opts.voice_anchor \
         else None
@@ -55,7 +57,9 @@ def synthesize(book_dir: Path, opts: RenderOptions,
     """Render the book's pending rows, then compact its manifest; with shard (tasks.fleet.shards.Shard) only that
     shard's rows, and no compaction (other shards still commit: the parent compacts once they all ended)."""
     engine = get_engine(opts.engine)
-    qa = qa_options(opts.qa, opts.engine.device, engine)
+    qa, why = resolve_qa(opts.qa, opts.engine.device, engine)
+    if why:
+        print(why, file=sys.stderr, flush=True)          # the one line that says what `--qa auto` picked
     counts = synthesize_book(Path(book_dir), engine, on_done=on_done, guard=opts.guard, shard=shard, qa=qa,
                              checker=checker_for(qa) if qa.mode != "off" else None)
     if shard is None:
@@ -74,15 +78,29 @@ def freeze_references(book_dir: Path, opts: RenderOptions) -> dict:
 
 
 def qa_options(qa: QAOptions | None, device: str, engine) -> QAOptions:
-    """The render's proof: `qa` as asked; by default (None) full for a real model when the QA extra and its ASR
-    model are installed (off when they are not: nothing to hear with), off for random weights (their audio is
-    noise).  `device`: the engine's, where the checks run too."""
-    if qa is not None:
-        return qa
+    """The render's proof: `qa` as asked, `auto` (None too) resolved (resolve_qa)."""
+    return resolve_qa(qa, device, engine)[0]
+
+
+def resolve_qa(qa: QAOptions | None, device: str, engine) -> tuple[QAOptions, str]:
+    """(the proof, one line saying what `auto` picked and why; "" when `qa` asked for a mode or the weights are
+    random).  auto (the default;
+    None too): off for random weights (their audio is noise) and where the QA extra or its ASR model is missing
+    (nothing to hear with), else full where its estimated cost fits and suspect where it does not
+    (tasks.qa.options.auto_mode).  `device`: the engine's, where the checks run too."""
+    qa = qa if qa is not None else QAOptions(mode="auto", device=device)
+    if qa.mode != "auto":
+        return qa, ""
     if engine.loaded.is_random:
-        return QAOptions(mode="off")
-    full = QAOptions(mode="full", device=device)
-    return full if checker_for(full).available() else QAOptions(mode="off")
+        return replace(qa, mode="off"), ""           # their audio is noise: nothing to hear, nothing to say
+    mode, share = auto_mode(qa.device, qa.asr_model)
+    picked = replace(qa, mode=mode)
+    if not checker_for(picked).available():
+        return replace(qa, mode="off"), (f"qa auto: off (the qa extra or Whisper {qa.asr_model} is not installed: "
+                                         f"{INSTALL_HINT})")
+    return picked, (f"qa auto: {mode} (Whisper {qa.asr_model} on {qa.device} adds about {share:.2f} of a render's "
+                    f"time with every take heard, {'within' if mode == 'full' else 'over'} "
+                    f"{QA_SHARE_GOAL[qa.device]:.2f}{'' if mode == 'full' else ': only odd takes are transcribed'})")
 
 
 def package(book_dir: Path, assemble: AssembleOptions = AssembleOptions(), package: PackageOptions = PackageOptions(),

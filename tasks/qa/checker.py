@@ -1,9 +1,10 @@
-"""Hear one take: the checks a segment's audio gets, as the record kept beside that audio.
+"""Hear takes: the checks a segment's audio gets, as the record kept beside that audio.
 
     checker = Checker(QAOptions(mode="full"))
     record = checker.hear(text, audio, SAMPLE_RATE, asr=True, embed=True)
     # {"checks": ["asr", "drift"], "transcript": …, "cer": 0.08, "asr": "pass", "speech_s": 4.1,
     #  "embedding": <base64 float16 [256]>, "language": "zh", "reason": ""}
+    records = checker.hear_many([ToHear(text, audio, SAMPLE_RATE, asr=True), …])   # the transcripts in one call
 
 The drift gate needs the voice's reference, which only the book's own takes give: `voice_reference` (the
 centroid of the book's first accepted takes in reading order: 3 s of speech or more, not flagged by the ASR or
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,7 +33,7 @@ CHECK_ORDER = ["duration", "asr", "drift"]   # a record's `checks`, in this orde
 
 
 @functools.lru_cache(maxsize=2)
-def checker_for(opts: QAOptions) -> "Checker":
+def checker_for(opts: QAOptions) -> Checker:
     """The process's checker for these options: its models load once, whichever stage asks first."""
     return Checker(opts)
 
@@ -61,8 +63,8 @@ class Checker:
     def load(self, asr: bool = True) -> None:
         """Load the models now (a missing extra or model: QAUnavailable before anything renders)."""
         if asr:
-            self.transcriber
-        self.encoder
+            _ = self.transcriber                        # each property loads its model on first use
+        _ = self.encoder
 
     def available(self) -> bool:
         """Whether the models load (the default proof of a real model needs the QA extra and its ASR model)."""
@@ -72,24 +74,48 @@ class Checker:
             return False
         return True
 
+    @property
+    def batch(self) -> int:
+        """Takes heard in one call at most (the transcriber's windows per model call)."""
+        return self.transcriber.batch
+
     def hear(self, text: str, audio: np.ndarray, sample_rate: int, *, asr: bool, embed: bool = True) -> dict:
         """The checks of one take that need no other take: the transcript and its verdict (asr), the speaker
         embedding (embed; judged later against the voice's reference)."""
-        language = detect_language(text)
-        rec = {"checks": [], "language": language, "transcript": "", "cer": None, "asr": "", "reason": "",
-               "speech_s": None, "embedding": "", "similarity": None, "drift": ""}
-        if asr:
-            heard = self.transcriber.transcribe(np.asarray(audio, dtype=np.float32), sample_rate, language)
-            check = asr_verdict(text, heard, language, self.opts)
-            rec.update(transcript=heard.text, cer=_round(check.cer), asr=check.verdict,
-                       reason=f"asr: {check.reason}" if check.verdict != "pass" else "")
-            rec["checks"].append("asr")
-        if embed:
-            emb = self.encoder.embed(np.asarray(audio, dtype=np.float32), sample_rate)
-            rec["speech_s"] = round(float(emb.speech_s), 3)
-            if emb.vector is not None:
-                rec["embedding"] = encode_vector(emb.vector)
-        return rec
+        return self.hear_many([ToHear(text, audio, sample_rate, asr, embed)])[0]
+
+    def hear_many(self, takes: Sequence[ToHear]) -> list[dict]:
+        """hear() of each take, the transcripts in one call (tasks.qa.asr.Transcriber.transcribe_many: the same
+        transcript as one by one)."""
+        langs = [detect_language(t.text) for t in takes]
+        recs: list[dict[str, Any]] = [
+            {"checks": [], "language": lang, "transcript": "", "cer": None, "asr": "", "reason": "", "speech_s": None,
+             "embedding": "", "similarity": None, "drift": ""} for lang in langs]
+        asked = [i for i, t in enumerate(takes) if t.asr]
+        heard = self.transcriber.transcribe_many(
+            [(np.asarray(takes[i].audio, dtype=np.float32), takes[i].sample_rate, langs[i]) for i in asked]) \
+            if asked else []
+        for i, tr in zip(asked, heard):
+            check = asr_verdict(takes[i].text, tr, langs[i], self.opts)
+            recs[i].update(transcript=tr.text, cer=_round(check.cer), asr=check.verdict,
+                           reason=f"asr: {check.reason}" if check.verdict != "pass" else "")
+            recs[i]["checks"].append("asr")
+        for t, rec in zip(takes, recs):
+            if t.embed:
+                emb = self.encoder.embed(np.asarray(t.audio, dtype=np.float32), t.sample_rate)
+                rec["speech_s"] = round(float(emb.speech_s), 3)
+                if emb.vector is not None:
+                    rec["embedding"] = encode_vector(emb.vector)
+        return recs
+
+
+class ToHear(NamedTuple):
+    """One take for Checker.hear_many."""
+    text: str                     # what it should say
+    audio: np.ndarray             # float32 mono [samples]
+    sample_rate: int              # Hz
+    asr: bool                     # transcribe it and judge the transcript
+    embed: bool = True            # its speaker embedding
 
 
 def accepted(record: dict | None) -> bool:

@@ -18,6 +18,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from tasks.text.english import wetext_en
 from tasks.text.normalize import normalize_with_map
@@ -38,6 +39,8 @@ class Comparison:
     ref: list[str]                          # the intended text's units
     hyp: list[str]                          # the transcript's units
     ops: list[tuple[str, str, str]]         # (op, ref_text, hyp_text), runs of one op merged; original text
+    matched: int                            # intended units heard as themselves (equal in the edit script)
+    last_matched: int                       # the index of the last of them in ref; -1 when none
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,19 @@ def units(text: str, language: str) -> list[str]:
     return [u.key for u in _units(text, language)]
 
 
+def unit_spans(text: str, language: str) -> list[tuple[str, int, int]]:
+    """The comparable units of `text`, each with the characters [start, end) of `text` it came from."""
+    return [(u.key, u.start, u.end) for u in _units(text, language)]
+
+
 def compare(intended: str, transcript: str, language: str) -> Comparison:
     ref, hyp = _units(intended, language), _units(transcript, language)
-    steps = _align([u.key for u in ref], [u.key for u in hyp])
+    steps = align([u.key for u in ref], [u.key for u in hyp])
     dist = sum(op != "equal" for op, _, _ in steps)
     return Comparison(cer=dist / max(1, len(ref)), ref=[u.key for u in ref], hyp=[u.key for u in hyp],
-                      ops=_merge(steps, ref, hyp, intended, transcript))
+                      ops=_merge(steps, ref, hyp, intended, transcript),
+                      matched=sum(op == "equal" for op, _, _ in steps),
+                      last_matched=max((i for op, i, _ in steps if op == "equal" and i is not None), default=-1))
 
 
 # ------------------------------------------------------------------------------------------------ units
@@ -91,7 +101,7 @@ def _zh_units(text: str) -> list[_Unit]:
 
 def _pinyin(run: str) -> list[str]:
     """One toneless syllable per Han character of `run`, read in context."""
-    syllables = _lazy_pinyin(run)
+    syllables = list(_lazy_pinyin(run))
     if len(syllables) != len(run):                  # a character pypinyin does not know: per character
         syllables = [_lazy_pinyin(c)[0] for c in run]
     return syllables
@@ -104,8 +114,12 @@ def _lazy_pinyin(run: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _pypinyin():
-    from pypinyin import Style, lazy_pinyin          # a main dependency; imported only when a check runs
-    return lambda run: lazy_pinyin(run, style=Style.NORMAL, errors=lambda chars: list(chars))
+    from pypinyin import Style, lazy_pinyin  # a main dependency; imported only when a check runs
+
+    def each(chars: str) -> Any:                    # what pypinyin cannot read: one item per character (a list,
+        return list(chars)                          # which pypinyin takes; its annotation says str)
+
+    return lambda run: lazy_pinyin(run, style=Style.NORMAL, errors=each)
 
 
 def _en_units(text: str) -> list[_Unit]:
@@ -124,7 +138,7 @@ def _en_tn(token: str) -> str:
 
 # ------------------------------------------------------------------------------------------- alignment
 
-def _align(ref: list[str], hyp: list[str]) -> list[tuple[str, int | None, int | None]]:
+def align(ref: list[str], hyp: list[str]) -> list[tuple[str, int | None, int | None]]:
     """A minimal edit script: (op, ref index | None, hyp index | None) in order.  Levenshtein with unit costs;
     among the minimal scripts, the one with the most equal units (甚至出现交易 / 甚至交易停滞 is 2 deletions
     and 2 insertions around 交易, not 4 substitutions)."""
@@ -138,7 +152,8 @@ def _align(ref: list[str], hyp: list[str]) -> list[tuple[str, int | None, int | 
             diag = (e, q - 1) if r == hyp[j - 1] else (e + 1, q)
             up, left = prev[j], row[j - 1]
             row[j] = min(diag, (up[0] + 1, up[1]), (left[0] + 1, left[1]))
-    steps, i, j = [], n, m
+    steps: list[tuple[str, int | None, int | None]] = []
+    i, j = n, m
     while i or j:
         if i and j:
             e, q = d[i - 1][j - 1]

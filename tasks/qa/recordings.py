@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from tasks.errors import BookError
 from tasks.qa.compare import LANGUAGES, detect_language
@@ -73,7 +74,7 @@ def read_texts(tsv: Path) -> list[tuple[Path, str]]:
     return out
 
 
-def read_recording(path: Path) -> tuple["np.ndarray", int]:
+def read_recording(path: Path) -> tuple[np.ndarray, int]:
     """(float32 mono [samples], sample rate): soundfile (WAV, FLAC, Ogg …), else ffmpeg through pydub.  A
     recording that cannot be read or holds no audio is a BookError naming it."""
     import numpy as np
@@ -118,14 +119,14 @@ def language_of(text: str, language: str) -> str:
     return detect_language(text) if language == "auto" else language
 
 
-def check_recordings(items: Sequence[tuple[Path, str]], audio: Sequence[tuple["np.ndarray", int]],
-                     transcriber: "Transcriber", encoder: "SpeakerEncoder | None" = None,
-                     reference: "Embedding | None" = None, language: str = "auto",
+def check_recordings(items: Sequence[tuple[Path, str]], audio: Sequence[tuple[np.ndarray, int]],
+                     transcriber: Transcriber, encoder: SpeakerEncoder | None = None,
+                     reference: Embedding | None = None, language: str = "auto",
                      opts: QAOptions = QAOptions()) -> list[RecordingCheck]:
     """Each recording's checks.  With a reference embedding the drift gate uses the floor alone (a handful of
     recordings has no spread to take a percentile of)."""
     langs = [language_of(text, language) for _, text in items]
-    transcripts = [transcriber.transcribe(a, rate, lang) for (a, rate), lang in zip(audio, langs)]
+    transcripts = transcriber.transcribe_many([(a, rate, lang) for (a, rate), lang in zip(audio, langs)])
     out = []
     for (path, text), (a, rate), lang, tr in zip(items, audio, langs, transcripts):
         asr = asr_verdict(text, tr, lang, opts)

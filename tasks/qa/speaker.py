@@ -35,7 +35,7 @@ INSTALL_HINT = "pip install 'chattts-render[qa]'"
 
 @dataclass(frozen=True)
 class Embedding:
-    vector: "np.ndarray | None"       # float32 [DIM], unit norm; None when speech_s < min_speech_s
+    vector: np.ndarray | None         # float32 [DIM], unit norm; None when speech_s < min_speech_s
     speech_s: float                   # s of speech after the VAD trim
 
 
@@ -49,7 +49,7 @@ class SpeakerEncoder:
             sample_rate=SPEAKER_RATE, n_fft=N_FFT, hop_length=HOP, n_mels=N_MELS, norm="slaney",
             mel_scale="slaney", power=2.0, center=True, pad_mode="constant")
 
-    def embed(self, audio: "np.ndarray", sample_rate: int, min_speech_s: float = MIN_SPEECH_S) -> Embedding:
+    def embed(self, audio: np.ndarray, sample_rate: int, min_speech_s: float = MIN_SPEECH_S) -> Embedding:
         """audio: float32 mono [samples] at sample_rate Hz."""
         import numpy as np
         import torch
@@ -68,7 +68,7 @@ class SpeakerEncoder:
         raw = partials.mean(axis=0)
         return Embedding(vector=(raw / np.linalg.norm(raw)).astype(np.float32), speech_s=speech_s)
 
-    def mel(self, wav: "np.ndarray") -> "np.ndarray":
+    def mel(self, wav: np.ndarray) -> np.ndarray:
         """float32 [frames, N_MELS] power mel spectrogram of a 16 kHz waveform (resemblyzer's, via torchaudio)."""
         import torch
 
@@ -76,7 +76,7 @@ class SpeakerEncoder:
             return self._mel(torch.from_numpy(wav.astype("float32"))).T.contiguous().numpy()
 
 
-def speech_only(audio: "np.ndarray", sample_rate: int) -> "np.ndarray":
+def speech_only(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     """float32 [samples] at 16 kHz: volume-normalized, long silences trimmed (resemblyzer's preprocess_wav)."""
     import numpy as np
 
@@ -88,7 +88,7 @@ def speech_only(audio: "np.ndarray", sample_rate: int) -> "np.ndarray":
     return np.asarray(trim_long_silences(wav), dtype=np.float32)
 
 
-def similarity(a: "np.ndarray", b: "np.ndarray") -> float:
+def similarity(a: np.ndarray, b: np.ndarray) -> float:
     """Cosine similarity of two embeddings."""
     import numpy as np
 
@@ -96,14 +96,14 @@ def similarity(a: "np.ndarray", b: "np.ndarray") -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def encode_vector(v: "np.ndarray") -> str:
+def encode_vector(v: np.ndarray) -> str:
     """An embedding as text for the manifest: base64 of its float16 little-endian values."""
     import numpy as np
 
     return base64.b64encode(np.asarray(v, dtype="<f2").tobytes()).decode("ascii")
 
 
-def decode_vector(s: str) -> "np.ndarray":
+def decode_vector(s: str) -> np.ndarray:
     """encode_vector's text -> float32 [DIM]."""
     import numpy as np
 

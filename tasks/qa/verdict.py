@@ -1,12 +1,18 @@
 """The QA verdicts: what a transcript and a speaker similarity mean for one recording, and which take is best.
 
-    ASR    inconclusive  the intended text has fewer than min_units comparable units (too short to judge)
-           flag          nothing intelligible was heard: no units, or Whisper's own silence rule
-                         (no_speech_prob > NO_SPEECH_PROB and avg_logprob < low_logprob)
+    ASR    (n intended units, h heard, m heard as themselves: equal in the edit script; rules in this order)
+           flag          nothing heard: no units
+           flag          it stopped short: the units after the last one heard as itself are >= TAIL_UNITS and
+                         >= TAIL_SHARE * n, and the text before them was heard (MIN_HEARD of it at least): a
+                         truncation, also where the rest matches
            pass          cer <= max_cer (even when Whisper is unsure: the match itself is the evidence)
-           flag          the length gap alone exceeds max_cer: |len(ref) - len(hyp)| / len(ref) > max_cer (the
-                         edit distance is at least the gap, so no reading of the unsure units could pass it:
-                         a truncation, a dropped or a babbled clause)
+           flag          Whisper's own silence rule (no_speech_prob > NO_SPEECH_PROB and avg_logprob <
+                         low_logprob) and none of the text heard (m = 0)
+           flag          far more or far fewer units: |n - h| > max_cer * n and >= MIN_GAP_UNITS (the edit
+                         distance is at least the gap, so no reading of unsure units could pass: babble, a dropped
+                         clause)
+           flag          less than MIN_HEARD of the text heard as itself (m < MIN_HEARD * n): another text
+           inconclusive  a short text (fewer than min_units comparable units) in between: a few units differ
            inconclusive  avg_logprob < low_logprob (Whisper is unsure which words it heard)
            flag          cer > max_cer
     drift  inconclusive  no embedding (less than min_speech_s of speech)
@@ -17,12 +23,20 @@ A flag is re-taken (up to max_takes); an inconclusive result is reported, never 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tasks.qa.asr import Transcript
 from tasks.qa.compare import Comparison, compare
-from tasks.qa.options import DRIFT_MIN_VALUES, NO_SPEECH_PROB, QAOptions
+from tasks.qa.options import (
+    DRIFT_MIN_VALUES,
+    MIN_GAP_UNITS,
+    MIN_HEARD,
+    NO_SPEECH_PROB,
+    TAIL_SHARE,
+    TAIL_UNITS,
+    QAOptions,
+)
 
 PASS, FLAG, INCONCLUSIVE = "pass", "flag", "inconclusive"
 VERDICTS = (PASS, INCONCLUSIVE, FLAG)          # best first: take_rank's order, combine's (worst wins)
@@ -42,24 +56,33 @@ def comparable_count(comparison: Comparison, language: str) -> int:
 
 
 def asr_verdict(intended: str, transcript: Transcript, language: str, opts: QAOptions = QAOptions()) -> AsrCheck:
+    """The ASR check's verdict of one transcript against its intended text (the module doc's rules, in order)."""
     c = compare(intended, transcript.text, language)
-    n, what = comparable_count(c, language), ("letters" if language == "en" else "syllables")
-    if n < opts.min_units:
-        return AsrCheck(c.cer, c, INCONCLUSIVE, f"too short to judge: {n} {what} (< {opts.min_units})")
-    unsure = transcript.avg_logprob < opts.low_logprob
-    if not c.hyp or (unsure and transcript.no_speech_prob > NO_SPEECH_PROB):
-        return AsrCheck(c.cer, c, FLAG, f"no speech heard (no_speech_prob {transcript.no_speech_prob:.2f}, "
-                                        f"avg_logprob {transcript.avg_logprob:.2f}): "
-                                        f"{_clip(transcript.text)!r} for {len(c.ref)} units")
+    n, h, m = len(c.ref), len(c.hyp), c.matched
+    heard = _clip(transcript.text)
+    if not h:
+        return AsrCheck(c.cer, c, FLAG, f"nothing heard ({heard!r}) for {n} units")
+    after = n - c.last_matched - 1                  # intended units after the last one heard as itself
+    if m and m >= MIN_HEARD * (n - after) and after >= max(TAIL_UNITS, TAIL_SHARE * n):
+        return AsrCheck(c.cer, c, FLAG, f"stopped short: the last {after} of {n} units not heard ({heard!r})")
     if c.cer <= opts.max_cer:
         return AsrCheck(c.cer, c, PASS, "")
-    if abs(len(c.ref) - len(c.hyp)) > opts.max_cer * len(c.ref):
-        return AsrCheck(c.cer, c, FLAG, f"cer {c.cer:.2f} > {opts.max_cer:g}: heard {len(c.hyp)} of {len(c.ref)} "
-                                        f"units ({_clip(transcript.text)!r})")
+    unsure = transcript.avg_logprob < opts.low_logprob
+    if unsure and transcript.no_speech_prob > NO_SPEECH_PROB and not m:
+        return AsrCheck(c.cer, c, FLAG, f"no speech heard (no_speech_prob {transcript.no_speech_prob:.2f}, "
+                                        f"avg_logprob {transcript.avg_logprob:.2f}): {heard!r} for {n} units")
+    if abs(n - h) > opts.max_cer * n and abs(n - h) >= MIN_GAP_UNITS:
+        return AsrCheck(c.cer, c, FLAG, f"cer {c.cer:.2f} > {opts.max_cer:g}: heard {h} units for {n} ({heard!r})")
+    if m < MIN_HEARD * n:
+        return AsrCheck(c.cer, c, FLAG, f"cer {c.cer:.2f}: {m} of {n} units heard ({heard!r})")
+    if (k := comparable_count(c, language)) < opts.min_units:
+        what = "letters" if language == "en" else "syllables"
+        return AsrCheck(c.cer, c, INCONCLUSIVE, f"cer {c.cer:.2f} > {opts.max_cer:g} on a short text ({k} {what} "
+                                                f"< {opts.min_units}): {m} of {n} units heard ({heard!r})")
     if unsure:
         return AsrCheck(c.cer, c, INCONCLUSIVE, f"cer {c.cer:.2f} > {opts.max_cer:g} but the transcript is unsure "
                                                 f"(avg_logprob {transcript.avg_logprob:.2f} < {opts.low_logprob:g})")
-    return AsrCheck(c.cer, c, FLAG, f"cer {c.cer:.2f} > {opts.max_cer:g}: heard {_clip(transcript.text)!r}")
+    return AsrCheck(c.cer, c, FLAG, f"cer {c.cer:.2f} > {opts.max_cer:g}: heard {heard!r}")
 
 
 def drift_cutoff(similarities: Sequence[float], opts: QAOptions = QAOptions()) -> float:

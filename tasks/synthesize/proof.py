@@ -2,8 +2,11 @@
 
 One request per distinct content key, as render.py.  Take k (1-based) renders with reroll_seed(seed, k) into
 tasks.bookdir.take_relpath(key, k) (durable), then the checker thread hears it while the engine decodes on
-(tasks.qa.checker.Checker.hear: the ASR — mode full: every take; suspect: the takes whose duration is odd and
-those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  A take
+(tasks.qa.checker.Checker.hear_many: the ASR — mode full: every take; suspect: the takes whose duration is odd and
+those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  The
+checker thread takes every take waiting when it is free, at most Checker.batch, and hears them in one call: a lone
+take is heard at once (a re-take decision never waits for a batch to fill), takes that finished together share the
+ASR's model calls (on a GPU most of its cost; on a CPU the decoder's share).  A take
 the duration guard or the ASR flags is re-taken in the same pass: the engine asks for more rows before every step
 (Engine.synthesize's `more`), and when it has none left it waits for the takes still being heard.  After each
 pass over the engine:
@@ -21,26 +24,26 @@ record is on disk is never checked again; only a decided row is committed.
 from __future__ import annotations
 
 import json
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Set
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from engine.api import Request
 from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
-from manifests.store import STATUS_DONE
 from manifests.crashpoints import crashpoint
+from manifests.store import STATUS_DONE
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
 from tasks.plan.rows import to_render
-from tasks.qa.checker import CHECK_ORDER, Checker, accepted, judge_drift, reference_cutoff, voice_reference
+from tasks.qa.checker import CHECK_ORDER, Checker, ToHear, accepted, judge_drift, reference_cutoff, voice_reference
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
 from tasks.qa.verdict import FLAG, PASS, combine, take_rank
-from tasks.synthesize.guard import check as guard_check
-from tasks.synthesize.guard import reroll_seed
+from tasks.synthesize.guard import check as guard_check, reroll_seed
 from tasks.synthesize.segment_audio import read_audio, write_segment_audio
 
 SUSPECT_RATIO = (0.6, 1.6)    # duration / expected outside this: `--qa suspect` transcribes the take
@@ -68,37 +71,38 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
     counts = {"rendered": 0, "failed": 0, "retaken": 0}
     refs = _read_references(book_dir)
     open_keys = set(segs)
-    with ThreadPoolExecutor(1, thread_name_prefix="qa") as pool:
+    hearing: list[Future] = []                          # this pass's takes being heard while the engine decodes on
+
+    def retakes(idle: bool) -> list[Request]:
+        """The engine asks before every step: the re-takes of the takes heard since (flagged by the duration guard
+        or the ASR) join its running pass.  Idle: wait for every take still being heard."""
+        done = [f for f in hearing if idle or f.done()]
+        _collect(done, segs)
+        hearing[:] = [f for f in hearing if f not in done]
+        new = {k: t for k in sorted({f.result()[0] for f in done})
+               if (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes}
+        counts["retaken"] += len(new)
+        return [_request(segs[k], k, t) for k, t in new.items()]
+
+    with _CheckerThread(book_dir, qa, guard, checker) as checking:
         while open_keys:
             unheard = [(k, t) for k in sorted(open_keys) for t, rec in segs[k].takes.items() if rec is None]
-            _collect([pool.submit(_hear, book_dir, k, t, segs[k], read_audio(book_dir / take_relpath(k, t)), qa,
-                                  guard, checker) for k, t in unheard], segs)   # a killed render's takes, first:
+            _collect([checking.submit(k, t, segs[k], read_audio(book_dir / take_relpath(k, t)))
+                      for k, t in unheard], segs)                              # a killed render's takes, first:
             heard = bool(unheard)                                              # their verdicts decide re-takes
             need = {k: t for k in sorted(open_keys) if (t := _next_take(segs[k], qa)) is not None
                     and t not in segs[k].takes}
             counts["retaken"] += sum(t > 1 for t in need.values())
             requests = [_request(segs[k], k, t) for k, t in need.items()]
-            hearing: list[Future] = []                  # being heard while the engine decodes on
-
-            def retakes(idle: bool) -> list[Request]:
-                """The engine asks before every step: the re-takes of the takes heard since (flagged by the
-                duration guard or the ASR) join its running pass.  Idle: wait for every take still being heard."""
-                done = [f for f in hearing if idle or f.done()]
-                _collect(done, segs)
-                hearing[:] = [f for f in hearing if f not in done]
-                new = {k: t for k in sorted({f.result()[0] for f in done})
-                       if (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes}
-                counts["retaken"] += len(new)
-                return [_request(segs[k], k, t) for k, t in new.items()]
-
             for res in engine.synthesize(requests, more=retakes):
                 k, t = res.key.rsplit("#", 1)
                 write_segment_audio(book_dir / take_relpath(k, int(t)), res.audio, SAMPLE_RATE)
                 crashpoint("segment-written")
                 segs[k].takes[int(t)] = None
-                hearing.append(pool.submit(_hear, book_dir, k, int(t), segs[k], res.audio, qa, guard, checker))
+                hearing.append(checking.submit(k, int(t), segs[k], res.audio))
             _collect(hearing, segs)
-            refs = _judge_voices(book_dir, segs, refs, qa, checker, pool, all_rows)
+            hearing.clear()
+            refs = _judge_voices(book_dir, segs, refs, qa, checker, all_rows)
             waiting = {s.first["voice_id"] for k, s in segs.items() if k in open_keys
                        and s.first["voice_id"] not in refs and _next_take(s, qa) is not None}
             decided = {k for k in open_keys if _next_take(segs[k], qa) is None and not _waits(segs[k], waiting)}
@@ -117,24 +121,79 @@ def _request(seg: _Segment, key: str, take: int) -> Request:
     return Request(key=f"{key}#{take}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], take))
 
 
-def _hear(book_dir: Path, key: str, take: int, seg: _Segment, audio: np.ndarray, qa: QAOptions, guard,
-          checker: Checker) -> tuple[str, int, dict]:
-    """The checker thread: one take's duration check, ASR and embedding → its record on disk."""
-    text = seg.first["text"]
-    duration = guard_check(text, audio, SAMPLE_RATE, guard) or ""
-    ratio = len(audio) / SAMPLE_RATE / max(estimate_seconds(text), 1e-6)
-    odd = bool(duration) or not SUSPECT_RATIO[0] <= ratio <= SUSPECT_RATIO[1]
-    asr = qa.mode == "full" or (qa.mode == "suspect" and odd)
-    rec = checker.hear(text, audio, SAMPLE_RATE, asr=asr and not duration, embed=not duration)  # failed: no more
-    rec = {**rec, "version": RECORD_VERSION, "take": take, "seed": reroll_seed(seg.first["seed"], take),
-           "audio_path": take_relpath(key, take), "samples": int(len(audio)), "duration": duration}
-    if duration:
-        rec["checks"], rec["reason"] = ["duration"], duration
-    elif guard.enabled:
-        rec["checks"] = ["duration", *rec["checks"]]
-    _write_record(book_dir, key, take, rec)
-    crashpoint("take-heard")
-    return key, take, rec
+class _CheckerThread:
+    """The checker thread: takes handed to it (submit) wait in a queue; whenever it is free it hears every take
+    waiting, at most checker.batch, in one call (_hear_many), and resolves each take's future with (key, take,
+    record).  An error fails the futures of its batch (the render stops at the first it collects); closing hears
+    what is still waiting, then ends the thread."""
+
+    def __init__(self, book_dir: Path, qa: QAOptions, guard, checker: Checker):
+        self._hear = lambda jobs: _hear_many(book_dir, jobs, qa, guard, checker)
+        self._batch = checker.batch
+        self._waiting: list[tuple[tuple, Future]] = []
+        self._closed = False
+        self._ready = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="qa-checker", daemon=True)
+
+    def __enter__(self) -> _CheckerThread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+        self._thread.join()
+
+    def submit(self, key: str, take: int, seg: _Segment, audio: np.ndarray) -> Future:
+        done: Future = Future()
+        with self._ready:
+            self._waiting.append(((key, take, seg, audio), done))
+            self._ready.notify()
+        return done
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                self._ready.wait_for(lambda: self._waiting or self._closed)
+                if not self._waiting:
+                    return
+                batch, self._waiting = self._waiting[:self._batch], self._waiting[self._batch:]
+            try:
+                heard = self._hear([job for job, _ in batch])
+            except BaseException as e:                  # noqa: BLE001 — handed to whoever waits on these takes
+                for _, done in batch:
+                    done.set_exception(e)
+                continue
+            for (_, done), result in zip(batch, heard):
+                done.set_result(result)
+
+
+def _hear_many(book_dir: Path, jobs: list[tuple[str, int, _Segment, np.ndarray]], qa: QAOptions, guard,
+               checker: Checker) -> list[tuple[str, int, dict]]:
+    """Takes (key, take, segment, audio) heard: each one's duration check, then their ASR in one call and their
+    embeddings (Checker.hear_many), then each record on disk, in order → [(key, take, record)]."""
+    asked, durations = [], []
+    for _, _, seg, audio in jobs:
+        text = seg.first["text"]
+        duration = guard_check(text, audio, SAMPLE_RATE, guard) or ""
+        ratio = len(audio) / SAMPLE_RATE / max(estimate_seconds(text), 1e-6)
+        odd = bool(duration) or not SUSPECT_RATIO[0] <= ratio <= SUSPECT_RATIO[1]
+        asr = qa.mode == "full" or (qa.mode == "suspect" and odd)
+        asked.append(ToHear(text, audio, SAMPLE_RATE, asr=asr and not duration, embed=not duration))  # failed: no
+        durations.append(duration)                                                                    # more checks
+    out = []
+    for (key, take, seg, audio), duration, rec in zip(jobs, durations, checker.hear_many(asked)):
+        rec = {**rec, "version": RECORD_VERSION, "take": take, "seed": reroll_seed(seg.first["seed"], take),
+               "audio_path": take_relpath(key, take), "samples": int(len(audio)), "duration": duration}
+        if duration:
+            rec["checks"], rec["reason"] = ["duration"], duration
+        elif guard.enabled:
+            rec["checks"] = ["duration", *rec["checks"]]
+        _write_record(book_dir, key, take, rec)
+        crashpoint("take-heard")
+        out.append((key, take, rec))
+    return out
 
 
 def _collect(futures: list[Future], segs: dict[str, _Segment]) -> None:
@@ -144,9 +203,9 @@ def _collect(futures: list[Future], segs: dict[str, _Segment]) -> None:
 
 
 def _judge_voices(book_dir: Path, segs: dict[str, _Segment], refs: dict, qa: QAOptions, checker: Checker,
-                  pool: ThreadPoolExecutor, all_rows: list[dict]) -> dict:
+                  all_rows: list[dict]) -> dict:
     """Freeze each voice's reference once its book gives one; judge every take not judged yet against it; in
-    suspect mode, transcribe the takes the drift gate flags."""
+    suspect mode, transcribe the takes the drift gate flags (in one call, the checker thread idle)."""
     changed = False
     for vid in sorted({s.first["voice_id"] for s in segs.values()}):
         if vid not in refs and (frozen := _reference(book_dir, vid, segs, qa, all_rows)) is not None:
@@ -154,17 +213,16 @@ def _judge_voices(book_dir: Path, segs: dict[str, _Segment], refs: dict, qa: QAO
         if vid not in refs:
             continue
         ref, cutoff = decode_vector(refs[vid]["reference"]), refs[vid]["cutoff"]
-        for k, s in sorted(segs.items()):
-            if s.first["voice_id"] != vid:
-                continue
-            for t, rec in sorted(s.takes.items()):
-                if rec is None or not rec.get("embedding") or rec.get("similarity") is not None:
-                    continue
-                rec = judge_drift(rec, ref, cutoff)
-                if rec["drift"] == FLAG and qa.mode == "suspect" and "asr" not in rec["checks"]:
-                    rec = _transcribed(book_dir, s, rec, checker, pool)        # what did the odd voice say?
-                s.takes[t] = rec
-                _write_record(book_dir, k, t, rec)
+        judged = [(k, t, judge_drift(rec, ref, cutoff)) for k, s in sorted(segs.items()) if s.first["voice_id"] == vid
+                  for t, rec in sorted(s.takes.items())
+                  if rec is not None and rec.get("embedding") and rec.get("similarity") is None]
+        odd = [i for i, (_, _, rec) in enumerate(judged)                       # what did the odd voice say?
+               if rec["drift"] == FLAG and qa.mode == "suspect" and "asr" not in rec["checks"]]
+        for i, rec in zip(odd, _transcribed(book_dir, [(segs[judged[i][0]], judged[i][2]) for i in odd], checker)):
+            judged[i] = (*judged[i][:2], rec)
+        for k, t, rec in judged:
+            segs[k].takes[t] = rec
+            _write_record(book_dir, k, t, rec)
     if changed:
         write_bytes(book_dir / QA_JSON, json_bytes({"version": 1, "voices": refs}), durable=True)
     return refs
@@ -199,7 +257,7 @@ def _reference(book_dir: Path, vid: str, segs: dict[str, _Segment], qa: QAOption
 
 
 def reference_keys(book_dir: Path, rows: list[dict], qa: QAOptions, max_attempts: int,
-                   skip: set[str] = frozenset()) -> set[str]:
+                   skip: Set[str] = frozenset()) -> set[str]:
     """What a sharded render renders before it splits the book (tasks.synthesize.render.render_references): for
     each voice with rows still to render and no drift reference in qa.json, its first content keys to render in
     reading order, as many as qa.reference_takes less the accepted takes its done rows kept (at least one), until
@@ -220,12 +278,13 @@ def reference_keys(book_dir: Path, rows: list[dict], qa: QAOptions, max_attempts
     return keys
 
 
-def _transcribed(book_dir: Path, seg: _Segment, rec: dict, checker: Checker, pool: ThreadPoolExecutor) -> dict:
-    audio = read_audio(book_dir / rec["audio_path"])
-    h = pool.submit(checker.hear, seg.first["text"], audio, SAMPLE_RATE, asr=True, embed=False).result()
-    return {**rec, **{f: h[f] for f in ("transcript", "cer", "asr", "language")},
-            "checks": sorted(set(rec["checks"]) | {"asr"}, key=CHECK_ORDER.index),
-            "reason": rec["reason"] or h["reason"]}
+def _transcribed(book_dir: Path, takes: list[tuple[_Segment, dict]], checker: Checker) -> list[dict]:
+    """The records of these takes (segment, record) with their transcripts and ASR verdicts added."""
+    asked = [ToHear(seg.first["text"], read_audio(book_dir / rec["audio_path"]), SAMPLE_RATE, asr=True, embed=False)
+             for seg, rec in takes]
+    return [{**rec, **{f: h[f] for f in ("transcript", "cer", "asr", "language")},
+             "checks": sorted(set(rec["checks"]) | {"asr"}, key=CHECK_ORDER.index),
+             "reason": rec["reason"] or h["reason"]} for (_, rec), h in zip(takes, checker.hear_many(asked))]
 
 
 def verdict_of(rec: dict) -> str:
@@ -250,12 +309,14 @@ def _next_take(seg: _Segment, qa: QAOptions) -> int | None:
 def _waits(seg: _Segment, waiting: set[str]) -> bool:
     """Its last take waits on the drift gate: it has an embedding, and its voice's reference is still to come."""
     rec = seg.takes[max(seg.takes)]
-    return seg.first["voice_id"] in waiting and bool(rec and rec.get("embedding")) and rec.get("similarity") is None
+    return seg.first["voice_id"] in waiting and rec is not None and bool(rec.get("embedding")) \
+        and rec.get("similarity") is None
 
 
 def _decide(seg: _Segment, key: str) -> list[dict]:
     """The rows of a decided segment: done with its best take, or failed when every take failed the guard."""
-    recs = [seg.takes[t] for t in sorted(seg.takes)]
+    recs = [rec for t in sorted(seg.takes) if (rec := seg.takes[t]) is not None]
+    assert len(recs) == len(seg.takes)                  # decided: every take heard
     public = json.dumps([_public(r) for r in recs], ensure_ascii=False)
     if all(r.get("duration") for r in recs):
         return [{**r, "status": "failed", "samples": 0, "duration_s": 0.0, "take": 0, "takes": public,
@@ -307,8 +368,8 @@ def render_takes(book_dir: Path, engine, wanted: dict[str, tuple[dict, int]], qa
     and judged against its voice's frozen reference (qa.json) when there is one; its record is written beside it.
     Returns key -> the take's record; without qa, one that is not written (take, seed, audio_path, samples and
     the duration check: `version` absent, nothing was heard)."""
-    heard = checker is not None and qa is not None and qa.mode != "off"
-    refs = _read_references(book_dir) if heard else {}
+    hearing = (qa, checker) if checker is not None and qa is not None and qa.mode != "off" else None
+    refs = _read_references(book_dir) if hearing else {}
     requests = [Request(key=f"{k}#{t}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], t))
                 for k, (row, t) in wanted.items()]
     out = {}
@@ -316,8 +377,8 @@ def render_takes(book_dir: Path, engine, wanted: dict[str, tuple[dict, int]], qa
         k, t = res.key.rsplit("#", 1)
         row, t = wanted[k][0], int(t)
         write_segment_audio(book_dir / take_relpath(k, t), res.audio, SAMPLE_RATE)
-        if heard:
-            rec = _hear(book_dir, k, t, _Segment([row]), res.audio, qa, guard, checker)[2]
+        if hearing is not None:
+            rec = _hear_many(book_dir, [(k, t, _Segment([row]), res.audio)], hearing[0], guard, hearing[1])[0][2]
             if (ref := refs.get(row["voice_id"])) is not None:
                 rec = judge_drift(rec, decode_vector(ref["reference"]), ref["cutoff"])
                 _write_record(book_dir, k, t, rec)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.conftest import corpus_path
+from tests.conftest import corpus_path, unavailable
 
 pytest.importorskip("ChatTTS")
 
@@ -38,3 +38,28 @@ def test_render_against_engine_alone_with_split_and_limit(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "pipeline_overhead" in printed and "limit_fraction" in printed and "split:" in printed
     assert f"({r['path']}): roofline at the best float" in printed
+
+
+def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):
+    """--qa full: the reader's book (4 segments of real speech) rendered with --qa off and --qa full by the same
+    loaded engine; qa_fraction is full's best wall over off's, every take of full heard (all pass), none of off."""
+    from benchmarks import book_throughput as bench
+    from tasks.qa.checker import checker_for
+    from tasks.qa.options import QAOptions
+
+    if not checker_for(QAOptions(mode="full")).available():
+        unavailable("the QA extra or its Whisper base model is not installed (scripts/setup.sh test installs them)")
+    out = tmp_path / "book.json"
+    assert bench.main(["--model", "random-tiny", "--threads", "1", "--batch", "2", "--segments", "4", "--corpus",
+                       str(corpus_path("txt", "gutenberg-zh", "27166-0.txt")), "--qa", "full", "--speech",
+                       str(corpus_path("speech", "transcripts.tsv").parent), "--json", str(out)]) == 0
+    r = json.loads(out.read_text(encoding="utf-8"))
+    qa = r["qa"]
+    assert qa["segments"] == 4 and qa["asr_model"] == "base" and qa["speech_s"] > 20
+    best = {m: min(run["wall_s"] for run in qa["runs"][m]) for m in ("off", "full")}
+    assert qa["best_wall_s"] == best and r["qa_fraction"] == pytest.approx(best["full"] / best["off"] - 1, abs=2e-4)
+    off, full = qa["runs"]["off"][0], qa["runs"]["full"][0]
+    assert off["asr_calls"] == off["encoder_calls"] == 0 and off["verdicts"] == {"-": 4} and off["takes"] == 4
+    assert full["asr_calls"] >= 1 and full["encoder_calls"] >= 4 and full["verdicts"] == {"pass": 4}
+    assert full["takes"] == 4                                      # right recordings: nothing re-taken
+    assert f"qa_fraction {r['qa_fraction']:.4f}" in capsys.readouterr().out

@@ -34,7 +34,7 @@ def test_one_run_renders_the_book_with_qa_off_suspect_full_and_full_next(tmp_pat
     assert modes["off"]["asr_s"] == 0 and modes["off"]["encoder_s"] == 0 and modes["off"]["runs"][0]["verdicts"] == {
         "-": 7}
     full = modes["full"]["runs"][0]
-    assert full["asr_calls"] >= 8 and full["asr_audio_s"] >= r["speech_s"]    # every take heard
+    assert 1 <= full["asr_calls"] <= 8 and full["asr_audio_s"] >= r["speech_s"]   # every take heard, many a call
     assert full["encoder_calls"] >= 8 and sum(full["verdicts"].values()) == 7 and "-" not in full["verdicts"]
     for m in ("full", "full-next"):              # the wrong first take is re-taken, and take 2 kept, either way
         run = modes[m]["runs"][0]
@@ -43,7 +43,7 @@ def test_one_run_renders_the_book_with_qa_off_suspect_full_and_full_next(tmp_pat
     assert modes["off"]["runs"][0]["audio_s"] == modes["suspect"]["runs"][0]["audio_s"]
     assert r["running_over_next_pass"]["wall"] == pytest.approx(
         modes["full"]["wall_s"] / modes["full-next"]["wall_s"], rel=1e-2)
-    assert full["verdicts"].get("inconclusive", 0) >= 1                      # the title: too short to judge
+    assert full["verdicts"] == {"pass": 7}                 # the title too: the reader says it (title_clip)
     assert modes["suspect"]["runs"][0]["asr_calls"] <= full["asr_calls"]
     assert r["alone"]["asr_s_per_audio_s"] > 0 and r["alone"]["encoder_s_per_audio_s"] > 0
     printed = capsys.readouterr().out

@@ -125,7 +125,9 @@ def test_defaults_and_conflicts(tmp_path):
         RenderParams(book="b.epub", device="gpu")
     with pytest.raises(ValueError, match="--clip-text is the transcript"):
         RenderParams(book="b.epub", clip_text="你好")
-    assert RenderParams(book="b.epub", qa=None).qa is None                          # optional: None is a value
+    assert RenderParams(book="b.epub").qa == "auto"                              # resolved by tasks.stages
+    with pytest.raises(ValueError, match=r"^--qa None: must be one of off, suspect, full, auto$"):
+        RenderParams(book="b.epub", qa=None)
 
 
 def test_the_lexicons_reach_the_segment_options(tmp_path, monkeypatch):
@@ -167,6 +169,39 @@ def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypa
     assert seen["guard"] is opts.guard and seen["qa"].mode == "off"      # random weights: nothing to hear
     stages.synthesize(tmp_path, options_from_params(str(book), qa="suspect", asr_model="tiny"))
     assert (seen["qa"].mode, seen["qa"].asr_model) == ("suspect", "tiny")
+
+
+def test_qa_auto_picks_by_cost_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """auto (the default) with real weights: full where Whisper's estimated share fits, suspect where it does not,
+    off without the qa extra, each said in one line on stderr before anything renders; random weights: off,
+    silently."""
+    from tasks import stages
+    from tasks.qa import options as qa_opts
+
+    book = tmp_path / "b.txt"
+    book.write_text("第一章\n一句话。\n", encoding="utf-8")
+    seen, installed = {}, {"yes": True}
+    monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None, qa=None,
+                        checker=None: seen.update(qa=qa) or {"rendered": 0})
+    monkeypatch.setattr(stages, "checker_for", lambda qa: SimpleNamespace(available=lambda: installed["yes"]))
+    monkeypatch.setattr(qa_opts, "BASE_SHARE", {"cpu": 0.2, "cuda": 0.05})
+    real = SimpleNamespace(loaded=SimpleNamespace(is_random=False))
+    monkeypatch.setattr(stages, "get_engine", lambda o: real)
+    said = []
+    for asr_model, installed["yes"] in ((None, True), ("small", True), (None, False)):
+        stages.synthesize(tmp_path, options_from_params(str(book), asr_model=asr_model))
+        said.append((seen["qa"].mode, capsys.readouterr().err))
+    assert said[0][0] == "full" and said[0][1] == ("qa auto: full (Whisper base on cpu adds about 0.20 of a "
+                                                   "render's time with every take heard, within 0.30)\n")
+    assert said[1][0] == "suspect" and "Whisper small on cpu adds about 0.66" in said[1][1]
+    assert "over 0.30: only odd takes are transcribed" in said[1][1]
+    assert said[2][0] == "off" and said[2][1].startswith("qa auto: off (the qa extra or Whisper base is not installed")
+    assert all(err.count("\n") == 1 for _, err in said)
+    stages.synthesize(tmp_path, options_from_params(str(book), qa="full"))      # asked for: no line
+    assert seen["qa"].mode == "full" and capsys.readouterr().err == ""
+    monkeypatch.setattr(stages, "get_engine", lambda o: SimpleNamespace(loaded=SimpleNamespace(is_random=True)))
+    stages.synthesize(tmp_path, options_from_params(str(book)))
+    assert seen["qa"].mode == "off" and capsys.readouterr().err == ""
 
 
 def test_device_cuda_without_a_gpu_is_refused_before_the_book_is_fetched(monkeypatch, tmp_path):

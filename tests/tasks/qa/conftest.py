@@ -1,5 +1,5 @@
 """The QA tests' models: Whisper base (the Hugging Face cache, else the test extra's bundled copy) and the
-speaker encoder, loaded once per module, one thread.  Absent: skipped, a failure under CI=true."""
+speaker encoder, loaded once per test process (session), one thread.  Absent: skipped, a failure under CI=true."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,7 @@ import pytest
 from tests.conftest import unavailable
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def transcriber():
     from tasks.errors import QAUnavailable
     from tasks.qa.asr import load_transcriber
@@ -18,7 +18,7 @@ def transcriber():
         unavailable(f"Whisper base cannot load: {e} (scripts/setup.sh test installs the test extra)")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def speaker_encoder():
     from tasks.errors import QAUnavailable
 

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("pypinyin")
 
-from tasks.qa.compare import compare, detect_language, units  # noqa: E402
+from tasks.qa.compare import compare, detect_language, units
 
 
 def test_chinese_units_are_toneless_syllables_one_per_character_and_latin_words():
@@ -89,14 +89,14 @@ def _levenshtein(a: list[str], b: list[str]) -> int:
 def test_the_edit_script_is_minimal_and_rebuilds_both_sides():
     from hypothesis import given, settings, strategies as st
 
-    from tasks.qa.compare import _align
+    from tasks.qa.compare import align
 
     syllables = st.lists(st.sampled_from(["ba", "ma", "pa", "da"]), max_size=12)
 
     @settings(max_examples=300, deadline=None)
     @given(syllables, syllables)
     def check(ref, hyp):
-        steps = _align(ref, hyp)
+        steps = align(ref, hyp)
         assert sum(op != "equal" for op, _, _ in steps) == _levenshtein(ref, hyp)
         assert [ref[i] for _, i, _ in steps if i is not None] == ref
         assert [hyp[j] for _, _, j in steps if j is not None] == hyp

@@ -1,20 +1,20 @@
-"""Acceptance 1 of issue 24 on the real speech corpus (../shared/corpus/speech): every right (clip, transcript)
-pair passes; at least 95 % of wrong pairs (a clip with another clip's transcript, same language), of truncations
-(the first 45 % of a clip with its full transcript) and of noise clips are flagged; the drift gate flags at
-least 90 % of other-speaker pairs and at most 5 % of same-speaker pairs.  The verdicts are
-benchmarks/qa_precision.py's `measure` (where docs/qa.md's precision/recall numbers come from), run once per
-module: each audio heard and embedded once."""
+"""Issue 24's and 33's acceptance on the real speech corpus (../shared/corpus/speech), through
+benchmarks/qa_precision.py's `measure` (where docs/qa.md's table comes from): at every length (the full clips and
+short texts cut from them), no right pair is flagged; at least 95 % of wrong pairs, of takes that stopped at a unit
+boundary and of noise are flagged, and of truncations (the first 45 % of the samples) from 5 units on; the drift gate
+flags at least 90 % of other-speaker pairs and at most 5 % of same-speaker pairs.  The CI set: every clip, short
+texts (one per length) and stopped takes of the first; the whole table: the slow test."""
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.qa_precision import asr_pairs, corpus_clips, drift_pairs, measure, rates
-from tasks.qa.options import QAOptions
+from benchmarks.qa_precision import FULL, KINDS, asr_pairs, corpus_clips, drift_pairs, measure, rates
 from tasks.qa.verdict import FLAG, PASS
 from tests.conftest import corpus_path
 
 pytest.importorskip("pypinyin")
-OPTS = QAOptions()
+RECALL = 0.95                      # wrong, truncated (from 5 units on), stopped, noise: flagged at least
+SHORT_TRUNCATED_RECALL = 0.75      # 2-4 units cut inside a syllable: Whisper hears some as the whole word (docs/qa.md)
 
 
 @pytest.fixture(scope="module")
@@ -24,17 +24,13 @@ def clips():
 
 @pytest.fixture(scope="module")
 def measured(clips, transcriber, speaker_encoder):
-    return measure(clips, transcriber, speaker_encoder)
-
-
-def _rows(measured, kind):
-    return [r for r in measured["asr_rows"] if r["kind"] == kind]
+    return measure(clips, transcriber, speaker_encoder, per_length=1, span_clips=1)
 
 
 def test_the_pairs_cover_the_corpus(clips):
     a, d = asr_pairs(clips), drift_pairs(clips)
     count = lambda pairs, kind: sum(p.kind == kind for p in pairs)           # noqa: E731
-    assert len(clips) == 12 and count(a, "right") == count(a, "truncated") == 12
+    assert len(clips) == 12 and count(a, "right") == count(a, "truncated") == 12 and count(a, "stopped") == 0
     assert count(a, "wrong") == 10 * 9 - 2 + 2 * 1          # D4_751 and its noise copy share their sentence
     assert {(p.audio, p.other) for p in d if p.kind == "same"} == {
         ("zh_aishell1_S0764_W0121.wav", "zh_aishell1_S0764_W0122.wav"),
@@ -47,19 +43,36 @@ def test_the_pairs_cover_the_corpus(clips):
     assert count(d, "other") == 55
 
 
-def test_every_right_pair_passes(measured):
-    rows = _rows(measured, "right")
-    assert len(rows) == 12
-    assert [r for r in rows if r["verdict"] != PASS] == []
-    assert measured["asr"]["right"]["false_flags"] == 0
+def _assert_acceptance(measured, lengths: set[str], every_kind: bool):
+    """Per length: no right pair flagged, each kind's recall; every_kind: each kind has pairs at every length (but
+    stopped takes of the short texts: a span may have no cut to stop at)."""
+    rows = measured["asr_rows"]
+    assert {r["length"] for r in rows} == lengths
+    for length in lengths:
+        got = [r for r in rows if r["length"] == length]
+        right = [r for r in got if r["kind"] == "right"]
+        assert right and [r for r in right if r["verdict"] == FLAG] == []
+        for kind in KINDS[1:]:
+            pairs = [r for r in got if r["kind"] == kind]
+            least = SHORT_TRUNCATED_RECALL if (kind, length) == ("truncated", "2-4") else RECALL
+            missed = [(r["audio"], r["text"], r["transcript"], r["verdict"]) for r in pairs if r["verdict"] != FLAG]
+            assert not pairs or rates(pairs)["recall"] >= least, (length, kind, missed)
+            assert pairs or not every_kind or (kind == "stopped" and length != FULL), (length, kind)
+            assert measured["asr_by_length"][length][kind] == rates(pairs)
+    assert [r for r in rows if r["length"] == FULL and r["kind"] == "right" and r["verdict"] != PASS] == []
 
 
-@pytest.mark.parametrize("kind", ["wrong", "truncated", "noise"])
-def test_wrong_pairs_truncations_and_noise_are_flagged(measured, kind):
-    rows = _rows(measured, kind)
-    missed = [x for x in rows if x["verdict"] != FLAG]
-    assert rows and rates(rows)["recall"] >= 0.95, missed
-    assert measured["asr"][kind] == rates(rows)
+def test_right_pairs_are_never_flagged_and_the_rest_are_at_every_length(measured):
+    _assert_acceptance(measured, {FULL, "2-4", "9-12"}, every_kind=False)     # W0121: no cut gives 5-8 at its start
+    assert measured["asr"]["right"]["false_flags"] == 0 and measured["asr"]["stopped"]["pairs"] >= 2
+
+
+@pytest.mark.slow
+def test_the_whole_table(clips, transcriber, speaker_encoder):
+    """docs/qa.md's table: every clip's short texts, three per length (~7 min here)."""
+    whole = measure(clips, transcriber, speaker_encoder)
+    _assert_acceptance(whole, {FULL, "2-4", "5-8", "9-12"}, every_kind=True)
+    assert all(whole["asr_by_length"][n]["right"]["pairs"] >= 15 for n in ("2-4", "5-8", "9-12"))
 
 
 def test_the_drift_gate_separates_speakers(measured):

@@ -223,13 +223,15 @@ def test_a_retake_refuses_audio_another_engine_made(tmp_path):
 class EchoTranscriber:
     """Hears what the segment says when the audio is long enough, nothing otherwise (a stand-in for Whisper)."""
 
+    batch = 4
+
     def __init__(self, texts: dict[int, str]):
         self.texts = texts                                   # samples -> transcript
 
-    def transcribe(self, audio, sample_rate, language):
+    def transcribe_many(self, items):
         from tasks.qa.asr import Transcript
 
-        return Transcript(self.texts.get(len(audio), ""), -0.2, 0.01, language)
+        return [Transcript(self.texts.get(len(audio), ""), -0.2, 0.01, language) for audio, _, language in items]
 
 
 class NoVoice:

@@ -17,6 +17,7 @@ import soundfile as sf
 import manifests
 from tasks.book import Book, BookMeta, Chapter, Segment
 from tasks.bookdir import QA_JSON, check_relpath, take_relpath
+from tasks.errors import QAUnavailable
 from tasks.plan.rows import plan_rows
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
@@ -39,7 +40,7 @@ def checker():
     try:
         c = Checker(QAOptions(mode="full", reference_takes=3))   # the corpus has 3 sentences of one reader
         c.load()
-    except Exception as e:           # the qa extra or its model: installed by scripts/setup.sh test
+    except QAUnavailable as e:       # the qa extra or its model: installed by scripts/setup.sh test
         unavailable(f"the QA checks cannot load here: {e}")
     return c
 
@@ -111,11 +112,13 @@ def test_a_resumed_render_hears_no_take_twice_and_renders_none_again(tmp_path, c
         pass
 
     class CountingChecker(Checker):
-        heard: list = []
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.heard: list[str] = []
 
-        def hear(self, text, audio, sample_rate, **kw):
-            self.heard.append(text)
-            return super().hear(text, audio, sample_rate, **kw)
+        def hear_many(self, takes):
+            self.heard += [t.text for t in takes]
+            return super().hear_many(takes)
 
     class KilledAtTheRetake(SpeechEngine):
         def clip_for(self, req):
@@ -130,7 +133,6 @@ def test_a_resumed_render_hears_no_take_twice_and_renders_none_again(tmp_path, c
     assert all(r["status"] == "pending" for r in manifests.load(book_dir).to_pylist())
 
     again = CountingChecker(checker.opts, checker.transcriber, checker.encoder)
-    again.heard = []
     engine2 = SpeechEngine(script)
     counts = synthesize_book(book_dir, engine2, qa=checker.opts, checker=again)
     assert counts["rendered"] == 3
@@ -161,3 +163,67 @@ def test_suspect_mode_hears_only_the_odd_takes(tmp_path, checker, clips):
     assert "asr" in first["checks"] and first["verdict"] == "flag" and rows[t3]["take"] == 2
     takes = json.loads(rows[other]["takes"])      # drifted: transcribed too (it says its text), still flagged
     assert all("asr" in x["checks"] and x["cer"] <= 0.4 and x["verdict"] == "flag" for x in takes), takes
+
+
+class _Echo:
+    """A stand-in transcriber: hears exactly what the clip of these samples says (no model)."""
+
+    def __init__(self, said: dict[int, str], batch: int):
+        self.said, self.batch = said, batch
+
+    def transcribe_many(self, items):
+        from tasks.qa.asr import Transcript
+
+        return [Transcript(self.said[len(a)], -0.1, 0.01, lang) for a, _, lang in items]
+
+
+class _NoVoice:
+    def embed(self, audio, sample_rate):
+        from tasks.qa.speaker import Embedding
+
+        return Embedding(None, 1.0)
+
+
+def test_the_checker_thread_hears_a_lone_take_at_once_and_what_waits_in_one_call(tmp_path, clips):
+    """The checker thread starts on the first take as soon as it is written (the engine still decoding), and the
+    takes that finished while it was busy are heard together, Checker.batch at most per call; every take is
+    heard once and its record is on disk.  The engine yields its second row only once the first call has begun,
+    and that call is held until the engine has yielded every row: the calls are then exactly 1, 4 and 1 takes."""
+    import threading
+
+    from tests.speech_engine import padded
+
+    six = [c for c in clips.values() if "noise" not in c.name][:6]
+    book_dir = make(tmp_path, [c.text for c in six])
+    said = {len(padded(c.audio)[0]): c.text for c in six}
+    assert len(said) == 6                                          # the clips' lengths tell them apart
+    first_call, all_yielded = threading.Event(), threading.Event()
+    calls: list[tuple[int, bool]] = []                             # (takes heard, the engine done by then)
+
+    class Held(Checker):
+        def hear_many(self, takes):
+            calls.append((len(takes), all_yielded.is_set()))
+            if len(calls) == 1:
+                first_call.set()
+                assert all_yielded.wait(60), "the engine never finished"
+            return super().hear_many(takes)
+
+    class Paced(SpeechEngine):
+        def synthesize(self, requests, progress=None, more=None):
+            def asked(idle):                                       # every row of the pass was yielded
+                all_yielded.set()
+                return more(idle)
+
+            for i, res in enumerate(super().synthesize(requests, progress, asked)):
+                yield res
+                if i == 0:
+                    assert first_call.wait(60), "the first take was not heard"
+
+    qa = QAOptions(mode="full", reference_takes=3)
+    checker = Held(qa, transcriber=_Echo(said, batch=4), encoder=_NoVoice())
+    counts = synthesize_book(book_dir, Paced({c.text: c for c in six}), qa=qa, checker=checker)
+    assert counts["rendered"] == 6 and counts["retaken"] == 0
+    assert calls == [(1, False), (4, True), (1, True)]
+    rows = manifests.load(book_dir).to_pylist()
+    assert len(rows) == 6 and all(r["qa"] == "pass" and r["cer"] == 0 for r in rows)
+    assert all((book_dir / check_relpath(r["content_key"], 1)).is_file() for r in rows)
