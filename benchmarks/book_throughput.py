@@ -13,7 +13,10 @@ renders the same manifest rows (same text, voice, seed: the render's first attem
 
 split by stage: prepare (ingest, normalize, segment, plan), synthesize outside the engine (segment encode + write,
 manifest commits, guard), the engine inside the render (time spent in Engine.synthesize's iterator), package.
-limit_fraction = the engine's audio seconds per wall second ÷ the compute-bound ceiling (benchmarks/limits.py).
+limit_fraction = the engine's audio seconds per wall second ÷ the roofline at the best float dtype this CPU has
+(benchmarks/limits.py: min of compute and memory bandwidth at the batch); path_limit_fraction ÷ its own path's.
+With `--dtype auto` the engine alone also renders the same rows on BASELINE_PATH (fp32 AVX2: the step this engine
+was tuned on before the paths), in the same run: vs_fp32_avx2 = auto's throughput ÷ its.
 
 With `--qa full`, then the QA's share (benchmarks/qa_bench.qa_fraction): a book the checks can hear (the speech
 corpus reader's sentences, about as many segments, the engine's audio replaced by the recordings that say them)
@@ -34,6 +37,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.engine_vs_upstream import CORPUS_FILE, finish, workload  # noqa: E402
 
 BATCHES = 3                        # default segments: this many batches' worth (refill in steady state)
+BASELINE_PATH = "fp32-avx2"        # --dtype auto's baseline in the same run (engine/cpupath.py's name)
 FORMATS = ("flac", "m4b")
 
 
@@ -110,8 +114,8 @@ def engine_alone(engine, book_dir: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="random-full")
-    ap.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16"],
-                    help="the engine's dtype (default fp32: the fastest measured on this CPU)")
+    ap.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16"],
+                    help="the engine's dtype (default auto: the fastest exact float path this CPU has)")
     ap.add_argument("--int8", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=None, help="max_batch (default: the engine's default)")
@@ -131,7 +135,15 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from benchmarks.limits import ceiling_audio_s, dtypes_of, flops_per_audio_s, format_peaks, int8_compute, peak_gemm
+    from benchmarks.limits import (
+        dtypes_of,
+        flops_per_audio_s,
+        format_bandwidth,
+        format_peaks,
+        memory_bandwidth,
+        peak_gemm,
+        side_limits,
+    )
     from engine.api import EngineOptions
     from engine.units import expected_tokens
     from flows.options import options_from_params
@@ -150,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                                    threads=args.threads)
         t0 = time.perf_counter()
         engine = stages.get_engine(opts.engine)                            # the model, loaded once, untimed
-        print(f"engine {engine.version} loaded in {time.perf_counter() - t0:.1f} s; batch {eopts.batch}, "
+        print(f"engine {engine.version} (path {engine.path.name if engine.path else 'none'}) loaded in "
+              f"{time.perf_counter() - t0:.1f} s; batch {eopts.batch}, "
               f"{args.threads} threads; book: the first {len(texts)} segments of {args.corpus.name}", flush=True)
         with EngineClock() as clock:
             render = timed_stages(opts)
@@ -164,14 +177,29 @@ def main(argv: list[str] | None = None) -> int:
               f"outputs {', '.join(outputs)}", flush=True)                # each phase prints as it ends
         print("  split: " + ", ".join(f"{k} {v:.1f} s ({v / wall:.1%})" for k, v in split.items()), flush=True)
         alone = engine_alone(engine, opts.book_dir)
+        base = baseline_engine(args) if args.dtype == "auto" and not args.int8 and engine.path is not None \
+            and engine.path.name != BASELINE_PATH else None
+        base_alone = engine_alone(base, opts.book_dir) if base is not None else None
     print(f"engine alone, same segments: {alone['segments']} segments, {alone['audio_s']:.1f} s of audio in "
           f"{alone['wall_s']:.1f} s wall ({alone['audio_s_per_wall_s']:.3f} audio-s/wall-s); the render: "
           f"{alone['audio_s'] / wall:.3f} audio-s/wall-s", flush=True)
     overhead = 1 - alone["wall_s"] / wall
     print(f"pipeline_overhead {overhead:.4f} (1 - engine alone / render wall)", flush=True)
-    peaks = {d: peak_gemm(d, args.threads) / 1e9 for d in dtypes_of([engine])}
-    cost = flops_per_audio_s(engine, [len(engine.prompt_ids(t)) for t in texts], [expected_tokens(t) for t in texts])
-    ceiling = ceiling_audio_s(cost, peaks, engine.dtype, int8_compute(engine))
+    if base_alone is not None:
+        ratio = alone["audio_s_per_wall_s"] / base_alone["audio_s_per_wall_s"]
+        print(f"{BASELINE_PATH} engine alone, same segments: {base_alone['audio_s']:.1f} s of audio in "
+              f"{base_alone['wall_s']:.1f} s wall ({base_alone['audio_s_per_wall_s']:.3f} audio-s/wall-s); "
+              f"vs_fp32_avx2 {ratio:.3f} ({engine.path.name if engine.path else engine.dtype} / {BASELINE_PATH})",
+              flush=True)
+    engines = [engine] + ([base] if base is not None else [])
+    peaks = {d: peak_gemm(d, args.threads) / 1e9 for d in dtypes_of(engines)}
+    bandwidth = memory_bandwidth(args.threads)
+    lens, tokens = [len(engine.prompt_ids(t)) for t in texts], [expected_tokens(t) for t in texts]
+    cost = flops_per_audio_s(engine, lens, tokens)
+    print("peak GEMM: " + format_peaks(peaks) + "; " + format_bandwidth(bandwidth) + "; GFLOP per audio s: "
+          + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
+    limits = side_limits("engine", engine, (lens, tokens, cost), eopts.batch, bandwidth, peaks,
+                         alone["audio_s_per_wall_s"], print)
     result = {
         "model": args.model, "engine": engine.version, "threads": args.threads, "batch": eopts.batch,
         "segments": alone["segments"], "audio_s": alone["audio_s"], "outputs": outputs,
@@ -180,13 +208,14 @@ def main(argv: list[str] | None = None) -> int:
         "split_share": {k: round(v / wall, 4) for k, v in split.items()},
         "engine_alone": alone, "pipeline_overhead": round(overhead, 4),
         "peak_gemm_gflops": {k: round(v, 1) for k, v in peaks.items()}, "gflop_per_audio_s": cost,
-        "ceiling_audio_s": round(ceiling, 3), "limit_fraction": float(f"{alone['audio_s_per_wall_s'] / ceiling:.4g}"),
+        "memory_bandwidth_gbs": round(bandwidth / 1e9, 2), **limits,
         "render_counts": {k: v for k, v in render["counts"].items() if k != "book_dir"},
     }
-    print("peak GEMM: " + format_peaks(peaks) + "; GFLOP per audio s: "
-          + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
-    print(f"ceiling {ceiling:.2f} audio-s/wall-s ({engine.dtype}{'+int8' if engine.opts.int8 else ''}); "
-          f"limit_fraction {result['limit_fraction']:.4f}")
+    if base_alone is not None:
+        result.update(baseline={"path": BASELINE_PATH, "engine": base.version, "engine_alone": base_alone,
+                                **side_limits(BASELINE_PATH, base, (lens, tokens, cost), eopts.batch, bandwidth,
+                                              peaks, base_alone["audio_s_per_wall_s"], print)},
+                      vs_fp32_avx2=round(alone["audio_s_per_wall_s"] / base_alone["audio_s_per_wall_s"], 4))
     if args.qa == "full":                          # the QA's share, same engine, same run
         from benchmarks.qa_bench import qa_fraction
 
@@ -197,6 +226,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qa_fraction {result['qa_fraction']:.4f} (--qa full over --qa off, {result['qa']['segments']} "
               f"segments of speech; CPU seconds: {result['qa']['cpu_fraction']:+.4f})")
     return finish(result, start, args.json, print)
+
+
+def baseline_engine(args):
+    """The fp32 engine on BASELINE_PATH (CHATTTS_RENDER_KERNELS names it while it loads; the model loads again,
+    untimed), or None where this CPU has no such path."""
+    import os
+
+    from engine.api import EngineOptions
+    from engine.engine import Engine
+    from engine.kernels import ENV
+
+    old = os.environ.get(ENV)
+    os.environ[ENV] = BASELINE_PATH
+    try:
+        base = Engine.load(EngineOptions(model=args.model, dtype="fp32", threads=args.threads, max_batch=args.batch))
+    except ValueError:                                    # this CPU has no such path
+        return None
+    finally:
+        if old is None:
+            del os.environ[ENV]
+        else:
+            os.environ[ENV] = old
+    return base if base.path is not None and base.path.name == BASELINE_PATH else None
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ returns more: every row padded to its batch's longest; that is reported as retur
 exclude model loading and a short warm-up; peak RSS is sampled every 10 ms during the side's run.
 ratio = ours / sorted upstream throughput (audio seconds per wall second); ratio_doc_order against document order;
 ratio_onnx (--with-onnx) = ours through ONNX Runtime (engine/ortengine.py) / sorted upstream, in the same run.
-Distance to the limit (benchmarks/limits.py): peak GEMM per dtype, FLOPs per audio second, the compute-bound
-ceiling and limit_fraction = ours / ceiling; a per-step profile of each of our sides.
+Distance to the limit (benchmarks/limits.py): peak GEMM per dtype, the memory bandwidth, FLOPs per audio second,
+the roofline (min of compute and bandwidth at the batch) at the best float dtype this CPU has and at each side's own
+path, limit_fraction = ours / the former; a per-step profile of each of our sides.
 """
 from __future__ import annotations
 
@@ -202,7 +203,8 @@ def run_ours(engine, texts: list[str], forced: list[int], voice: str, log, name:
                 log(f"  {name}: {n_done}/{len(reqs)} segments, {time.perf_counter() - t0:.1f} s so far")
         wall = time.perf_counter() - t0
     sizes = engine.last_batch_sizes
-    extra = {"row_steps": sum(forced), "engine": engine.version, "mean_batch": round(sum(sizes) / len(sizes), 2)}
+    extra = {"row_steps": sum(forced), "engine": engine.version, "mean_batch": round(sum(sizes) / len(sizes), 2),
+             "path": engine.path.name if engine.path is not None else None}
     return _side(workload_audio_s(forced), returned / SAMPLE_RATE, wall, rss, **extra)
 
 
@@ -256,14 +258,14 @@ def drift(loaded, texts: list[str], voice: str, args, int8: bool = False, dtype:
     from engine.vocoder import decode
 
     base = dict(model=args.model, device="cpu", threads=args.threads)
-    m32 = Engine.load(EngineOptions(**base)).model
+    m32 = Engine.load(EngineOptions(**base, dtype="fp32")).model
     mx = Engine.load(EngineOptions(**base, int8=int8, dtype=dtype)).model
     spk = torch.from_numpy(Speaker._decode(voice)).float()
 
     def forward(m, ids, codes):
         x = torch.cat([m.prompt_embedding(ids, spk)[0], m.code_embedding(codes)[:, 0]])[None]   # (1, L, C)
         L = x.shape[1]
-        cache = KVCache(m.llama.s, 1, L, x.device, m.dtype)
+        cache = KVCache(m.llama.s, 1, L, x.device, m.llama.attention.kv_dtype or m.dtype)   # the path's cache
         call = Batched().begin(cache, torch.arange(L)[None], torch.tensor([0]), [L])           # causal over L
         h = m.llama(x, call)[0]                                                                # (L, C)
         return m.logits(h), h[-steps:].float()                                                # (L, 4, 626)
@@ -384,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {name: [] for name, _ in sides}
     for k in range(args.repeat):
         for name, run in sides:
-            label = f" (engine {engines[name].version})" if name in engines else ""
+            e = engines.get(name)
+            label = f" (engine {e.version}, path {e.path.name if e.path else 'none'})" if e is not None else ""
             log(f"{name}{label}, run {k + 1}/{args.repeat}:")
             runs[name].append(run())
             log(_line(name, runs[name][-1]))
@@ -405,10 +408,11 @@ def main(argv: list[str] | None = None) -> int:
     if engines and not args.no_limits:
         result.update(limits(args, {n: e for n, e in engines.items() if e.opts.backend == "torch"}, texts,
                              forced, voice, result, log))
-    for _name, int8, dtype, _backend in ours:
-        if int8 or dtype == "bf16":
-            key = "int8_drift" if int8 else "bf16_drift"
-            result[key] = d = drift(loaded, texts, voice, args, int8=int8, dtype="fp32" if int8 else dtype)
+    for name, int8, dtype, _backend in ours:
+        resolved = engines[name].dtype if args.device == "cpu" else dtype   # CPU auto: the path's (bf16 here)
+        key = "int8_drift" if int8 else "bf16_drift"
+        if (int8 or resolved == "bf16") and key not in result:
+            result[key] = d = drift(loaded, texts, voice, args, int8=int8, dtype="fp32" if int8 else resolved)
             log(f"{key}: logits cosine mean {d['cosine_mean']}, min {d['cosine_min']} ({d['positions']} positions); "
                 f"Decoder+Vocos SNR vs fp32 {d['decoder_vocos_snr_db']} dB")
     return finish(result, start, args.json, log)
@@ -425,39 +429,42 @@ def finish(result: dict, start: float, path: Path | None, log) -> int:
 
 
 def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str, result: dict, log) -> dict:
-    """Peak GEMM per CPU dtype, FLOPs per audio second, the ceiling and limit_fraction of each of our sides,
-    and the per-step profile of each (benchmarks/limits.py)."""
+    """Peak GEMM per CPU dtype, the memory bandwidth, FLOPs per audio second, the roofline and limit_fraction of
+    each of our sides (at the best float dtype and at its own path), and the per-step profile of each
+    (benchmarks/limits.py)."""
     from benchmarks.limits import (
         PEAK_N,
         PEAK_REPS,
-        ceiling_audio_s,
         dtypes_of,
         flops_per_audio_s,
+        format_bandwidth,
         format_peaks,
         format_profile,
-        int8_compute,
+        memory_bandwidth,
         peak_gemm,
+        side_limits,
         step_profile,
     )
 
-    peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in dtypes_of(engines.values())
-             if args.device == "cpu"}
+    cpu = args.device == "cpu"
+    peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in dtypes_of(engines.values()) if cpu}
+    bandwidth = memory_bandwidth(args.threads) if cpu else 0.0
     first = next(iter(engines.values()))
-    cost = flops_per_audio_s(first, [len(first.prompt_ids(t)) for t in texts], forced)
+    lens = [len(first.prompt_ids(t)) for t in texts]
+    cost = flops_per_audio_s(first, lens, forced)
     out: dict = {"peak_gemm_gflops": peaks, "gflop_per_audio_s": cost, "limits": {}}
     log(f"peak GEMM (square, up to {PEAK_N}, best of {PEAK_REPS}): "
         + format_peaks(peaks))
+    if cpu:
+        out["memory_bandwidth_gbs"] = round(bandwidth / 1e9, 2)
+        log(format_bandwidth(bandwidth))
     log("GFLOP per audio second: " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
     for name, e in engines.items():
         entry: dict = {"profile": step_profile(e, texts, forced, voice, args.batch)}
         log(f"{name}: " + format_profile(entry["profile"]))
         if peaks:
-            ceil = ceiling_audio_s(cost, peaks, e.dtype, int8_compute(e))
-            entry.update(ceiling_audio_s=round(ceil, 3),
-                         limit_fraction=float(f"{result[name]['audio_s_per_wall_s'] / ceil:.4g}"))
-            log(f"{name}: ceiling {ceil:.2f} audio-s/wall-s (compute-bound at peak GEMM), ours "
-                f"{result[name]['audio_s_per_wall_s']:.3f} = limit_fraction {entry['limit_fraction']:.3f} "
-                f"(batch {args.batch}; the book benchmark measures it at the default batch)")
+            entry.update(side_limits(name, e, (lens, forced, cost), args.batch, bandwidth, peaks,
+                                     result[name]["audio_s_per_wall_s"], log))
         out["limits"][name] = entry
     return out
 

@@ -1,9 +1,11 @@
 """How far the engine is from what the machine can do, and where a decode step's time goes.
 
     peak = peak_gemm("fp32", threads=2)                 # FLOP/s of a large square GEMM: the best this CPU does
-                                                        # (fp32: the better of MKL and oneDNN packed)
+                                                        # (the best of MKL, oneDNN packed and our kernels)
+    bw = memory_bandwidth(threads=2)                    # bytes/s of a STREAM-like copy
     cost = flops_per_audio_s(engine, prompt_lens, forced)   # GPT linears / attention / heads, Decoder + Vocos
     ceiling_audio_s(cost, peaks, "bf16")                # compute-bound audio seconds per wall second
+    roof = roofline(shape, cells, lens, forced, batch, bw, peaks, at_best_float(), cost)   # min(compute, memory)
     step_profile(engine, texts, forced, voice, batch)   # ms per decode step: GEMM, attention, sampling, other
 
 FLOPs come from the shapes: a GPT token costs 2 FLOPs per weight of the block projections (and of the 4 code
@@ -13,6 +15,15 @@ counted: it is a few percent).  The ceiling is the audio rate at which those FLO
 time at the peak GEMM rate of the dtype each part runs in (GPT linears in the engine's dtype; W8A8 INT8: the int8
 peak; weight-only INT8 (engine/kernels.c) computes in fp32: the fp32 peak;
 attention in the Llama dtype; heads, Decoder, Vocos fp32).
+
+The *roofline* is min(compute, bandwidth) at the batch the engine runs: a decode step of B rows streams every
+weight once (in the dtype's bytes: fp32 4, bf16 2, int8 1) and reads each row's keys and values (fp32 4 bytes, or
+bf16 2), and does 2 FLOPs per weight per row plus the attention; it takes at least the longer of its bytes over
+the memory bandwidth (a STREAM-like copy: read + write bytes over the time) and its FLOPs over the dtype's peak.
+So at 4 rows it is the weights' bytes per step over the bandwidth, at 32+ rows the GEMM peak.  Prefill (each row
+alone, as the engine runs it) is bound the same way; heads and Decoder + Vocos run at the fp32 peak.  Each run
+states it at the best float dtype this CPU has (`best_float`: bf16 where engine/kernels.c has its bf16 kernel, its
+KV cache bf16 too; else fp32) — what limit_fraction is measured against — and at the engine's own path.
 """
 from __future__ import annotations
 
@@ -26,6 +37,11 @@ PEAK_MIN_N = 256                   # the first side tried
 PEAK_DTYPES = ("fp32", "bf16", "int8")   # every CPU dtype the engine can run its GPT linears in
 PEAK_CALL_S = 0.5                  # s: a slower call stops the doubling
 PEAK_REPS = 5                      # best of this many timed calls
+COPY_BYTES = 512 << 20             # the bandwidth copy's source (and its destination): far beyond any cache
+COPY_REPS = 5                      # best of this many copies
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
+PEAK_KINDS = {"fp32": ("f32", "f32_512"), "bf16": ("bf16",), "int8": ("i8",)}   # engine/kernels.c's kinds that
+# multiply a dtype's operands as they are (weight-only int8 widens its weights to fp32: a rounded fp32 product)
 PROBE_TOKENS = 256                 # tokens decoded by Decoder + Vocos to count their FLOPs
 PROFILE_STEPS = 128                # decode steps per row in the per-step profile
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::_int_mm", "aten::bmm",   # profiler ops counted as GEMM
@@ -36,49 +52,140 @@ RANGES = ("attention", "sampling")   # record_function ranges the engine marks (
 
 def peak_gemm(dtype: str, threads: int) -> float:
     """Best FLOP/s (int8: OP/s) of a square GEMM in `dtype` (fp32 | bf16 | int8) on `threads` CPU threads, over
-    every kernel the engine can call for it (fp32: MKL's sgemm, oneDNN's packed linear and engine/kernels.c — the
-    fastest is the honest peak): the side doubles from PEAK_MIN_N while one call takes under
-    PEAK_CALL_S, up to PEAK_N (a dtype the CPU has no fast kernel for stops early instead of taking minutes);
-    best of PEAK_REPS calls at the last size."""
+    every kernel the engine can call for it — torch's (MKL's sgemm, oneDNN's bf16, _int_mm), oneDNN's packed linear
+    (fp32) and each kind of engine/kernels.c that multiplies in that dtype (PEAK_KINDS) — the fastest is the honest
+    peak: the side doubles from PEAK_MIN_N while one call takes under PEAK_CALL_S, up to PEAK_N (a dtype the CPU
+    has no fast kernel for stops early instead of taking minutes); best of PEAK_REPS calls at the last size."""
     import torch
 
     from engine import kernels
-    from engine.cpu import PackedLinear, onednn_available
+    from engine.cpu import PackedLinear, kind_linear, onednn_available
 
     torch.set_num_threads(threads)
 
     def call(n: int, kernel: str):
         g = torch.Generator().manual_seed(n)                              # the same operands for every kernel
-        if dtype == "int8":
+        if dtype == "int8" and kernel == "blas":
             a = torch.randint(-127, 128, (n, n), generator=g, dtype=torch.int8)
             w = torch.randint(-127, 128, (n, n), generator=g, dtype=torch.int8)
             return lambda: torch._int_mm(a, w.t())                        # as Int8Linear calls it: weight [N, K]
-        t = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-        a, b = torch.randn(n, n, generator=g).to(t), torch.randn(n, n, generator=g).to(t)
-        if kernel in ("onednn", "ours"):                                  # b as the weight [N, K], packed once
-            lin = (PackedLinear if kernel == "onednn" else kernels.GemmLinear)(b)
+        a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+        if kernel != "blas":                                              # b as the weight [N, K], packed once
+            lin = PackedLinear(b) if kernel == "onednn" else kind_linear(kernel)(b)
             return lambda: lin(a)
+        t = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+        a, b = a.to(t), b.to(t)
         return lambda: a @ b.t()                                          # a linear's product: x @ weight.T
 
-    names = ("blas",)
-    if dtype == "fp32":
-        names += ("onednn",) * onednn_available() + ("ours",) * kernels.available()
+    names = ("blas",) + ("onednn",) * (dtype == "fp32" and onednn_available())
+    names += tuple(k for k in PEAK_KINDS[dtype] if k in kernels.kinds())
     return max(_peak(lambda n, k=k: call(n, k)) for k in names)
+
+
+def memory_bandwidth(threads: int) -> float:
+    """Bytes per second of a STREAM-like copy on `threads` threads: dst[:] = src over COPY_BYTES of fp32, read and
+    written bytes counted (2 x COPY_BYTES), best of COPY_REPS after one copy that pages both in."""
+    import torch
+
+    torch.set_num_threads(threads)
+    src = torch.ones(COPY_BYTES // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(COPY_REPS):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * COPY_BYTES / best
+
+
+def best_float() -> str:
+    """The best float dtype this CPU runs exactly (engine/cpupath.py's float paths): bf16 where engine/kernels.c
+    has its bf16 kernel here, else fp32."""
+    from engine import kernels
+
+    return "bf16" if "bf16" in kernels.kinds() else "fp32"
+
+
+def engine_arithmetic(engine) -> dict:
+    """What the roofline of an engine needs: its weights' bytes, its KV cache's bytes (per value) and the dtype
+    its GPT linears multiply in."""
+    import torch
+
+    weights = "int8" if engine.opts.int8 else engine.dtype
+    kv = torch.empty(0, dtype=engine.model.llama.attention.kv_dtype or engine.model.dtype).element_size()
+    return {"weights": DTYPE_BYTES[weights], "kv": kv, "compute": "int8" if int8_compute(engine) else engine.dtype}
+
+
+def at_best_float() -> dict:
+    """engine_arithmetic of the best float path this CPU has (best_float): bf16 weights and KV cache, or fp32."""
+    d = best_float()
+    return {"weights": DTYPE_BYTES[d], "kv": DTYPE_BYTES[d], "compute": d}
+
+
+def roofline(s, head_cells: int, prompt_lens: list[int], tokens: list[int], batch: int, bandwidth: float,
+             peaks: dict, arithmetic: dict, cost: dict) -> dict:
+    """The roofline (module docstring) of a workload — rows of these prompt lengths and generated token counts,
+    decoded `batch` rows a step — for GPT shape `s` (head_cells = Q·V code-head outputs) at `arithmetic`
+    (engine_arithmetic or at_best_float), bandwidth in bytes/s, peaks in GFLOP/s by dtype, cost from
+    flops_per_audio_s (its Decoder + Vocos): {"ceiling_audio_s", "decode_bound": "memory" | "compute",
+    "decode_step_ms": a bound step of `batch` rows, "seconds": {decode, prefill, decoder_vocos}}."""
+    per_layer = s.hidden * (s.heads + 2 * s.kv_heads) * s.head_dim + s.heads * s.head_dim * s.hidden \
+        + 3 * s.hidden * s.ffn
+    params, heads = per_layer * s.layers, head_cells * s.hidden
+    peak = peaks[arithmetic["compute"]] * 1e9
+    kv_position = 2 * s.layers * s.kv_heads * s.head_dim * arithmetic["kv"]         # bytes a key position holds
+    keys = sum(sum(range(L + 1, L + T)) for L, T in zip(prompt_lens, tokens))       # step at position p: p + 1
+    steps = sum(T - 1 for T in tokens) / batch                                       # full steps of `batch` rows
+    memory = (steps * (params * arithmetic["weights"] + heads * 4) + keys * kv_position) / bandwidth
+    compute = (2 * params * batch * steps + 4 * s.layers * s.heads * s.head_dim * keys) / peak \
+        + 2 * heads * sum(tokens) / (peaks["fp32"] * 1e9)
+    prefill = sum(max(params * arithmetic["weights"] / bandwidth, 2 * params * L / peak) for L in prompt_lens)
+    audio_s = sum(tokens) / TOKENS_PER_SECOND
+    vocoder = cost["decoder_vocos"] * audio_s / peaks["fp32"]
+    decode = max(memory, compute)
+    return {"ceiling_audio_s": audio_s / (decode + prefill + vocoder),
+            "decode_bound": "memory" if memory >= compute else "compute",
+            "decode_step_ms": 1e3 * decode / steps if steps else 0.0,
+            "seconds": {"decode": decode, "prefill": prefill, "decoder_vocos": vocoder}}
 
 
 def dtypes_of(engines) -> tuple[str, ...]:
     """The dtypes whose peak GEMM the ceilings of these engines need (PEAK_DTYPES order): fp32 (heads, Decoder,
-    Vocos), each engine's dtype, int8 for an INT8 engine — the others are not measured (minutes saved)."""
-    need = {"fp32"} | {e.dtype for e in engines} | {"int8" for e in engines if int8_compute(e)}
+    Vocos), the best float this CPU has (the roofline's), each engine's dtype, int8 for an engine that multiplies
+    in int8 — the others are not measured (minutes saved)."""
+    need = {"fp32", best_float()} | {e.dtype for e in engines} | {"int8" for e in engines if int8_compute(e)}
     return tuple(d for d in PEAK_DTYPES if d in need)
 
 
 def int8_compute(engine) -> bool:
-    """Whether the engine's GPT linears multiply in int8 (the W8A8 engine.cpu.Int8Linear); --int8 through
-    engine/kernels.c stores int8 weights but multiplies in fp32 (its ceiling is the fp32 peak)."""
+    """Whether the engine's GPT linears multiply in int8 (W8A8: engine.cpu.Int8Linear, engine/kernels.c's i8);
+    weight-only --int8 (q8, q8_512) stores int8 weights but multiplies in fp32 (its ceiling is the fp32 peak)."""
     from engine.cpu import Int8Linear
+    from engine.kernels import GemmW8A8Linear
 
-    return engine.opts.int8 and isinstance(engine.model.llama.layers[0].wqkv, Int8Linear)
+    return engine.opts.int8 and isinstance(engine.model.llama.layers[0].wqkv, (Int8Linear, GemmW8A8Linear))
+
+
+def side_limits(name: str, engine, shape_cost: tuple, batch: int, bandwidth: float, peaks: dict,
+                measured: float, log) -> dict:
+    """A side's limit_fraction against the roofline at the best float dtype (the acceptance's) and at its own
+    arithmetic, each printed on a line naming the side's path: {"path", "ceiling_audio_s", "limit_fraction",
+    "decode_bound", "path_ceiling_audio_s", "path_limit_fraction"}.  shape_cost: (prompt lengths, tokens, cost)."""
+    lens, tokens, cost = shape_cost
+    m = engine.model
+    path = engine.path.name if engine.path is not None else engine.version.split("-cpu-")[-1]
+    out: dict = {"path": path}
+    for key, what, arithmetic in (("", f"the best float ({best_float()})", at_best_float()),
+                                  ("path_", "its own arithmetic", engine_arithmetic(engine))):
+        roof = roofline(m.llama.s, m.Q * m.V, lens, tokens, batch, bandwidth, peaks, arithmetic, cost)
+        out.update({f"{key}ceiling_audio_s": round(roof["ceiling_audio_s"], 3),
+                    f"{key}limit_fraction": float(f"{measured / roof['ceiling_audio_s']:.4g}"),
+                    f"{key}decode_bound": roof["decode_bound"]})
+        log(f"{name} ({path}): roofline at {what} {roof['ceiling_audio_s']:.2f} audio-s/wall-s (batch {batch}: "
+            f"decode {roof['decode_bound']}-bound, {roof['decode_step_ms']:.1f} ms a step), ours {measured:.3f} = "
+            f"{key}limit_fraction {measured / roof['ceiling_audio_s']:.3f}")
+    return out
 
 
 def _peak(make) -> float:
@@ -198,6 +305,10 @@ def format_profile(p: dict) -> str:
                       for name in ("gemm", "attention", "sampling", "other"))
     return (f"per-step profile ({p['rows']} rows, {p['steps']} steps, {total:.1f} ms/step): {parts}; "
             f"Decoder+Vocos {p['decoder_vocos_s_per_audio_s']:.3f} s per audio s")
+
+
+def format_bandwidth(bandwidth: float) -> str:
+    return f"memory bandwidth (STREAM-like copy, {COPY_BYTES >> 20} MiB): {bandwidth / 1e9:.1f} GB/s"
 
 
 def format_peaks(peaks: dict) -> str:

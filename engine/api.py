@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 ModelSpec = str   # "hf" | "random-tiny" | "random-full" | a local asset directory
 RANDOM_MODELS = ("random-tiny", "random-full")
@@ -22,19 +22,21 @@ RANDOM_MODELS = ("random-tiny", "random-full")
 # weight-bandwidth bound below ~32 rows (benchmarks/engine_steps.py); CUDA: capped further by free memory.
 DEFAULT_MAX_BATCH = {"cpu": 32, "cuda": 128}
 ONNX_MODULES = ("onnxruntime", "onnx", "onnxscript")   # the onnx extra: run, and export the graphs
-BACKENDS = ("torch", "onnx")       # what runs the model calls: our torch engine, or ONNX Runtime (engine/ortengine.py)
+Backend = Literal["torch", "onnx"]   # what runs the model calls: our torch engine, or ONNX Runtime (ortengine.py)
+BACKENDS = get_args(Backend)
+Dtype = Literal["auto", "fp32", "bf16", "fp16"]   # the GPT's dtype (EngineOptions.dtype)
 
 
 @dataclass(frozen=True)
 class EngineOptions:
     model: ModelSpec = "hf"
     device: Literal["cpu", "cuda"] = "cpu"
-    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"   # auto: fp32 on CPU, bf16 on CUDA; bf16 on CPU too
-    int8: bool = False             # CPU only: int8 GPT linears (weight-only on engine/kernels.c, else W8A8)
+    dtype: Dtype = "auto"          # auto: on CPU the fastest exact float path (engine/cpupath.py), on CUDA bf16
+    int8: bool = False             # CPU only: int8 GPT linears (engine/kernels.c's fastest int8 path, else W8A8)
     cuda_graphs: bool = False      # CUDA only: decode steps as captured CUDA graphs (--cuda-graphs)
     max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
     threads: int | None = None     # torch CPU threads, >= 1 (more than the CPUs: they share them); None: torch's
-    backend: Literal["torch", "onnx"] = "torch"   # onnx: the model calls through ONNX Runtime (engine/ortengine.py)
+    backend: Backend = "torch"     # onnx: the model calls through ONNX Runtime (engine/ortengine.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -74,7 +76,7 @@ class Request:
 @dataclass(frozen=True)
 class Result:
     key: str
-    audio: "object"                # numpy float32 mono at engine.units.SAMPLE_RATE, (2T-1)*256 samples
+    audio: object                # numpy float32 mono at engine.units.SAMPLE_RATE, (2T-1)*256 samples
     tokens: int                    # GPT steps generated (T)
 
 

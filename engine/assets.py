@@ -229,7 +229,7 @@ def _write_gpt(model: str, s: RandomShape, d: Path) -> None:
         llama = LlamaModel(LlamaConfig(**{k: v for k, v in cfg.items() if k != "architectures"}))
     sd = {}
     for k, v in llama.state_dict().items():
-        if k.endswith("norm.weight") or k.endswith("layernorm.weight"):
+        if k.endswith(("norm.weight", "layernorm.weight")):
             sd[k] = torch.ones(tuple(v.shape))
         else:                                                   # linears and embed_tokens: N(0, 0.02)
             sd[k] = _tensor(model, f"gpt/{k}", tuple(v.shape), "normal", 0.02)
@@ -322,7 +322,8 @@ def _write_vocos(model: str, s: RandomShape, path: Path) -> None:
     sd = _fill(model, "vocos", vocos, {"head.out.weight": ("normal", 0.3 / s.vocos_dim ** 0.5)})
 
     w = sd["head.out.weight"]
-    phase = _tensor(model, "vocos/head.out.phase", (w.shape[0] // 2, w.shape[1]), "normal", math.pi / s.vocos_dim ** 0.5)
+    phase = _tensor(model, "vocos/head.out.phase", (w.shape[0] // 2, w.shape[1]), "normal",
+                    math.pi / s.vocos_dim ** 0.5)
     w[w.shape[0] // 2:] = phase
     sd["head.out.bias"][: w.shape[0] // 2] = 0.5                  # log-magnitude offset: |S| ~ e^0.5
     _save(sd, path)

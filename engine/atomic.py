@@ -1,6 +1,7 @@
 """Crash-safe writes: every file or folder the package writes into place goes through this module.
 
     write_bytes(final, data)                        # a small file, old or new, never torn
+    write_once(final, data)                         # a small file, unless one is there: the first writer's stays
     with atomic_path(final) as tmp: encoder(tmp)    # a file an encoder writes by path
     with atomic_dir(final) as tmp: build(tmp)       # a whole folder (the random-asset cache)
     with scratch(folder, ".f32") as tmp: ...        # a work file that never becomes an output
@@ -32,9 +33,9 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 TEMP_PREFIX = ".tmp-"              # every temp file and folder starts with it
 TEMP_TOKEN_BYTES = 6               # random bytes in a temp name (12 hex characters)
@@ -102,6 +103,22 @@ def write_bytes(final: Path, data: bytes, *, durable: bool = False,
     with atomic_path(final, durable=durable, before_replace=before_replace) as tmp:
         with open(tmp, "wb") as f:
             f.write(data)
+    return True
+
+
+def write_once(final: Path, data: bytes) -> bool:
+    """Write `data` to `final` unless a file is there already (the first of several writers wins, whole: a temp
+    file hard-linked into place, which fails where `final` exists).  Returns whether this call wrote it."""
+    final = Path(final)
+    tmp = _create(final.parent, final.suffix, directory=False)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.link(tmp, final)
+    except FileExistsError:
+        return False
+    finally:
+        remove_temp(tmp)
     return True
 
 

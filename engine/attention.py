@@ -13,6 +13,7 @@ row, C hidden, H heads, Hkv key/value heads, D head dim, S cache positions):
 
     class MyAttention(Attention):
         exact = True                  # a row's bits never depend on its batch-mates (engine/generate.py)
+        kv_dtype = None               # the KV cache's dtype (None: the model's; CStep on bf16 kernels: bf16)
         def begin(self, cache, pos, slots, lengths) -> Call:
             # cache   engine.llama.KVCache: k[l], v[l] [slots, Hkv, S, D] per layer
             # pos     [B, L] long: the RoPE positions, and where in its slot each new key and value is written
@@ -32,7 +33,7 @@ The back-ends:
     CAttention  decode steps (L == 1) attend in one engine/kernels.c call per layer for all rows; prefill as
                 PerRow.  The model's projections are kernels.GemmLinear or GemmInt8Linear.
     CStep       decode steps run whole in one engine/kernels.c call (kernels.DecodeStep: every layer and the
-                final norm); prefill as PerRow.
+                final norm); prefill as PerRow.  On bf16 kernels its cache is bf16 (half the bytes a step reads).
     Attention   (the base) calls that carry the rows only: engine/ortengine.py, whose graphs attend and write.
 
 Every exact strategy attends each (row, head) over the row's own prefix only, in an order fixed by its length,
@@ -40,7 +41,9 @@ so a row's bits do not depend on the rest of its call; the linears' side of that
 """
 from __future__ import annotations
 
-import torch                      # imported lazily (by engine.llama users), never by engine.api
+from collections.abc import Callable
+
+import torch  # imported lazily (by engine.llama users), never by engine.api
 import torch.nn.functional as F
 
 from engine import kernels
@@ -69,7 +72,8 @@ class Call:
     """One Llama call's state: where its rows live.  The base writes this call's keys and values at `pos` of
     each row's slot; subclasses attend (or run the whole step: `step`)."""
 
-    step = None                   # x [B, 1, C] -> final-normed [B, 1, C] where a back-end runs the call whole
+    step: Callable[[torch.Tensor], torch.Tensor] | None = None   # x [B, 1, C] -> final-normed [B, 1, C] where a
+                                                                  # back-end runs the call whole
 
     def __init__(self, cache, pos, slots, lengths):
         self.cache, self.pos, self.lengths = cache, pos, lengths
@@ -77,10 +81,11 @@ class Call:
         self.rows = cache_rows(cache.k[0], self.slots, pos)                     # [B·L·Hkv], every layer's
 
     def write(self, kv, k, v) -> None:
-        """k, v [B, L, Hkv, D] into kv = (k_cache, v_cache) [slots, Hkv, S, D] at cache[slots[b], :, pos[b, l]]."""
+        """k, v [B, L, Hkv, D] into kv = (k_cache, v_cache) [slots, Hkv, S, D] at cache[slots[b], :, pos[b, l]]
+        (rounded to the cache's dtype, where it is another: to nearest even)."""
         D = k.shape[-1]
-        kv[0].view(-1, D).index_copy_(0, self.rows, k.reshape(-1, D))
-        kv[1].view(-1, D).index_copy_(0, self.rows, v.reshape(-1, D))
+        kv[0].view(-1, D).index_copy_(0, self.rows, k.reshape(-1, D).to(kv[0].dtype))
+        kv[1].view(-1, D).index_copy_(0, self.rows, v.reshape(-1, D).to(kv[1].dtype))
 
     def attend(self, q, k_cache, v_cache):
         raise NotImplementedError(f"{type(self).__name__} does not attend in torch")
@@ -91,6 +96,7 @@ class Attention:
     themselves: engine/ortengine.py)."""
 
     exact = True
+    kv_dtype: torch.dtype | None = None   # the KV cache's dtype: None, the model's
 
     def begin(self, cache, pos, slots, lengths) -> Call:
         return Call(cache, pos, slots, lengths)
@@ -114,6 +120,7 @@ class BatchedCall(Call):
             kk, vv = k_cache[:B, :, :S], v_cache[:B, :, :S]                     # [B, Hkv, S, D]
         else:
             kk, vv = k_cache[self.slots, :, :S], v_cache[self.slots, :, :S]
+        kk, vv = kk.to(q.dtype), vv.to(q.dtype)                                 # a bf16 cache: widened exactly
         return F.scaled_dot_product_attention(q, _heads(kk, rep), _heads(vv, rep), attn_mask=self.mask)
 
 
@@ -141,8 +148,8 @@ class PerRowCall(Call):
             if n == 0:                                                           # a padding row: no keys
                 out.append(torch.zeros_like(q[b:b + 1]))
                 continue
-            kk = _heads(k_cache[sl:sl + 1, :, :n], rep)                          # [1, H, n, D]
-            vv = _heads(v_cache[sl:sl + 1, :, :n], rep)
+            kk = _heads(k_cache[sl:sl + 1, :, :n].to(q.dtype), rep)              # [1, H, n, D], widened from a
+            vv = _heads(v_cache[sl:sl + 1, :, :n].to(q.dtype), rep)              # bf16 cache exactly
             # queries are the last L positions of the row's prefix: causal within them
             causal = torch.ones(L, n, dtype=torch.bool, device=q.device).tril(n - L) if L > 1 else None
             out.append(F.scaled_dot_product_attention(q[b:b + 1], kk, vv, attn_mask=causal))
@@ -192,6 +199,7 @@ class CStep(PerRow):
 
     def __init__(self, model):
         self.decode = kernels.DecodeStep(model)
+        self.kv_dtype = self.decode.kv_dtype
 
     @staticmethod
     def supports(model) -> bool:

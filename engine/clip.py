@@ -43,7 +43,7 @@ def read_clip(path: Path):
         gone = not Path(path).exists()
         raise VoiceError(f"{path}: {'no such recording' if gone else f'cannot decode it: {e.filename} not found'}"
                          ) from None
-    except Exception as e:                        # CouldntDecodeError, errors on bad WAVs, 64-bit samples
+    except Exception as e:  # noqa: BLE001 — pydub/ffmpeg raise many types: CouldntDecodeError, bad WAVs, 64-bit
         first = (str(e).strip().splitlines() or [""])[0][:120]
         raise VoiceError(f"{path}: cannot decode the recording ({type(e).__name__}{': ' + first if first else ''})"
                          ) from None

@@ -2,14 +2,14 @@
 sizes (invariant_sizes).
 
     model = CodeModel.from_chattts(chat.gpt, embed, spk_emb_id, "cpu", torch.float32)
-    model.quantize_int8(); model.pack(engine.cpu.cpu_linear())     # the CPU back-end (engine/cpu.py)
+    model.pack(*engine.cpu.path_linears(path))                     # the CPU back-end (engine/cpu.py, cpupath.py)
     call = model.llama.attention.begin(cache, pos, slots, lens)     # engine/attention.py: chosen with the back-end
     h = model.llama(x, call)                                        # engine/generate.py's decode loop drives it
     logits = model.logits(h[:, -1])                                 # [B, Q, V]
 """
 from __future__ import annotations
 
-import torch                      # imported lazily by engine.engine, never by engine.api
+import torch  # imported lazily by engine.engine, never by engine.api
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -54,7 +54,7 @@ class CodeModel:
         return next((m for m in self._sizes[key] if m >= rows), None)
 
     @classmethod
-    def from_chattts(cls, gpt, embed, spk_emb_id: int, device, dtype) -> "CodeModel":
+    def from_chattts(cls, gpt, embed, spk_emb_id: int, device, dtype) -> CodeModel:
         """From ChatTTS's loaded `GPT` (its `.gpt` is the HF LlamaModel) and `Embed` modules."""
         shape = LlamaShape.from_hf(gpt.gpt.config)
         llama = build_llama(shape, {k: v.detach() for k, v in gpt.gpt.state_dict().items()}, device, dtype)
@@ -91,18 +91,18 @@ class CodeModel:
         """hidden [B, C] -> logits [B, Q, V] fp32."""
         return self.head_linear(hidden.float()).view(-1, self.Q, self.V)
 
-    def pack(self, make=None) -> "CodeModel":
-        """CPU fp32: the block projections (those still dense nn.Linear) and the heads through a packed-weight
-        linear, make(weight): engine.cpu.PackedLinear (oneDNN, the default) or engine.kernels.GemmLinear (the
-        caller checks that it is available: engine.cpu.cpu_linear).  Forget the call sizes measured for the old
-        kernel."""
+    def pack(self, make=None, heads=None) -> CodeModel:
+        """CPU: the block projections (those still dense nn.Linear) through a packed-weight linear, make(weight)
+        — engine.cpu.PackedLinear (oneDNN, the default), engine.kernels.GemmLinear (the caller checks that it is
+        available: engine.cpu.cpu_linear), or a path's (engine.cpu.path_linears) — and the heads through
+        heads(weight) (default: make).  Forget the call sizes measured for the old kernel."""
         make = make or PackedLinear
         pack_linears(self.llama, make)
-        self.head_linear = make(self.head)
+        self.head_linear = (heads or make)(self.head)
         self._sizes.clear()
         return self
 
-    def quantize_int8(self) -> "CodeModel":
+    def quantize_int8(self) -> CodeModel:
         """The block projections in int8 (engine.cpu.quantize_int8; before `pack`, which then packs only what is
         left in fp32: the heads).  Forget the call sizes measured for the old kernel."""
         quantize_int8(self.llama)
@@ -143,13 +143,15 @@ def share_weights_with_hf(model: Llama, hf) -> None:
     path keeps working.  (HF's own copies are often file-backed safetensors pages the OS can drop.)"""
     s = model.s
     for blk, layer in zip(model.layers, hf.layers):
-        if not isinstance(blk.wqkv, nn.Linear):
+        wqkv, wo, w13, w2 = blk.wqkv, blk.wo, blk.w13, blk.w2
+        if not (isinstance(wqkv, nn.Linear) and isinstance(wo, nn.Linear) and isinstance(w13, nn.Linear)
+                and isinstance(w2, nn.Linear)):                          # packed or quantized: nothing to share
             return
-        q, k, v = blk.wqkv.weight.split([s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim])
-        gate, up = blk.w13.weight.split([s.ffn, s.ffn])
+        q, k, v = wqkv.weight.split([s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim])
+        gate, up = w13.weight.split([s.ffn, s.ffn])
         pairs = ((layer.self_attn.q_proj, q), (layer.self_attn.k_proj, k), (layer.self_attn.v_proj, v),
-                 (layer.self_attn.o_proj, blk.wo.weight), (layer.mlp.gate_proj, gate), (layer.mlp.up_proj, up),
-                 (layer.mlp.down_proj, blk.w2.weight))
+                 (layer.self_attn.o_proj, wo.weight), (layer.mlp.gate_proj, gate), (layer.mlp.up_proj, up),
+                 (layer.mlp.down_proj, w2.weight))
         for lin, w in pairs:
             if lin.weight.shape != w.shape or lin.weight.dtype != w.dtype or lin.weight.device != w.device:
                 return

@@ -1,29 +1,26 @@
 """The CPU back-end policy: which kernel a CPU engine's linears and decode steps run on, and int8.
 
-    make = cpu_linear()                  # engine.kernels.GemmLinear, else oneDNN's PackedLinear, else None (MKL)
-    pack_linears(llama, make)            # every block projection packed once; decode steps on our kernel
-    quantize_int8(llama)                 # --int8: weight-only int8 on our kernel, else the W8A8 Int8Linear
+    pack_path(llama, path)               # engine/cpupath.py's choice: every block projection on its kernel
+    make = cpu_linear()                  # without a path: engine.kernels.GemmLinear, else oneDNN's PackedLinear,
+    pack_linears(llama, make)            #   else None (MKL); every block projection packed once
+    quantize_int8(llama)                 # --int8 without a path: weight-only int8 on our kernel, else W8A8 Int8Linear
 
 The model (engine/llama.py) knows nothing of this: these functions replace a Block's nn.Linear projections and
 choose its attention strategy (`attach_kernels`: engine/attention.py's CStep, CAttention or PerRow) to match.
+Which path (engine/kernels.c's kind and the engine's dtype) a CPU engine runs is engine/cpupath.py's choice.
 """
 from __future__ import annotations
 
 import os
 
-import torch                      # imported lazily (by engine.codemodel users), never by engine.api
+import torch  # imported lazily (by engine.codemodel users), never by engine.api
 import torch.nn as nn
 
 from engine import kernels
 from engine.attention import CAttention, CStep, PerRow
+from engine.kernelbuild import cpu_flags
+from engine.kernels import quantize_rows, quantize_weight
 from engine.llama import Llama
-
-
-def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """int8 weights per output channel, symmetric: (wq [N, K] int8, scale [N] fp32), weight ~ scale[:, None] * wq."""
-    w = weight.detach().float()                                                  # [N, K]
-    scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                           # [N]
-    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
 
 
 class Int8Linear(nn.Module):
@@ -32,7 +29,10 @@ class Int8Linear(nn.Module):
     depends on the other rows of the call (unlike per-tensor dynamic quantization).  Where engine/kernels.c
     builds, the engine uses its weight-only engine.kernels.GemmInt8Linear instead (faster, activations unrounded)."""
 
-    def __init__(self, linear: nn.Module):
+    wq: torch.Tensor              # [N, K] int8 (buffers)
+    scale: torch.Tensor           # [N] fp32
+
+    def __init__(self, linear: nn.Linear):
         super().__init__()
         wq, scale = quantize_weight(linear.weight)
         self.register_buffer("wq", wq)
@@ -41,9 +41,7 @@ class Int8Linear(nn.Module):
 
     def forward(self, x):                                                        # x [..., K] fp32
         shape = x.shape
-        x2 = x.reshape(-1, shape[-1]).float()                                    # [M, K]
-        s = (x2.abs().amax(-1, keepdim=True) / 127.0).clamp_min(1e-12)           # [M, 1]
-        xq = torch.round(x2 / s).clamp(-127, 127).to(torch.int8)
+        xq, s = quantize_rows(x.reshape(-1, shape[-1]).float())                  # [M, K] int8, [M, 1]
         acc = torch._int_mm(xq, self.wq.t())                                     # [M, N] int32, exact
         return (acc.float() * (s * self.scale)).to(x.dtype).view(*shape[:-1], self.out_features)
 
@@ -101,6 +99,30 @@ def pack_linears(model: Llama, make=PackedLinear) -> Llama:
     return attach_kernels(model)
 
 
+def kind_linear(kind: str):
+    """make(weight [N, K] fp32) -> a block projection on engine/kernels.c's `kind` (int8 kinds: the weight
+    quantized per output column first, quantize_weight)."""
+    if kind in kernels.GemmLinear.RUNS:
+        return lambda w: kernels.GemmLinear(w, kind)
+    if kind in kernels.GemmBf16Linear.RUNS:
+        return kernels.GemmBf16Linear
+    if kind in kernels.GemmW8A8Linear.RUNS:
+        return lambda w: kernels.GemmW8A8Linear(*quantize_weight(w))
+    return lambda w: kernels.GemmInt8Linear(*quantize_weight(w), kind)
+
+
+def path_linears(path) -> tuple:
+    """(make, heads) for engine/cpupath.py's `path`: make(weight) packs a block projection for the path's kind
+    (kind_linear), heads(weight) the code heads, in fp32 (as upstream)."""
+    return kind_linear(path.kind), kind_linear(path.heads)
+
+
+def pack_path(model: Llama, path) -> Llama:
+    """Every block projection (dense nn.Linear) on `path`'s kernel (path_linears), and the strategy to match: the
+    decode step whole in one engine/kernels.c call (attach_kernels)."""
+    return pack_linears(model, path_linears(path)[0])
+
+
 def attach_kernels(model: Llama) -> Llama:
     """The model's attention strategy (engine/attention.py) for its projections: where they are all
     engine/kernels.c's, decode steps whole in one call (CStep) where it supports the model, else one attention
@@ -142,14 +164,6 @@ MKL_ISAS = (("sse4_2", {"sse4_2"}), ("avx", {"avx"}), ("avx2", {"avx2", "fma"}),
             ("avx512", {"avx512f", "avx512bw", "avx512vl", "avx512dq"}))
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        line = next(ln for ln in open("/proc/cpuinfo", encoding="utf-8") if ln.startswith("flags"))
-    except (OSError, StopIteration):
-        return set()
-    return set(line.split(":", 1)[1].split())
-
-
 def _isa(table, flags: set[str], cap: str | None) -> str:
     """The highest ISA of `table` the CPU has, no higher than `cap` (an environment variable's ISA name)."""
     names = [name for name, _ in table]
@@ -159,15 +173,20 @@ def _isa(table, flags: set[str], cap: str | None) -> str:
     return have[-1] if have else "default"
 
 
-def backend_name(int8: bool = False, dtype: str = "fp32") -> str:
+def backend_name(int8: bool = False, dtype: str = "fp32", tag: str | None = None) -> str:
     """What determines a CPU engine's bits besides the model and settings (engine.engine.Engine.version names
     it; no model needed): the linears' kernel and its ISA, and torch's own dispatch level (ATen's vectorized ops:
-    norms, SDPA in prefill, sampling).  "kernels-aten_avx2": engine/kernels.c (fp32, or weight-only int8);
-    "onednn-avx2-aten_avx2": oneDNN's packed linears (fp32), or the W8A8 Int8Linear beside them (int8), at the
-    ISA oneDNN dispatches to (ONEDNN_MAX_CPU_ISA honoured); "mkl-avx2-aten_avx2": MKL's F.linear (no oneDNN;
-    MKL_ENABLE_INSTRUCTIONS honoured); bf16 on CPU runs torch's own matmul: "aten_<level>" alone."""
+    norms, SDPA in prefill, sampling).  With a path of engine/cpupath.py, its tag: "kernels-aten_avx2" for
+    engine/kernels.c's fp32 and weight-only int8 chains (on AVX2 or AVX-512: the same bits),
+    "kernels_avx512bf16-aten_avx512" for its bf16 path, "kernels_avx512vnni-aten_avx512" for its W8A8 one.
+    Without one (no kernels of ours, or bf16 on a CPU without AVX512_BF16): "onednn-avx2-aten_avx2": oneDNN's packed
+    linears (fp32), or the W8A8 Int8Linear beside them (int8), at the ISA oneDNN dispatches to
+    (ONEDNN_MAX_CPU_ISA honoured); "mkl-avx2-aten_avx2": MKL's F.linear (no oneDNN; MKL_ENABLE_INSTRUCTIONS
+    honoured); bf16 on CPU runs torch's own matmul: "aten_<level>" alone."""
     aten = f"aten_{torch.backends.cpu.get_cpu_capability().lower()}"
-    flags = _cpu_flags()
+    if tag is not None:
+        return f"{tag}-{aten}"
+    flags = cpu_flags()
     if dtype != "fp32":
         return aten
     if kernels.available():

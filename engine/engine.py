@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from engine.api import DeviceUnavailable, EngineOptions, ModelUnavailable, Request, Result, onnx_missing
 from engine.clip import sample_prompt
@@ -37,28 +37,31 @@ ENGINE_VERSION = "6"               # bump whenever generated audio would change 
 # name), so a book rendered with 2-5 on a machine is not rendered again there.
 ADOPTED_VERSIONS = ("2", "3", "4", "5")
 SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
-PROMPT = "[Stts][spk_emb][speed_%d]{text}[Ptts]" % SPEED   # as upstream builds it (InferCodeParams.prompt)
+PROMPT = f"[Stts][spk_emb][speed_{SPEED}]{{text}}[Ptts]"   # as upstream builds it (InferCodeParams.prompt)
 # With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
-SAMPLE_PROMPT = "[Stts]{speaker}{txt_smp}[speed_%d]{text}[Ptts]" % SPEED
+SAMPLE_PROMPT = f"[Stts]{{speaker}}{{txt_smp}}[speed_{SPEED}]{{text}}[Ptts]"
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
 
 _LOCK = threading.Lock()
-_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, cuda_graphs) -> CodeModel, loaded once per process
+_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, cuda_graphs, backend, CPU path) -> CodeModel
 
 
-def _resolve_dtype(opts: EngineOptions) -> str:
+def _resolve_dtype(opts: EngineOptions, path=None) -> str:
+    """The engine's dtype: the one asked; for auto, bf16 on CUDA (onnx: fp16), on CPU the chosen path's
+    (engine/cpupath.py: the fastest exact float path this CPU has), else fp32."""
     if opts.dtype != "auto":
         return opts.dtype
     if opts.device == "cuda":
         return "fp16" if opts.backend == "onnx" else "bf16"
-    return "fp32"
+    return path.dtype if path is not None else "fp32"
 
 
-def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str | None = None) -> str:
+def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str | None = None,
+                   path=None) -> str:
     """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
     hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
-    decide the bits); CUDA's names only whether the decode step runs as CUDA graphs (+compile: the
-    name it had before the option was --cuda-graphs; kept, so keys stay).  The onnx
+    decide the bits; `path`, engine/cpupath.py's, names its arithmetic); CUDA's names only whether the decode step
+    runs as CUDA graphs (+compile: the name it had before the option was --cuda-graphs; kept, so keys stay).  The onnx
     back-end's names carry engine.ortengine.backend_name (`onnx-ort1.32-cpu`: onnxruntime's version and the
     provider) on every device, so its audio never shares a key with the torch engine's."""
     version = version or ENGINE_VERSION           # read when called (tests set an older one)
@@ -71,8 +74,29 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
     elif opts.device == "cpu" and int(version) >= 6:
         from engine.cpu import backend_name  # torch: engine.engine stays importable without it
 
-        backend = f"-{backend_name(opts.int8, dtype)}"
+        backend = f"-{backend_name(opts.int8, dtype, path.tag if path is not None else None)}"
     return f"ours{version}-{fingerprint}-{dtype}-{opts.device}{backend}{extras}"
+
+
+def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, path=None) -> tuple[str, ...]:
+    """The versions whose done audio an engine keeps (tasks/plan/rows.py plan_rows): ADOPTED_VERSIONS of its dtype;
+    on CPU with a path (engine/cpupath.py) also every other path its request may run — a measurement on another
+    day, or another CPU of the fleet, may have chosen another; `--dtype auto` also fp32's ADOPTED_VERSIONS (auto
+    was fp32 on CPU before the paths); `--dtype bf16` also torch's own bf16 (its engine before the paths).  None for
+    the onnx back-end."""
+    if opts.backend != "torch":
+        return ()
+    out = [engine_version(fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS]
+    if opts.device == "cpu" and path is not None:
+        from engine.cpupath import candidates
+
+        out += [engine_version(fingerprint, opts, p.dtype, path=p) for p in candidates(opts.dtype, opts.int8)]
+        if opts.dtype == "auto":
+            out += [engine_version(fingerprint, opts, "fp32", v) for v in ADOPTED_VERSIONS]
+        if dtype == "bf16":
+            out.append(engine_version(fingerprint, opts, "bf16"))
+    mine = engine_version(fingerprint, opts, dtype, path=path)
+    return tuple(v for v in dict.fromkeys(out) if v != mine)
 
 
 def _ort_model(loaded, opts: EngineOptions, dtype: str):
@@ -86,27 +110,38 @@ def _ort_model(loaded, opts: EngineOptions, dtype: str):
     return load_ort_model(loaded, opts.device, dtype, opts.threads, opts.batch)
 
 
+def _cpu_path(opts: EngineOptions, loaded):
+    """engine/cpupath.py's path for a CPU torch engine (None: CUDA, onnx, or no kernels of ours here): measured at
+    the model's shape and the engine's batch, once per machine."""
+    if opts.device != "cpu" or opts.backend != "torch":
+        return None
+    from engine.cpupath import choose
+    from engine.llama import LlamaShape
+
+    shape = LlamaShape.from_hf(loaded.chat.gpt.gpt.config)
+    return choose(opts.dtype, opts.int8, shape, opts.batch)
+
+
 class Engine:
     """See engine/api.py for the contract."""
 
-    def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str):
-        self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
-        self.version = engine_version(loaded.fingerprint, opts, dtype)
-        adopted = ADOPTED_VERSIONS if opts.backend == "torch" else ()   # the onnx back-end adopts no torch audio
-        self.adopts = tuple(engine_version(loaded.fingerprint, opts, dtype, v) for v in adopted)
+    def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str, path=None):
+        self.opts, self.loaded, self.model, self.dtype, self.path = opts, loaded, code_model, dtype, path
+        self.version = engine_version(loaded.fingerprint, opts, dtype, path=path)
+        self.adopts = adopted_versions(loaded.fingerprint, opts, dtype, path)   # onnx: none of the torch engine's
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
         self._spk_cache: dict[str, object] = {}
         self._voices: dict[str, tuple] = {}           # voice string -> (spk [C] | None, codes [P, Q] | None, txt)
         self.last_batch_sizes: list[int] = []         # the scheduler's batch sizes of the last synthesize call
 
     @classmethod
-    def load(cls, opts: EngineOptions) -> "Engine":
+    def load(cls, opts: EngineOptions) -> Engine:
         """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable, or
         DeviceUnavailable when torch cannot use CUDA."""
         import torch
 
         from engine.codemodel import CodeModel, enable_cuda_graphs
-        from engine.cpu import cpu_linear
+        from engine.cpu import cpu_linear, path_linears
 
         if opts.threads:
             torch.set_num_threads(opts.threads)
@@ -114,26 +149,30 @@ class Engine:
             raise DeviceUnavailable("--device cuda: torch cannot use a CUDA device here (torch.cuda.is_available() "
                                     "is False: a torch built without CUDA, or a driver too old for it); use "
                                     "--device cpu")
-        dtype = _resolve_dtype(opts)
-        key = (opts.model, opts.device, dtype, opts.int8, opts.cuda_graphs, opts.backend)
         with _LOCK:
             loaded = load_chattts(opts.model, opts.device)
+            path = _cpu_path(opts, loaded)
+            dtype = _resolve_dtype(opts, path)
+            key = (opts.model, opts.device, dtype, opts.int8, opts.cuda_graphs, opts.backend, path)
             if key not in _MODELS and opts.backend == "onnx":
                 _MODELS[key] = _ort_model(loaded, opts, dtype)
-            if key not in _MODELS:
-                tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+            if key not in _MODELS:               # a path's model stays fp32 around its kernels (bf16 inside them)
+                tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
+                    "fp32" if path is not None else dtype]
                 spk_id = loaded.tokenizer.spk_emb_ids
                 model = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, spk_id, opts.device, tdtype)
-                if opts.int8:                    # the block projections in int8 (the heads stay fp32, packed below)
+                if path is not None:             # engine/kernels.c's projections and decode step, the heads fp32
+                    model.pack(*path_linears(path))
+                elif opts.int8:                  # the block projections in int8 (the heads stay fp32, packed below)
                     model.quantize_int8()
-                if opts.device == "cpu" and dtype == "fp32":
-                    make = cpu_linear()          # engine/kernels.c, else oneDNN, else MKL's F.linear (same version:
-                    if make is not None:         # the CPU's kernels already differ from machine to machine)
+                if path is None and opts.device == "cpu" and dtype == "fp32":
+                    make = cpu_linear()          # oneDNN, else MKL's F.linear (same version: the CPU's kernels
+                    if make is not None:         # already differ from machine to machine)
                         model.pack(make)
-                if opts.cuda_graphs:                 # CUDA graphs of the decode step
+                if opts.cuda_graphs:             # CUDA graphs of the decode step
                     enable_cuda_graphs(model)
                 _MODELS[key] = model
-            return cls(opts, loaded, _MODELS[key], dtype)
+            return cls(opts, loaded, _MODELS[key], dtype, path)
 
     # ------------------------------------------------------------------------------------------- voices
     def sample_voice(self, seed: int) -> str:
@@ -225,7 +264,7 @@ class Engine:
         order = itertools.count(len(rows))           # arrival index of the late ones
 
         def late(idle: bool) -> list:
-            return [self._row(r, next(order)) for r in more(idle)]
+            return [self._row(r, next(order)) for r in (more(idle) if more is not None else ())]
 
         exact = self.opts.device == "cpu"
         sched = Scheduler(self.model, self.opts.batch, exact=exact)
@@ -236,6 +275,7 @@ class Engine:
                 wav = self.model.vocode(row.hiddens)
             else:
                 (wav,) = decode(self.loaded, [row.hiddens])   # each row alone, on every device (engine/vocoder.py)
+            assert row.tokens is not None                # a finished row's T (engine/generate.py)
             res = Result(key=row.key, audio=wav, tokens=row.tokens)
             if progress is not None:
                 progress(res)

@@ -18,18 +18,19 @@ M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel on AVX2: rows g
 but, measured, not on its neighbours' values.  Which sizes hold is the CPU's and the library's business, never
 assumed.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
 sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer
-(engine.codemodel.invariant_sizes), and a decode step is one call over all active rows padded up to the smallest such size with a scratch slot;
-where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical shape: both ways give the same
-bits).  Attention runs per row over its own prefix (the model's exact strategy, engine/attention.py, taken once
-per DecodeBatch; the non-exact step takes Batched), and every per-row op (logits processing, sampling:
-engine/sampling.py) reduces over the row's own values only.  Sampling noise is counter-based — a hash of (row
-seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
+(engine.codemodel.invariant_sizes), and a decode step is one call over all active rows padded up to the smallest
+such size with a scratch slot; where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical
+shape: both ways give the same bits).  Attention runs per row over its own prefix (the model's exact strategy,
+engine/attention.py, taken once per DecodeBatch; the non-exact step takes Batched), and every per-row op (logits
+processing, sampling: engine/sampling.py) reduces over the row's own values only.  Sampling noise is counter-based
+— a hash of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-import torch                      # imported lazily by engine.engine, never by engine.api
+import torch  # imported lazily by engine.engine, never by engine.api
 
 from engine.attention import Batched
 from engine.codemodel import EXACT_ROWS, CodeModel
@@ -63,7 +64,7 @@ class Row:
         return self.ids.shape[0] + (0 if self.codes is None else self.codes.shape[0])
 
 
-def eos_allowed(r: "Row") -> bool:
+def eos_allowed(r: Row) -> bool:
     """Forced rows never sample EOS (they end by count); others may from step 1 on (no empty rows)."""
     return r.steps >= r.end_at if r.forced else r.steps >= 1
 
@@ -78,12 +79,13 @@ class DecodeBatch:
         self.model, self.params, self.exact = model, params, exact
         self.slots, self.max_len, self.max_steps = slots, max_len, max_steps
         self.scratch = slots                                   # a spare slot that padding rows write into
-        self.cache = KVCache(model.llama.s, slots + 1, max_len, dev, model.dtype)
+        self.attention = model.llama.attention if exact else Batched()     # engine/attention.py, for every call
+        kv_dtype = self.attention.kv_dtype or model.dtype                   # (bf16 kernels: a bf16 cache)
+        self.cache = KVCache(model.llama.s, slots + 1, max_len, dev, kv_dtype)
         self.hid = torch.zeros(slots + 1, max_steps, C, device=dev, dtype=torch.float32)   # hidden_i per slot
         self.last = torch.zeros(slots + 1, Q, dtype=torch.long, device=dev)        # token of the last step
         self.hist = torch.full((slots + 1, Q, params.penalty_window), model.V, dtype=torch.long, device=dev)
         self.rows: dict[int, Row] = {}                          # slot -> row
-        self.attention = model.llama.attention if exact else Batched()     # engine/attention.py, for every call
         if exact and not self.attention.exact:
             raise ValueError(f"exact decoding needs an exact attention strategy, not {self.attention!r}")
         self.graphs = None if exact else GraphStep(self, capture=model.graphs and dev.type == "cuda")
@@ -117,8 +119,8 @@ class DecodeBatch:
         active = [self.rows[s] for s in sorted(self.rows)]
         if not active:
             return []
-        if not self.exact:                                   # all slots in one call (CUDA graphs when compiled)
-            h, tok = self.graphs.run(active)
+        if self.graphs is not None:                          # not exact: all slots in one call (CUDA graphs
+            h, tok = self.graphs.run(active)                 # when compiled)
             return self._record(active, h, tok)
         size = self.model.call_size(len(active), self.slots)
         if size is None:                                     # chunks of the canonical shape
@@ -204,7 +206,7 @@ class GraphStep:
         self.tok = torch.zeros(B, batch.model.Q, dtype=torch.long, device=dev)
         self.capture = capture
         self.graphs: dict[int, object] = {}
-        self.pool = None
+        self.pool: Any = None                            # torch.cuda.graph_pool_handle(): the first capture's
 
     def _body(self, S: int) -> None:
         b, m = self.batch, self.batch.model

@@ -1,23 +1,39 @@
-/* The CPU decode step's kernels with AVX2 + FMA (engine/kernels.py builds and loads this file;
- * SPDX-License-Identifier: AGPL-3.0-or-later): chattts_gemm, a linear layer in fp32 (chattts_gemm_q8: int8
- * weights with a scale per output column, fp32 activations and sums), chattts_attend, attention of one query
- * per row over the row's own prefix of the KV cache, and chattts_step, a decode step of the whole Llama built
- * from those two (at the end of this file).
+/* The CPU decode step's kernels (engine/kernels.py builds and loads this file; SPDX-License-Identifier:
+ * AGPL-3.0-or-later): chattts_linear, a linear layer over weights packed once in one of six *kinds*, chattts_attend,
+ * attention of one query per row over the row's own prefix of the KV cache, and chattts_step, a decode step of the
+ * whole Llama built from those two (at the end of this file).
  *
- * chattts_gemm: y[M][N] = x[M][K] . W[N][K]^T.
+ * The kinds (kernels.py KINDS names them; each runs only where the CPU has its instructions and this compiler
+ * built it: chattts_kinds):
+ *     KIND_F32      fp32 weights, AVX2 + FMA                       (the file's baseline flags: -mavx2 -mfma)
+ *     KIND_Q8       int8 weights (a scale per output column), fp32 activations and sums, AVX2 + FMA
+ *     KIND_F32_512  fp32 weights, AVX-512: the same chains as KIND_F32, 16 lanes wide and 12 rows a chunk
+ *     KIND_Q8_512   int8 weights as KIND_Q8, AVX-512: the same chains as KIND_Q8
+ *     KIND_BF16     bf16 weights and activations (each row rounded to bf16 when it enters), fp32 sums
+ *                   (AVX512_BF16's vdpbf16ps: two products a step)
+ *     KIND_I8       W8A8: int8 weights, each row quantized to int8 when it enters (its absmax / 127), exact int32
+ *                   sums (AVX512_VNNI's vpdpbusd: four products a step), one fp32 rescale
+ * The AVX-512 kinds are functions compiled for their instructions (__attribute__((target))), called only where the
+ * CPU has them: the rest of the file, and the library's load, need AVX2 + FMA only.
+ *
+ * chattts_linear: y[M][N] = x[M][K] . W[N][K]^T.
  * W is packed once into blocks of 16 output columns, each K-major: Wp[n0 .. n0+16)[k] at Wp + n0*K + 16*k (a last
- * block of 8 when N % 16 == 8).  A thread takes a contiguous range of column blocks and streams its weights once
- * per call; inside a block, rows go in chunks of up to 6 (6 rows x 16 columns = 12 ymm accumulators).
+ * block of 8 when N % 16 == 8); bf16 weights go in pairs of k (K padded to even: Wp + n0*Kp + 32*(k/2) + 2*j + k%2)
+ * and int8 weights for vpdpbusd in quads of k (K padded to a multiple of 4: Wp + n0*Kq + 64*(k/4) + 4*j + k%4).  A
+ * thread takes whole column blocks and streams their weights once per call; inside a block, rows go in chunks.
  *
- * Every output element is one chain of fused multiply-adds over k = 0 .. K-1, in order, from zero: the same
- * instructions whatever M is, whichever chunk the row lands in and however many threads split the columns.  So a
- * row's result never depends on the other rows of the call (batch invariance without padding), nor on the
- * thread count.  (No -ffast-math: the compiler may not reorder the chain.)  Int8 weights convert to float exactly,
-so the same holds for chattts_gemm_q8; its column scale multiplies the finished sum.
+ * Every output element is one chain over k = 0 .. K-1, in order, from zero (fp32 and int8 weights: a fused
+ * multiply-add per k; bf16: a vdpbf16ps per pair of k; W8A8: an exact int32 sum): the same instructions whatever M
+ * is, whichever chunk the row lands in and however many threads split the columns.  So a row's result never
+ * depends on the other rows of the call (batch invariance without padding), nor on the thread count, in every
+ * kind.  (No -ffast-math: the compiler may not reorder a chain.)  KIND_F32_512 and KIND_Q8_512 run each lane's
+ * chain exactly as KIND_F32 and KIND_Q8 do, so they give the same bits.  Int8 weights convert to float exactly,
+ * so the same holds for the int8 kinds; a column scale multiplies the finished sum.
  */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MR 6                                  /* rows per chunk */
 #define NB 16                                 /* columns per block (a last block may be 8) */
@@ -102,20 +118,337 @@ static void gemm_for(const kernel *k16, const kernel *k8, long bytes, const floa
     }
 }
 
-static void gemm(const kernel *k16, const kernel *k8, long bytes, const float *x, long M, long K, const char *Wp,
-                 const float *scale, long N, float *y, int threads) {
-    #pragma omp parallel num_threads(threads)
-    gemm_for(k16, k8, bytes, x, M, K, Wp, scale, N, y);
+/* ------------------------------------------------------------------------------------------------ AVX-512
+ * Functions compiled for the AVX-512 instructions they use (the rest of the file needs AVX2 + FMA only); a compiler
+ * too old for AVX512_BF16 (gcc < 10, clang < 9) or AVX512_VNNI (gcc < 8, clang < 6) builds the others, and
+ * chattts_kinds says which. */
+#if defined(__clang__)
+#define HAVE_BF16 (__clang_major__ >= 9)
+#define HAVE_VNNI (__clang_major__ >= 6)
+#elif defined(__GNUC__)
+#define HAVE_BF16 (__GNUC__ >= 10)
+#define HAVE_VNNI (__GNUC__ >= 8)
+#else
+#define HAVE_BF16 0
+#define HAVE_VNNI 0
+#endif
+#define ISA512 "avx2,fma,avx512f,avx512bw,avx512vl,avx512dq"
+#define T512 __attribute__((target(ISA512)))
+#define MZ 12                                 /* rows per chunk: 12 rows x 2 blocks of 16 columns = 24 accumulators */
+#define ROWS12(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
+#define LIST12(p) {0, p##1, p##2, p##3, p##4, p##5, p##6, p##7, p##8, p##9, p##10, p##11, p##12}
+
+/* KIND_F32_512, KIND_Q8_512: r rows of two 16-column blocks (z2: wa, wb = wa + 16 K) or of one (z1), each lane the
+ * chain KIND_F32 / KIND_Q8 run (the same fused multiply-adds in the same order, the same final scale) */
+#define ZDECL2(m) __m512 a##m = _mm512_setzero_ps(), b##m = _mm512_setzero_ps();
+#define ZDECL1(m) __m512 a##m = _mm512_setzero_ps();
+#define ZFMA2(m) if (R > m) { __m512 xm = _mm512_set1_ps(x[m * ldx + k]); \
+    a##m = _mm512_fmadd_ps(xm, w0, a##m); b##m = _mm512_fmadd_ps(xm, w1, b##m); }
+#define ZFMA1(m) if (R > m) a##m = _mm512_fmadd_ps(_mm512_set1_ps(x[m * ldx + k]), w0, a##m);
+#define ZST2(m) if (R > m) { _mm512_storeu_ps(y + m * ldy, _mm512_mul_ps(a##m, s0)); \
+    _mm512_storeu_ps(y + m * ldy + 16, _mm512_mul_ps(b##m, s1)); }
+#define ZST1(m) if (R > m) _mm512_storeu_ps(y + m * ldy, _mm512_mul_ps(a##m, s0));
+#define ZW_F(w, k) _mm512_loadu_ps(w + 16 * (k))
+#define ZW_Q(w, k) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 16 * (k)))))
+#define ZKERNELS(r, T, tag) \
+T512 static void z2##tag##r(const float *x, long ldx, const void *wv, long K, float *y, long ldy, const float *s) { \
+    enum { R = r }; const T *wa = wv, *wb = wa + 16 * K; ROWS12(ZDECL2) \
+    for (long k = 0; k < K; k++) { \
+        __m512 w0 = ZW##tag(wa, k), w1 = ZW##tag(wb, k); \
+        ROWS12(ZFMA2) \
+    } \
+    __m512 s0 = s ? _mm512_loadu_ps(s) : _mm512_set1_ps(1.0f), s1 = s ? _mm512_loadu_ps(s + 16) : s0; \
+    ROWS12(ZST2) \
+} \
+T512 static void z1##tag##r(const float *x, long ldx, const void *wv, long K, float *y, long ldy, const float *s) { \
+    enum { R = r }; const T *wa = wv; ROWS12(ZDECL1) \
+    for (long k = 0; k < K; k++) { \
+        __m512 w0 = ZW##tag(wa, k); \
+        ROWS12(ZFMA1) \
+    } \
+    __m512 s0 = s ? _mm512_loadu_ps(s) : _mm512_set1_ps(1.0f); \
+    ROWS12(ZST1) \
+}
+#define ZKIND(T, tag) ZKERNELS(1, T, tag) ZKERNELS(2, T, tag) ZKERNELS(3, T, tag) ZKERNELS(4, T, tag) \
+    ZKERNELS(5, T, tag) ZKERNELS(6, T, tag) ZKERNELS(7, T, tag) ZKERNELS(8, T, tag) ZKERNELS(9, T, tag) \
+    ZKERNELS(10, T, tag) ZKERNELS(11, T, tag) ZKERNELS(12, T, tag)
+ZKIND(float, _F)
+ZKIND(signed char, _Q)
+static const kernel Z2_F[MZ + 1] = LIST12(z2_F), Z1_F[MZ + 1] = LIST12(z1_F);
+static const kernel Z2_Q[MZ + 1] = LIST12(z2_Q), Z1_Q[MZ + 1] = LIST12(z1_Q);
+
+/* The AVX-512 kinds' column tiles: pairs of 16-column blocks (z2), a last lone block (z1), a last block of 8 (the
+ * AVX2 kernels k8: the same chains).  An orphaned `omp for` over the tiles, as gemm_for. */
+static void gemm512_for(const kernel *z2, const kernel *z1, const kernel *k8, long bytes, const float *x, long M,
+                        long K, const char *Wp, const float *scale, long N, float *y) {
+    long full = N / NB, pairs = (full + 1) / 2, tiles = pairs + (N % NB ? 1 : 0);
+    #pragma omp for schedule(static)
+    for (long t = 0; t < tiles; t++) {
+        long n0 = t < pairs ? 2 * NB * t : full * NB;
+        long width = t < pairs ? (2 * t + 2 <= full ? 2 * NB : NB) : 8, mr = width == 8 ? MR : MZ;
+        const kernel *k = width == 2 * NB ? z2 : width == NB ? z1 : k8;
+        const char *w = Wp + n0 * K * bytes;
+        for (long m0 = 0; m0 < M; m0 += mr) {
+            long r = M - m0 < mr ? M - m0 : mr;
+            k[r](x + m0 * K, K, w, K, y + m0 * N + n0, N, scale ? scale + n0 : 0);
+        }
+    }
 }
 
-void chattts_gemm(const float *x, long M, long K, const float *Wp, long N, float *y, int threads) {
-    gemm(K16_F, K8_F, sizeof(float), x, M, K, (const char *)Wp, 0, N, y, threads);
+/* KIND_BF16 and KIND_I8 take their rows converted (bf16 pairs, or int8 quads offset to unsigned) as 32-bit units:
+ * x [M][P] (ldx units a row), P = Kp / 2 pairs or Kq / 4 quads; w: the block's packed units (16 a pair or quad; a
+ * second block at wa + 16 P); s: column scales, c: column offsets, xs: row scales (KIND_I8; bf16 takes none). */
+typedef void (*kernel_u)(const int *, long, const int *, long, float *, long, const float *, const int *,
+                         const float *);
+
+#if HAVE_BF16
+#define TBF16 __attribute__((target(ISA512 ",avx512bf16")))
+/* y = sum over pairs p of vdpbf16ps(x pair, w pair): fp32 sums of bf16 products, in order of p */
+#define BDECL2(m) __m512 a##m = _mm512_setzero_ps(), b##m = _mm512_setzero_ps();
+#define BDECL1(m) __m512 a##m = _mm512_setzero_ps();
+#define BDECL8(m) __m256 a##m = _mm256_setzero_ps();
+#define BDOT2(m) if (R > m) { __m512bh xm = (__m512bh)_mm512_set1_epi32(x[m * ldx + p]); \
+    a##m = _mm512_dpbf16_ps(a##m, xm, w0); b##m = _mm512_dpbf16_ps(b##m, xm, w1); }
+#define BDOT1(m) if (R > m) a##m = _mm512_dpbf16_ps(a##m, (__m512bh)_mm512_set1_epi32(x[m * ldx + p]), w0);
+#define BDOT8(m) if (R > m) a##m = _mm256_dpbf16_ps(a##m, (__m256bh)_mm256_set1_epi32(x[m * ldx + p]), w0);
+#define BST2(m) if (R > m) { _mm512_storeu_ps(y + m * ldy, a##m); _mm512_storeu_ps(y + m * ldy + 16, b##m); }
+#define BST1(m) if (R > m) _mm512_storeu_ps(y + m * ldy, a##m);
+#define BST8(m) if (R > m) _mm256_storeu_ps(y + m * ldy, a##m);
+#define BKERNELS(r) \
+TBF16 static void b2_##r(const int *x, long ldx, const int *wa, long P, float *y, long ldy, const float *s, \
+                         const int *c, const float *xs) { \
+    enum { R = r }; const int *wb = wa + 16 * P; ROWS12(BDECL2) (void)s; (void)c; (void)xs; \
+    for (long p = 0; p < P; p++) { \
+        __m512bh w0 = (__m512bh)_mm512_loadu_si512(wa + 16 * p), w1 = (__m512bh)_mm512_loadu_si512(wb + 16 * p); \
+        ROWS12(BDOT2) \
+    } \
+    ROWS12(BST2) \
+} \
+TBF16 static void b1_##r(const int *x, long ldx, const int *wa, long P, float *y, long ldy, const float *s, \
+                         const int *c, const float *xs) { \
+    enum { R = r }; ROWS12(BDECL1) (void)s; (void)c; (void)xs; \
+    for (long p = 0; p < P; p++) { \
+        __m512bh w0 = (__m512bh)_mm512_loadu_si512(wa + 16 * p); \
+        ROWS12(BDOT1) \
+    } \
+    ROWS12(BST1) \
+} \
+TBF16 static void b8_##r(const int *x, long ldx, const int *wa, long P, float *y, long ldy, const float *s, \
+                         const int *c, const float *xs) { \
+    enum { R = r }; ROWS12(BDECL8) (void)s; (void)c; (void)xs; \
+    for (long p = 0; p < P; p++) { \
+        __m256bh w0 = (__m256bh)_mm256_loadu_si256((const __m256i *)(wa + 8 * p)); \
+        ROWS12(BDOT8) \
+    } \
+    ROWS12(BST8) \
+}
+BKERNELS(1) BKERNELS(2) BKERNELS(3) BKERNELS(4) BKERNELS(5) BKERNELS(6)
+BKERNELS(7) BKERNELS(8) BKERNELS(9) BKERNELS(10) BKERNELS(11) BKERNELS(12)
+static const kernel_u B2[MZ + 1] = LIST12(b2_), B1[MZ + 1] = LIST12(b1_), B8[MZ + 1] = LIST12(b8_);
+#endif
+
+#if HAVE_VNNI
+#define TVNNI __attribute__((target(ISA512 ",avx512vnni")))
+/* acc = sum over quads q of vpdpbusd(x quad (unsigned: q + 128), w quad (signed)): exact int32;
+ * y = float(acc + c) * (xs[m] * s), c = -128 x the column's weight sum: float(the signed sum) * (row x column scale) */
+#define VDECL2(m) __m512i a##m = _mm512_setzero_si512(), b##m = _mm512_setzero_si512();
+#define VDECL1(m) __m512i a##m = _mm512_setzero_si512();
+#define VDECL8(m) __m256i a##m = _mm256_setzero_si256();
+#define VDOT2(m) if (R > m) { __m512i xm = _mm512_set1_epi32(x[m * ldx + q]); \
+    a##m = _mm512_dpbusd_epi32(a##m, xm, w0); b##m = _mm512_dpbusd_epi32(b##m, xm, w1); }
+#define VDOT1(m) if (R > m) a##m = _mm512_dpbusd_epi32(a##m, _mm512_set1_epi32(x[m * ldx + q]), w0);
+#define VDOT8(m) if (R > m) a##m = _mm256_dpbusd_epi32(a##m, _mm256_set1_epi32(x[m * ldx + q]), w0);
+#define VOUT(m, a, c, s) \
+    _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a, c)), _mm512_mul_ps(_mm512_set1_ps(xs[m]), s))
+#define VST2(m) if (R > m) { _mm512_storeu_ps(y + m * ldy, VOUT(m, a##m, c0, s0)); \
+    _mm512_storeu_ps(y + m * ldy + 16, VOUT(m, b##m, c1, s1)); }
+#define VST1(m) if (R > m) _mm512_storeu_ps(y + m * ldy, VOUT(m, a##m, c0, s0));
+#define VST8(m) if (R > m) _mm256_storeu_ps(y + m * ldy, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a##m, c0)), \
+    _mm256_mul_ps(_mm256_set1_ps(xs[m]), s0)));
+#define VKERNELS(r) \
+TVNNI static void v2_##r(const int *x, long ldx, const int *wa, long Q, float *y, long ldy, const float *s, \
+                         const int *c, const float *xs) { \
+    enum { R = r }; const int *wb = wa + 16 * Q; ROWS12(VDECL2) \
+    for (long q = 0; q < Q; q++) { \
+        __m512i w0 = _mm512_loadu_si512(wa + 16 * q), w1 = _mm512_loadu_si512(wb + 16 * q); \
+        ROWS12(VDOT2) \
+    } \
+    __m512 s0 = _mm512_loadu_ps(s), s1 = _mm512_loadu_ps(s + 16); \
+    __m512i c0 = _mm512_loadu_si512(c), c1 = _mm512_loadu_si512(c + 16); \
+    ROWS12(VST2) \
+} \
+TVNNI static void v1_##r(const int *x, long ldx, const int *wa, long Q, float *y, long ldy, const float *s, \
+                         const int *c, const float *xs) { \
+    enum { R = r }; ROWS12(VDECL1) \
+    for (long q = 0; q < Q; q++) { \
+        __m512i w0 = _mm512_loadu_si512(wa + 16 * q); \
+        ROWS12(VDOT1) \
+    } \
+    __m512 s0 = _mm512_loadu_ps(s); \
+    __m512i c0 = _mm512_loadu_si512(c); \
+    ROWS12(VST1) \
+} \
+TVNNI static void v8_##r(const int *x, long ldx, const int *wa, long Q, float *y, long ldy, const float *s, \
+                         const int *c, const float *xs) { \
+    enum { R = r }; ROWS12(VDECL8) \
+    for (long q = 0; q < Q; q++) { \
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)(wa + 8 * q)); \
+        ROWS12(VDOT8) \
+    } \
+    __m256 s0 = _mm256_loadu_ps(s); \
+    __m256i c0 = _mm256_loadu_si256((const __m256i *)c); \
+    ROWS12(VST8) \
+}
+VKERNELS(1) VKERNELS(2) VKERNELS(3) VKERNELS(4) VKERNELS(5) VKERNELS(6)
+VKERNELS(7) VKERNELS(8) VKERNELS(9) VKERNELS(10) VKERNELS(11) VKERNELS(12)
+static const kernel_u V2[MZ + 1] = LIST12(v2_), V1[MZ + 1] = LIST12(v1_), V8[MZ + 1] = LIST12(v8_);
+#endif
+
+#if HAVE_BF16 || HAVE_VNNI
+/* tiles as gemm512_for, over converted rows x [M][P] and weights of P units per column */
+static void gemmu_for(const kernel_u *k2, const kernel_u *k1, const kernel_u *k8, const int *x, long M, long P,
+                      const int *Wp, const float *scale, const int *comp, const float *xs, long N, float *y) {
+    long full = N / NB, pairs = (full + 1) / 2, tiles = pairs + (N % NB ? 1 : 0);
+    #pragma omp for schedule(static)
+    for (long t = 0; t < tiles; t++) {
+        long n0 = t < pairs ? 2 * NB * t : full * NB;
+        long width = t < pairs ? (2 * t + 2 <= full ? 2 * NB : NB) : 8;
+        const kernel_u *k = width == 2 * NB ? k2 : width == NB ? k1 : k8;
+        for (long m0 = 0; m0 < M; m0 += MZ) {
+            long r = M - m0 < MZ ? M - m0 : MZ;
+            k[r](x + m0 * P, P, Wp + n0 * P, P, y + m0 * N + n0, N, scale ? scale + n0 : 0, comp ? comp + n0 : 0,
+                 xs ? xs + m0 : 0);
+        }
+    }
+}
+#endif
+
+/* ------------------------------------------------------------------------------------------------ bf16, int8
+ * Rounding to bf16 (weights once, activations each call): to nearest, ties to even, as torch's .bfloat16() (NaN
+ * stays a quiet NaN).  Quantizing a row to int8 for KIND_I8: s = max |x| / 127 (at least 1e-12), q = x / s rounded
+ * to nearest even and clamped to +-127, as engine.cpu.Int8Linear (torch) quantizes a row; stored as q + 128. */
+static inline unsigned short bf16(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* int8 weights (per output column: W ~ scale[n] * Wq[n]); activations stay fp32: y = scale * (x . Wq^T) */
-void chattts_gemm_q8(const float *x, long M, long K, const signed char *Wp, const float *scale, long N, float *y,
-                     int threads) {
-    gemm(K16_Q, K8_Q, 1, x, M, K, (const char *)Wp, scale, N, y, threads);
+#if HAVE_BF16
+static void bf16_row(const float *x, long K, long Kp, unsigned short *out) {     /* Kp: K padded to even, zeros */
+    for (long k = 0; k < K; k++) out[k] = bf16(x[k]);
+    for (long k = K; k < Kp; k++) out[k] = 0;
+}
+#endif
+#if HAVE_VNNI
+
+static void quant_row(const float *x, long K, long Kq, unsigned char *out, float *scale) {   /* Kq: K to 4 */
+    float m = 0.0f;
+    for (long k = 0; k < K; k++) m = fabsf(x[k]) > m ? fabsf(x[k]) : m;
+    float s = m / 127.0f;
+    s = s < 1e-12f ? 1e-12f : s;
+    for (long k = 0; k < K; k++) {
+        float q = nearbyintf(x[k] / s);
+        q = q < -127.0f ? -127.0f : q > 127.0f ? 127.0f : q;
+        out[k] = (unsigned char)((int)q + 128);
+    }
+    for (long k = K; k < Kq; k++) out[k] = 128;
+    *scale = s;
+}
+#endif
+
+static long pairs_of(long K) { return (K + 1) / 2; }
+static long quads_of(long K) { return (K + 3) / 4; }
+
+/* W [N][K] fp32 (N % 8 == 0) -> Wp [N * Kp] bf16 in the pair layout above */
+void chattts_pack_bf16(const float *W, long N, long K, unsigned short *Wp) {
+    long Kp = 2 * pairs_of(K);
+    for (long n0 = 0; n0 < N; n0 += NB) {
+        long nb = N - n0 >= NB ? NB : 8;
+        unsigned short *dst = Wp + n0 * Kp;
+        for (long k = 0; k < Kp; k++)
+            for (long j = 0; j < nb; j++)
+                dst[(k / 2) * 2 * nb + 2 * j + k % 2] = k < K ? bf16(W[(n0 + j) * K + k]) : 0;
+    }
+}
+
+/* W [N][K] int8 (N % 8 == 0) -> Wp [N * Kq] in the quad layout above, and comp[n] = -128 x sum_k W[n][k] */
+void chattts_pack_i8(const signed char *W, long N, long K, signed char *Wp, int *comp) {
+    long Kq = 4 * quads_of(K);
+    for (long n0 = 0; n0 < N; n0 += NB) {
+        long nb = N - n0 >= NB ? NB : 8;
+        signed char *dst = Wp + n0 * Kq;
+        for (long k = 0; k < Kq; k++)
+            for (long j = 0; j < nb; j++)
+                dst[(k / 4) * 4 * nb + 4 * j + k % 4] = k < K ? W[(n0 + j) * K + k] : 0;
+    }
+    for (long n = 0; n < N; n++) {
+        int sum = 0;
+        for (long k = 0; k < K; k++) sum += W[n * K + k];
+        comp[n] = -128 * sum;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ a linear
+ * One linear of any kind as orphaned `omp for`s (see gemm_for): KIND_BF16 and KIND_I8 first convert the rows into
+ * xc (at least M x 2 x quads_of(K) x 4 bytes; xs: M row scales), each row by one thread, then the tiles. */
+enum { KIND_F32, KIND_Q8, KIND_F32_512, KIND_Q8_512, KIND_BF16, KIND_I8, KINDS };
+
+static void linear_for(int kind, const float *x, long M, long K, const void *Wp, const float *scale, const int *comp,
+                       long N, float *y, void *xc, float *xs) {
+    (void)comp; (void)xc; (void)xs;           /* used by the kinds this compiler builds */
+    switch (kind) {
+    case KIND_F32: gemm_for(K16_F, K8_F, sizeof(float), x, M, K, Wp, 0, N, y); return;
+    case KIND_Q8: gemm_for(K16_Q, K8_Q, 1, x, M, K, Wp, scale, N, y); return;
+    case KIND_F32_512: gemm512_for(Z2_F, Z1_F, K8_F, sizeof(float), x, M, K, Wp, 0, N, y); return;
+    case KIND_Q8_512: gemm512_for(Z2_Q, Z1_Q, K8_Q, 1, x, M, K, Wp, scale, N, y); return;
+#if HAVE_BF16
+    case KIND_BF16: {
+        long P = pairs_of(K);
+        #pragma omp for schedule(static)
+        for (long m = 0; m < M; m++) bf16_row(x + m * K, K, 2 * P, (unsigned short *)xc + m * 2 * P);
+        gemmu_for(B2, B1, B8, xc, M, P, Wp, 0, 0, 0, N, y);
+        return;
+    }
+#endif
+#if HAVE_VNNI
+    case KIND_I8: {
+        long Q = quads_of(K);
+        #pragma omp for schedule(static)
+        for (long m = 0; m < M; m++) quant_row(x + m * K, K, 4 * Q, (unsigned char *)xc + m * 4 * Q, xs + m);
+        gemmu_for(V2, V1, V8, xc, M, Q, Wp, scale, comp, xs, N, y);
+        return;
+    }
+#endif
+    default:                                  /* a kind this build lacks: kernels.py never calls it */
+        #pragma omp for schedule(static)
+        for (long m = 0; m < M; m++)
+            for (long n = 0; n < N; n++) y[m * N + n] = NAN;
+    }
+}
+
+static int converts(int kind) { return kind == KIND_BF16 || kind == KIND_I8; }
+
+/* x [M][K] fp32, Wp packed as `kind` packs it (N % 8 == 0), scale [N] (int8 kinds) or NULL, comp [N] (KIND_I8) or
+ * NULL, y [M][N] */
+void chattts_linear(int kind, const float *x, long M, long K, const void *Wp, const float *scale, const int *comp,
+                    long N, float *y, int threads) {
+    if (M < 1) return;
+    void *xc = converts(kind) ? malloc(sizeof(int) * M * 2 * quads_of(K)) : NULL;
+    float *xs = converts(kind) ? malloc(sizeof(float) * M) : NULL;
+    if (converts(kind) && (xc == NULL || xs == NULL)) {
+        for (long i = 0; i < M * N; i++) y[i] = NAN;
+    } else {
+        #pragma omp parallel num_threads(threads)
+        linear_for(kind, x, M, K, Wp, scale, comp, N, y, xc, xs);
+    }
+    free(xc);
+    free(xs);
+}
+
+int chattts_kinds(void) {                     /* the kinds this build has, one bit each */
+    return 1 << KIND_F32 | 1 << KIND_Q8 | 1 << KIND_F32_512 | 1 << KIND_Q8_512 | HAVE_BF16 << KIND_BF16
+        | HAVE_VNNI << KIND_I8;
 }
 
 /* ------------------------------------------------------------------------------------------------ attention
@@ -152,56 +485,79 @@ static inline __m256 exp_neg(__m256 x) {
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
 }
 
-/* the (row, head) pairs of one call as an orphaned `omp for` (see gemm_for); p: this thread's S + 8 floats */
-static void attend_for(const float *q, const float *kc, const float *vc, long B, long H, long Hkv, long S, long D,
-                       const long *slots, const long *lens, float scale, float *out, float *p) {
-    long rep = H / Hkv;
-    #pragma omp for schedule(dynamic, 1)
-    for (long bh = 0; bh < B * H; bh++) {
-        long b = bh / H, h = bh % H, n = lens[b];
-        const float *qv = q + bh * D;
-        float *o = out + bh * D;
-        if (n <= 0 || p == NULL) {
-            for (long d = 0; d < D; d++) o[d] = n <= 0 ? 0.0f : NAN;
-            continue;
-        }
-        const float *k = kc + ((slots[b] * Hkv + h / rep) * S) * D;
-        const float *v = vc + ((slots[b] * Hkv + h / rep) * S) * D;
-        float m = -INFINITY;
-        for (long j = 0; j < n; j++) {                       /* scores: one 8-lane chain over d, then hsum */
-            __m256 acc = _mm256_setzero_ps();
-            for (long d = 0; d < D; d += 8)
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), _mm256_loadu_ps(k + j * D + d), acc);
-            p[j] = hsum(acc) * scale;
-            m = p[j] > m ? p[j] : m;
-        }
-        for (long j = n; j < n + 8; j++) p[j] = -INFINITY;   /* the last group's lanes past n: weight 0 */
-        __m256 mv = _mm256_set1_ps(m), lsum = _mm256_setzero_ps();
-        for (long j = 0; j < n; j += 8) {
-            __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv));
-            _mm256_storeu_ps(p + j, w);
-            lsum = _mm256_add_ps(lsum, w);
-        }
-        float inv = 1.0f / hsum(lsum);
-        for (long d0 = 0; d0 < D; d0 += 32) {                 /* values: up to 4 accumulators of 8 dims */
-            long nd = D - d0 < 32 ? D - d0 : 32;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (long j = 0; j < n; j++) {
-                const float *vj = v + j * D + d0;
-                __m256 w = _mm256_set1_ps(p[j]);
-                a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj), a0);
-                if (nd > 8) a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8), a1);
-                if (nd > 16) a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 16), a2);
-                if (nd > 24) a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 24), a3);
-            }
-            __m256 iv = _mm256_set1_ps(inv);
-            _mm256_storeu_ps(o + d0, _mm256_mul_ps(a0, iv));
-            if (nd > 8) _mm256_storeu_ps(o + d0 + 8, _mm256_mul_ps(a1, iv));
-            if (nd > 16) _mm256_storeu_ps(o + d0 + 16, _mm256_mul_ps(a2, iv));
-            if (nd > 24) _mm256_storeu_ps(o + d0 + 24, _mm256_mul_ps(a3, iv));
-        }
-    }
+/* the (row, head) pairs of one call as an orphaned `omp for` (see gemm_for); p: this thread's S + 8 floats.  The
+ * cache in fp32 (attend_for) or bf16 (attend_for_b16: each key and value widened to fp32 exactly as it is read, then
+ * the same arithmetic) */
+#define KV_F32(p) _mm256_loadu_ps(p)
+#define KV_B16(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define ATTEND_FOR(name, T, LOAD) \
+static void name(const float *q, const T *kc, const T *vc, long B, long H, long Hkv, long S, long D, \
+                 const long *slots, const long *lens, float scale, float *out, float *p) { \
+    long rep = H / Hkv; \
+    _Pragma("omp for schedule(dynamic, 1)") \
+    for (long bh = 0; bh < B * H; bh++) { \
+        long b = bh / H, h = bh % H, n = lens[b]; \
+        const float *qv = q + bh * D; \
+        float *o = out + bh * D; \
+        if (n <= 0 || p == NULL) { \
+            for (long d = 0; d < D; d++) o[d] = n <= 0 ? 0.0f : NAN; \
+            continue; \
+        } \
+        const T *k = kc + ((slots[b] * Hkv + h / rep) * S) * D; \
+        const T *v = vc + ((slots[b] * Hkv + h / rep) * S) * D; \
+        float m = -INFINITY; \
+        long j = 0; \
+        for (; j + 4 <= n; j += 4) {                         /* scores: one 8-lane chain over d, then hsum, */ \
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;   /* four keys' chains side by side */ \
+            for (long d = 0; d < D; d += 8) { \
+                __m256 qd = _mm256_loadu_ps(qv + d); \
+                c0 = _mm256_fmadd_ps(qd, LOAD(k + j * D + d), c0); \
+                c1 = _mm256_fmadd_ps(qd, LOAD(k + (j + 1) * D + d), c1); \
+                c2 = _mm256_fmadd_ps(qd, LOAD(k + (j + 2) * D + d), c2); \
+                c3 = _mm256_fmadd_ps(qd, LOAD(k + (j + 3) * D + d), c3); \
+            } \
+            p[j] = hsum(c0) * scale; p[j + 1] = hsum(c1) * scale; \
+            p[j + 2] = hsum(c2) * scale; p[j + 3] = hsum(c3) * scale; \
+            for (long i = j; i < j + 4; i++) m = p[i] > m ? p[i] : m; \
+        } \
+        for (; j < n; j++) { \
+            __m256 acc = _mm256_setzero_ps(); \
+            for (long d = 0; d < D; d += 8) \
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + d), LOAD(k + j * D + d), acc); \
+            p[j] = hsum(acc) * scale; \
+            m = p[j] > m ? p[j] : m; \
+        } \
+        for (long j = n; j < n + 8; j++) p[j] = -INFINITY;   /* the last group's lanes past n: weight 0 */ \
+        __m256 mv = _mm256_set1_ps(m), lsum = _mm256_setzero_ps(); \
+        for (long j = 0; j < n; j += 8) { \
+            __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv)); \
+            _mm256_storeu_ps(p + j, w); \
+            lsum = _mm256_add_ps(lsum, w); \
+        } \
+        float inv = 1.0f / hsum(lsum); \
+        for (long d0 = 0; d0 < D; d0 += 64) {    /* values: a chain over j per 8 dims, up to 8 side by side */ \
+            long nd = D - d0 < 64 ? D - d0 : 64; \
+            __m256 a[8]; \
+            for (long i = 0; i < 8; i++) a[i] = _mm256_setzero_ps(); \
+            for (long j = 0; j < n; j++) { \
+                const T *vj = v + j * D + d0; \
+                __m256 w = _mm256_set1_ps(p[j]); \
+                if (nd == 64) { \
+                    a[0] = _mm256_fmadd_ps(w, LOAD(vj), a[0]); a[1] = _mm256_fmadd_ps(w, LOAD(vj + 8), a[1]); \
+                    a[2] = _mm256_fmadd_ps(w, LOAD(vj + 16), a[2]); a[3] = _mm256_fmadd_ps(w, LOAD(vj + 24), a[3]); \
+                    a[4] = _mm256_fmadd_ps(w, LOAD(vj + 32), a[4]); a[5] = _mm256_fmadd_ps(w, LOAD(vj + 40), a[5]); \
+                    a[6] = _mm256_fmadd_ps(w, LOAD(vj + 48), a[6]); a[7] = _mm256_fmadd_ps(w, LOAD(vj + 56), a[7]); \
+                } else { \
+                    for (long i = 0; i < nd / 8; i++) a[i] = _mm256_fmadd_ps(w, LOAD(vj + 8 * i), a[i]); \
+                } \
+            } \
+            __m256 iv = _mm256_set1_ps(inv); \
+            for (long i = 0; i < nd / 8; i++) _mm256_storeu_ps(o + d0 + 8 * i, _mm256_mul_ps(a[i], iv)); \
+        } \
+    } \
 }
+ATTEND_FOR(attend_for, float, KV_F32)
+ATTEND_FOR(attend_for_b16, unsigned short, KV_B16)
 
 void chattts_attend(const float *q, const float *kc, const float *vc, long B, long H, long Hkv, long S, long D,
                     const long *slots, const long *lens, float scale, float *out, int threads) {
@@ -220,9 +576,10 @@ void chattts_attend(const float *q, const float *kc, const float *vc, long B, lo
  *     x += attend(q over cache[slot, :, :lens[b]]) Wo;  h = rmsnorm(x) . ffn_norm;  x += (silu(gate) * up) W2
  *     out = rmsnorm(x) . norm
  * x [B][C] (the input embeddings; overwritten with the residual stream), out [B][C]; layer l's weights at
- * tab[l] (struct chattts_layer: attn_norm, ffn_norm, Wqkv, Wo, W13, W2 packed as chattts_pack(_q8) leaves them,
- * every N a multiple of 8, and their column scales (q8) or NULL x 4); its caches at kcs[l], vcs[l]
- * ([slots][Hkv][S][D] fp32);
+ * tab[l] (struct chattts_layer: attn_norm, ffn_norm, Wqkv, Wo, W13, W2 packed for `kind` as chattts_pack* leaves
+ * them, every N a multiple of 8, their column scales (int8 kinds) and offsets (KIND_I8) or NULL); its caches at
+ * kcs[l], vcs[l] ([slots][Hkv][S][D], fp32, or bf16 where kv_bf16: keys and values rounded to bf16 as they are
+ * written, widened exactly as they are read);
  * cos, sin [P][D] (HF's rotate-half tables).  Every element is computed per row in a fixed order, by one thread:
  * a row's bits depend on nothing else in the call, nor on the thread count.  times (or NULL): seconds spent, added
  * to times[0] (GEMM), times[1] (attention), times[2] (the rest), as thread 0 saw them. */
@@ -231,8 +588,9 @@ void chattts_attend(const float *q, const float *kc, const float *vc, long B, lo
 
 struct chattts_layer {                        /* engine/kernels.py's Layer mirrors it (checked at load) */
     const float *attn_norm, *ffn_norm;        /* [C] each */
-    const void *w[4];                         /* Wqkv, Wo, W13, W2, packed (fp32 or int8) */
-    const float *scale[4];                    /* their column scales (int8), or NULL */
+    const void *w[4];                         /* Wqkv, Wo, W13, W2, packed (fp32, int8 or bf16) */
+    const float *scale[4];                    /* their column scales (int8 kinds), or NULL */
+    const int *comp[4];                       /* their column offsets (KIND_I8: -128 x the column's sum), or NULL */
 };
 
 static void rms_norm_row(const float *x, const float *w, long C, float eps, float *h) {   /* HF LlamaRMSNorm */
@@ -266,14 +624,19 @@ static __m256 silu(__m256 x) {       /* x * sigmoid(x), sigmoid from exp(-|x|): 
 #define LAP(i) if (times && omp_get_thread_num() == 0) { double t1 = omp_get_wtime(); times[i] += t1 - t0; t0 = t1; }
 
 void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, long layers, float eps,
-                  const struct chattts_layer *tab, float *const *kcs, float *const *vcs, const float *norm, int q8,
+                  const struct chattts_layer *tab, void *const *kcs, void *const *vcs, int kv_bf16, const float *norm,
+                  int kind,
                   long S, const long *slots, const long *pos, const long *lens, const float *cos, const float *sin,
                   float *out, int threads, double *times) {
-    const kernel *k16 = q8 ? K16_Q : K16_F, *k8 = q8 ? K8_Q : K8_F;
-    long bytes = q8 ? 1 : sizeof(float), Nqkv = (H + 2 * Hkv) * D;
+    long Nqkv = (H + 2 * Hkv) * D, Kmax = C > H * D ? (C > F ? C : F) : (H * D > F ? H * D : F);
     float *h = malloc(sizeof(float) * B * (C + Nqkv + H * D + 3 * F + C));   /* h, qkv (then o), q, g, a, y */
-    if (h == NULL) {
+    void *xc = converts(kind) ? malloc(sizeof(int) * B * 2 * quads_of(Kmax)) : NULL;   /* rows converted */
+    float *xs = converts(kind) ? malloc(sizeof(float) * B) : NULL;                      /* and their scales */
+    if (h == NULL || (converts(kind) && (xc == NULL || xs == NULL))) {
         for (long i = 0; i < B * C; i++) out[i] = NAN;
+        free(h);
+        free(xc);
+        free(xs);
         return;
     }
     float *qkv = h + B * C, *q = qkv + B * Nqkv, *g = q + B * H * D, *a = g + B * 2 * F, *y = a + B * F;
@@ -284,11 +647,12 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
         for (long l = 0; l < layers; l++) {
             const struct chattts_layer *t = tab + l;
             const float *const *sc = t->scale;
-            float *kc = kcs[l], *vc = vcs[l];
+            const int *const *cp = t->comp;
+            void *kc = kcs[l], *vc = vcs[l];
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++) rms_norm_row(x + b * C, t->attn_norm, C, eps, h + b * C);
             LAP(2)
-            gemm_for(k16, k8, bytes, h, B, C, t->w[0], sc[0], Nqkv, qkv);
+            linear_for(kind, h, B, C, t->w[0], sc[0], cp[0], Nqkv, qkv, xc, xs);
             LAP(0)
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++) {
@@ -297,16 +661,24 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
                 for (long j = 0; j < Hkv; j++) {
                     long at = ((slots[b] * Hkv + j) * S + pos[b]) * D;
                     for (long d = 0; d < D; d++) {
-                        kc[at + d] = r[(H + j) * D + d];
-                        vc[at + d] = r[(H + Hkv + j) * D + d];
+                        if (kv_bf16) {
+                            ((unsigned short *)kc)[at + d] = bf16(r[(H + j) * D + d]);
+                            ((unsigned short *)vc)[at + d] = bf16(r[(H + Hkv + j) * D + d]);
+                        } else {
+                            ((float *)kc)[at + d] = r[(H + j) * D + d];
+                            ((float *)vc)[at + d] = r[(H + Hkv + j) * D + d];
+                        }
                     }
                 }
                 for (long j = 0; j < H * D; j++) q[b * H * D + j] = r[j];       /* q, contiguous [B][H][D] */
             }
             LAP(2)
-            attend_for(q, kc, vc, B, H, Hkv, S, D, slots, lens, 1.0f / sqrtf((float)D), qkv, p);
+            if (kv_bf16)
+                attend_for_b16(q, kc, vc, B, H, Hkv, S, D, slots, lens, 1.0f / sqrtf((float)D), qkv, p);
+            else
+                attend_for(q, kc, vc, B, H, Hkv, S, D, slots, lens, 1.0f / sqrtf((float)D), qkv, p);
             LAP(1)
-            gemm_for(k16, k8, bytes, qkv, B, H * D, t->w[1], sc[1], C, y);   /* qkv holds o [B][H*D] */
+            linear_for(kind, qkv, B, H * D, t->w[1], sc[1], cp[1], C, y, xc, xs);   /* qkv holds o [B][H*D] */
             LAP(0)
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++) {
@@ -314,7 +686,7 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
                 rms_norm_row(x + b * C, t->ffn_norm, C, eps, h + b * C);
             }
             LAP(2)
-            gemm_for(k16, k8, bytes, h, B, C, t->w[2], sc[2], 2 * F, g);
+            linear_for(kind, h, B, C, t->w[2], sc[2], cp[2], 2 * F, g, xc, xs);
             LAP(0)
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++)
@@ -324,7 +696,7 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
                                                                     _mm256_loadu_ps(gr + F + f)));
                 }
             LAP(2)
-            gemm_for(k16, k8, bytes, a, B, F, t->w[3], sc[3], C, y);
+            linear_for(kind, a, B, F, t->w[3], sc[3], cp[3], C, y, xc, xs);
             LAP(0)
             #pragma omp for schedule(static)
             for (long b = 0; b < B; b++)
@@ -337,21 +709,24 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
         free(p);
     }
     free(h);
+    free(xc);
+    free(xs);
 }
 
 /* ------------------------------------------------------------------------------------------------ the ABI
  * engine/kernels.py checks these at load (a library built from another kernels.c is not used):
  * chattts_abi_version() == its ABI_VERSION, and chattts_layout(out) == what ctypes computes for its mirror of
  * struct chattts_layer and the C types it passes (every `long *` argument is an int64 tensor). */
-#define CHATTTS_ABI 1
-#define LAYOUT_VALUES 8
+#define CHATTTS_ABI 2
+#define LAYOUT_VALUES 9
 
 int chattts_abi_version(void) { return CHATTTS_ABI; }
 
 long chattts_layout(long *out, long n) {       /* writes min(n, LAYOUT_VALUES) values; returns LAYOUT_VALUES */
     const long v[LAYOUT_VALUES] = {sizeof(struct chattts_layer), offsetof(struct chattts_layer, attn_norm),
         offsetof(struct chattts_layer, ffn_norm), offsetof(struct chattts_layer, w),
-        offsetof(struct chattts_layer, scale), sizeof(long), sizeof(void *), sizeof(float)};
+        offsetof(struct chattts_layer, scale), offsetof(struct chattts_layer, comp), sizeof(long), sizeof(void *),
+        sizeof(float)};
     for (long i = 0; i < n && i < LAYOUT_VALUES; i++) out[i] = v[i];
     return LAYOUT_VALUES;
 }

@@ -1,262 +1,69 @@
-"""Our fp32 kernels for the CPU decode step: engine/kernels.c (AVX2 + FMA), built once per machine with the C compiler.
+"""Our kernels for the CPU decode step: engine/kernels.c's entry points (engine/kernelbuild.py builds and loads it).
 
     if kernels.available():
-        lin = GemmLinear(weight)          # weight [N, K] fp32; packs it once
+        lin = GemmLinear(weight)          # weight [N, K] fp32; packs it once (kind "f32": AVX2 + FMA)
         y = lin(x)                        # x [..., K] fp32 -> [..., N]
-        q8 = GemmInt8Linear(linear)       # --int8: int8 weights, fp32 activations (a quarter of the bytes)
+        lin = GemmLinear(weight, "f32_512")   # the same bits on AVX-512 (where kinds() has it)
+        q8 = GemmInt8Linear(wq, scale)    # --int8: int8 weights, fp32 activations (a quarter of the bytes)
+        b16 = GemmBf16Linear(weight)      # bf16 weights and activations, fp32 sums (AVX512_BF16)
+        w8a8 = GemmW8A8Linear(wq, scale)  # int8 weights and activations, exact int32 sums (AVX512_VNNI)
         attend = decode_attention(slots, lens)     # one step's rows: cache slots [B], valid lengths
         o = attend(q, k_cache, v_cache)            # q [B, H, 1, D] -> [B, H, 1, D], each row over its own prefix
-        step = DecodeStep(llama)                   # a Llama whose projections are all GemmLinear (or all int8)
+        step = DecodeStep(llama)                   # a Llama whose projections are all one kind of ours
         h = step(x, pos, cache, slots, lens)       # x [B, 1, C] -> [B, 1, C]: every layer and the final norm
 
 **The linear.**  The decode step multiplies a few rows by ~750 MB of GPT weights, so it is bound by how fast the weights
 stream from memory.  On this project's AVX2 machines oneDNN's packed kernel reads them at ~12 GB/s at 4-16 rows
 and MKL's sgemm at 5-7 GB/s, while memory gives ~27 GB/s; this kernel streams each weight once per call in
 16-column blocks (measured with 20 layers' distinct weights, 2 threads: 4 rows 34 ms vs oneDNN 57, 16 rows 52 vs
-80, 32 rows 86 vs 105).  And every output is one in-order chain of fused multiply-adds, so a row's bits depend
-on nothing else in the call: any call size is batch-invariant (no padding rows) and the thread count does not
-matter either (engine/generate.py measures it all the same).
-
-**The step.**  chattts_step runs a whole decode step of the GPT in one call and one OpenMP team: per layer the
-RMSNorm, the projections, RoPE, the cache writes, the attention, SiLU·up and the residual adds, then the final
-norm.  Through torch those were ~30 small ops per layer, each a dispatch and some an OpenMP fork (16 ms of a 50 ms
-step at 4 rows); with them in C the step's "other" is ~3 ms, the Python around the step included
-(benchmarks/README.md).  Per row, every phase is done by one thread in a fixed order.
-
-**The attention** of a decode step (one query per row) over each row's own prefix of the KV cache, all rows in
-one call (the exact path ran one SDPA call per row and layer): per (row, head) the scores stream the keys, a
-vectorized exp weighs them, the values stream once; every (row, head) is computed in an order fixed by its
-length alone, so rows stay batch-invariant.  Measured at 32 rows of 200-975 keys, 20 layers: the per-row SDPA
-loop ~160 ms per step (memory-bound: 2.3 GB of fp32 keys and values).
-
-**The build.**  The shared library is compiled from kernels.c (package data: it ships in the wheel) with `$CC`
-(or cc/gcc) into `<cache_root()>/kernels/kernels-<key>.so` on first use and loaded with ctypes.  The key hashes
-everything the bits or the load depend on: the source, the flags, the compiler's path and `--version` line,
-the machine architecture and the C library's version.  `-ffp-contract=off`: the compiler may not fuse a
-multiply and an add on its own (the FMAs are the intrinsics'), so the bits do not depend on its contraction
-choices.  A failed build is remembered beside it (`kernels-<key>.failed`, holding the reason): another process
-does not run the compiler again (delete the file to retry).  `$CHATTTS_RENDER_KERNELS_LIB` names a library built
-ahead instead (the container image builds it in its build stage, which has the compiler its final stage lacks):
-it is loaded as it is, never built, and checked like a built one.  At load the library's ABI version and the layout
-of its per-layer table (struct chattts_layer) must equal what this module passes (ABI_VERSION, Layer),
-else it is not used (a warning names the mismatch).  Every entry point checks its tensors (shape, dtype,
-device, contiguity, slot and length ranges, the cache's geometry) and raises ValueError before C sees them.
-
-**OpenMP.**  The library's threads are OpenMP's, and the process has one OpenMP runtime: torch's.  torch's
-wheel bundles its libgomp under torch/lib; the library is linked against that file itself (with an rpath to
-it), not against the compiler's libgomp.  Measured on this project's Debian 12 machines (torch 2.11.0+cu130,
-gcc 12.2): torch/lib/libgomp.so.1 has the soname libgomp.so.1, as the system's /lib/x86_64-linux-gnu/libgomp.so.1
-does, so even a library linked the plain way (`-fopenmp`) got torch's copy (the loader reuses a loaded soname):
-/proc/<pid>/maps of a process that imported torch and loaded the kernel lists torch/lib/libgomp.so.1 only.  A
-wheel whose libgomp carries a hashed soname (libgomp-<hash>.so.1) would instead have loaded the system's beside
-it — two thread pools, each spinning while the other works — which the explicit link avoids.  Without a
-bundled libgomp (another torch build) the library links the compiler's (`-fopenmp`).
+80, 32 rows 86 vs 105).  And every output is one in-order chain, so a row's bits depend on nothing else in the
+call: any call size is batch-invariant (no padding rows) and the thread count does not matter either
+(engine/generate.py measures it all the same).  That holds for every *kind* (KINDS: the weights' format and the
+instructions that multiply them, engine/kernels.c's header): fp32 and int8 weights on AVX2 ("f32", "q8") or
+AVX-512 ("f32_512", "q8_512": the same chains, so the same bits — checked at load), bf16 weights and activations
+("bf16": AVX512_BF16's vdpbf16ps, half the bytes of fp32 and twice its products per instruction), int8 weights
+and activations ("i8": AVX512_VNNI's vpdpbusd, exact int32 sums).  `kinds()` is what this CPU and this build
+have; engine/cpupath.py chooses among them.
 
 Not available — and the engine falls back to oneDNN's linear and per-row SDPA — without AVX2/FMA, without a C
-compiler, when the build, the ABI check or a self-check fails, or with CHATTTS_RENDER_KERNELS=off.
+compiler, when the build, the ABI check or a self-check fails, or with CHATTTS_RENDER_KERNELS=off.  A kind is
+left out of kinds() (the others stay) where the CPU lacks its flags, this compiler cannot build it (gcc < 10 has
+no AVX512_BF16: chattts_kinds says what was built) or its self-check against float64 fails; no code of a kind
+the CPU lacks is ever called (its functions are compiled for their instructions alone, __attribute__((target))).
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
 import os
-import platform
-import shutil
-import subprocess
 import threading
-from pathlib import Path
 
-import torch                      # imported lazily (by engine.cpu users), never by engine.api
+import torch  # imported lazily (by engine.cpu users), never by engine.api
 import torch.nn as nn
 import torch.nn.functional as F
 
-from engine.assets import cache_root
-from engine.atomic import atomic_path, write_bytes
+from engine.kernelbuild import Layer, cpu_flags, load
 
-SOURCE = Path(__file__).with_name("kernels.c")
-CFLAGS = ("-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fopenmp", "-fPIC")   # no -ffast-math: the FMA chains stay
-                                  # in order; no contraction the source does not write
-STRICT_FLAGS = ("-Wall", "-Wextra", "-Werror")   # build(strict=True): the tests' build
-ABI_VERSION = 1                   # kernels.c's CHATTTS_ABI: the entry points' signatures and struct chattts_layer
-FAILED_SUFFIX = ".failed"         # kernels-<key>.failed: a failed build, remembered (its reason inside)
-VERSION_TIMEOUT = 20              # s: `cc --version`
 ENV = "CHATTTS_RENDER_KERNELS"    # "off": never use these kernels (the engine then uses oneDNN and SDPA)
-LIB_ENV = "CHATTTS_RENDER_KERNELS_LIB"   # a library built ahead (build()'s output): loaded instead of building
-BUILD_TIMEOUT = 120               # s
 GEMM_RANGE = "gemm"               # record_function name of a linear while the torch profiler runs (benchmarks/limits;
                                   # the attention runs inside engine/llama.py's "attention" range)
 COLUMN_ALIGN = 8                  # the kernel's output columns come in blocks of 16 and a last block of 8
+AVX512 = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
+# kernels.c's kinds: name -> (its KIND_* number, the /proc/cpuinfo flags it needs beyond AVX2 + FMA, weight dtype)
+KINDS = {"f32": (0, frozenset(), "fp32"), "q8": (1, frozenset(), "int8"),
+         "f32_512": (2, AVX512, "fp32"), "q8_512": (3, AVX512, "int8"),
+         "bf16": (4, AVX512 | {"avx512_bf16"}, "bf16"), "i8": (5, AVX512 | {"avx512_vnni"}, "int8")}
+SAME_BITS = {"f32_512": "f32", "q8_512": "q8"}   # kinds that run another's chains exactly (checked at load)
 
 log = logging.getLogger(__name__)
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()         # kinds() holds it while library() takes it
 _LIB: list = []                   # [ctypes library or None] once tried
-
-
-def _cpu_ok() -> bool:
-    """x86-64 with AVX2 and FMA (Linux: /proc/cpuinfo; elsewhere torch's own dispatch level)."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-        return {"avx2", "fma"} <= set(flags.split(":", 1)[1].split())
-    except (OSError, StopIteration):
-        return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
-
-
-def _compiler() -> str | None:
-    cc = os.environ.get("CC")
-    return shutil.which(cc) if cc else (shutil.which("cc") or shutil.which("gcc"))
-
-
-def _compiler_version(cc: str) -> str:
-    """The first line of `cc --version` ("" when it prints nothing or cannot run)."""
-    try:
-        r = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return (r.stdout.strip().splitlines() or [""])[0]
-
-
-def _libc() -> str:
-    """The C library and its version: "glibc 2.36" (os.confstr), else platform.libc_ver()."""
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION") or " ".join(platform.libc_ver())
-    except (AttributeError, ValueError, OSError):
-        return " ".join(platform.libc_ver())
-
-
-def _openmp_link() -> tuple[str, ...]:
-    """Link arguments for OpenMP: torch's own libgomp (torch/lib/libgomp*.so*, with an rpath to it) where its wheel
-    bundles one, so the process holds one OpenMP runtime; else the compiler's (-fopenmp)."""
-    lib = Path(torch.__file__).parent / "lib"
-    bundled = sorted(lib.glob("libgomp*.so*"))
-    return (str(bundled[0]), f"-Wl,-rpath,{lib}") if bundled else ("-fopenmp",)
-
-
-def build_key(cc: str, compile_args: tuple[str, ...], link_args: tuple[str, ...]) -> str:
-    """What the library's bits and load depend on, hashed: the source, the flags, the compiler (path and version
-    line), the machine architecture and the C library."""
-    parts = (cc, _compiler_version(cc), platform.machine(), _libc(), *compile_args, "--link", *link_args)
-    return hashlib.sha256(SOURCE.read_bytes() + "\0".join(parts).encode()).hexdigest()[:16]
-
-
-def _run(cmd: list[str]) -> None:
-    """Run one compiler command; RuntimeError with its last line of output when it fails."""
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{cmd[0]} {SOURCE.name}: took over {BUILD_TIMEOUT} s") from None
-    except OSError as e:
-        raise RuntimeError(f"{cmd[0]} {SOURCE.name}: cannot run it ({e.strerror or e})") from None
-    if r.returncode != 0:
-        last = ((r.stderr or r.stdout).strip().splitlines() or [f"exit status {r.returncode}"])[-1]
-        raise RuntimeError(f"{cmd[0]} {SOURCE.name}: {last}")
-
-
-def build(cache: Path | None = None, strict: bool = False) -> Path:
-    """Compile kernels.c (once per build_key) into `cache` (default <cache_root()>/kernels) and return the shared
-    library's path; `strict`: with STRICT_FLAGS (-Wall -Wextra -Werror).  Raises RuntimeError when there is no
-    compiler or the build fails — and remembers a failure in kernels-<key>.failed, so that later calls (in any
-    process) raise it again without running the compiler."""
-    cc = _compiler()
-    if cc is None:
-        raise RuntimeError("no C compiler (cc, gcc or $CC)")
-    compile_args = CFLAGS + (STRICT_FLAGS if strict else ())
-    link_args = _openmp_link()
-    folder = Path(cache) if cache is not None else cache_root() / "kernels"
-    lib = folder / f"kernels-{build_key(cc, compile_args, link_args)}.so"
-    failed = lib.with_suffix(FAILED_SUFFIX)
-    if lib.is_file():
-        return lib
-    if failed.is_file():
-        reason = failed.read_text(encoding="utf-8", errors="replace").strip()
-        raise RuntimeError(f"{reason} (a failed build, remembered in {failed}; delete it to retry)")
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        with atomic_path(lib) as tmp:                  # two processes building at once: each renames its own
-            obj = tmp.with_name(tmp.name + ".o")
-            try:                                       # compile, then link (without -fopenmp's own libgomp)
-                _run([cc, *compile_args, "-c", str(SOURCE), "-o", str(obj)])
-                _run([cc, "-shared", str(obj), *link_args, "-o", str(tmp)])
-            finally:
-                obj.unlink(missing_ok=True)
-    except RuntimeError as e:
-        write_bytes(failed, f"{e}\n".encode())
-        raise
-    return lib
-
-
-class Layer(ctypes.Structure):
-    """kernels.c's struct chattts_layer: one layer's weights for chattts_step."""
-    _fields_ = [("attn_norm", ctypes.c_void_p), ("ffn_norm", ctypes.c_void_p),   # [C] fp32 each
-                ("w", ctypes.c_void_p * 4),                                    # PROJECTIONS, packed
-                ("scale", ctypes.c_void_p * 4)]                                # their int8 column scales, or NULL
-
-
-def expected_layout() -> tuple[int, ...]:
-    """What kernels.c's chattts_layout must report: sizeof and field offsets of struct chattts_layer (Layer),
-    then sizeof(long) and sizeof(void *) — 8 each: `long *` and pointer-array arguments are int64 tensors —
-    and sizeof(float)."""
-    return (ctypes.sizeof(Layer), Layer.attn_norm.offset, Layer.ffn_norm.offset, Layer.w.offset,
-            Layer.scale.offset, 8, 8, 4)
-
-
-def _abi_problem(lib) -> str | None:
-    """Why the loaded library does not match this module (ABI version, table layout), or None."""
-    try:
-        version, layout = lib.chattts_abi_version, lib.chattts_layout
-    except AttributeError:
-        return "it exports no chattts_abi_version / chattts_layout (built from an older kernels.c)"
-    version.argtypes, version.restype = [], ctypes.c_int
-    if version() != ABI_VERSION:
-        return f"its ABI version is {version()}, engine/kernels.py expects {ABI_VERSION}"
-    want = expected_layout()
-    buf = (ctypes.c_long * len(want))()
-    layout.argtypes, layout.restype = [ctypes.c_void_p, ctypes.c_long], ctypes.c_long
-    n = layout(buf, len(want))
-    got = tuple(buf[:min(n, len(want))])
-    if n != len(want) or got != want:
-        return f"its table layout {got} differs from engine/kernels.py's {want}"
-    return None
-
-
-def _load():
-    """The checked ctypes library, or None (see the module docstring); tried once per process."""
-    if os.environ.get(ENV, "").strip().lower() in ("off", "0", "no", "false"):
-        return None
-    if not _cpu_ok():
-        return None
-    try:
-        lib = ctypes.CDLL(os.environ.get(LIB_ENV, "").strip() or str(build()))
-    except (RuntimeError, OSError) as e:
-        log.warning("engine/kernels.c not usable (%s): the CPU engine uses oneDNN instead", e)
-        return None
-    problem = _abi_problem(lib)
-    if problem is not None:
-        log.warning("engine/kernels.c not usable (ABI mismatch: %s): the CPU engine uses oneDNN instead", problem)
-        return None
-    P, L = ctypes.c_void_p, ctypes.c_long
-    lib.chattts_pack.argtypes = [P, L, L, P]
-    lib.chattts_pack.restype = None
-    lib.chattts_gemm.argtypes = [P, L, L, P, L, P, ctypes.c_int]
-    lib.chattts_gemm.restype = None
-    lib.chattts_pack_q8.argtypes = [P, L, L, P]
-    lib.chattts_pack_q8.restype = None
-    lib.chattts_gemm_q8.argtypes = [P, L, L, P, P, L, P, ctypes.c_int]
-    lib.chattts_gemm_q8.restype = None
-    lib.chattts_attend.argtypes = [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, ctypes.c_int]
-    lib.chattts_attend.restype = None
-    lib.chattts_step.argtypes = [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, P, ctypes.c_int, L, P, P, P, P, P,
-                                 P, ctypes.c_int, P]
-    lib.chattts_step.restype = None
-    return lib
 
 
 def library():
     with _LOCK:
         if not _LIB:
-            lib = _load()
+            lib = None if os.environ.get(ENV, "").strip().lower() in ("off", "0", "no", "false") else load()
             _LIB.append(lib if lib is None or _self_check(lib) else None)
         return _LIB[0]
 
@@ -266,18 +73,80 @@ def available() -> bool:
     return library() is not None
 
 
+_KINDS: list = []                 # [the usable kinds] once checked
+
+
+def kinds() -> tuple[str, ...]:
+    """The kinds (KINDS order) usable here: built by this compiler (chattts_kinds), the CPU has their flags, and
+    each passes its self-check (a kind of SAME_BITS gives its twin's bits).  () without the kernels."""
+    with _LOCK:
+        if not _KINDS:
+            lib, flags = library(), cpu_flags()
+            built = lib.chattts_kinds() if lib is not None else 0
+            have = [k for k, (i, need, _) in KINDS.items() if built >> i & 1 and need <= flags]
+            _KINDS.append(tuple(k for k in have if _kind_check(lib, k)))
+        return _KINDS[0]
+
+
 def _self_check(lib) -> bool:
     """The built kernels agree with torch on small problems (the linear with an 8-column tail and a ragged row
     chunk; the attention with a padding row and lengths that are not multiples of 8)."""
     g = torch.Generator().manual_seed(0)
     w, x = torch.randn(40, 37, generator=g), torch.randn(7, 37, generator=g)
-    ok = torch.allclose(_apply(lib, x, _pack(lib, w), 40, 37), x @ w.t(), atol=1e-4, rtol=1e-4)
+    ok = torch.allclose(Packed(lib, w).multiply(x), x @ w.t(), atol=1e-4, rtol=1e-4)
     k, v, q = torch.randn(3, 2, 24, 16, generator=g), torch.randn(3, 2, 24, 16, generator=g), torch.randn(2, 2, 1, 16)
     o = _attend(lib, q, k, v, torch.tensor([2, 0]), torch.tensor([19, 0]))
     ref = F.scaled_dot_product_attention(q[:1], k[2:, :, :19], v[2:, :, :19])
     ok = ok and torch.allclose(o[:1], ref, atol=1e-5, rtol=1e-4) and not o[1].any()
     if not ok:
         log.warning("engine/kernels.c disagrees with torch here: the CPU engine uses oneDNN instead")
+    return ok
+
+
+def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int8 weights per output channel, symmetric: (wq [N, K] int8, scale [N] fp32), weight ~ scale[:, None] * wq."""
+    w = weight.detach().float()                                                  # [N, K]
+    scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)                           # [N]
+    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
+
+
+def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] fp32 -> (xq [M, K] int8, s [M, 1] fp32), x ~ s * xq: each row on its own (its absmax / 127), as the
+    W8A8 linears quantize their activations (engine.cpu.Int8Linear, and "i8" inside engine/kernels.c)."""
+    s = (x.abs().amax(-1, keepdim=True) / 127.0).clamp_min(1e-12)                # [M, 1]
+    return torch.round(x / s).clamp(-127, 127).to(torch.int8), s
+
+
+def rounded_operands(kind: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, weight) in float64 as `kind` rounds them before it multiplies (fp32 kinds: as they are; bf16: both to
+    bf16; int8 kinds: the weight quantized per column, "i8" the rows too): the operands of a reference product."""
+    wdtype = KINDS[kind][2]
+    if wdtype == "int8":
+        wq, scale = quantize_weight(weight)
+        weight = wq.double() * scale.double()[:, None]
+    if kind == "bf16":
+        x, weight = x.bfloat16(), weight.bfloat16()
+    if kind == "i8":
+        xq, s = quantize_rows(x)
+        x = xq.double() * s.double()
+    return x.double(), weight.double()
+
+
+def _kind_check(lib, kind: str) -> bool:
+    """One kind on a small problem (33 columns: two 16-column blocks, a lone one, a tail of 8 after padding; K = 37:
+    odd, not a multiple of 4; 14 rows: a ragged chunk of every width) against float64 over the operands as the kind
+    rounds them (rounded_operands), within 1e-5 of the sum of the products' magnitudes (the fp32 sums' rounding); a
+    kind of SAME_BITS equal to its twin bit for bit.  A kind that fails is not used (a warning says so)."""
+    g = torch.Generator().manual_seed(1)
+    w, x = torch.randn(33, 37, generator=g), torch.randn(14, 37, generator=g)
+    weight, scale = quantize_weight(w) if KINDS[kind][2] == "int8" else (w, None)
+    y = Packed(lib, weight, kind, scale).multiply(x).double()
+    xr, wr = rounded_operands(kind, x, w)
+    ok = bool(((y - xr @ wr.t()).abs() <= 1e-5 * (xr.abs() @ wr.abs().t())).all())
+    if ok and kind in SAME_BITS:
+        ok = torch.equal(y, Packed(lib, weight, SAME_BITS[kind], scale).multiply(x).double())
+    if not ok:
+        log.warning("engine/kernels.c's %s kernel disagrees with its reference here: not used", kind)
     return ok
 
 
@@ -310,47 +179,82 @@ def _check(name: str, t, dtypes: tuple, dims: int | None = None, contiguous: boo
 FP32, INT8, INTS = (torch.float32,), (torch.int8,), (torch.int64, torch.int32, torch.int16, torch.uint8)
 
 
-def _pack(lib, weight: torch.Tensor) -> torch.Tensor:
-    """weight [N, K] fp32 or int8 -> the blocked layout (N padded with zero columns), flat, same dtype."""
-    _check("weight", weight, FP32 + INT8, dims=2)
-    if weight.shape[0] < 1 or weight.shape[1] < 1:
-        raise ValueError(f"engine/kernels.c: weight has shape {tuple(weight.shape)}; N and K must be at least 1")
-    w = _pad_rows(weight.detach())                                       # [ceil8(N), K], contiguous
-    packed = torch.empty(w.numel(), dtype=w.dtype)
-    (lib.chattts_pack_q8 if w.dtype == torch.int8 else lib.chattts_pack)(w.data_ptr(), w.shape[0], w.shape[1],
-                                                                         packed.data_ptr())
-    return packed
+class Packed:
+    """A weight [N, K] packed once for one kind (engine/kernels.c's layouts; N padded with zero columns to a multiple
+    of COLUMN_ALIGN): `packed` flat (fp32, int8, or bf16 bits as int16), `scale` [N_pad] fp32 column scales (int8
+    kinds: weight ~ scale[n] * wq[n]), `comp` [N_pad] int32 column offsets ("i8"), and multiply(x)."""
+
+    def __init__(self, lib, weight: torch.Tensor, kind: str = "f32", scale: torch.Tensor | None = None):
+        if kind not in KINDS:
+            raise ValueError(f"engine/kernels.c: no kind {kind!r} (one of {', '.join(KINDS)})")
+        wdtype = KINDS[kind][2]
+        _check("weight", weight, INT8 if wdtype == "int8" else FP32, dims=2)
+        if weight.shape[0] < 1 or weight.shape[1] < 1:
+            raise ValueError(f"engine/kernels.c: weight has shape {tuple(weight.shape)}; N and K must be at least 1")
+        if (scale is not None) != (wdtype == "int8"):
+            raise ValueError("engine/kernels.c: int8 weights need their column scales, fp32 weights none")
+        if scale is not None:
+            _check("scale", scale, FP32, dims=1)
+            if scale.shape[0] != weight.shape[0]:
+                raise ValueError(f"engine/kernels.c: {scale.shape[0]} column scales for {weight.shape[0]} columns")
+        self.lib, self.kind = lib, kind
+        self.out_features, self.in_features = weight.shape
+        w = _pad_rows(weight.detach())                                   # [N_pad, K], contiguous
+        n, k = w.shape
+        self.comp = None
+        if kind == "bf16":
+            self.packed = torch.empty(_packed_size(kind, n, k), dtype=torch.int16)    # K padded to even
+            lib.chattts_pack_bf16(w.data_ptr(), n, k, self.packed.data_ptr())
+        elif kind == "i8":
+            self.packed = torch.empty(_packed_size(kind, n, k), dtype=torch.int8)     # K padded to 4
+            self.comp = torch.empty(n, dtype=torch.int32)
+            lib.chattts_pack_i8(w.data_ptr(), n, k, self.packed.data_ptr(), self.comp.data_ptr())
+        else:
+            self.packed = torch.empty(w.numel(), dtype=w.dtype)
+            (lib.chattts_pack_q8 if wdtype == "int8" else lib.chattts_pack)(w.data_ptr(), n, k, self.packed.data_ptr())
+        self.scale = _pad_rows(scale.float(), 1.0) if scale is not None else None     # [N_pad] fp32
+
+    def multiply(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., K] fp32 -> [..., N]."""
+        k, n, n_pad = self.in_features, self.out_features, _padded(self.out_features)
+        _check("x", x, FP32)
+        if x.dim() < 1 or x.shape[-1] != k:
+            raise ValueError(f"engine/kernels.c: x has shape {tuple(x.shape)}; the weight takes K = {k}")
+        self._check_packed(n_pad, k)
+        x2 = x.reshape(-1, k).contiguous()                               # [M, K]
+        y = torch.empty(x2.shape[0], n_pad)
+        self.lib.chattts_linear(KINDS[self.kind][0], x2.data_ptr(), x2.shape[0], k, self.packed.data_ptr(),
+                                _ptr(self.scale), _ptr(self.comp), n_pad, y.data_ptr(), torch.get_num_threads())
+        if n_pad != n:
+            y = y[:, :n].contiguous()
+        return y.view(*x.shape[:-1], n)
 
 
-def _apply(lib, x: torch.Tensor, packed: torch.Tensor, n: int, k: int,
-           scale: torch.Tensor | None = None) -> torch.Tensor:
-    """x [..., K] fp32 times a packed weight (n outputs, k inputs) -> [..., n]; int8 weights with their (padded)
-    column scales."""
-    _check("x", x, FP32)
-    if x.dim() < 1 or x.shape[-1] != k:
-        raise ValueError(f"engine/kernels.c: x has shape {tuple(x.shape)}; the weight takes K = {k}")
-    _check("packed weight", packed, FP32 + INT8, dims=1, contiguous=True)
-    n_pad = _padded(n)
-    if packed.numel() != n_pad * k:
-        raise ValueError(f"engine/kernels.c: the packed weight holds {packed.numel()} values, not {n_pad} x {k}")
-    q8 = packed.dtype == torch.int8
-    if q8 != (scale is not None):
-        raise ValueError("engine/kernels.c: int8 weights need their column scales, fp32 weights none")
-    if q8:
-        _check("scale", scale, FP32, dims=1, contiguous=True)
-        if scale.numel() != n_pad:
-            raise ValueError(f"engine/kernels.c: {scale.numel()} column scales for {n_pad} columns")
-    x2 = x.reshape(-1, k).contiguous()                                   # [M, K]
-    y = torch.empty(x2.shape[0], n_pad)
-    if not q8:
-        lib.chattts_gemm(x2.data_ptr(), x2.shape[0], k, packed.data_ptr(), n_pad, y.data_ptr(),
-                         torch.get_num_threads())
-    else:
-        lib.chattts_gemm_q8(x2.data_ptr(), x2.shape[0], k, packed.data_ptr(), scale.data_ptr(), n_pad,
-                            y.data_ptr(), torch.get_num_threads())
-    if n_pad != n:
-        y = y[:, :n].contiguous()
-    return y.view(*x.shape[:-1], n)
+    def _check_packed(self, n_pad: int, k: int) -> None:
+        """ValueError unless the packed weight, scales and offsets are what C reads for this kind and shape."""
+        wdtype = KINDS[self.kind][2]
+        _check("packed weight", self.packed, {"fp32": FP32, "int8": INT8, "bf16": (torch.int16,)}[wdtype], dims=1,
+               contiguous=True)
+        if self.packed.numel() != _packed_size(self.kind, n_pad, k):
+            raise ValueError(f"engine/kernels.c: the packed weight holds {self.packed.numel()} values, not "
+                             f"{_packed_size(self.kind, n_pad, k)} ({n_pad} x {k}, {self.kind})")
+        for name, t, dtypes, need in (("column scales", self.scale, FP32, wdtype == "int8"),
+                                      ("column offsets", self.comp, (torch.int32,), self.kind == "i8")):
+            if need != (t is not None):
+                raise ValueError(f"engine/kernels.c: {self.kind} weights {'need' if need else 'take no'} {name}")
+            if t is not None:
+                _check(name, t, dtypes, dims=1, contiguous=True)
+                if t.numel() != n_pad:
+                    raise ValueError(f"engine/kernels.c: {t.numel()} {name} for {n_pad} columns")
+
+
+def _packed_size(kind: str, n: int, k: int) -> int:
+    """Values in a packed weight of n (padded) columns and K = k: bf16 pads K to even, "i8" to a multiple of 4."""
+    return n * {"bf16": 2 * (-(-k // 2)), "i8": 4 * (-(-k // 4))}.get(kind, k)
+
+
+def _ptr(t: torch.Tensor | None):
+    return None if t is None else t.data_ptr()
 
 
 def _check_rows(slots: torch.Tensor, lens: torch.Tensor, slots_n: int, S: int, what: str) -> None:
@@ -369,7 +273,7 @@ def _attend(lib, q, k_cache, v_cache, slots: torch.Tensor, lens: torch.Tensor) -
     _check("v_cache", v_cache, FP32, dims=4)
     B, H, L, D = q.shape
     slots_n, hkv, S, Dc = k_cache.shape
-    if L != 1 or D % 8 or D != Dc or hkv < 1 or H % hkv:
+    if L != 1 or D % 8 or Dc != D or hkv < 1 or H % hkv:
         raise ValueError(f"decode attention needs one fp32 query per row, D % 8 == 0 and the cache's D and heads "
                          f"(q {tuple(q.shape)}, cache {tuple(k_cache.shape)})")
     if v_cache.shape != k_cache.shape:
@@ -408,47 +312,75 @@ def decode_attention(slots: torch.Tensor, lens: list[int]):
     return lambda q, k_cache, v_cache: _attend(lib, q, k_cache, v_cache, sl, ln)
 
 
-class GemmLinear(nn.Module):
-    """fp32 linear through engine/kernels.c with the weight packed once (CPU).  The dense `weight` stays (the HF
-    model shares it: engine.codemodel.share_weights_with_hf); `packed` is the kernel's blocked copy."""
+def _usable(kind: str):
+    """The library, where `kind` is usable here (kinds()); RuntimeError otherwise."""
+    lib = library()
+    if lib is None:
+        raise RuntimeError("engine/kernels.c is not available here (see engine.kernels.available)")
+    if kind not in kinds():
+        raise RuntimeError(f"engine/kernels.c's {kind} kernel is not usable here (this CPU and build have "
+                           f"{', '.join(kinds())})")
+    return lib
 
-    def __init__(self, weight: torch.Tensor):
-        super().__init__()
-        self.lib = library()
-        if self.lib is None:
-            raise RuntimeError("engine/kernels.c is not available here (see engine.kernels.available)")
-        _check("weight", weight, FP32, dims=2)
+
+class GemmLinear(nn.Module, Packed):
+    """fp32 linear through engine/kernels.c with the weight packed once (CPU), on AVX2 ("f32") or AVX-512
+    ("f32_512", the same bits).  The dense `weight` stays (the HF model shares it:
+    engine.codemodel.share_weights_with_hf); `packed` is the kernel's blocked copy."""
+
+    RUNS: tuple[str, ...] = ("f32", "f32_512")     # the kinds this class runs
+
+    def __init__(self, weight: torch.Tensor, kind: str = "f32"):
+        nn.Module.__init__(self)
+        Packed.__init__(self, self._lib(kind), weight, kind)
         self.weight = weight                                             # [N, K] fp32, dense
-        self.out_features, self.in_features = weight.shape
-        self.packed = _pack(self.lib, weight)                            # [ceil8(N) * K] blocked
 
-    scale = None                                                         # fp32 weights: no column scales
+    @classmethod
+    def _lib(cls, kind: str):
+        if kind not in cls.RUNS:
+            raise ValueError(f"engine/kernels.c: {cls.__name__} runs {' or '.join(cls.RUNS)}, not {kind!r}")
+        return _usable(kind)
 
     def forward(self, x):                                                # x [..., K] fp32 -> [..., N]
         if torch._C._autograd._profiler_enabled():                      # a range the profile counts as GEMM
             with torch.profiler.record_function(GEMM_RANGE):
-                return _apply(self.lib, x, self.packed, self.out_features, self.in_features, self.scale)
-        return _apply(self.lib, x, self.packed, self.out_features, self.in_features, self.scale)
+                return self.multiply(x)
+        return self.multiply(x)
+
+
+class GemmBf16Linear(GemmLinear):
+    """bf16 weights (rounded once, at load) and activations (each row rounded as it enters), fp32 sums in a fixed
+    order (AVX512_BF16's vdpbf16ps): half the bytes of fp32 and twice the products per instruction; every row's
+    bits its own, as GemmLinear's.  The dense fp32 `weight` stays, as GemmLinear's."""
+
+    RUNS = ("bf16",)
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__(weight, "bf16")
 
 
 class GemmInt8Linear(GemmLinear):
-    """int8 weights with a scale per output column (engine.cpu.quantize_weight: per output channel, symmetric),
-    fp32 activations and sums, through engine/kernels.c (CPU): a step streams a quarter of the fp32 weight bytes.
-    Weight-only, so unlike the W8A8 engine.cpu.Int8Linear the activations are not rounded; batch-invariant like
-    GemmLinear."""
+    """int8 weights with a scale per output column (quantize_weight: per output channel, symmetric), fp32
+    activations and sums, through engine/kernels.c (CPU; "q8" on AVX2, "q8_512" the same bits on AVX-512): a step
+    streams a quarter of the fp32 weight bytes.  Weight-only, so unlike the W8A8 engine.cpu.Int8Linear and
+    GemmW8A8Linear the activations are not rounded; batch-invariant like GemmLinear."""
 
-    def __init__(self, wq: torch.Tensor, scale: torch.Tensor):           # wq [N, K] int8, scale [N] fp32
+    RUNS: tuple[str, ...] = ("q8", "q8_512")
+
+    def __init__(self, wq: torch.Tensor, scale: torch.Tensor, kind: str = "q8"):   # wq [N, K] int8, scale [N] fp32
         nn.Module.__init__(self)
-        self.lib = library()
-        if self.lib is None:
-            raise RuntimeError("engine/kernels.c is not available here (see engine.kernels.available)")
-        _check("int8 weight", wq, INT8, dims=2)
-        _check("scale", scale, FP32, dims=1)
-        if scale.shape[0] != wq.shape[0]:
-            raise ValueError(f"engine/kernels.c: {scale.shape[0]} column scales for {wq.shape[0]} columns")
-        self.out_features, self.in_features = wq.shape
-        self.packed = _pack(self.lib, wq)                                # [ceil8(N) * K] int8, blocked
-        self.scale = _pad_rows(scale, 1.0)                               # [ceil8(N)] fp32
+        Packed.__init__(self, self._lib(kind), wq, kind, scale)
+
+
+class GemmW8A8Linear(GemmInt8Linear):
+    """W8A8 through AVX512_VNNI's vpdpbusd ("i8"): int8 weights per output column as GemmInt8Linear's, each row
+    quantized to int8 as it enters (quantize_rows: its absmax / 127), exact int32 sums, one fp32 rescale — the
+    arithmetic of engine.cpu.Int8Linear (torch), so the same bits, at the speed of four products an instruction."""
+
+    RUNS = ("i8",)
+
+    def __init__(self, wq: torch.Tensor, scale: torch.Tensor):
+        super().__init__(wq, scale, "i8")
 
 
 PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step's table order
@@ -456,8 +388,8 @@ PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step
 
 class DecodeStep:
     """engine/kernels.c's chattts_step: a decode step of the whole Llama (every layer, then the final norm) in one
-    call, for a model whose block projections are all GemmLinear or all GemmInt8Linear (engine.attention.CStep
-    runs it).
+    call, for a model whose block projections are all of one class and kind of ours (GemmLinear, GemmBf16Linear,
+    GemmInt8Linear, GemmW8A8Linear: engine.attention.CStep runs it).
     The per-row path's decode step otherwise costs ~30 small torch ops per layer (norms, RoPE, cache writes,
     SiLU, residual adds) and a kernel call per projection, each with its own OpenMP fork; here one team does the
     lot.  Holds references to every tensor it points at.  `times` adds up the seconds spent in its GEMMs,
@@ -467,9 +399,10 @@ class DecodeStep:
         s = model.s
         self.lib = library()
         if self.lib is None or not self.supports(model):
-            raise ValueError("chattts_step needs engine/kernels.c and uniform packed fp32/int8 projections")
+            raise ValueError("chattts_step needs engine/kernels.c and projections all of one kind of ours")
         blocks = model.layers
-        self.q8 = isinstance(blocks[0].wqkv, GemmInt8Linear)
+        self.kind = blocks[0].wqkv.kind
+        self.kv_dtype = torch.bfloat16 if self.kind == "bf16" else torch.float32   # the KV cache it reads
         self.norm, self.cos, self.sin = model.norm.weight, model.cos, model.sin   # [C]; [P, D] RoPE tables
         for name, w in (("norm", self.norm), ("cos", self.cos), ("sin", self.sin)):
             _check(name, w, FP32, dims=1 if name == "norm" else 2, contiguous=True)
@@ -487,20 +420,21 @@ class DecodeStep:
                 setattr(t, name, w.data_ptr())
                 self.keep.append(w)
             for i, lin in enumerate(lins):
-                t.w[i] = lin.packed.data_ptr()
-                t.scale[i] = lin.scale.data_ptr() if self.q8 else None
-                self.keep += [lin.packed] + ([lin.scale] if self.q8 else [])
+                t.w[i], t.scale[i], t.comp[i] = lin.packed.data_ptr(), _ptr(lin.scale), _ptr(lin.comp)
+                self.keep += [a for a in (lin.packed, lin.scale, lin.comp) if a is not None]
         self.s = s
         self.times = torch.zeros(3, dtype=torch.float64)                 # GEMM, attention, rest (s)
 
     @staticmethod
     def supports(model) -> bool:
-        """fp32 on CPU, every projection the same kernel class, no padded output columns, 8-wide C, D, F."""
+        """fp32 on CPU, every projection the same class and kind of ours, no padded output columns, 8-wide C, D,
+        F."""
         s = model.s
         lins = [getattr(b, n) for b in model.layers for n in PROJECTIONS]
-        kind = type(lins[0]) if lins else None
-        return (kind in (GemmLinear, GemmInt8Linear) and all(type(lin) is kind for lin in lins)
-                and all(lin.packed.numel() == lin.out_features * lin.in_features for lin in lins)
+        cls, kind = (type(lins[0]), getattr(lins[0], "kind", None)) if lins else (None, None)
+        return (isinstance(lins[0] if lins else None, GemmLinear)
+                and all(type(lin) is cls and lin.kind == kind for lin in lins)
+                and all(lin.out_features % COLUMN_ALIGN == 0 for lin in lins)
                 and model.norm.weight.dtype == torch.float32 and model.norm.weight.device.type == "cpu"
                 and s.hidden % 8 == 0 and s.head_dim % 8 == 0 and s.ffn % 8 == 0 and s.heads % s.kv_heads == 0)
 
@@ -525,22 +459,22 @@ class DecodeStep:
         vc = torch.tensor([t.data_ptr() for t in cache.v], dtype=torch.int64)
         out = torch.empty(B, s.hidden)
         self.lib.chattts_step(xs.data_ptr(), B, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.layers, s.eps,
-                              ctypes.addressof(self.table), kc.data_ptr(), vc.data_ptr(), self.norm.data_ptr(),
-                              int(self.q8), S, sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(),
-                              self.sin.data_ptr(), out.data_ptr(), torch.get_num_threads(),
-                              self.times.data_ptr())
+                              ctypes.addressof(self.table), kc.data_ptr(), vc.data_ptr(),
+                              int(self.kv_dtype == torch.bfloat16), self.norm.data_ptr(), KINDS[self.kind][0], S,
+                              sl.data_ptr(), ps.data_ptr(), ln.data_ptr(), self.cos.data_ptr(), self.sin.data_ptr(),
+                              out.data_ptr(), torch.get_num_threads(), self.times.data_ptr())
         return out.view(B, 1, s.hidden)
 
     def _check_cache(self, cache) -> int:
-        """The cache's length S, once every layer's keys and values are [cache.slots, Hkv, S, D] fp32 contiguous
-        CPU tensors of this model's geometry (ValueError otherwise)."""
+        """The cache's length S, once every layer's keys and values are [cache.slots, Hkv, S, D] contiguous CPU
+        tensors of this model's geometry in kv_dtype (ValueError otherwise)."""
         s, S = self.s, cache.max_len
         if len(cache.k) != s.layers or len(cache.v) != s.layers:
             raise ValueError(f"chattts_step: a cache of {len(cache.k)} layers for a model of {s.layers}")
         want = (cache.slots, s.kv_heads, S, s.head_dim)
         for name, tensors in (("k", cache.k), ("v", cache.v)):
             for t in tensors:
-                _check(f"cache.{name}", t, FP32, contiguous=True)
+                _check(f"cache.{name}", t, (self.kv_dtype,), contiguous=True)
                 if tuple(t.shape) != want:
                     raise ValueError(f"chattts_step: cache.{name} has shape {tuple(t.shape)}; expected {want}")
         return S

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch                      # this module is imported lazily (by engine.engine.Engine.load), never by api
+import torch  # this module is imported lazily (by engine.engine.Engine.load), never by api
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -45,7 +45,7 @@ class LlamaShape:
         return self.hidden // self.heads
 
     @classmethod
-    def from_hf(cls, cfg) -> "LlamaShape":
+    def from_hf(cls, cfg) -> LlamaShape:
         """From a transformers LlamaConfig (only the default RoPE is supported, as ChatTTS uses)."""
         scaling = getattr(cfg, "rope_scaling", None)
         if scaling and scaling.get("rope_type", scaling.get("type", "default")) != "default":
@@ -164,7 +164,7 @@ class Llama(nn.Module):
         return _rms_norm(x, self.norm.weight, self.s.eps)
 
 
-def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> "Llama":
+def build_llama(shape: LlamaShape, state: dict, device="cpu", dtype=None) -> Llama:
     """A Llama from an HF LlamaModel state dict (keys `layers.N.self_attn.q_proj.weight`, ..., `norm.weight`)."""
     with torch.device("meta"):                       # no random init: every parameter comes from `state`
         model = Llama(shape)

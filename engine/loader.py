@@ -27,8 +27,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from engine.api import RANDOM_MODELS, ModelUnavailable
-from engine.atomic import write_bytes
 from engine.assets import ASSET_FILES, INFO_FILE, SPK_STAT_FILE, cache_root, ensure_random_assets
+from engine.atomic import write_bytes
 
 HF_REPO = "2Noise/ChatTTS"
 HF_PATTERNS = ["*.yaml", "*.json", "*.safetensors"]
@@ -36,7 +36,7 @@ PROBE_TIMEOUT = 3.0                # s: how long we wait for huggingface.co befo
 ETAG_TIMEOUT = 10.0                # s: per-request metadata timeout of snapshot_download
 FINGERPRINT_CHARS = 16             # hex chars of the model fingerprint
 
-_CACHE: dict[tuple[str, str, str], "LoadedModel"] = {}
+_CACHE: dict[tuple[str, str, str], LoadedModel] = {}
 _CACHE_LOCK = threading.Lock()
 _HASH_LOCK = threading.Lock()
 
@@ -167,7 +167,7 @@ def _shapes(path: Path) -> dict[str, tuple[int, ...]]:
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
-        return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+        return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 — safe_open: no __iter__
 
 
 def _convnext_config(sh: dict[str, tuple[int, ...]], prefix: str) -> dict:

@@ -48,7 +48,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.api import ModelUnavailable
 from engine.assets import cache_root
@@ -104,7 +104,7 @@ def modules(loaded, dtype: str) -> dict[str, Any]:
     import torch.nn.functional as F
 
     from engine.codemodel import CodeModel
-    from engine.llama import _rms_norm
+    from engine.llama import Block, _rms_norm
 
     tdtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
     cm = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, loaded.tokenizer.spk_emb_ids, "cpu", tdtype)
@@ -112,6 +112,7 @@ def modules(loaded, dtype: str) -> dict[str, Any]:
 
     s = llama.s
     rep = s.heads // s.kv_heads
+    blocks = cast("list[Block]", list(llama.layers))                                 # (a ModuleList's items)
 
     def heads(t):                                                                     # [B, Hkv, ., D] -> H heads
         return t.repeat_interleave(rep, 1) if rep > 1 else t
@@ -129,7 +130,7 @@ def modules(loaded, dtype: str) -> dict[str, Any]:
     def layers(x, pos, past_k, past_v, valid):
         cos, sin = llama.cos[pos].unsqueeze(2), llama.sin[pos].unsqueeze(2)          # [B, L, 1, D] fp32
         ks, vs = [], []
-        for i, blk in enumerate(llama.layers):
+        for i, blk in enumerate(blocks):
             q, k, v = blk.project(x, cos, sin)
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)         # [B, H(kv), L, D]
             if past_k is None:                                                        # prefill: causal, no past
@@ -164,6 +165,8 @@ def modules(loaded, dtype: str) -> dict[str, Any]:
             return (hidden, *ks, *vs)
 
     class Heads(nn.Module):
+        head: torch.Tensor
+
         def __init__(self):
             super().__init__()
             self.register_buffer("head", cm.head.clone())                              # [Q·V, C] fp32
@@ -200,6 +203,10 @@ def _vocoder_class():
         head's torch.istft (centre padding) becomes an inverse-DFT MatMul, an overlap-add of n_fft/hop shifted
         chunks and the window-envelope division, trimmed by n_fft/2 on both sides (torch.istft's own steps)."""
 
+        re: torch.Tensor              # buffers: the inverse DFT [n_fft, n_fft/2 + 1] (real, imaginary parts)
+        im: torch.Tensor
+        wsq: torch.Tensor             # the window squared [k, hop]
+
         def __init__(self, decoder, vocos):
             super().__init__()
             self.decoder, self.backbone, self.out = decoder, vocos.backbone, vocos.head.out
@@ -219,10 +226,9 @@ def _vocoder_class():
             B, _, Fr = frames.shape
             k = self.n_fft // self.hop
             parts = frames.reshape(B, k, self.hop, Fr)
-            out = None
-            for c in range(k):
-                p = torch.nn.functional.pad(parts[:, c], (c, k - 1 - c))                # [B, hop, F + k - 1]
-                out = p if out is None else out + p
+            out = torch.nn.functional.pad(parts[:, 0], (0, k - 1))                      # [B, hop, F + k - 1]
+            for c in range(1, k):
+                out = out + torch.nn.functional.pad(parts[:, c], (c, k - 1 - c))
             return out.transpose(1, 2).reshape(B, -1)
 
         def forward(self, hidden):                                                      # [B, T, C] fp32
@@ -266,11 +272,13 @@ def _export(module, args: tuple, name: str, path: Path, layers: int) -> None:
     from torch.export import Dim
 
     ins = input_axes(name, layers)
-    flat = [{ax: Dim.DYNAMIC for ax in axes} for axes in ins.values()]
+    flat = [dict.fromkeys(axes, Dim.DYNAMIC) for axes in ins.values()]
     shapes = tuple(flat) if name != "decode" else (flat[0], flat[1], flat[2:2 + layers], flat[2 + layers:])
     prog = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET, input_names=list(ins),
                              output_names=list(output_axes(name, layers)), dynamic_shapes=shapes, verbose=False,
                              optimize=True)
+    if prog is None:                                   # (dynamo=True always gives one)
+        raise RuntimeError(f"torch.onnx.export gave no program for the {name} graph")
     prog.save(str(path), external_data=False)
     _name_axes(path, name, layers)
 

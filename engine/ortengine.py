@@ -190,7 +190,8 @@ class OrtCodeModel(CodeModel):
                                _providers(provider, n, info, Path(folder), max_batch))
                     for n in ("prefill", "decode", "heads", "vocoder")}
         shape = LlamaShape.from_hf(loaded.gpt.config)
-        self.llama = OrtLlama(shape, sessions["prefill"], sessions["decode"])
+        self.llama = OrtLlama(shape, sessions["prefill"], sessions["decode"])  # type: ignore[assignment]  # a Llama
+        # in duck type: its __call__, `s` and `attention` are all that a CodeModel's callers use
         self._heads, self._vocoder = sessions["heads"], sessions["vocoder"]
         self.emb_text, self.emb_code = emb_text, emb_code
         self.Q, self.V = info["Q"], info["V"]

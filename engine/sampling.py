@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch                      # imported lazily by engine.engine, never by engine.api
+import torch  # imported lazily by engine.engine, never by engine.api
 
 EOS = 625                          # ChatTTS audio EOS id (num_audio_tokens - 1)
 _M32 = 0xFFFF_FFFF

@@ -19,7 +19,7 @@ the running batch's cache waits until that batch drains, and the next batch is s
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 

@@ -40,7 +40,7 @@ def latin_words(text: str) -> tuple[int, int, int]:
         w = m.group()
         n = sum(1 for c in w if c.isalpha())
         letters += n
-        if n == 1 or n <= SPELLED_MAX_LETTERS and w.isupper():
+        if n == 1 or (n <= SPELLED_MAX_LETTERS and w.isupper()):
             spelled += n
         else:
             words += 1

@@ -74,7 +74,7 @@ def decode_prompt(text: str, where: str = "voice"):
         shape = tuple(int(x) for x in np.frombuffer(raw[:4], dtype="<u2"))
         codes = np.frombuffer(lzma.decompress(raw[4:], format=lzma.FORMAT_RAW, filters=LZMA_FILTERS), dtype="<u2")
         codes = codes.reshape(shape)
-    except Exception as e:                     # lzma, base16384, a size that is not Q x P
+    except Exception as e:  # noqa: BLE001 — lzma, base16384, a size that is not Q x P: one line for any
         raise VoiceError(f"{where}: not a sample prompt (spk_smp) string ({type(e).__name__})") from None
     if 0 in shape:
         raise VoiceError(f"{where}: the sample prompt holds no codes")
@@ -98,7 +98,7 @@ def decode_spk_emb(text: str, where: str = "voice"):
 
     try:
         raw = lzma.decompress(b14.decode_from_string(text), format=lzma.FORMAT_RAW, filters=LZMA_FILTERS)
-    except Exception as e:                     # lzma, and pybase16384's own errors on bad input
+    except Exception as e:  # noqa: BLE001 — lzma, and pybase16384's own errors on bad input: one line for any
         raise VoiceError(f"{where}: not a ChatTTS speaker embedding string ({type(e).__name__})") from None
     if not raw or len(raw) % 2:
         raise VoiceError(f"{where}: not a ChatTTS speaker embedding string (odd length)")

@@ -26,9 +26,18 @@ def test_render_against_engine_alone_with_split_and_limit(tmp_path, capsys):
     assert r["pipeline_overhead"] == pytest.approx(1 - r["engine_alone"]["wall_s"] / r["render_wall_s"], abs=1e-3)
     assert r["limit_fraction"] == pytest.approx(r["engine_alone"]["audio_s_per_wall_s"] / r["ceiling_audio_s"],
                                                 rel=1e-2)
+    assert r["path_limit_fraction"] == pytest.approx(r["engine_alone"]["audio_s_per_wall_s"]
+                                                     / r["path_ceiling_audio_s"], rel=1e-2)
     assert r["engine_alone"]["audio_s"] == pytest.approx(r["audio_s"]) and r["audio_s"] > 0
+    assert r["memory_bandwidth_gbs"] > 0 and r["decode_bound"] in ("memory", "compute")
+    if "baseline" in r:                 # --dtype auto (the default) took another path than fp32 AVX2 here
+        b = r["baseline"]
+        assert b["path"] == bench.BASELINE_PATH and b["engine_alone"]["audio_s"] == pytest.approx(r["audio_s"])
+        assert r["vs_fp32_avx2"] == pytest.approx(r["engine_alone"]["audio_s_per_wall_s"]
+                                                  / b["engine_alone"]["audio_s_per_wall_s"], rel=1e-2)
     printed = capsys.readouterr().out
     assert "pipeline_overhead" in printed and "limit_fraction" in printed and "split:" in printed
+    assert f"({r['path']}): roofline at the best float" in printed
 
 
 def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):

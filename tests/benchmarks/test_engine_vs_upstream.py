@@ -37,12 +37,16 @@ def test_one_run_measures_both_baselines_and_every_dtype(tmp_path, capsys):
         assert 0.9 < r[d]["cosine_min"] <= 1.0 and r[d]["decoder_vocos_snr_db"] > 0
     from engine import kernels
 
-    int8_peak = set() if kernels.available() else {"int8"}       # weight-only INT8 multiplies in fp32 (limits.py)
+    w8a8 = "int8-vnni" if kernels.available() else None           # weight-only INT8 multiplies in fp32 (limits.py)
+    int8_peak = {"int8"} if r["ours_int8"]["path"] in (w8a8, None) else set()
     assert set(r["peak_gemm_gflops"]) == {"fp32", "bf16"} | int8_peak and min(r["peak_gemm_gflops"].values()) > 0
+    assert r["memory_bandwidth_gbs"] > 0
     for side in ("ours", "ours_int8", "ours_bf16"):
         lim = r["limits"][side]
-        assert lim["limit_fraction"] == pytest.approx(r[side]["audio_s_per_wall_s"] / lim["ceiling_audio_s"],
-                                                      rel=1e-2)
+        assert lim["path"] == (r[side]["path"] or lim["path"])
+        for key in ("", "path_"):        # against the best float dtype's roofline, and the side's own path's
+            assert lim[f"{key}limit_fraction"] == pytest.approx(
+                r[side]["audio_s_per_wall_s"] / lim[f"{key}ceiling_audio_s"], rel=1e-2)
         p = lim["profile"]
         parts = sum(p[k] for k in ("gemm_ms", "attention_ms", "sampling_ms", "other_ms"))
         assert p["gemm_ms"] > 0 and p["attention_ms"] > 0 and p["sampling_ms"] > 0

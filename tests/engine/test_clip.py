@@ -20,7 +20,7 @@ from tests.engine.helpers import TRANSCRIPT, bad_clips, tone, write_clip
 def engine():
     torch.set_num_threads(1)
     from engine.engine import Engine
-    return Engine.load(EngineOptions(model="random-tiny", max_batch=2))
+    return Engine.load(EngineOptions(model="random-tiny", dtype="fp32", max_batch=2))   # upstream's fp32: compared
 
 
 # ------------------------------------------------------------------------------------------------ bad clips

@@ -14,9 +14,10 @@ TEXTS = ["你好。", "今天天气很好，我们去公园散步吧。", "第�
 
 @pytest.fixture(scope="module")
 def engine():
+    """fp32 (the upstream comparisons need it); every CPU path's batched == alone: test_every_cpu_path_..."""
     torch.set_num_threads(1)
     from engine.engine import Engine
-    return Engine.load(EngineOptions(model="random-tiny", max_batch=3))
+    return Engine.load(EngineOptions(model="random-tiny", max_batch=3, dtype="fp32"))
 
 
 @pytest.fixture(scope="module")
@@ -136,15 +137,41 @@ def test_prompt_is_upstream_and_version_names_settings(engine):
     assert engine.version == f"ours6-{old}-{backend_name()}"
 
 
-@pytest.mark.parametrize("kw, tag", [(dict(int8=True), "+int8"), (dict(dtype="bf16"), "-aten_")])
-def test_int8_and_bf16_cpu_engines_are_batch_invariant(requests, kw, tag):
+def _path_param(name: str):
+    from engine.cpupath import BY_NAME
+    from tests.engine.kinds import why_not
+
+    reason = why_not(BY_NAME[name].kind)
+    return pytest.param(name, id=name, marks=pytest.mark.skipif(reason is not None, reason=reason or ""))
+
+
+@pytest.mark.parametrize("path", [_path_param(p) for p in ("fp32-avx2", "fp32-avx512", "bf16-avx512", "int8-avx2",
+                                                           "int8-avx512", "int8-vnni")])
+def test_every_cpu_path_is_batch_invariant_and_named(requests, path, monkeypatch):
+    """Each path of engine/cpupath.py this CPU has (forced by CHATTTS_RENDER_KERNELS; skipped naming the flags it
+    lacks elsewhere): batched == alone under refill, and the version names its dtype and arithmetic."""
+    from engine.cpupath import BY_NAME
     from engine.engine import Engine
-    e8 = Engine.load(EngineOptions(model="random-tiny", max_batch=2, **kw))
-    assert tag in e8.version and ("fp32-cpu-" if "int8" in kw else "bf16-cpu-aten_") in e8.version
+
+    p = BY_NAME[path]
+    monkeypatch.setenv("CHATTTS_RENDER_KERNELS", path)
+    e = Engine.load(EngineOptions(model="random-tiny", max_batch=2, int8=p.int8, dtype="auto"))
+    assert e.path == p and e.dtype == p.dtype and f"-{p.dtype}-cpu-{p.tag}-aten_" in e.version
+    assert e.version.endswith("+int8") == p.int8
     reqs = requests[:4]
-    out = {r.key: r for r in e8.synthesize(reqs)}
+    out = {r.key: r for r in e.synthesize(reqs)}
     for req in reqs[:2]:
-        assert np.array_equal(next(e8.synthesize([req])).audio, out[req.key].audio), req.key
+        assert np.array_equal(next(e.synthesize([req])).audio, out[req.key].audio), req.key
+
+
+def test_a_bf16_cpu_engine_is_batch_invariant(requests):
+    """--dtype bf16 whatever runs it here (our bf16 path, or torch's bf16 on a CPU without AVX512_BF16)."""
+    from engine.engine import Engine
+    e = Engine.load(EngineOptions(model="random-tiny", max_batch=2, dtype="bf16"))
+    assert "-bf16-cpu-" in e.version
+    out = {r.key: r for r in e.synthesize(requests[:4])}
+    for req in requests[:2]:
+        assert np.array_equal(next(e.synthesize([req])).audio, out[req.key].audio), req.key
 
 
 @pytest.mark.gpu

@@ -6,18 +6,18 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from engine import codemodel as CM  # noqa: E402
-from engine import generate as G  # noqa: E402
-from engine import kernels  # noqa: E402
-from engine import sampling as S  # noqa: E402
-from engine.cpu import onednn_available  # noqa: E402
+from engine import codemodel as CM, generate as G, sampling as S  # noqa: E402
+from engine.cpu import kind_linear, onednn_available  # noqa: E402
 from engine.llama import LlamaShape, build_llama  # noqa: E402
+from tests.engine.kinds import KIND_PARAMS  # noqa: E402
 
 C, V_TEXT, SPK_ID = 64, 100, 7
 
 
+# the real linears: MKL (False), oneDNN's packed (True), and every kind of engine/kernels.c (its name: each where this
+# CPU and build have it, else skipped naming what is missing)
 PACKED = [False, pytest.param(True, marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN")),
-          pytest.param("gemm", marks=pytest.mark.skipif(not kernels.available(), reason="engine/kernels.c not built"))]
+          *KIND_PARAMS]
 
 
 def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool | str = False) -> CM.CodeModel:
@@ -30,8 +30,8 @@ def random_code_model(seed: int = 0, eos_bias: float = 0.0, packed: bool | str =
     head = torch.randn(4, 626, C) * 0.3
     head[:, S.EOS] *= 0
     model = CM.CodeModel(llama, torch.randn(V_TEXT, C), torch.randn(4, 626, C) * 0.5, head, SPK_ID)
-    if packed:     # oneDNN packed linears (True) or engine/kernels.c's ("gemm"), as the engine runs on CPU in fp32
-        model.pack(kernels.GemmLinear if packed == "gemm" else None)
+    if packed:     # oneDNN packed linears (True) or a kind of engine/kernels.c's (its name), as the CPU engine runs
+        model.pack(None if packed is True else kind_linear(packed), None if packed is True else kind_linear("f32"))
     if eos_bias:   # EOS logit raised for every hidden state
         head_logits = model.logits
         bias = torch.zeros(4, 626)
@@ -289,7 +289,7 @@ DOUBLE_SIZES_TO_16 = {"blocked": (4, 5, 6, 10, 11, 12, 16), "rowwise": tuple(ran
 
 
 def kernel_model(kernel, seed: int = 0) -> CM.CodeModel:
-    """random_code_model on a real kernel (MKL False, oneDNN True, engine/kernels.c "gemm") or a test double
+    """random_code_model on a real kernel (MKL False, oneDNN True, an engine/kernels.c kind) or a test double
     in place of every linear (the block projections and the heads)."""
     if kernel in DOUBLES:
         return random_code_model(seed).pack(DOUBLES[kernel])

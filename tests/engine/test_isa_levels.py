@@ -25,7 +25,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine.cpu import ONEDNN_ISAS, _cpu_flags  # noqa: E402
+from engine.cpu import ONEDNN_ISAS
+from engine.kernelbuild import cpu_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = "CHATTTS_RENDER_ISA_CHILD"          # set in the child: this file never runs inside itself
@@ -61,7 +62,7 @@ def missing_flags(level: str) -> set[str]:
     """The /proc/cpuinfo flags this CPU lacks for oneDNN's `level` (none for the default)."""
     if level == "default":
         return set()
-    return dict(ONEDNN_ISAS)[level] - _cpu_flags()
+    return dict(ONEDNN_ISAS)[level] - cpu_flags()
 
 
 def test_every_level_is_a_onednn_isa_of_engine_cpu():

@@ -29,11 +29,11 @@ def _onnx():
 
 @pytest.fixture(scope="module")
 def engines():
-    """(onnx engine, torch engine) on random-tiny: the onnx one exports into the model cache once."""
+    """(onnx engine, torch engine) on random-tiny, both fp32: the onnx one exports into the model cache once."""
     from engine.engine import Engine
 
     return (Engine.load(EngineOptions(model="random-tiny", backend="onnx", max_batch=MAX_BATCH, threads=1)),
-            Engine.load(EngineOptions(model="random-tiny", max_batch=MAX_BATCH, threads=1)))
+            Engine.load(EngineOptions(model="random-tiny", max_batch=MAX_BATCH, threads=1, dtype="fp32")))
 
 
 @pytest.fixture(scope="module")

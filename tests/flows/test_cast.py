@@ -90,11 +90,12 @@ def test_without_a_cast_segments_keys_and_a_main_manifest_are_unchanged(tmp_path
     assert all(rows[i]["text"] == old[i]["text"].replace("著", "着") != old[i]["text"] for i in zhe)
     same = [i for i in range(len(rows)) if i not in zhe]
     assert [[rows[i][k] for k in SAME_AS_MAIN] for i in same] == [[old[i][k] for k in SAME_AS_MAIN] for i in same]
-    from engine.cpu import backend_name
-    from engine.engine import ENGINE_VERSION
+    from engine.api import EngineOptions
+    from engine.engine import Engine
 
-    assert [r["engine_version"] for r in rows] == [          # the same engine, named by its version and CPU back-end
-        r["engine_version"].replace("ours2-", f"ours{ENGINE_VERSION}-") + f"-{backend_name()}" for r in old]
+    engine = Engine.load(EngineOptions(model="random-tiny"))       # the CLI's engine (auto: this CPU's path)
+    assert {r["engine_version"] for r in rows} == {engine.version}
+    assert {r["engine_version"] for r in old} <= set(engine.adopts)          # main's (ours2, fp32): adopted
     assert [r["content_key"] for r in rows] == [content_key(r["text"], r["voice_id"], r["seed"],
                                                             r["engine_version"]) for r in rows]
     assert {(r["role"], r["speaker"]) for r in rows} == {("narrator", "")}

@@ -187,7 +187,7 @@ def test_a_shard_on_a_worker_with_the_kernel_off_refuses(tmp_path):
     assert off.returncode == 1, off.stderr
     line = off.stderr.strip()
     assert "\n" not in line and f"{len(plan.shards[1])} segments to render were planned for engine" in line
-    assert "-kernels-" in line.split("but this process runs")[0] and "-onednn-" in line.split("runs")[1]
+    assert "-kernels" in line.split("but this process runs")[0] and "-onednn-" in line.split("runs")[1]   # any path
     assert sorted(p.relative_to(book_dir) for p in book_dir.rglob("*")) == files          # nothing written
     on = run()
     assert on.returncode == 0, on.stderr
