@@ -25,9 +25,11 @@ from engine.llama import Llama
 
 class Int8Linear(nn.Module):
     """W8A8 linear for CPU: int8 weights (quantize_weight), activations quantized per row (symmetric, absmax), an
-    exact int32 GEMM (torch._int_mm), one fp32 rescale.  Integer accumulation is exact, so a row's result never
-    depends on the other rows of the call (unlike per-tensor dynamic quantization).  Where engine/kernels.c
-    builds, the engine uses its weight-only engine.kernels.GemmInt8Linear instead (faster, activations unrounded)."""
+    exact integer product, one fp32 rescale.  Integer accumulation is exact, so a row's result never depends on the
+    other rows of the call (unlike per-tensor dynamic quantization).  The product runs in float64 (integers below
+    2**53: exact in any order), not torch._int_mm: oneDNN's int8 GEMM is exact only with VNNI (its AVX2 and
+    AVX-512 kernels saturate 16-bit pair sums: off by 17,563 at ONEDNN_MAX_CPU_ISA=AVX2, tests/engine/test_kernels).
+    Where engine/kernels.c builds, the engine uses its int8 kinds instead (engine.kernels.GemmInt8Linear)."""
 
     wq: torch.Tensor              # [N, K] int8 (buffers)
     scale: torch.Tensor           # [N] fp32
@@ -42,7 +44,7 @@ class Int8Linear(nn.Module):
     def forward(self, x):                                                        # x [..., K] fp32
         shape = x.shape
         xq, s = quantize_rows(x.reshape(-1, shape[-1]).float())                  # [M, K] int8, [M, 1]
-        acc = torch._int_mm(xq, self.wq.t())                                     # [M, N] int32, exact
+        acc = xq.double() @ self.wq.t().double()                                 # [M, N] exact integers
         return (acc.float() * (s * self.scale)).to(x.dtype).view(*shape[:-1], self.out_features)
 
 
