@@ -35,8 +35,13 @@ def add(p: argparse.ArgumentParser, *names: str, **kw) -> None:
     for f in named(*names):
         p.add_argument(flag(f), **{**_argparse(f), **f.metadata["cli"], **kw})
         if old := f.metadata.get("old"):                 # a renamed flag: the old spelling does the same, with a note
-            p.add_argument(old, dest=flag(f).removeprefix("--").replace("-", "_"), action=_Renamed, new=flag(f),
+            p.add_argument(old, dest=_dest(f), action=_Renamed, new=flag(f),
                            help=argparse.SUPPRESS)
+
+
+def _dest(f) -> str:
+    """Where argparse keeps a parameter's option: its flag's name (--no-t2s: no_t2s)."""
+    return flag(f).removeprefix("--").replace("-", "_")
 
 
 class _Renamed(argparse.Action):
@@ -70,7 +75,7 @@ def params_of(a: argparse.Namespace, *names: str) -> dict:
     """The render parameters `names` (as for `add`) by their Python names, from a command's parsed options."""
     out = {}
     for f in named(*names):
-        value = getattr(a, flag(f).removeprefix("--").replace("-", "_"))
+        value = getattr(a, _dest(f))
         if flag(f).startswith("--no-"):
             value = not value                        # --no-t2s: t2s False
         elif isinstance(f.default, tuple) and isinstance(value, str):
