@@ -14,8 +14,9 @@ syllables for Chinese, words for English):
     wrong       a clip with another clip's transcript, same language (not the same
                 sentence: D4_751 and its noise copy share one); a span with another
                 span's text of its length (not an overlapping part of one sentence)  -> must be flagged
-    truncated   the first TRUNCATE_FRACTION of a clip's or span's samples (it may end inside a
-                syllable) with its full text                                         -> must be flagged
+    truncated   a clip or span cut at TRUNCATE_FRACTION of what it says (truncate_at: of the way from its
+                start to where its last unit ends; it may end inside a syllable) with its full text
+                                                                                     -> must be flagged
     stopped     a take that stopped early at a unit boundary: the clip or span cut at the cut nearest
                 TRUNCATE_FRACTION of its units (stop_at; one unit kept at least, half of them at most)
                 with its full text                                                   -> must be flagged
@@ -29,8 +30,11 @@ themselves and next to each other in what Whisper heard, at the middle of their 
 10 ms within SNAP_S, and only where that 10 ms is CUT_MAX_DB below the clip's loudest (a syllable boundary is a dip
 in energy; a boundary without one would cut a syllable); a clip's start and end are cuts too.  Per clip and
 length: a span from the clip's start, one to its end and one in its middle (SPANS_PER_LENGTH), those that do not
-overlap, each of a length in the range (which one varies by clip and place).  The 0 dB-noise copy of D4_751 gives
-no spans and no stopped take (NOISY: its text is D4_751's, and 0 dB noise cut into syllables is not a take).
+overlap, each of a length in the range (which one varies by clip and place).  Where a clip's last unit ends is
+Whisper's end of its last word: a clip's trailing silence or room noise (up to 0.8 s here) is not part of what it
+says, and a truncation by samples kept all of a span's words where the span ends a clip (docs/qa.md).  The 0 dB-noise
+copy of D4_751 gives no spans and no stopped take (NOISY: its text is D4_751's, and 0 dB noise cut into syllables is
+not a take).
     same        two clips of one speaker (AISHELL-1 S0764 W0121/W0122; THCHS-30 D4_751 and its 0 dB-noise copy)
                                                                                      -> must pass the drift gate
     other       two clips of different speakers; the THCHS-30 test_* clips, whose speaker is unknown, are left
@@ -56,7 +60,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("CHATTTS_RENDER_CORPUS", ROOT.parent / "shared" / "corpus"))
 SPEECH = CORPUS / "speech"
-TRUNCATE_FRACTION = 0.45          # of a clip's (or span's) samples kept for a truncation
+TRUNCATE_FRACTION = 0.45          # of what a clip (or span) says kept for a truncation: of the time from its start
+                                  # to where its last unit ends (truncate_at)
 NOISE_S = 5.0                     # s of noise per noise clip paired with the full clips' transcripts
 LENGTHS = ((2, 4), (5, 8), (9, 12))   # units (zh syllables, en words) of the short texts cut from the clips
 FULL = "full"                     # the length label of the whole clips
@@ -100,6 +105,7 @@ class Span:
     start_s: float                # where the clip is cut
     end_s: float
     language: str
+    said_s: float = 0.0           # where its last unit ends in the clip: its end cut, or the clip's said_s at its end
     stop_s: float | None = None   # where a take of it that stopped early ends (stop_at), None: no cut there
 
     @property
@@ -182,18 +188,31 @@ def _by_length(spans: list[Span]) -> dict[str, list[Span]]:
 
 # ------------------------------------------------------------------------------------------ short texts: spans
 
-def clip_cuts(clip: Clip, audio, rate: int, transcriber) -> dict[int, float]:
-    """{b: seconds}: where the clip may be cut between its transcript's units b-1 and b (module doc), with its
-    start (0) and end (n); a noisy copy of another clip (NOISY) gets none."""
+@dataclass(frozen=True)
+class Timeline:
+    cuts: dict[int, float]        # {b: s} where the clip may be cut between its transcript's units b-1 and b, with
+                                  # its start (0) and end (n); none for a noisy copy of another clip (NOISY)
+    said_s: float                 # where its last unit ends: Whisper's end of its last word (s)
+
+
+def clip_timeline(clip: Clip, audio, rate: int, transcriber) -> Timeline:
+    """Where the clip may be cut (module doc) and where what it says ends, from Whisper's word timestamps."""
     from tasks.qa.compare import unit_spans
 
-    if any(m in clip.name for m in NOISY):
-        return {}
     heard = word_times(transcriber, audio, rate, clip.language)
+    end = len(audio) / rate
+    said = min(end, heard[-1][2]) if heard else end
+    if any(m in clip.name for m in NOISY):
+        return Timeline({}, said)
     inner = {b: t for b, t in ((b, snap(audio, rate, t)) for b, t in
                                unit_boundaries(clip.text, heard, clip.language).items())
              if level_db(audio, rate, t) <= CUT_MAX_DB}
-    return {0: 0.0, **dict(sorted(inner.items())), len(unit_spans(clip.text, clip.language)): len(audio) / rate}
+    return Timeline({0: 0.0, **dict(sorted(inner.items())), len(unit_spans(clip.text, clip.language)): end}, said)
+
+
+def truncate_at(start_s: float, said_s: float) -> float:
+    """Where a truncated take of audio starting at start_s whose last unit ends at said_s ends (s from its start)."""
+    return TRUNCATE_FRACTION * max(0.0, said_s - start_s)
 
 
 def stop_at(first: int, last: int, cuts: dict[int, float]) -> int | None:
@@ -204,14 +223,14 @@ def stop_at(first: int, last: int, cuts: dict[int, float]) -> int | None:
                default=None)
 
 
-def cut_spans(clip: Clip, cuts: dict[int, float], index: int, per_length: int = SPANS_PER_LENGTH) -> list[Span]:
+def cut_spans(clip: Clip, timeline: Timeline, index: int, per_length: int = SPANS_PER_LENGTH) -> list[Span]:
     """Short texts cut from one clip at its cuts (module doc): per LENGTHS range, up to per_length spans that do not
     overlap, tried from the clip's start, to its end, in its middle; `index` (the clip's place in the corpus) varies
     the lengths tried first."""
     from tasks.qa.compare import unit_spans
 
     ref = unit_spans(clip.text, clip.language)
-    n = len(ref)
+    n, cuts = len(ref), timeline.cuts
     spans: list[Span] = []
     for lo, hi in LENGTHS if cuts else ():
         kept: list[tuple[int, int]] = []
@@ -229,6 +248,7 @@ def cut_spans(clip: Clip, cuts: dict[int, float], index: int, per_length: int = 
                     kept.append(found)
                     break
         spans += [Span(clip.name, i, j, clip.text[ref[i][1]:ref[j - 1][2]], cuts[i], cuts[j], clip.language,
+                       cuts[j] if j < n else timeline.said_s,
                        None if (k := stop_at(i, j, cuts)) is None else cuts[k]) for i, j in kept]
     return spans
 
@@ -347,8 +367,9 @@ def noise(colour: str, seconds: float = NOISE_S, rate: int = NOISE_RATE, seed: i
 
 
 def audio_of(key: str, clips: dict[str, Clip], cache: dict, spans: dict[str, Span] | None = None,
-             stops: dict[str, float] | None = None):
-    """(float32 mono, rate) of a pair's audio key (made once); stops: a stopped take's end (s) in its audio."""
+             stops: dict[str, float] | None = None, truncs: dict[str, float] | None = None):
+    """(float32 mono, rate) of a pair's audio key (made once); stops, truncs: where a stopped or truncated take of
+    an audio key ends (s from its start)."""
     from tasks.qa.recordings import read_recording
 
     if key not in cache:
@@ -356,8 +377,9 @@ def audio_of(key: str, clips: dict[str, Clip], cache: dict, spans: dict[str, Spa
             parts = key.split(":")                                             # noise:<colour>[:<seconds>]
             cache[key] = (noise(parts[1], float(parts[2]) if len(parts) > 2 else NOISE_S), NOISE_RATE)
         elif key.endswith("#truncated"):
-            a, rate = audio_of(key.removesuffix("#truncated"), clips, cache, spans)
-            cache[key] = (a[:int(len(a) * TRUNCATE_FRACTION)], rate)
+            whole = key.removesuffix("#truncated")
+            a, rate = audio_of(whole, clips, cache, spans)
+            cache[key] = (a[:int(truncs[whole] * rate)], rate)
         elif key.endswith("#stopped"):
             whole = key.removesuffix("#stopped")
             a, rate = audio_of(whole, clips, cache, spans)
@@ -407,16 +429,19 @@ def measure(clips: list[Clip], transcriber, encoder, per_length: int = SPANS_PER
     opts = QAOptions()
     by_name, cache = {c.name: c for c in clips}, {}
     t = time.perf_counter()
-    cuts = {c.name: clip_cuts(c, *audio_of(c.name, by_name, cache), transcriber) for c in clips[:span_clips]}
-    spans = [s for k, c in enumerate(clips[:span_clips]) for s in cut_spans(c, cuts[c.name], k, per_length)]
+    lines = {c.name: clip_timeline(c, *audio_of(c.name, by_name, cache), transcriber) for c in clips}
+    spans = [s for k, c in enumerate(clips[:span_clips]) for s in cut_spans(c, lines[c.name], k, per_length)]
     cut_s = time.perf_counter() - t
     by_key = {s.key: s for s in spans}
+    cuts = {c.name: lines[c.name].cuts for c in clips[:span_clips]}
     stops = {**{c.name: cuts[c.name][k] for c in clips if cuts.get(c.name)
                 and (k := stop_at(0, max(cuts[c.name]), cuts[c.name])) is not None},
              **{s.key: s.stop_s - s.start_s for s in spans if s.stop_s is not None}}
+    truncs = {**{c.name: truncate_at(0.0, lines[c.name].said_s) for c in clips},
+              **{s.key: truncate_at(s.start_s, s.said_s) for s in spans}}
     apairs = asr_pairs(clips, spans, stops)
     keys = list(dict.fromkeys((p.audio, p.language) for p in apairs))          # each audio heard once
-    heard = [(*audio_of(key, by_name, cache, by_key, stops), lang) for key, lang in keys]
+    heard = [(*audio_of(key, by_name, cache, by_key, stops, truncs), lang) for key, lang in keys]
     t = time.perf_counter()
     transcripts = dict(zip(keys, transcriber.transcribe_many(heard)))
     asr_s, audio_s = time.perf_counter() - t, sum(len(a) / rate for a, rate, _ in heard)

@@ -41,6 +41,8 @@ class Comparison:
     ops: list[tuple[str, str, str]]         # (op, ref_text, hyp_text), runs of one op merged; original text
     matched: int                            # intended units heard as themselves (equal in the edit script)
     last_matched: int                       # the index of the last of them in ref; -1 when none
+    heard_after: int                        # transcript units after the last intended unit heard as itself (all
+                                            # of them when none was): 0 = nothing heard in place of the text's tail
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,9 @@ def compare(intended: str, transcript: str, language: str) -> Comparison:
     return Comparison(cer=dist / max(1, len(ref)), ref=[u.key for u in ref], hyp=[u.key for u in hyp],
                       ops=_merge(steps, ref, hyp, intended, transcript),
                       matched=sum(op == "equal" for op, _, _ in steps),
-                      last_matched=max((i for op, i, _ in steps if op == "equal" and i is not None), default=-1))
+                      last_matched=max((i for op, i, _ in steps if op == "equal" and i is not None), default=-1),
+                      heard_after=len(hyp) - 1 - max((j for op, _, j in steps if op == "equal" and j is not None),
+                                                     default=-1))
 
 
 # ------------------------------------------------------------------------------------------------ units

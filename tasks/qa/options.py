@@ -15,8 +15,10 @@ MIN_UNITS = 12            # comparable units of the intended text below which a 
 MIN_HEARD = 0.5           # share of the intended units heard as themselves below which a recording is flagged, at
                           # any length (right pairs here >= 0.57 but three of Whisper's failures, wrong <= 0.5)
 TAIL_SHARE = 0.3          # share of the intended units after the last one heard as itself from which the take
-                          # stopped short (with TAIL_UNITS of them at least): flagged at any length, before a pass
-TAIL_UNITS = 2            # units: the fewest a take that stopped short has lost (one is a misheard last syllable)
+                          # stopped short (with TAIL_UNITS of them at least, or nothing heard in their place):
+                          # flagged at any length, before a pass
+TAIL_UNITS = 2            # units: the fewest a take that stopped short has lost where something was heard in their
+                          # place (one unit heard as another is a misheard last syllable)
 MIN_GAP_UNITS = 2         # units: a length gap flags only from this many on (a 2-unit text heard as 3 is not "far")
 LOW_LOGPROB = -1.0        # Whisper avg_logprob (nats/token) below which a transcript is too unsure to judge
                           # (Whisper's own log_prob_threshold; right pairs here ≥ -0.39, noise ≤ -1.28)

@@ -2,9 +2,10 @@
 
     ASR    (n intended units, h heard, m heard as themselves: equal in the edit script; rules in this order)
            flag          nothing heard: no units
-           flag          it stopped short: the units after the last one heard as itself are >= TAIL_UNITS and
-                         >= TAIL_SHARE * n, and the text before them was heard (MIN_HEARD of it at least): a
-                         truncation, also where the rest matches
+           flag          it stopped short: the units after the last one heard as itself are >= TAIL_SHARE * n
+                         and either >= TAIL_UNITS or nothing was heard in their place (one unit heard as another
+                         is a misheard last syllable; one with nothing heard for it is gone), and the text before
+                         them was heard (MIN_HEARD of it at least): a truncation, also where the rest matches
            pass          cer <= max_cer (even when Whisper is unsure: the match itself is the evidence)
            flag          Whisper's own silence rule (no_speech_prob > NO_SPEECH_PROB and avg_logprob <
                          low_logprob) and none of the text heard (m = 0)
@@ -63,7 +64,8 @@ def asr_verdict(intended: str, transcript: Transcript, language: str, opts: QAOp
     if not h:
         return AsrCheck(c.cer, c, FLAG, f"nothing heard ({heard!r}) for {n} units")
     after = n - c.last_matched - 1                  # intended units after the last one heard as itself
-    if m and m >= MIN_HEARD * (n - after) and after >= max(TAIL_UNITS, TAIL_SHARE * n):
+    if (m and m >= MIN_HEARD * (n - after) and after >= TAIL_SHARE * n
+            and (after >= TAIL_UNITS or not c.heard_after)):
         return AsrCheck(c.cer, c, FLAG, f"stopped short: the last {after} of {n} units not heard ({heard!r})")
     if c.cer <= opts.max_cer:
         return AsrCheck(c.cer, c, PASS, "")

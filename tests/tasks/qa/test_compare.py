@@ -48,6 +48,20 @@ def test_ops_show_the_original_characters_of_each_run():
     assert d.cer == pytest.approx(4 / 6)
 
 
+def test_what_was_heard_after_the_last_unit_heard_as_itself():
+    """matched, last_matched (in the text) and heard_after (transcript units after it): a tail gone, or heard as
+    something else."""
+    c = compare("甚至出现", "甚至", "zh")                                        # the tail gone: nothing after
+    assert (c.matched, c.last_matched, c.heard_after) == (2, 1, 0)
+    c = compare("回荡", "回到", "zh")                                            # the last unit heard as another
+    assert (c.matched, c.last_matched, c.heard_after) == (1, 0, 1)
+    c = compare("作用", "能够做", "zh")                                          # zuo heard last, yong not at all
+    assert (c.matched, c.last_matched, c.heard_after) == (1, 0, 0)
+    c = compare("你好", "今天", "zh")                                            # nothing heard as itself
+    assert (c.matched, c.last_matched, c.heard_after) == (0, -1, 2)
+    assert compare("SO MUCH", "So.", "en").heard_after == 0
+
+
 def test_english_compares_lower_case_words_with_numbers_read_aloud():
     assert units("Ask not what your country can do, for 23 years!", "en") == \
         ["ask", "not", "what", "your", "country", "can", "do", "for", "twenty", "three", "years"]

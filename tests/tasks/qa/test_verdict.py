@@ -80,6 +80,18 @@ def test_a_take_that_stopped_short_is_flagged_where_the_rest_would_pass():
     assert asr_verdict(TEXT, heard("甚至出现交易几乎停滞"), "zh").verdict == PASS          # the last 3 only
 
 
+def test_one_unit_gone_from_a_short_text_with_nothing_in_its_place_is_a_take_that_stopped():
+    """Under TAIL_UNITS: a tail of TAIL_SHARE of the text or more with nothing heard for it is flagged (so much
+    cut inside "much" heard "So."); one heard as another syllable is a mishearing (回荡 heard 回到), and a smaller
+    share than TAIL_SHARE is the last syllable Whisper let go (1 of 4)."""
+    check = asr_verdict("SO MUCH", Transcript("So.", -0.62, 0.33, "en"), "en")
+    assert check.verdict == FLAG and "stopped short: the last 1 of 2 units" in check.reason
+    assert asr_verdict("他笑了。", heard("他笑"), "zh").verdict == FLAG                     # 1 of 3 gone
+    assert asr_verdict("回荡", heard("回到"), "zh").verdict == INCONCLUSIVE                # heard as 到
+    assert asr_verdict("我们走吧", heard("我们走"), "zh").verdict == PASS                   # 1 of 4 < TAIL_SHARE
+    assert asr_verdict(TEXT, heard(TEXT[:-1]), "zh").verdict == PASS                      # 1 of 13
+
+
 def test_no_speech_is_flagged():
     assert asr_verdict(TEXT, heard(""), "zh").verdict == FLAG
     assert asr_verdict(TEXT, heard("。"), "zh").verdict == FLAG
