@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ HOLD = "hold"
 HOLD_POLL_S = 0.05           # s between looks for the removal of a held point's marker
 
 _hits: dict[str, int] = {}
+_hits_lock = threading.Lock()  # a point may be hit from two threads (packaging writes chapter files on its own)
 
 
 def crashpoint(name: str) -> None:
@@ -50,8 +52,9 @@ def crashpoint(name: str) -> None:
     n, _, mode = rest.partition(":")
     if mode not in ("", PAUSE, HOLD):
         raise ValueError(f"{ENV}={spec}: the mode after <point>:<n> must be '{PAUSE}', '{HOLD}' or nothing")
-    _hits[name] = _hits.get(name, 0) + 1
-    if _hits[name] != int(n or 1):
+    with _hits_lock:
+        _hits[name] = hit = _hits.get(name, 0) + 1
+    if hit != int(n or 1):
         return
     if mode in (PAUSE, HOLD):
         marker = Path(os.environ[DIR_ENV]) / f"{name}.{os.getpid()}"

@@ -3,14 +3,17 @@
 
 The orchestration: each chapter is resampled and loudness-normalized once (prepare_chapter), then written in
 every chapter format (tasks.audio.verify encodes and measures, tasks.audio.encode writes, tasks.audio.names
-names) and its subtitles; the M4B and the EPUB are built from every chapter's audio in reading order.  Every output is
-written atomically (engine.atomic) and its bytes depend only on the inputs (ffmpeg runs bit-exact with no
-varying metadata), so a killed-and-resumed render packages byte-identical files.
+names) and its subtitles; the M4B and the EPUB are built from every chapter's audio in reading order.  A chapter's
+files are encoded on a second thread (CHAPTER_ENCODERS) while the next chapter is prepared and, after the last, the
+M4B is encoded: ffmpeg's encoders run on one core each, and a book's M4B and its chapter files are independent.
+Every output is written atomically (engine.atomic) and its bytes depend only on the inputs (ffmpeg runs bit-exact
+with no varying metadata), so a killed-and-resumed render packages byte-identical files.
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
@@ -113,6 +116,25 @@ def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title:
 
 
 ChapterInput = ChapterAudio | Callable[[], ChapterAudio]
+ChapterFiles = tuple[list[Path], list[FileReport]]     # a chapter's output files and their reports, in order
+CHAPTER_ENCODERS = 1      # threads writing chapter files beside the main one (which prepares the next chapter, then
+                          # encodes the M4B): one, so at most two chapters' audio are in memory; 0: every file on the
+                          # calling thread, one after another (benchmarks/package_overlap.py compares the two)
+
+
+class _InPlace:
+    """An executor that runs each job where it is submitted (CHAPTER_ENCODERS = 0)."""
+
+    def __enter__(self) -> _InPlace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: Callable[..., ChapterFiles], /, *args: object) -> Future[ChapterFiles]:
+        done: Future[ChapterFiles] = Future()
+        done.set_result(fn(*args))
+        return done
 
 
 @dataclass(frozen=True)
@@ -135,7 +157,8 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     (read-along), subtitles and report.json in book_dir, all written atomically and deterministically.
 
     `chapters` is (chapter index, title, ChapterAudio or a zero-argument function returning it), in reading
-    order; with functions only one chapter is in memory at a time (the M4B's audio goes through a temp file).
+    order; with functions at most two chapters are in memory at a time, one being prepared and one being encoded
+    (CHAPTER_ENCODERS; the M4B's audio goes through a temp file).
     No engine import: this works from stored segment audio alone.  A killed run's temp files are not removed
     here (another writer may be alive): tasks.stages.package removes them under the book's lock first.
 
@@ -161,20 +184,24 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     epub_chapters = []
     files: list[Path] = []
     reports: list[FileReport] = []
+    parts: list[Future[ChapterFiles] | ChapterFiles] = []    # per chapter, in reading order: its files, its EPUB report
+    book_files: list[Path] = []                           # the EPUB and the M4B, listed after every chapter's files
     chapter_rows: list[dict] = []
     marks: list[tuple[int, int, str]] = []               # (start, end, title) at opts.sample_rate
     book_items = []
     pos = 0
-    with (scratch(book_dir, ".f32") if want_m4b else nullcontext() as raw_path,   # the M4B's audio, <f4
+    with (ThreadPoolExecutor(CHAPTER_ENCODERS, thread_name_prefix="chapter-files") if CHAPTER_ENCODERS
+          else _InPlace() as encoder,
+          scratch(book_dir, ".f32") if want_m4b else nullcontext() as raw_path,   # the M4B's audio, <f4
           scratch(book_dir, directory=True) if want_epub else nullcontext() as epub_work):   # the EPUB's audio
         with open(raw_path, "wb") if raw_path is not None else nullcontext() as raw:
             for index, title, item in chapters:
                 if index in skip:                         # outputs current: carry the report rows over
                     chapter_rows += [r for r in previous["chapters"] if r["index"] == index]
-                    reports += [FileReport(**r) for r in previous["files"]
-                                if r["chapter"] == index and r["format"] != "epub"]
-                    files += [p for p in (inside(book_dir, name) for name in chapter_file_names(
-                        index, n_total, title, opts.formats, opts.subtitles)) if p.exists()]
+                    parts.append(([p for p in (inside(book_dir, name) for name in chapter_file_names(
+                        index, n_total, title, opts.formats, opts.subtitles)) if p.exists()],
+                        [FileReport(**r) for r in previous["files"]
+                         if r["chapter"] == index and r["format"] != "epub"]))
                     if not book_wide:
                         continue
                 ch = item() if callable(item) else item
@@ -182,9 +209,9 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                 del ch
                 cues = timed(prepared.cues, prepared.source_rate)    # the subtitles' milliseconds
                 if index not in skip:
-                    paths, reps = _chapter_outputs(book_dir, index, n_total, title, prepared, meta, opts)
-                    files += paths
-                    reports += reps
+                    _settle(parts)                        # the previous chapter's files first: two chapters at most
+                    parts.append(encoder.submit(_chapter_outputs, book_dir, index, n_total, title, prepared, meta,
+                                                opts))
                     chapter_rows.append({"index": index, "title": title,
                                          "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
                                          "gain_db": round(prepared.gain_db, 3),
@@ -199,22 +226,29 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                     text = read_along(title, (texts or {}).get(index), cues)
                     ech, rep = encode_chapter(epub_work, epub_name, index, n_total, title, prepared, text, meta, opts)
                     epub_chapters.append(ech)
-                    reports.append(rep)
+                    parts.append(([], [rep]))
         if epub_chapters:
             epub = inside(book_dir, epub_name)
             write_epub(epub, meta, epub_chapters, before_replace=_at_package_file)
-            files.append(epub)
-        if raw_path is not None and pos > 0:
+            book_files.append(epub)
+        book_reports = []
+        if raw_path is not None and pos > 0:              # while the last chapter's files are encoded
             m4b = inside(book_dir, f"{stem}.m4b")
             audio = np.memmap(raw_path, dtype="<f4", mode="r")                     # (pos,)
-            reports.append(encode_verified(m4b, "m4b", audio, opts.sample_rate, chapter_tags(0, 1, meta.title, meta),
-                                           meta, opts, None, marks, before_replace=_at_package_file))
+            book_reports.append(encode_verified(m4b, "m4b", audio, opts.sample_rate,
+                                                chapter_tags(0, 1, meta.title, meta), meta, opts, None, marks,
+                                                before_replace=_at_package_file))
             del audio
-            files.append(m4b)
-            if opts.subtitles and book_items:
-                taken = {p.name for p in files}
-                sub_stem = stem if not any(f"{stem}.{f}" in taken for f in opts.subtitles) else f"{stem} (book)"
-                files += _write_subtitles(book_dir, sub_stem, book_items, opts, meta.title, meta)
+            book_files.append(m4b)
+        for part in _settle(parts):
+            files += part[0]
+            reports += part[1]
+        files += book_files
+        reports += book_reports
+        if raw_path is not None and pos > 0 and opts.subtitles and book_items:
+            taken = {p.name for p in files}
+            sub_stem = stem if not any(f"{stem}.{f}" in taken for f in opts.subtitles) else f"{stem} (book)"
+            files += _write_subtitles(book_dir, sub_stem, book_items, opts, meta.title, meta)
     names = [p.name for p in files]
     if len({x.casefold() for x in names}) != len(names):
         raise AssertionError(f"two outputs share a name in {book_dir}")
@@ -223,6 +257,13 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     report_path = inside(book_dir, REPORT_NAME)
     write_output(report_path, report_bytes(data))
     return Report(book_dir, files + [report_path], reports, data)
+
+
+def _settle(parts: list[Future[ChapterFiles] | ChapterFiles]) -> list[ChapterFiles]:
+    """parts with every chapter's encoding waited for (its error raised here), in place."""
+    done = [p.result() if isinstance(p, Future) else p for p in parts]
+    parts[:] = done
+    return done
 
 
 def report_bytes(data: dict) -> bytes:

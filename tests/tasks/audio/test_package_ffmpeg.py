@@ -259,3 +259,56 @@ def test_control_characters_and_a_bad_cover(tmp_path):
     info = probe(paths[0])
     assert info["format"]["tags"]["title"] == "坏 标题" and info["format"]["tags"]["album"] == "书名"
     assert [s["codec_type"] for s in info["streams"]] == ["audio"]     # an unreadable cover is left out
+
+
+def test_chapter_files_are_encoded_beside_the_m4b_in_reading_order(tmp_path, monkeypatch):
+    """A chapter's files are encoded on the chapter-files thread while the main thread prepares the next chapter
+    and then encodes the M4B; the files and reports stay in reading order (chapters, then the M4B) and the bytes are
+    those of a run with the chapter files encoded on the main thread."""
+    import threading
+
+    import tasks.audio.package as P
+
+    seen: list[tuple[str, str]] = []
+    real = P.encode_verified
+
+    def spy(path, fmt, *args, **kwargs):
+        seen.append((fmt, threading.current_thread().name))
+        return real(path, fmt, *args, **kwargs)
+
+    monkeypatch.setattr(P, "encode_verified", spy)
+    chapters = [(c, title, ch) for c, title, ch, _ in make_chapters()]
+    opts = PackageOptions(formats=("flac", "m4b"), subtitles=())
+    rep = package_book(tmp_path / "a", chapters, META, opts)
+    assert [p.suffix for p in rep.files] == [".flac", ".flac", ".flac", ".m4b", ".json"]
+    assert [(r.format, r.chapter) for r in rep.loudness] == [("flac", 0), ("flac", 1), ("flac", 2), ("m4b", None)]
+    assert sorted(fmt for fmt, _ in seen) == ["flac", "flac", "flac", "m4b"]   # the last two: either first
+    assert all(t.startswith("chapter-files") for fmt, t in seen if fmt == "flac")
+    assert not any(t.startswith("chapter-files") for fmt, t in seen if fmt == "m4b")
+
+    monkeypatch.setattr(P, "CHAPTER_ENCODERS", 0)                   # every file on this thread, in turn
+    one = package_book(tmp_path / "b", chapters, META, opts)
+    assert len(seen) == 8 and not any(t.startswith("chapter-files") for _, t in seen[4:])
+    assert [p.name for p in one.files] == [p.name for p in rep.files]
+    for x, y in zip(rep.files[:-1], one.files[:-1]):
+        assert x.read_bytes() == y.read_bytes(), x.name
+
+
+def test_a_chapter_file_that_fails_fails_the_package_and_leaves_no_temps(tmp_path, monkeypatch):
+    """An error on the chapter-files thread is the package's error, raised in the caller; no temp file is left."""
+    import tasks.audio.package as P
+    from engine.atomic import find_temps
+
+    real = P.encode_verified
+
+    def failing(path, fmt, *args, **kwargs):
+        if fmt == "flac" and "002" in path.name:
+            raise OSError(28, "No space left on device", str(path))
+        return real(path, fmt, *args, **kwargs)
+
+    monkeypatch.setattr(P, "encode_verified", failing)
+    chapters = [(c, title, ch) for c, title, ch, _ in make_chapters()]
+    with pytest.raises(OSError, match="No space left"):
+        package_book(tmp_path / "book", chapters, META, PackageOptions(formats=("flac", "m4b"), subtitles=()))
+    assert not list(find_temps(tmp_path / "book"))
+    assert not (tmp_path / "book" / "report.json").exists()
