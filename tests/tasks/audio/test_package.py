@@ -66,7 +66,8 @@ def test_package_options_validate():
 
 
 def test_package_from_stored_segments(tmp_path):
-    """Chapters given as functions assembling stored segment files (one chapter in memory at a time)."""
+    """Chapters given as functions assembling stored segment files (two chapters in memory at most: one being
+    prepared, one being encoded)."""
     from functools import partial
 
     from tasks.audio.assemble import Piece, assemble_chapter
