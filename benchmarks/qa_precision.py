@@ -105,7 +105,7 @@ class Span:
     start_s: float                # where the clip is cut
     end_s: float
     language: str
-    said_s: float = 0.0           # where its last unit ends in the clip: its end cut, or the clip's said_s at its end
+    said_s: float                 # where its last unit ends in the clip: its end cut, or the clip's said_s at its end
     stop_s: float | None = None   # where a take of it that stopped early ends (stop_at), None: no cut there
 
     @property
