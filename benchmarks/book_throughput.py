@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="random-full")
     ap.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16"],
-                    help="the engine's dtype (default auto: the fastest exact float path this CPU has)")
+                    help="the engine's dtype (default auto: engine/cpupath.py's choice of an exact float path)")
     ap.add_argument("--int8", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=None, help="max_batch (default: the engine's default)")

@@ -31,14 +31,16 @@ def step_times(paths, s, rows: int, keys: int, rounds: int) -> dict:
     """{path name: {"step_ms", "gemm_ms", "attention_ms", "rest_ms"}} of the best of `rounds` steps each."""
     import torch
 
-    from engine.cpu import pack_path
+    from engine.cpu import CpuBackend
     from engine.cpupath import random_state
     from engine.llama import KVCache, build_llama
 
     state = random_state(s)
     steps = {}
     for p in paths:
-        step = pack_path(build_llama(s, state), p).attention.decode
+        llama = build_llama(s, state)
+        CpuBackend.of(p).pack(llama)
+        step = llama.attention.decode
         cache = KVCache(s, rows, keys + 1, "cpu", step.kv_dtype)
         x = torch.randn(rows, 1, s.hidden, generator=torch.Generator().manual_seed(0))
         args = (x, torch.full((rows, 1), keys - 1), cache, torch.arange(rows), [keys] * rows)

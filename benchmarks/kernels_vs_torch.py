@@ -111,12 +111,13 @@ def variants(dense) -> dict:
     import copy
 
     from engine import kernels
-    from engine.cpu import PackedLinear, onednn_available, pack_linears, quantize_int8
+    from engine.cpu import PackedLinear, kind_linear, onednn_available, pack_linears
 
     def twin():                                   # a structural copy that shares every weight tensor
         return copy.deepcopy(dense, memo={id(t): t for t in list(dense.parameters()) + list(dense.buffers())})
 
-    out = {"mkl": dense, "ours": pack_linears(twin(), kernels.GemmLinear), "ours_int8": quantize_int8(twin())}
+    out = {"mkl": dense, "ours": pack_linears(twin(), kernels.GemmLinear),
+           "ours_int8": pack_linears(twin(), kind_linear("q8"))}
     if onednn_available():
         out["onednn"] = pack_linears(twin(), PackedLinear)
     for name, bf16 in (("aten_int8", False), ("aten_int8_bf16", True)):

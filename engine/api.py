@@ -31,12 +31,14 @@ Dtype = Literal["auto", "fp32", "bf16", "fp16"]   # the GPT's dtype (EngineOptio
 class EngineOptions:
     model: ModelSpec = "hf"
     device: Literal["cpu", "cuda"] = "cpu"
-    dtype: Dtype = "auto"          # auto: on CPU the fastest exact float path (engine/cpupath.py), on CUDA bf16
+    dtype: Dtype = "auto"          # auto: on CPU an exact float path (engine/cpupath.py's stable choice), CUDA bf16
     int8: bool = False             # CPU only: int8 GPT linears (engine/kernels.c's fastest int8 path, else W8A8)
     cuda_graphs: bool = False      # CUDA only: decode steps as captured CUDA graphs (--cuda-graphs)
     max_batch: int | None = None   # rows decoded together at most; None: DEFAULT_MAX_BATCH[device]
     threads: int | None = None     # torch CPU threads, >= 1 (more than the CPUs: they share them); None: torch's
     backend: Backend = "torch"     # onnx: the model calls through ONNX Runtime (engine/ortengine.py)
+    record: EngineRecord | None = None   # CPU (torch): a book's recorded back-end, run again rather than chosen
+                                         # (EngineMismatch where this process has none like it); None: choose one
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -57,11 +59,37 @@ class EngineOptions:
         if self.backend == "onnx" and (self.int8 or self.cuda_graphs or self.dtype == "bf16"):
             what = "int8=True" if self.int8 else "cuda_graphs=True" if self.cuda_graphs else 'dtype="bf16"'
             raise ValueError(f'backend="onnx" runs fp32 (CPU) or fp16 (CUDA) graphs; drop {what}')
+        if self.record is not None and (self.device != "cpu" or self.backend != "torch"):
+            raise ValueError("record= is a CPU back-end's: it needs device=\"cpu\" and backend=\"torch\"")
+        if self.record is not None and (self.record.asked_otherwise(self) or self.int8 != self.record.int8):
+            raise ValueError(f'dtype="{self.dtype}", int8={self.int8} ask for another engine than the record\'s '
+                             f"{self.record.path} ({self.record.dtype}{' +int8' if self.record.int8 else ''})")
 
     @property
     def batch(self) -> int:
         """max_batch, or the device's default."""
         return self.max_batch or DEFAULT_MAX_BATCH[self.device]
+
+
+@dataclass(frozen=True)
+class EngineRecord:
+    """A CPU engine's back-end as a book keeps it (manifests/engine.py: the book's manifest/engine.json), so that every
+    later run of the book runs it again (EngineOptions.record) instead of choosing one: Engine.record."""
+    path: str                      # the back-end's name: engine/cpupath.py's path ("fp32-avx2"), or "off" (no kernels
+                                   # of ours: oneDNN, MKL, torch)
+    dtype: str                     # the engine's dtype: fp32 | bf16
+    int8: bool
+    kind: str                      # what its block projections run on: engine/kernels.c's kind, onednn, mkl or torch
+    backend: str                   # the engine version's name of its arithmetic (engine.cpu.CpuBackend.tag): what
+                                   # another back-end must have to run it ("kernels-aten_avx2")
+    version: str                   # the engine version the book's rows were planned with
+
+    def asked_otherwise(self, opts: EngineOptions) -> str:
+        """The option of `opts` that asks for another engine than this one ("" where none does): a --dtype other
+        than auto and this dtype, or --int8 where this one is not int8."""
+        if opts.dtype not in ("auto", self.dtype):
+            return f"--dtype {opts.dtype}"
+        return "--int8" if opts.int8 and not self.int8 else ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +116,11 @@ def onnx_missing() -> list[str]:
 class DeviceUnavailable(Exception):
     """The device the engine is asked to run on is not usable here (`--device cuda` without a GPU, a driver or a
     CUDA build of torch); str(err) is "--device <device>: <why>", one line."""
+
+
+class EngineMismatch(Exception):
+    """This process has no CPU back-end like the one EngineOptions.record names (its CPU, its build or
+    CHATTTS_RENDER_KERNELS lacks it); str(err) names both engines, one line."""
 
 
 class ModelUnavailable(Exception):

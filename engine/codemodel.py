@@ -2,7 +2,7 @@
 sizes (invariant_sizes).
 
     model = CodeModel.from_chattts(chat.gpt, embed, spk_emb_id, "cpu", torch.float32)
-    model.pack(*engine.cpu.path_linears(path))                     # the CPU back-end (engine/cpu.py, cpupath.py)
+    model.use(backend)                                              # the CPU back-end (engine.cpu.CpuBackend)
     call = model.llama.attention.begin(cache, pos, slots, lens)     # engine/attention.py: chosen with the back-end
     h = model.llama(x, call)                                        # engine/generate.py's decode loop drives it
     logits = model.logits(h[:, -1])                                 # [B, Q, V]
@@ -13,7 +13,7 @@ import torch  # imported lazily by engine.engine, never by engine.api
 import torch.nn as nn
 import torch.nn.functional as F
 
-from engine.cpu import PackedLinear, pack_linears, quantize_int8
+from engine.cpu import CpuBackend, PackedLinear, pack_linears
 from engine.llama import Llama, LlamaShape, build_llama
 from engine.sampling import hash32
 
@@ -91,21 +91,21 @@ class CodeModel:
         """hidden [B, C] -> logits [B, Q, V] fp32."""
         return self.head_linear(hidden.float()).view(-1, self.Q, self.V)
 
-    def pack(self, make=None, heads=None) -> CodeModel:
-        """CPU: the block projections (those still dense nn.Linear) through a packed-weight linear, make(weight)
-        — engine.cpu.PackedLinear (oneDNN, the default), engine.kernels.GemmLinear (the caller checks that it is
-        available: engine.cpu.cpu_linear), or a path's (engine.cpu.path_linears) — and the heads through
-        heads(weight) (default: make).  Forget the call sizes measured for the old kernel."""
-        make = make or PackedLinear
-        pack_linears(self.llama, make)
-        self.head_linear = (heads or make)(self.head)
+    def use(self, backend: CpuBackend) -> CodeModel:
+        """CPU: the block projections and the heads on `backend`'s kernels (engine.cpu.CpuBackend.pack: the engine's
+        one way to put a model on a CPU back-end).  Forget the call sizes measured for the old kernels."""
+        if (heads := backend.pack(self.llama, self.head)) is not None:
+            self.head_linear = heads
         self._sizes.clear()
         return self
 
-    def quantize_int8(self) -> CodeModel:
-        """The block projections in int8 (engine.cpu.quantize_int8; before `pack`, which then packs only what is
-        left in fp32: the heads).  Forget the call sizes measured for the old kernel."""
-        quantize_int8(self.llama)
+    def pack(self, make=None, heads=None) -> CodeModel:
+        """The block projections (those still dense nn.Linear) through make(weight) and the heads through
+        heads(weight) (default: make; make's default oneDNN's PackedLinear): a model of test doubles, or a benchmark's
+        kernels.  Forget the call sizes measured for the old kernel."""
+        make = make or PackedLinear
+        pack_linears(self.llama, make)
+        self.head_linear = (heads or make)(self.head)
         self._sizes.clear()
         return self
 

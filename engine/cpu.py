@@ -1,17 +1,18 @@
-"""The CPU back-end policy: which kernel a CPU engine's linears and decode steps run on, and int8.
+"""The CPU back-end: which kernels a CPU engine's linears and decode steps run on — built, and named, by one object.
 
-    pack_path(llama, path)               # engine/cpupath.py's choice: every block projection on its kernel
-    make = cpu_linear()                  # without a path: engine.kernels.GemmLinear, else oneDNN's PackedLinear,
-    pack_linears(llama, make)            #   else None (MKL); every block projection packed once
-    quantize_int8(llama)                 # --int8 without a path: weight-only int8 on our kernel, else W8A8 Int8Linear
+    backend = CpuBackend.of(path)         # engine/cpupath.py's path: every block projection on its kernel
+    backend = CpuBackend.without_kernels("fp32", int8=False)   # none of ours: oneDNN's PackedLinear, else MKL
+    heads = backend.pack(llama, head)     # the projections replaced, the attention strategy to match; the heads' linear
+    backend.tag                           # "kernels-aten_avx2": what the engine version (and so a content key) holds
 
-The model (engine/llama.py) knows nothing of this: these functions replace a Block's nn.Linear projections and
-choose its attention strategy (`attach_kernels`: engine/attention.py's CStep, CAttention or PerRow) to match.
-Which path (engine/kernels.c's kind and the engine's dtype) a CPU engine runs is engine/cpupath.py's choice.
+The model (engine/llama.py) knows nothing of this: a back-end replaces a Block's nn.Linear projections and
+chooses its attention strategy (`attach_kernels`: engine/attention.py's CStep, CAttention or PerRow) to match.
+Which back-end a CPU engine runs is engine/cpupath.py's choice (or a book's record: engine.api.EngineRecord).
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch  # imported lazily (by engine.codemodel users), never by engine.api
 import torch.nn as nn
@@ -21,6 +22,18 @@ from engine.attention import CAttention, CStep, PerRow
 from engine.kernelbuild import cpu_flags
 from engine.kernels import quantize_rows, quantize_weight
 from engine.llama import Llama
+
+NO_KERNELS = "off"                # the name of the back-end without our kernels (what CHATTTS_RENDER_KERNELS=off runs)
+
+
+@dataclass(frozen=True)
+class CpuPath:
+    name: str                     # what CHATTTS_RENDER_KERNELS and the benchmarks call it
+    dtype: str                    # the engine's dtype: "fp32" | "bf16" (int8 paths are fp32 engines, --int8)
+    int8: bool
+    kind: str                     # engine/kernels.c's kind of the block projections
+    heads: str                    # the kind of the code heads (fp32, as upstream; the same bits either way)
+    tag: str                      # the engine version's name of its arithmetic: paths of the same bits share one
 
 
 class Int8Linear(nn.Module):
@@ -34,9 +47,9 @@ class Int8Linear(nn.Module):
     wq: torch.Tensor              # [N, K] int8 (buffers)
     scale: torch.Tensor           # [N] fp32
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear | torch.Tensor):                   # or its weight [N, K]
         super().__init__()
-        wq, scale = quantize_weight(linear.weight)
+        wq, scale = quantize_weight(linear.weight if isinstance(linear, nn.Module) else linear)
         self.register_buffer("wq", wq)
         self.register_buffer("scale", scale)
         self.in_features, self.out_features = wq.shape[1], wq.shape[0]
@@ -82,21 +95,14 @@ class PackedLinear(nn.Module):
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
 
 
-def cpu_linear():
-    """The packed fp32 linear the CPU engine uses: engine/kernels.c's GemmLinear where it builds and runs here,
-    else oneDNN's PackedLinear, else None (MKL's F.linear on the dense weights)."""
-    if kernels.available():
-        return kernels.GemmLinear
-    return PackedLinear if onednn_available() else None
-
-
 def pack_linears(model: Llama, make=PackedLinear) -> Llama:
-    """Replace every dense projection of every block by make(weight) (PackedLinear or engine.kernels.GemmLinear:
-    CPU, fp32).  Norms and RoPE unchanged; with our GemmLinear, the model's decode steps also run on engine/kernels.c
-    (attach_kernels; prefill keeps SDPA)."""
+    """Replace every dense projection of every block by make(weight) (PackedLinear, Int8Linear or a kind of
+    engine/kernels.c: kind_linear; None keeps them dense), then choose the model's attention strategy to match
+    (attach_kernels: with our kernels the decode steps run on engine/kernels.c; prefill keeps SDPA).  Norms and RoPE
+    unchanged."""
     for block in model.layers:
         for name in kernels.PROJECTIONS:
-            if isinstance(getattr(block, name), nn.Linear):            # int8 ones (quantize_int8 first) stay
+            if make is not None and isinstance(getattr(block, name), nn.Linear):
                 setattr(block, name, make(getattr(block, name).weight))
     return attach_kernels(model)
 
@@ -113,23 +119,11 @@ def kind_linear(kind: str):
     return lambda w: kernels.GemmInt8Linear(*quantize_weight(w), kind)
 
 
-def path_linears(path) -> tuple:
-    """(make, heads) for engine/cpupath.py's `path`: make(weight) packs a block projection for the path's kind
-    (kind_linear), heads(weight) the code heads, in fp32 (as upstream)."""
-    return kind_linear(path.kind), kind_linear(path.heads)
-
-
-def pack_path(model: Llama, path) -> Llama:
-    """Every block projection (dense nn.Linear) on `path`'s kernel (path_linears), and the strategy to match: the
-    decode step whole in one engine/kernels.c call (attach_kernels)."""
-    return pack_linears(model, path_linears(path)[0])
-
-
 def attach_kernels(model: Llama) -> Llama:
     """The model's attention strategy (engine/attention.py) for its projections: where they are all
     engine/kernels.c's, decode steps whole in one call (CStep) where it supports the model, else one attention
-    call per layer (CAttention); otherwise per-row SDPA (PerRow).  Called whenever the projections change
-    (pack_linears, quantize_int8): a CStep points at the weights it was made for."""
+    call per layer (CAttention); otherwise per-row SDPA (PerRow).  Called whenever the projections change (by
+    pack_linears, its one caller): a CStep points at the weights it was made for."""
     ours = all(isinstance(getattr(b, n), kernels.GemmLinear) for b in model.layers for n in kernels.PROJECTIONS)
     if ours and CStep.supports(model):
         model.attention = CStep(model)
@@ -138,19 +132,7 @@ def attach_kernels(model: Llama) -> Llama:
     return model
 
 
-def quantize_int8(model: Llama) -> Llama:
-    """Replace every projection of every block by an int8 one: engine.kernels.GemmInt8Linear on a CPU where our
-    kernels build, else the W8A8 Int8Linear.  Norms, RoPE, attention stay fp32."""
-    on_cpu = model.norm.weight.device.type == "cpu"
-    ours = on_cpu and kernels.available()
-    for block in model.layers:
-        for name in kernels.PROJECTIONS:
-            lin = getattr(block, name)
-            setattr(block, name, kernels.GemmInt8Linear(*quantize_weight(lin.weight)) if ours else Int8Linear(lin))
-    return attach_kernels(model)
-
-
-# ------------------------------------------------------------------------------------------- the back-end's name
+# ------------------------------------------------------------------------------------------- the back-end
 # oneDNN's CPU ISAs, lowest first (ONEDNN_MAX_CPU_ISA names), each with the /proc/cpuinfo flags it needs
 ONEDNN_ISAS = (("sse41", {"sse4_1"}), ("avx", {"avx"}), ("avx2", {"avx2", "fma"}),
                ("avx2_vnni", {"avx2", "fma", "avx_vnni"}),
@@ -175,25 +157,68 @@ def _isa(table, flags: set[str], cap: str | None) -> str:
     return have[-1] if have else "default"
 
 
-def backend_name(int8: bool = False, dtype: str = "fp32", tag: str | None = None) -> str:
-    """What determines a CPU engine's bits besides the model and settings (engine.engine.Engine.version names
-    it; no model needed): the linears' kernel and its ISA, and torch's own dispatch level (ATen's vectorized ops:
-    norms, SDPA in prefill, sampling).  With a path of engine/cpupath.py, its tag: "kernels-aten_avx2" for
-    engine/kernels.c's fp32 and weight-only int8 chains (on AVX2 or AVX-512: the same bits),
-    "kernels_avx512bf16-aten_avx512" for its bf16 path, "kernels_avx512vnni-aten_avx512" for its W8A8 one.
-    Without one (no kernels of ours, or bf16 on a CPU without AVX512_BF16): "onednn-avx2-aten_avx2": oneDNN's packed
-    linears (fp32), or the W8A8 Int8Linear beside them (int8), at the ISA oneDNN dispatches to
-    (ONEDNN_MAX_CPU_ISA honoured); "mkl-avx2-aten_avx2": MKL's F.linear (no oneDNN; MKL_ENABLE_INSTRUCTIONS
-    honoured); bf16 on CPU runs torch's own matmul: "aten_<level>" alone."""
-    aten = f"aten_{torch.backends.cpu.get_cpu_capability().lower()}"
-    if tag is not None:
-        return f"{tag}-{aten}"
-    flags = cpu_flags()
-    if dtype != "fp32":
-        return aten
-    if kernels.available():
-        return f"kernels-{aten}"
-    if onednn_available():
-        cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
-        return f"onednn-{_isa(ONEDNN_ISAS, flags, cap)}-{aten}"
-    return f"mkl-{_isa(MKL_ISAS, flags, os.environ.get('MKL_ENABLE_INSTRUCTIONS'))}-{aten}"
+def aten_level() -> str:
+    """torch's own dispatch level (ATen's vectorized ops: norms, SDPA in prefill, sampling), as a version names it."""
+    return f"aten_{torch.backends.cpu.get_cpu_capability().lower()}"
+
+
+@dataclass(frozen=True)
+class CpuBackend:
+    """One CPU engine's arithmetic, built and named in one place.  `pack` puts a model's block projections and code
+    heads on its kernels; `tag` names what decides its bits besides the model and settings — the linears' kernels
+    and their ISA, and torch's own dispatch level (aten_level) — which engine.engine.engine_version writes into the
+    engine version (so into every content key):
+
+        a path of engine/cpupath.py   its tag, "kernels-aten_avx2" for engine/kernels.c's fp32 and weight-only int8
+                                      chains (on AVX2 or AVX-512: the same bits), "kernels_avx512bf16-aten_avx512"
+                                      for its bf16 path, "kernels_avx512vnni-aten_avx512" for its W8A8 one
+        NO_KERNELS, fp32 (or int8)    "onednn-avx2-aten_avx2": oneDNN's packed linears (with --int8 the W8A8
+                                      Int8Linear for the block projections beside them) at the ISA oneDNN dispatches
+                                      to (ONEDNN_MAX_CPU_ISA honoured); "mkl-avx2-aten_avx2": MKL's F.linear, no
+                                      oneDNN (MKL_ENABLE_INSTRUCTIONS honoured)
+        NO_KERNELS, bf16              torch's own bf16 matmul: "aten_<level>" alone
+
+    Every one is exact (batch-invariant): our kernels by construction, oneDNN and MKL by the call sizes the engine
+    pads to (engine.codemodel.invariant_sizes)."""
+    name: str                     # the path's name (engine/cpupath.py), or NO_KERNELS
+    dtype: str                    # the engine's dtype: "fp32" | "bf16"
+    int8: bool
+    kind: str                     # what the block projections run on: engine/kernels.c's kind, onednn, mkl or torch
+    tag: str                      # the engine version's name of its arithmetic
+    path: CpuPath | None = None
+
+    @classmethod
+    def of(cls, path: CpuPath) -> CpuBackend:
+        return cls(path.name, path.dtype, path.int8, path.kind, f"{path.tag}-{aten_level()}", path)
+
+    @classmethod
+    def without_kernels(cls, dtype: str, int8: bool) -> CpuBackend:
+        """The back-end without our kernels for this dtype (fp32 with int8): oneDNN, else MKL, or torch's bf16."""
+        if dtype != "fp32":
+            return cls(NO_KERNELS, dtype, int8, "torch", aten_level())
+        if onednn_available():
+            cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+            isa = _isa(ONEDNN_ISAS, cpu_flags(), cap)
+            return cls(NO_KERNELS, dtype, int8, "onednn", f"onednn-{isa}-{aten_level()}")
+        isa = _isa(MKL_ISAS, cpu_flags(), os.environ.get("MKL_ENABLE_INSTRUCTIONS"))
+        return cls(NO_KERNELS, dtype, int8, "mkl", f"mkl-{isa}-{aten_level()}")
+
+    @property
+    def model_dtype(self) -> str:
+        """The dtype of the model's own tensors: fp32 around our kernels (a path's bf16 is inside them), else the
+        engine's."""
+        return "fp32" if self.path is not None else self.dtype
+
+    def pack(self, model: Llama, head: torch.Tensor | None = None):
+        """Put `model`'s block projections on this back-end (pack_linears: the attention strategy to match) and
+        return the code heads' linear for `head` [Q·V, C] fp32 (None: F.linear on it, MKL's or torch's)."""
+        blocks, heads = self._linears()
+        pack_linears(model, blocks)
+        return heads(head) if heads is not None and head is not None else None
+
+    def _linears(self) -> tuple:
+        """(make for the block projections, make for the heads): make(weight [N, K] fp32) -> a linear; None: dense."""
+        if self.path is not None:
+            return kind_linear(self.path.kind), kind_linear(self.path.heads)
+        dense = PackedLinear if self.kind == "onednn" else None
+        return (Int8Linear if self.int8 else dense), dense

@@ -1,7 +1,8 @@
-"""Which path a CPU engine runs: the kernels this CPU has for the dtype asked, the fastest measured once, remembered.
+"""Which back-end a CPU engine runs: the kernels this CPU has for the dtype asked, one chosen once, remembered.
 
-    path = choose("auto", False, shape, rows=32)   # a CpuPath, or None: no kernels of ours here
-    path.name, path.dtype, path.tag       # "bf16-avx512", "bf16", "kernels_avx512bf16" (the engine version's)
+    backend = choose("auto", False, shape, rows=32)   # an engine.cpu.CpuBackend (CpuBackend.without_kernels: none here)
+    backend.name, backend.dtype, backend.tag           # "bf16-avx512", "bf16", "kernels_avx512bf16-aten_avx512"
+    backend = follow(record)                           # a book's recorded back-end, or EngineMismatch: never measured
 
 A *path* is one of engine/kernels.c's kinds for the GPT's block projections — the whole decode step runs on it
 (engine.attention.CStep) — and the dtype it makes the engine.  Every path is exact: each output of its linear is
@@ -10,19 +11,27 @@ paths differ in speed and in rounding.  The candidates for a request (`candidate
 float paths, fp32 and bf16; `fp32`/`bf16` one dtype; `--int8` the int8 paths — quantization stays opt-in) that
 this CPU and build have (kernels.kinds()) are timed on the model's real shapes at the engine's batch: a decode step
 of MEASURE_LAYERS layers of random weights (enough to stream from memory as the model does), MEASURE_ROUNDS rounds
-in turn, the best of each, on one thread (MEASURE_THREADS: every thread of a team runs the same kernel on its share
+of every candidate in turn, on one thread (MEASURE_THREADS: every thread of a team runs the same kernel on its share
 of the columns, so one thread ranks the paths as a team does on a quiet machine; on a shared one a team's barrier
 spins, while its other thread waits for a busy core, make its timings noise — measured here at 4 rows, 2 threads:
-fp32-avx2 31.6 ms against bf16 156 ms one time, 23.9 against 12.5 another).  The choice is written to
-`<cache_root()>/paths/<key>.json`, keyed by the CPU's model name and flags, torch's and oneDNN's versions, the
-request, the model's shape, the rows and the kernels' source, so later loads pay nothing; the file is written once
-(engine.atomic.write_once) and every process
-then reads the one answer, so the processes of one machine never run different paths for the same request.
+fp32-avx2 31.6 ms against bf16 156 ms one time, 23.9 against 12.5 another).
 
-`CHATTTS_RENDER_KERNELS` (engine.kernels.ENV): `off` — none of our kernels (oneDNN, MKL, torch's bf16); a comma
-list of path names — only those (a request none of them runs is a ValueError).  The AMX paths are the next step
-(amx_bf16 / amx_int8 tiles, whose sums are again one chain per output in a fixed order, so as exact): not written,
-since no CPU with AMX has run this code; a CPU with it runs the AVX-512 paths below.
+**The choice is stable** (`stable_choice`): the candidates' fixed order (PATHS) gives the default, its first; a later
+candidate displaces the one held only when it is faster by MARGIN in every round.  Two paths within the margin of
+each other (issue 39 saw fp32 and bf16 2-5 % apart on a Xeon, either one "fastest" by the moment) never flip: the
+earlier one stays, whatever the timings' noise.  The choice is written to `<cache_root()>/paths/<key>.json`, keyed by
+the CPU's model name and flags, torch's and oneDNN's versions, the request, the model's shape, the rows, the rule
+and the kernels' source, so later loads pay nothing; the file is written once (engine.atomic.write_once) and every
+process then reads the one answer.  A book keeps the back-end it was first rendered with (engine.api.EngineRecord):
+its later runs `follow` it, on any machine that has a back-end of the same arithmetic, and measure nothing.
+
+`CHATTTS_RENDER_KERNELS` (engine.kernels.ENV): `off` — none of our kernels (the back-end without them: oneDNN, MKL,
+torch's bf16); a comma list of path names — only those (a request none of them runs is a ValueError, and the
+back-end without kernels is not one of them).  RANDOM_ENV (tests only, never a user option): each process takes a
+random one of the back-ends it could run (`runnable`, that without kernels included), so a test whose expected value
+needs two processes to choose alike fails on every machine.  The AMX paths are the next step (amx_bf16 / amx_int8
+tiles, whose sums are again one chain per output in a fixed order, so as exact): not written, since no CPU with AMX
+has run this code; a CPU with it runs the AVX-512 paths below.
 """
 from __future__ import annotations
 
@@ -30,29 +39,20 @@ import hashlib
 import json
 import os
 import platform
+import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch  # (engine.kernels loads it already)
 
 from engine import kernelbuild, kernels
+from engine.api import EngineMismatch, EngineRecord
 from engine.assets import cache_root
 from engine.atomic import read_json, write_once
 from engine.attention import CStep
-from engine.cpu import pack_path
+from engine.cpu import CpuBackend, CpuPath
 from engine.llama import KVCache, build_llama
-
-
-@dataclass(frozen=True)
-class CpuPath:
-    name: str                     # what CHATTTS_RENDER_KERNELS and the benchmarks call it
-    dtype: str                    # the engine's dtype: "fp32" | "bf16" (int8 paths are fp32 engines, --int8)
-    int8: bool
-    kind: str                     # engine/kernels.c's kind of the block projections
-    heads: str                    # the kind of the code heads (fp32, as upstream; the same bits either way)
-    tag: str                      # the engine version's name of its arithmetic: paths of the same bits share one
-
 
 PATHS = (
     CpuPath("fp32-avx2", "fp32", False, "f32", "f32", "kernels"),
@@ -66,11 +66,13 @@ BY_NAME = {p.name: p for p in PATHS}
 FLOAT_DTYPES = ("fp32", "bf16")   # what --dtype auto may take on CPU
 MEASURE_BYTES = 96 << 20          # fp32 weights the timed step streams at least: 3x this CPU's 32 MiB L3
 MEASURE_POSITIONS = 64            # keys each row attends over in the timed step
-MEASURE_ROUNDS = 5                # every candidate's step this many times, in turn; the best of each counts
+MEASURE_ROUNDS = 7                # rounds of one decode step of every candidate in turn (stable_choice)
+MARGIN = 0.10                     # a candidate displaces the one held only when faster by this share in every round
+RANDOM_ENV = "CHATTTS_RENDER_RANDOM_ENGINE"   # tests only: "1" makes each process take a random runnable back-end
 MEASURE_THREADS = 1               # torch threads of the timed steps (the module docstring says why one)
 CACHE_DIR = "paths"               # under cache_root()
 
-_CHOSEN: dict[tuple, CpuPath | None] = {}   # this process's answers
+_CHOSEN: dict[tuple, CpuBackend] = {}   # this process's answers
 
 
 def candidates(dtype: str, int8: bool) -> tuple[CpuPath, ...]:
@@ -93,10 +95,18 @@ def allowed() -> tuple[str, ...] | None:
     return names
 
 
+def kernels_off() -> bool:
+    """Whether CHATTTS_RENDER_KERNELS turns our kernels off (read each time: a back-end is chosen after it is set)."""
+    return os.environ.get(kernels.ENV, "").strip().lower() in ("off", "0", "no", "false")
+
+
 def usable(dtype: str, int8: bool) -> tuple[CpuPath, ...]:
     """The candidates this CPU and build have (kernels.kinds()), within CHATTTS_RENDER_KERNELS; ValueError where
     that variable names paths and none of them runs this request here."""
-    have = [p for p in candidates(dtype, int8) if p.kind in kernels.kinds() and p.heads in kernels.kinds()]
+    if kernels_off() or not kernels.available():
+        have = []
+    else:
+        have = [p for p in candidates(dtype, int8) if p.kind in kernels.kinds() and p.heads in kernels.kinds()]
     names = allowed()
     if names is None:
         return tuple(have)
@@ -107,17 +117,66 @@ def usable(dtype: str, int8: bool) -> tuple[CpuPath, ...]:
     return tuple(mine)
 
 
-def choose(dtype: str, int8: bool, shape, rows: int, measure=None) -> CpuPath | None:
-    """The path a CPU engine of this request runs (see the module docstring): the one usable candidate, or the
-    fastest measured (`measure(paths, shape, rows)` -> seconds per step each: measure_steps by default),
-    remembered on disk; None where none is usable (no kernels: the engine falls back to oneDNN, MKL or torch)."""
-    paths = usable(dtype, int8) if kernels.available() else ()
+def runnable(dtype: str, int8: bool) -> tuple[CpuBackend, ...]:
+    """Every exact back-end this process could run for a request, in the fixed order: its usable paths, then the
+    back-end without our kernels (oneDNN, MKL, torch's bf16: what CHATTTS_RENDER_KERNELS=off runs) unless that
+    variable names paths.  A request none of the named paths runs has none."""
+    try:
+        paths = usable(dtype, int8)
+    except ValueError:
+        return ()
+    own = () if allowed() is not None else (CpuBackend.without_kernels("fp32" if dtype == "auto" else dtype, int8),)
+    return tuple(CpuBackend.of(p) for p in paths) + own
+
+
+def choose(dtype: str, int8: bool, shape, rows: int, measure=None) -> CpuBackend:
+    """The back-end a CPU engine of this request runs (see the module docstring): the one usable path, or the
+    stable choice among several (`measure(paths, shape, rows)` -> seconds per step of each path, one a round:
+    measure_steps by default), remembered on disk; without a usable path, the back-end without our kernels.  With
+    RANDOM_ENV set (tests only): a random one of `runnable`, the same for the rest of the process."""
+    if os.environ.get(RANDOM_ENV, "").strip() not in ("", "0"):
+        have = runnable(dtype, int8)
+        if not have:
+            usable(dtype, int8)                                       # the ValueError that says why
+        memo: tuple = ("random", dtype, int8, have)
+        if memo not in _CHOSEN:
+            _CHOSEN[memo] = random.SystemRandom().choice(have)
+        return _CHOSEN[memo]
+    paths = usable(dtype, int8)
     if len(paths) < 2:
-        return paths[0] if paths else None
+        return CpuBackend.of(paths[0]) if paths else CpuBackend.without_kernels("fp32" if dtype == "auto" else dtype,
+                                                                                int8)
     memo = (dtype, int8, shape, rows, tuple(p.name for p in paths))
     if memo not in _CHOSEN:
-        _CHOSEN[memo] = _remembered(paths, dtype, int8, shape, rows, measure or measure_steps)
+        _CHOSEN[memo] = CpuBackend.of(_remembered(paths, dtype, int8, shape, rows, measure or measure_steps))
     return _CHOSEN[memo]
+
+
+def follow(record: EngineRecord, version_of=None) -> CpuBackend:
+    """The back-end of this process that makes the bits of a book's recorded one (engine.api.EngineRecord: the same
+    dtype, int8 and arithmetic's name — the recorded path where several have them), measuring nothing;
+    EngineMismatch where none does (this CPU, build or CHATTTS_RENDER_KERNELS lacks it), naming this process's
+    back-ends by version_of(backend) (default: their tags)."""
+    have = runnable(record.dtype, record.int8)
+    same = [b for b in have if b.tag == record.backend]
+    if not same:
+        env = os.environ.get(kernels.ENV, "").strip()
+        runs = ", ".join(f"{b.name} ({version_of(b) if version_of else b.tag})" for b in have)
+        raise EngineMismatch(f"this process cannot run the book's engine {record.path or record.backend} "
+                             f"({record.version}): it runs {runs or 'no back-end of its dtype'}"
+                             + (f" ({kernels.ENV}={env})" if env else ""))
+    return next((b for b in same if b.name == record.path), same[0])
+
+
+def stable_choice(paths, seconds: dict[str, list[float]]) -> CpuPath:
+    """The first of `paths` (their fixed order), displaced by each later one that is faster by MARGIN in every round
+    of `seconds` (path name -> seconds per step, one a round) than the one held: ties, and gaps within the margin,
+    keep the earlier path whatever the timings."""
+    best = paths[0]
+    for p in paths[1:]:
+        if all(t * (1 + MARGIN) <= held for t, held in zip(seconds[p.name], seconds[best.name], strict=True)):
+            best = p
+    return best
 
 
 def cache_key(paths, dtype: str, int8: bool, shape, rows: int) -> dict:
@@ -125,7 +184,7 @@ def cache_key(paths, dtype: str, int8: bool, shape, rows: int) -> dict:
     return {"cpu": _cpu_model(), "flags": sorted(kernelbuild.cpu_flags() & _FLAGS), "machine": platform.machine(),
             "torch": torch.__version__, "onednn": _onednn_version(), "dtype": dtype, "int8": int8,
             "paths": [p.name for p in paths], "shape": [shape.hidden, shape.heads, shape.kv_heads, shape.ffn],
-            "rows": rows, "threads": MEASURE_THREADS,
+            "rows": rows, "threads": MEASURE_THREADS, "rounds": MEASURE_ROUNDS, "margin": MARGIN,
             "kernels": hashlib.sha256(kernelbuild.SOURCE.read_bytes()).hexdigest()[:16]}
 
 
@@ -142,9 +201,10 @@ def _remembered(paths, dtype, int8, shape, rows, measure) -> CpuPath:
     if (known := written()) is not None:
         return known
     seconds = measure(paths, shape, rows)
-    best = min(paths, key=lambda p: seconds[p.name])
-    data = (json.dumps({"key": key, "path": best.name, "step_ms": {k: round(v * 1e3, 3) for k, v in seconds.items()}},
-                       indent=1) + "\n").encode()
+    best = stable_choice(paths, seconds)
+    data = (json.dumps({"key": key, "path": best.name,
+                        "step_ms": {k: [round(t * 1e3, 3) for t in v] for k, v in seconds.items()}}, indent=1)
+            + "\n").encode()
     file.parent.mkdir(parents=True, exist_ok=True)
     if not write_once(file, data):                            # another process measured first, or a damaged file
         if (known := written()) is not None:
@@ -176,10 +236,10 @@ def _onednn_version() -> str:
     return next((w for w in line.split() if w.startswith("v") and w[1:2].isdigit()), "")
 
 
-def measure_steps(paths, shape, rows: int) -> dict[str, float]:
-    """Seconds per decode step of `rows` rows on each path: random weights of `shape` (its first layers, as many as
-    MEASURE_BYTES of fp32 weights need, at least one), rows over MEASURE_POSITIONS keys, MEASURE_THREADS threads;
-    MEASURE_ROUNDS rounds of every path in turn, the best of each."""
+def measure_steps(paths, shape, rows: int) -> dict[str, list[float]]:
+    """Seconds per decode step of `rows` rows on each path, one a round: random weights of `shape` (its first layers,
+    as many as MEASURE_BYTES of fp32 weights need, at least one), rows over MEASURE_POSITIONS keys, MEASURE_THREADS
+    threads; MEASURE_ROUNDS rounds of every path in turn."""
     per_layer = 4 * shape.hidden * ((shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.ffn) \
         + 4 * shape.heads * shape.head_dim * shape.hidden
     s = replace(shape, layers=max(1, min(shape.layers, -(-MEASURE_BYTES // per_layer))))
@@ -189,7 +249,8 @@ def measure_steps(paths, shape, rows: int) -> dict[str, float]:
     try:
         steps = {}
         for p in paths:
-            llama = pack_path(build_llama(s, state), p)
+            llama = build_llama(s, state)
+            CpuBackend.of(p).pack(llama)
             cache = KVCache(s, rows, MEASURE_POSITIONS, "cpu", llama.attention.kv_dtype or torch.float32)
             x = torch.randn(rows, 1, s.hidden, generator=torch.Generator().manual_seed(0))
             pos = torch.full((rows, 1), MEASURE_POSITIONS - 1)
@@ -198,13 +259,13 @@ def measure_steps(paths, shape, rows: int) -> dict[str, float]:
                 raise RuntimeError(f"path {p.name}: its decode step is not whole in engine/kernels.c")
             llama.attention.decode(*args)                                       # warm-up: pages, caches
             steps[p.name] = (llama.attention.decode, args)
-        best = {name: float("inf") for name in steps}
+        rounds: dict[str, list[float]] = {name: [] for name in steps}
         for _ in range(MEASURE_ROUNDS):
             for name, (step, args) in steps.items():
                 t0 = time.perf_counter()
                 step(*args)
-                best[name] = min(best[name], time.perf_counter() - t0)
-        return best
+                rounds[name].append(time.perf_counter() - t0)
+        return rounds
     finally:
         torch.set_num_threads(old)
 

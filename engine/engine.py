@@ -19,7 +19,15 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from engine.api import DeviceUnavailable, EngineOptions, ModelUnavailable, Request, Result, onnx_missing
+from engine.api import (
+    DeviceUnavailable,
+    EngineOptions,
+    EngineRecord,
+    ModelUnavailable,
+    Request,
+    Result,
+    onnx_missing,
+)
 from engine.clip import sample_prompt
 from engine.loader import load_chattts
 from engine.units import expected_tokens
@@ -43,27 +51,30 @@ SAMPLE_PROMPT = f"[Stts]{{speaker}}{{txt_smp}}[speed_{SPEED}]{{text}}[Ptts]"
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
 
 _LOCK = threading.Lock()
-_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, cuda_graphs, backend, CPU path) -> CodeModel
+_MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, cuda_graphs, backend, CPU back-end) -> CodeModel
 
 
-def _resolve_dtype(opts: EngineOptions, path=None) -> str:
-    """The engine's dtype: the one asked; for auto, bf16 on CUDA (onnx: fp16), on CPU the chosen path's
-    (engine/cpupath.py: the fastest exact float path this CPU has), else fp32."""
+def _resolve_dtype(opts: EngineOptions, cpu=None) -> str:
+    """The engine's dtype: on CPU (torch) its back-end's (engine/cpupath.py: for auto a float path, or fp32 without
+    one); else the one asked, for auto bf16 on CUDA (onnx: fp16, and fp32 on CPU)."""
+    if cpu is not None:
+        return cpu.dtype
     if opts.dtype != "auto":
         return opts.dtype
     if opts.device == "cuda":
         return "fp16" if opts.backend == "onnx" else "bf16"
-    return path.dtype if path is not None else "fp32"
+    return "fp32"
 
 
 def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str | None = None,
-                   path=None) -> str:
+                   cpu=None) -> str:
     """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
-    hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
-    decide the bits; `path`, engine/cpupath.py's, names its arithmetic); CUDA's names only whether the decode step
-    runs as CUDA graphs (+compile: the name it had before the option was --cuda-graphs; kept, so keys stay).  The onnx
-    back-end's names carry engine.ortengine.backend_name (`onnx-ort1.32-cpu`: onnxruntime's version and the
-    provider) on every device, so its audio never shares a key with the torch engine's."""
+    hashes.  From version 6 on a CPU name carries its back-end's tag (engine.cpu.CpuBackend: which kernels, at which
+    ISA — they decide the bits; `cpu` None: this process's first back-end for the dtype, engine.cpupath.runnable);
+    CUDA's names only whether the decode step runs as CUDA graphs (+compile: the name it had before the option was
+    --cuda-graphs; kept, so keys stay).  The onnx back-end's names carry engine.ortengine.backend_name
+    (`onnx-ort1.32-cpu`: onnxruntime's version and the provider) on every device, so its audio never shares a key
+    with the torch engine's."""
     version = version or ENGINE_VERSION           # read when called (tests set an older one)
     extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.cuda_graphs)) if on)
     backend = ""
@@ -72,31 +83,48 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
 
         backend = f"-{ort_backend(opts.device)}"
     elif opts.device == "cpu" and int(version) >= 6:
-        from engine.cpu import backend_name  # torch: engine.engine stays importable without it
+        if cpu is None:
+            from engine.cpupath import runnable  # torch: engine.engine stays importable without it
 
-        backend = f"-{backend_name(opts.int8, dtype, path.tag if path is not None else None)}"
+            cpu = runnable(dtype, opts.int8)[0]
+        backend = f"-{cpu.tag}"
     return f"ours{version}-{fingerprint}-{dtype}-{opts.device}{backend}{extras}"
 
 
-def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, path=None) -> tuple[str, ...]:
+def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, cpu=None) -> tuple[str, ...]:
     """The versions whose done audio an engine keeps (tasks/plan/rows.py plan_rows): ADOPTED_VERSIONS of its dtype;
-    on CPU with a path (engine/cpupath.py) also every other path its request may run — a measurement on another
-    day, or another CPU of the fleet, may have chosen another; `--dtype auto` also fp32's ADOPTED_VERSIONS (auto
-    was fp32 on CPU before the paths); `--dtype bf16` also torch's own bf16 (its engine before the paths).  None for
-    the onnx back-end."""
+    on CPU (its back-end `cpu`, engine.cpu.CpuBackend) also every other back-end its request may run — every path
+    of engine/cpupath.py (another day's choice, another CPU of the fleet) and this machine's back-end without our
+    kernels, so a book switched from one to another (--reengine) keeps what it has; `--dtype auto` also fp32's
+    ADOPTED_VERSIONS (auto was fp32 on CPU before the paths); a bf16 engine torch's own bf16 (its engine before
+    the paths).  None for the onnx back-end."""
     if opts.backend != "torch":
         return ()
     out = [engine_version(fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS]
-    if opts.device == "cpu" and path is not None:
+    if opts.device == "cpu" and cpu is not None:
+        from engine.cpu import CpuBackend
         from engine.cpupath import candidates
 
-        out += [engine_version(fingerprint, opts, p.dtype, path=p) for p in candidates(opts.dtype, opts.int8)]
+        out += [engine_version(fingerprint, opts, p.dtype, cpu=CpuBackend.of(p))
+                for p in candidates(opts.dtype, opts.int8)]
         if opts.dtype == "auto":
             out += [engine_version(fingerprint, opts, "fp32", v) for v in ADOPTED_VERSIONS]
-        if dtype == "bf16":
-            out.append(engine_version(fingerprint, opts, "bf16"))
-    mine = engine_version(fingerprint, opts, dtype, path=path)
+        for d in dict.fromkeys(("fp32" if opts.dtype == "auto" else opts.dtype, dtype)):
+            out.append(engine_version(fingerprint, opts, d, cpu=CpuBackend.without_kernels(d, opts.int8)))
+    mine = engine_version(fingerprint, opts, dtype, cpu=cpu)
     return tuple(v for v in dict.fromkeys(out) if v != mine)
+
+
+def version_record(version: str) -> EngineRecord | None:
+    """The record of a CPU engine that planned rows under `version` (a book rendered before records: its rows'
+    engine_version), for EngineOptions.record: its dtype, int8 and back-end's tag; the path unknown (the first
+    back-end of that tag is taken).  None for a version that names no CPU back-end (before 6, CUDA, onnx)."""
+    base, _, extras = version.partition("+")
+    parts = base.split("-", 4)                   # ours<N>, fingerprint, dtype, device, the back-end's tag
+    if len(parts) < 5 or parts[3] != "cpu" or parts[4].startswith("onnx-") or parts[2] not in ("fp32", "bf16"):
+        return None
+    return EngineRecord(path="", dtype=parts[2], int8="int8" in extras.split("+"), kind="", backend=parts[4],
+                        version=version)
 
 
 def _ort_model(loaded, opts: EngineOptions, dtype: str):
@@ -110,14 +138,17 @@ def _ort_model(loaded, opts: EngineOptions, dtype: str):
     return load_ort_model(loaded, opts.device, dtype, opts.threads, opts.batch)
 
 
-def _cpu_path(opts: EngineOptions, loaded):
-    """engine/cpupath.py's path for a CPU torch engine (None: CUDA, onnx, or no kernels of ours here): measured at
-    the model's shape and the engine's batch, once per machine."""
+def _cpu_backend(opts: EngineOptions, loaded):
+    """The back-end of a CPU torch engine (engine.cpu.CpuBackend; None on CUDA or onnx): the record's
+    (engine.cpupath.follow: EngineMismatch where this process has none like it, naming both engines' versions), else
+    engine/cpupath.py's choice at the model's shape and the engine's batch, once per machine."""
     if opts.device != "cpu" or opts.backend != "torch":
         return None
-    from engine.cpupath import choose
+    from engine.cpupath import choose, follow
     from engine.llama import LlamaShape
 
+    if opts.record is not None:
+        return follow(opts.record, lambda b: engine_version(loaded.fingerprint, opts, b.dtype, cpu=b))
     shape = LlamaShape.from_hf(loaded.chat.gpt.gpt.config)
     return choose(opts.dtype, opts.int8, shape, opts.batch)
 
@@ -125,23 +156,33 @@ def _cpu_path(opts: EngineOptions, loaded):
 class Engine:
     """See engine/api.py for the contract."""
 
-    def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str, path=None):
-        self.opts, self.loaded, self.model, self.dtype, self.path = opts, loaded, code_model, dtype, path
-        self.version = engine_version(loaded.fingerprint, opts, dtype, path=path)
-        self.adopts = adopted_versions(loaded.fingerprint, opts, dtype, path)   # onnx: none of the torch engine's
+    def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str, cpu=None):
+        self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
+        self.cpu = cpu                                # engine.cpu.CpuBackend (None off CPU torch)
+        self.path = cpu.path if cpu is not None else None   # its engine/cpupath.py path (None: no kernels of ours)
+        self.version = engine_version(loaded.fingerprint, opts, dtype, cpu=cpu)
+        self.adopts = adopted_versions(loaded.fingerprint, opts, dtype, cpu)   # onnx: none of the torch engine's
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
         self._spk_cache: dict[str, object] = {}
         self._voices: dict[str, tuple] = {}           # voice string -> (spk [C] | None, codes [P, Q] | None, txt)
         self.last_batch_sizes: list[int] = []         # the scheduler's batch sizes of the last synthesize call
 
+    @property
+    def record(self) -> EngineRecord | None:
+        """What a book keeps of this engine (manifests/engine.py), so its later runs run it again: None off CPU
+        torch (no choice there: the options decide the engine)."""
+        b = self.cpu
+        if b is None:
+            return None
+        return EngineRecord(path=b.name, dtype=b.dtype, int8=b.int8, kind=b.kind, backend=b.tag, version=self.version)
+
     @classmethod
     def load(cls, opts: EngineOptions) -> Engine:
-        """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable, or
-        DeviceUnavailable when torch cannot use CUDA."""
+        """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable,
+        DeviceUnavailable when torch cannot use CUDA, EngineMismatch when this process cannot run opts.record."""
         import torch
 
         from engine.codemodel import CodeModel, enable_cuda_graphs
-        from engine.cpu import cpu_linear, path_linears
 
         if opts.threads:
             torch.set_num_threads(opts.threads)
@@ -151,28 +192,22 @@ class Engine:
                                     "--device cpu")
         with _LOCK:
             loaded = load_chattts(opts.model, opts.device)
-            path = _cpu_path(opts, loaded)
-            dtype = _resolve_dtype(opts, path)
-            key = (opts.model, opts.device, dtype, opts.int8, opts.cuda_graphs, opts.backend, path)
+            cpu = _cpu_backend(opts, loaded)
+            dtype = _resolve_dtype(opts, cpu)
+            key = (opts.model, opts.device, dtype, opts.int8, opts.cuda_graphs, opts.backend, cpu)
             if key not in _MODELS and opts.backend == "onnx":
                 _MODELS[key] = _ort_model(loaded, opts, dtype)
             if key not in _MODELS:               # a path's model stays fp32 around its kernels (bf16 inside them)
                 tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-                    "fp32" if path is not None else dtype]
+                    cpu.model_dtype if cpu is not None else dtype]
                 spk_id = loaded.tokenizer.spk_emb_ids
                 model = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, spk_id, opts.device, tdtype)
-                if path is not None:             # engine/kernels.c's projections and decode step, the heads fp32
-                    model.pack(*path_linears(path))
-                elif opts.int8:                  # the block projections in int8 (the heads stay fp32, packed below)
-                    model.quantize_int8()
-                if path is None and opts.device == "cpu" and dtype == "fp32":
-                    make = cpu_linear()          # oneDNN, else MKL's F.linear (same version: the CPU's kernels
-                    if make is not None:         # already differ from machine to machine)
-                        model.pack(make)
+                if cpu is not None:              # the CPU back-end: its projections, heads and decode step
+                    model.use(cpu)
                 if opts.cuda_graphs:             # CUDA graphs of the decode step
                     enable_cuda_graphs(model)
                 _MODELS[key] = model
-            return cls(opts, loaded, _MODELS[key], dtype, path)
+            return cls(opts, loaded, _MODELS[key], dtype, cpu)
 
     # ------------------------------------------------------------------------------------------- voices
     def sample_voice(self, seed: int) -> str:

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from engine import kernelbuild, kernels  # noqa: E402
 from engine.attention import CAttention, CStep, PerRow  # noqa: E402
-from engine.cpu import PackedLinear, cpu_linear, onednn_available  # noqa: E402
+from engine.cpu import PackedLinear, onednn_available  # noqa: E402
 from tests.conftest import ROOT, unavailable  # noqa: E402
 from tests.engine.kinds import KIND_PARAMS, kind_param, reference, why_not  # noqa: E402
 
@@ -323,20 +323,25 @@ def test_a_library_built_ahead_is_loaded_without_a_compiler(lin, tmp_path, monke
 
 
 def test_without_the_kernel_the_engine_uses_onednn(tmp_path, monkeypatch, caplog):
-    """No compiler (a warning, not an error) or CHATTTS_RENDER_KERNELS=off: cpu_linear() is oneDNN's."""
+    """No compiler (a warning, not an error) or CHATTTS_RENDER_KERNELS=off: the one back-end is the one without
+    our kernels (oneDNN's packed linear, else MKL)."""
+    from engine.cpupath import runnable
+
     monkeypatch.setenv("CHATTTS_RENDER_CACHE", str(tmp_path))          # nothing built there yet
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setattr(kernels, "_LIB", [])                              # forget this process's loaded kernel
     with caplog.at_level(logging.WARNING, logger="engine.kernelbuild"):
         assert not kernels.available()
     assert "no C compiler" in caplog.text and list(tmp_path.iterdir()) == []
-    assert cpu_linear() is (PackedLinear if onednn_available() else None)
+    [off] = runnable("fp32", False)
+    assert off.path is None and off.kind == ("onednn" if onednn_available() else "mkl")
     with pytest.raises(RuntimeError, match="not available"):
         kernels.GemmLinear(torch.ones(8, 8))
     monkeypatch.delenv("CC")
     monkeypatch.setenv(kernels.ENV, "off")
     monkeypatch.setattr(kernels, "_LIB", [])
     assert not kernels.available() and list(tmp_path.iterdir()) == []
+    assert runnable("fp32", False) == (off,)
 
 
 def test_the_engine_runs_its_cpu_fp32_linears_on_the_kernel(lin):
@@ -345,7 +350,7 @@ def test_the_engine_runs_its_cpu_fp32_linears_on_the_kernel(lin):
 
     e = Engine.load(EngineOptions(model="random-tiny", dtype="fp32"))
     m = e.model
-    assert cpu_linear() is lin and e.path.dtype == "fp32" and not e.path.int8
+    assert e.path.dtype == "fp32" and not e.path.int8
     assert all(type(getattr(b, n)) is lin and getattr(b, n).kind == e.path.kind for b in m.llama.layers
                for n in ("wqkv", "wo", "w13", "w2"))
     assert isinstance(m.head_linear, lin)
