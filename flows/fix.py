@@ -78,7 +78,7 @@ def cmd_fix(a) -> int:
     with locked(book_dir), attach.attached(book_dir, store) as pub:   # a store: leased, pulled, commits published
         rows = _rows(book_dir, names, a.book, pub)
         rendered, fixed = stages.fix(book_dir, rows, a.book, take=a.take, override=override, voice=spec,
-                                     engine=engine, qa=qa_options(p, engine.device))
+                                     engine=engine, qa=qa_options(p, engine.device), reengine=p.reengine)
         for r in fixed:
             print(f"{segment_name(r['chapter'], r['segment'])}: {r['status']}, take {r['take']} kept"
                   + (f" ({r['qa']})" if r["qa"] else "") + (f": {r['error']}" if r["error"] else ""))

@@ -64,6 +64,10 @@ class RenderParams:
                               "sampling, the model calls through ONNX Runtime: the onnx extra; docs/onnx.md)")
     cuda_graphs: bool = option("engine", False, "CUDA only: the decode step as CUDA graphs",
                                old="--compile")
+    reengine: bool = option("engine", False,
+                            "CPU: render a book with this process's own choice of engine instead of the one the book "
+                            "recorded at its first render (which a process that cannot run it refuses); what is done "
+                            "stays, only what is left renders with the new one")
     max_batch: int | None = option("engine", None,
                                    "rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
                                    "memory is short)")

@@ -31,6 +31,7 @@ def fan_out(shards: int, call, on_done):
         call(stages.freeze_references, book_dir, opts)  # with proof: every voice's drift reference, before the split
         plan = sharding.start(book_dir, shards, opts.guard)
         if store is not None:
+            store.publish_records()                      # the book's engine, which every shard runs
             store.publish(sharding.SHARD_FILE)           # the shards on other machines read it from the store
         runs = [start_shard(parent, i, plan.token) for i in range(1, shards) if plan.shards[i]]   # not idle ones
         try:

@@ -39,6 +39,7 @@ class RenderOptions:
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
     qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: auto (tasks.stages.resolve_qa)
     language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
+    reengine: bool = False            # plan the book on this process's own choice of CPU engine, not its record's
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid (its parts check their own on construction,

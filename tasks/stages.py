@@ -12,6 +12,7 @@ from engine.api import EngineOptions
 from engine.atomic import find_temps, remove_temp
 from engine.voice import VoiceSpec
 from manifests.store import STATUS_DONE, compact, load
+from tasks import bookengine
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.incremental import package_changed
 from tasks.audio.options import PackageOptions
@@ -39,6 +40,12 @@ def get_engine(opts: EngineOptions):
     return Engine.load(opts)
 
 
+def book_engine(opts: EngineOptions, book_dir: Path, reengine: bool = False):
+    """The engine that renders the book in book_dir (tasks/bookengine.py: on CPU the one its record names;
+    `reengine`: this process's own choice instead, for a render's plan and `fix`)."""
+    return bookengine.book_engine(opts, Path(book_dir), reengine, get_engine)
+
+
 def prepare(opts: RenderOptions) -> Path:
     """ingest → normalize → segment → audit → voice (anchored: the synthesize stage renders the anchor) → plan;
     returns the book dir.  A tool the output formats need (ffmpeg) is looked for first: missing, the render stops
@@ -48,15 +55,23 @@ def prepare(opts: RenderOptions) -> Path:
         checker_for(opts.qa).load()             # the QA extra and model: missing, one line before anything is made
     anchor = (lambda voice, stored, engine: anchored(voice, stored, engine, opts.guard)) if opts.voice_anchor \
         else None
-    return prepare_book(opts.prepare, opts.book_dir, lambda: get_engine(opts.engine), opts.guard.max_attempts,
-                        anchor=anchor)
+    loaded: list = []                           # the book's engine, once a good book has loaded it
+
+    def engine():
+        loaded.append(book_engine(opts.engine, opts.book_dir, opts.reengine))
+        return loaded[-1]
+
+    book_dir = prepare_book(opts.prepare, opts.book_dir, engine, opts.guard.max_attempts, anchor=anchor)
+    if loaded:                                  # after the plan (a crash between: its rows name the engine)
+        bookengine.keep_engine(book_dir, loaded[-1])
+    return book_dir
 
 
 def synthesize(book_dir: Path, opts: RenderOptions,
                on_done: Callable[[int, int], None] | None = None, shard=None) -> dict:
     """Render the book's pending rows, then compact its manifest; with shard (tasks.fleet.shards.Shard) only that
     shard's rows, and no compaction (other shards still commit: the parent compacts once they all ended)."""
-    engine = get_engine(opts.engine)
+    engine = book_engine(opts.engine, Path(book_dir))    # the plan's (prepare's, the parent's): followed
     qa, why = resolve_qa(opts.qa, opts.engine.device, engine)
     if why:
         print(why, file=sys.stderr, flush=True)          # the one line that says what `--qa auto` picked
@@ -71,7 +86,7 @@ def freeze_references(book_dir: Path, opts: RenderOptions) -> dict:
     """A sharded render's first step (flows/shards.py), before it splits the book: with proof on, each voice's
     first rows are rendered here until its drift reference is frozen (tasks.synthesize.render.render_references),
     so all shards judge against it.  Returns {rendered}; nothing to do with proof off."""
-    engine = get_engine(opts.engine)
+    engine = book_engine(opts.engine, Path(book_dir))
     qa = qa_options(opts.qa, opts.engine.device, engine)
     checker = checker_for(qa) if qa.mode != "off" else None
     return {"rendered": render_references(Path(book_dir), engine, guard=opts.guard, qa=qa, checker=checker)}
@@ -119,17 +134,18 @@ def package(book_dir: Path, assemble: AssembleOptions = AssembleOptions(), packa
 
 def fix(book_dir: Path, rows: list[dict], book: str, *, take: int | None = None, override: Fix | None = None,
         voice: VoiceSpec | None = None, engine: EngineOptions = EngineOptions(), qa: QAOptions | None = None,
-        guard: GuardOptions = GuardOptions()) -> tuple[int, list[dict]]:
+        guard: GuardOptions = GuardOptions(), reengine: bool = False) -> tuple[int, list[dict]]:
     """`chattts-render fix`'s pickups of these manifest rows (tasks.synthesize.pickups.find_rows): keep take `take` (no
     model), or apply `override` (fixes.json; its voice resolved from `voice` with the model) and render the rows it
-    re-keys, or else render a new take of each.  `engine`, `qa`, `guard`: how a take is rendered and heard; `book`:
-    the book as named (errors).  Callers hold the book's lock.  Returns (segments rendered, the manifest's rows of
-    those segments now, in reading order)."""
+    re-keys, or else render a new take of each.  `engine`, `qa`, `guard`: how a take is rendered and heard (on the
+    book's engine: book_engine, `reengine`); `book`: the book as named (errors).  Callers hold the book's lock.
+    Returns (segments rendered, the manifest's rows of those segments now, in reading order)."""
     rendered = 0
     if take is not None:
         new = pickups.choose_take(book_dir, rows, take, book)
     else:
-        model = get_engine(engine)
+        model = book_engine(engine, book_dir, reengine)
+        bookengine.keep_engine(book_dir, model)
         proof = qa_options(qa, engine.device, model)
         checker = checker_for(proof) if proof.mode != "off" else None
         if checker is not None:

@@ -236,6 +236,7 @@ class SpeechEngine:
 
     version = VERSION
     adopts: tuple[str, ...] = ()
+    record = None                        # no CPU back-end chosen: nothing for a book to record (manifests/engine.py)
     is_random = False
 
     def __init__(self, script: Mapping[str, Sequence[Clip] | Clip], version: str = VERSION):

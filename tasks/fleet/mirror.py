@@ -3,17 +3,18 @@ views of a store's books (`book_view`, `catalogue_view`).  The render itself is 
 scratch folder (tasks/fleet/storage.py): atomic renames, the flock, the crash points.  Around it
 (tasks/fleet/attach.py):
 
-    pull      before the run: the store's manifest parts replace the scratch's (the store is the truth), its
-              book records (book.json, text.json, coverage.json, qa.json's frozen drift references, fixes.json,
-              .chapters.json) too, and the audio of every done row that the scratch lacks is downloaded (atomic,
-              fsynced); `fix` also pulls every take and check record of the segments it names (pull_takes)
+    pull      before the run: the store's manifest parts and records (source.json; engine.json, the book's engine)
+              replace the scratch's (the store is the truth), its book records (book.json, text.json,
+              coverage.json, qa.json's frozen drift references, fixes.json, .chapters.json) too, and the audio of
+              every done row that the scratch lacks is downloaded (atomic, fsynced); `fix` also pulls every take
+              and check record of the segments it names (pull_takes)
     publish   after every manifest commit (manifests.store.on_commit): first the audio of the part's rows that
               the store does not hold yet (the kept take and every take listed in `takes`), then their check
-              records (<key>[.t<k>].qa.json), then qa.json and fixes.json where they changed (the rows were judged
-              against, or planned from, them), then the part itself; so a part in the store never names a file
-              that is not there.  After the run: the outputs (chapter files, report.json, pages …), and the
-              store's manifest parts that compaction folded away are deleted (the compacted part was uploaded
-              first)
+              records (<key>[.t<k>].qa.json), then qa.json, fixes.json and the book's engine record where they
+              changed (the rows were judged against, planned from or rendered by them), then the part itself; so a
+              part in the store never names a file that is not there.  After the run: the outputs (chapter files,
+              report.json, pages …), and the store's manifest parts that compaction folded away are deleted (the
+              compacted part was uploaded first)
 
 An upload that fails stops the render (RenderFailed, exit 1): what the store holds is a consistent earlier state
 and a rerun on any machine resumes from it (a part committed locally but never published is adopted there from
@@ -28,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 
 from engine.atomic import TEMP_PREFIX, read_json, scratch as temp_in
+from manifests.engine import ENGINE_RECORD
 from manifests.source import SOURCE_RECORD
 from tasks.bookdir import (
     BOOK_JSON,
@@ -50,7 +52,8 @@ NOT_PUBLISHED = ("manifest", SEGMENTS_DIRNAME, VOICES_DIRNAME)   # per commit (t
 # What a render or fix reads besides the manifest, pulled from the store first (the drift references in qa.json stay
 # frozen across machines, fixes.json's overrides apply at every plan, .chapters.json names the last packaging).
 BOOK_RECORDS = (BOOK_JSON, TEXT_JSON, COVERAGE_JSON, QA_JSON, FIXES_JSON, CHAPTERS_JSON)
-COMMIT_RECORDS = (QA_JSON, FIXES_JSON)          # committed rows depend on them: published (if changed) before a part
+ENGINE_PATH = f"manifest/{ENGINE_RECORD}"       # the book's engine (manifests/engine.py): mirrored with the parts
+COMMIT_RECORDS = (QA_JSON, FIXES_JSON, ENGINE_PATH)   # committed rows depend on them: published (if changed) first
 
 
 class Publisher:
@@ -95,8 +98,9 @@ class Publisher:
                 "publish_s": self.put_s, "pull_s": self.pull_s}
 
     def pull_manifest(self) -> None:
-        """Make the scratch's manifest parts and source record the store's (the store is the truth: a part only
-        the scratch holds was never published, and its rows' audio is adopted from the scratch if it is there)."""
+        """Make the scratch's manifest parts, source and engine records the store's (the store is the truth: a part
+        only the scratch holds was never published, and its rows' audio is adopted from the scratch if it is
+        there)."""
         from manifests.store import manifest_dir
 
         mdir = manifest_dir(self.book_dir)
@@ -106,6 +110,8 @@ class Publisher:
                 p.unlink()
         for name in remote:
             self.store.get(self.key(f"manifest/{name}"), mdir / name)
+        if ENGINE_RECORD in remote:                  # as the store holds it: not published again unless it changes
+            self.digests[ENGINE_PATH] = _digest(mdir / ENGINE_RECORD)
 
     def pull_files(self, *rels: str) -> list[str]:
         """These files of the book, where the store holds them; returns those it held."""
@@ -170,11 +176,15 @@ class Publisher:
         for rel in (*takes, *records):                # here unless a pull brought only the kept take
             if (self.book_dir / rel).is_file():
                 self._put_once(rel)
+        self.publish_records()
+        self._put(f"manifest/{part.name}")
+
+    def publish_records(self) -> None:
+        """Publish the COMMIT_RECORDS that changed since the store last had them (none for a shard's publisher)."""
         for rel in COMMIT_RECORDS if self.records else ():
             if (self.book_dir / rel).is_file() and self.digests.get(rel) != (d := _digest(self.book_dir / rel)):
                 self._put(rel)
                 self.digests[rel] = d
-        self._put(f"manifest/{part.name}")
 
     def _put_once(self, rel: str) -> None:
         if rel not in self.published:
@@ -192,6 +202,7 @@ class Publisher:
                 self.store.fs.rm_file(self.key(f"manifest/{name}"))
         if SOURCE_RECORD in local:                   # which source this render read (the nightly scan's)
             self._put(f"manifest/{SOURCE_RECORD}")
+        self.publish_records()                        # the book's engine, recorded after the last commit
         for p in sorted(self.book_dir.rglob("*")):
             rel = p.relative_to(self.book_dir).as_posix()
             if p.is_file() and rel.split("/")[0] not in NOT_PUBLISHED and not p.name.startswith(TEMP_PREFIX):
@@ -222,10 +233,10 @@ def _digest(path: Path) -> str:
 
 
 def _mirrored(name: str) -> bool:
-    """A file of the manifest folder that the store holds: a part or the source record."""
+    """A file of the manifest folder that the store holds: a part, the source record or the engine record."""
     from manifests.store import PART_RE
 
-    return bool(PART_RE.match(name)) or name == SOURCE_RECORD
+    return bool(PART_RE.match(name)) or name in (SOURCE_RECORD, ENGINE_RECORD)
 
 
 @contextmanager

@@ -26,10 +26,54 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path | None = None, timeout: float = 600,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`chattts-render ARGS` as a real process (one torch thread, no Prefect server)."""
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd or ROOT, env=cli_env(),
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd or ROOT, env=cli_env(**(env or {})),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def random_engines() -> dict[str, str]:
+    """The environment in which a process takes a random one of the engines it could run (engine.cpupath.RANDOM_ENV,
+    tests only).  The tests of resume, shards, the fleet, pickups and the nightly run their processes with it, so
+    one whose expected value needs two processes to choose alike fails on every machine: a render is compared with
+    a reference of the book's own engine (with_engine), which every later process of the book runs."""
+    from engine.cpupath import RANDOM_ENV
+
+    return {RANDOM_ENV: "1"}
+
+
+def with_engine(book_dir: Path, record) -> Path:
+    """book_dir, a book not rendered yet, given the engine `record` (engine.api.EngineRecord, manifests/engine.py):
+    its first render runs that engine, as every render after a first one does (a reference of the same engine)."""
+    from manifests.engine import record_engine
+
+    record_engine(book_dir, record)
+    return book_dir
+
+
+def stored_engine(fs, prefix: str):
+    """The engine record of the book at `prefix` in a store (its manifest/engine.json), as the render published it."""
+    from engine.api import EngineRecord
+
+    fs.invalidate_cache()
+    return EngineRecord(**json.loads(fs.cat_file(f"{prefix}/manifest/engine.json")))
+
+
+class ByEngine:
+    """Reference renders of one book, one per engine, made on first use: render(out) renders the book into the
+    fresh folder `out`, whose book dir (out/<slug>) already holds the engine record; returns what the test compares."""
+
+    def __init__(self, slug: str, folder: Callable[[], Path], render: Callable[[Path], object]):
+        self.slug, self.folder, self.render = slug, folder, render
+        self.made: dict[str, object] = {}
+
+    def __call__(self, record):
+        if record.version not in self.made:
+            out = self.folder()
+            with_engine(out / self.slug, record)
+            self.made[record.version] = self.render(out)
+        return self.made[record.version]
 
 
 def pause_at(crash_dir: Path, point: str, n: int = 1, mode: str = PAUSE) -> dict[str, str]:

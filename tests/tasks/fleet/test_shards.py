@@ -154,16 +154,20 @@ except RenderFailed as e:
 """
 
 
-def test_a_shard_on_a_worker_with_the_kernel_off_refuses(tmp_path):
-    """The parent plans with our CPU kernel; shard 1 runs where the kernel is off (oneDNN: other arithmetic, so
-    another engine version and other content keys): it refuses with one line and writes nothing; the same shard
-    with the kernel on renders its rows."""
+def test_a_shard_on_a_worker_that_cannot_run_the_books_engine_refuses(tmp_path):
+    """The parent plans the book and records its engine (manifests/engine.py); shard 1 runs where
+    CHATTTS_RENDER_KERNELS allows only another back-end (off: oneDNN, for a book on our kernels; our fp32 kernel for
+    a book without them — other arithmetic, so another engine version and other content keys): it refuses with one
+    line naming the book and both engines and writes nothing; the same shard unrestricted renders its rows with the
+    book's engine, measuring nothing (whatever this process would choose: the random switch is on)."""
     import os
     import subprocess
     import sys
 
     from engine import kernels
+    from engine.cpupath import RANDOM_ENV
     from flows.options import options_from_params
+    from manifests.engine import read_engine
     from tasks import stages
     from tests.conftest import ROOT, unavailable
 
@@ -174,6 +178,9 @@ def test_a_shard_on_a_worker_with_the_kernel_off_refuses(tmp_path):
                     encoding="utf-8")
     opts = options_from_params(str(book), out=str(tmp_path / "out"), model="random-tiny")
     book_dir = stages.prepare(opts)
+    record = read_engine(book_dir)
+    assert record is not None and {r["engine_version"] for r in manifests.load(book_dir).to_pylist()} == \
+        {record.version}
     plan = shards.start(book_dir, 2, opts.guard)
     assert plan.shards[1]
     files = sorted(p.relative_to(book_dir) for p in book_dir.rglob("*"))
@@ -181,15 +188,19 @@ def test_a_shard_on_a_worker_with_the_kernel_off_refuses(tmp_path):
     def run(**env):
         return subprocess.run([sys.executable, "-c", SHARD_RUN, str(book), str(tmp_path / "out"), plan.token],
                               cwd=ROOT, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+                              env={**os.environ, "PYTHONPATH": str(ROOT), RANDOM_ENV: "1", **env})
 
-    off = run(CHATTTS_RENDER_KERNELS="off")
+    other = "fp32-avx2" if record.path == "off" else "off"
+    off = run(CHATTTS_RENDER_KERNELS=other)
     assert off.returncode == 1, off.stderr
     line = off.stderr.strip()
-    assert "\n" not in line and f"{len(plan.shards[1])} segments to render were planned for engine" in line
-    assert "-kernels" in line.split("but this process runs")[0] and "-onednn-" in line.split("runs")[1]   # any path
+    assert "\n" not in line and line.startswith(f"{book_dir}: this process cannot run the book's engine "
+                                                f"{record.path} ({record.version}): it runs {other} (ours6-")
+    assert ("-onednn-" in line or "-mkl-" in line) if other == "off" else "-kernels-" in line
+    assert "--reengine" in line
     assert sorted(p.relative_to(book_dir) for p in book_dir.rglob("*")) == files          # nothing written
     on = run()
     assert on.returncode == 0, on.stderr
     done = {r["content_key"] for r in manifests.load(book_dir).to_pylist() if r["status"] == "done"}
     assert done == set(plan.shards[1])
+    assert {r["engine_version"] for r in manifests.load(book_dir).to_pylist()} == {record.version}
