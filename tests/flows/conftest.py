@@ -5,6 +5,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.flows.forkrun import ForkServer
+from tests.flows.helpers import random_engines
 from tests.flows.prefect_service import PrefectService, doc
 
 WORKER_READY = "started!"          # what `prefect worker start` prints once it polls its pool
@@ -22,8 +23,10 @@ def fork_server(tmp_path_factory):
 def prefect_service(tmp_path_factory):
     """The Prefect service of docs/service.md on SQLite (server, automation, work pool, two workers, `prefect
     deploy --name adhoc --name nightly`), started once for every module that uses `service` (test_server,
-    test_shards: ~20 s each time); their runs are told apart by their output folders."""
+    test_shards: ~20 s each time); their runs are told apart by their output folders.  Its workers' flow runs take a
+    random engine each (random_engines): a book's runs after its first one must run the book's."""
     svc = PrefectService(tmp_path_factory.mktemp("prefect-home"))
+    svc.env.update(random_engines())
     t0 = time.monotonic()
     try:
         svc.start("server", doc("prefect server start"))

@@ -1,5 +1,7 @@
 """`chattts-render fix` end to end (random-tiny, CPU): a 3-chapter book, a segment of chapter 2 fixed; only it
-renders, only chapter 2's files change; `--take 1` restores them byte for byte; `--text` survives a re-render."""
+renders, only chapter 2's files change; `--take 1` restores them byte for byte; `--text` survives a re-render.
+Every process takes a random engine of those it could run (tests.flows.helpers.random_engines): a fix runs the
+book's."""
 from __future__ import annotations
 
 import hashlib
@@ -7,10 +9,20 @@ import hashlib
 import pytest
 
 import manifests
+from engine import cpupath
 from flows.cli import main
-from tests.flows.helpers import chapter_files, cli, write_txt_book
+from manifests.engine import read_engine
+from tests.flows.helpers import chapter_files, cli, random_engines, write_txt_book
 
 TINY = ("--model", "random-tiny")
+
+
+@pytest.fixture(autouse=True)
+def random_engine_choice(monkeypatch):
+    """This process (a new one: no choice remembered) and the fixes it starts each take a random engine."""
+    for k, v in random_engines().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(cpupath, "_CHOSEN", {})
 
 
 def digests(book_dir) -> dict[str, str]:
@@ -58,6 +70,8 @@ def test_the_cli_retakes_lists_and_restores_a_take(book):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == "fix: 0 segments rendered, chapters re-packaged: 2"
     assert digests(book_dir) == before                              # byte for byte
+    versions = {r["engine_version"] for r in manifests.load(book_dir).to_pylist()}
+    assert versions == {read_engine(book_dir).version}             # the fix ran the book's engine
 
 
 def test_a_text_fix_persists_across_a_render_and_bad_input_changes_nothing(book, capsys):

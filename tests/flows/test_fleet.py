@@ -5,7 +5,9 @@ Acceptance 1: a render into the store is SIGKILLed at a named crash point with s
 command with an empty scratch folder B finishes it without rendering a committed segment again (attempts stay
 1, the resumed run reuses exactly what the store held) and the store then holds exactly the files of an
 uninterrupted local render.  Acceptance 3: a bad URL, a missing bucket, missing credentials, an unreachable
-store: one line, exit 2, nothing created; the store lost mid-render: exit 1, the manifest intact."""
+store: one line, exit 2, nothing created; the store lost mid-render: exit 1, the manifest intact.  Every render takes
+a random engine of those it could run (tests.flows.helpers.random_engines): the resumed one runs the book's, and a
+local render of that engine is the reference."""
 from __future__ import annotations
 
 import hashlib
@@ -21,7 +23,17 @@ import pytest
 
 import manifests
 from tests.conftest import ROOT
-from tests.flows.helpers import cli_env, pages_digest, pause_at, tree_digest, wait_paused, write_txt_book
+from tests.flows.helpers import (
+    ByEngine,
+    cli_env,
+    pages_digest,
+    pause_at,
+    random_engines,
+    stored_engine,
+    tree_digest,
+    wait_paused,
+    write_txt_book,
+)
 from tests.s3server import S3Server, free_port
 
 BOOK_CHAPTERS, BOOK_SENTENCES = 3, 12        # about 15 segments: several manifest commits
@@ -34,8 +46,9 @@ NO_RETRIES = {"AWS_MAX_ATTEMPTS": "1"}
 
 
 def render(*args: str, env: dict[str, str], **popen) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=cli_env(**env),
-                          capture_output=True, text=True, timeout=600, **popen)
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=ROOT,
+                          env=cli_env(**{**random_engines(), **env}), capture_output=True, text=True, timeout=600,
+                          **popen)
 
 
 def store_files(fs, prefix: str) -> dict[str, str]:
@@ -66,13 +79,15 @@ def book(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def local_reference(book, tmp_path_factory):
-    """An uninterrupted local render of the book: its files, its book.json without the source path, its folder."""
-    out = tmp_path_factory.mktemp("local")
-    r = render(str(book), "--model", "random-tiny", "--out", str(out), env={})
-    assert r.returncode == 0, r.stderr
-    book_json = json.loads((out / "novel" / "book.json").read_text(encoding="utf-8"))
-    book_json.pop("source_path")
-    return tree_digest(out / "novel"), book_json, out / "novel"
+    """An uninterrupted local render of the book of a given engine (local_reference(record)): its files, its
+    book.json without the source path, its folder."""
+    def one(out: Path):
+        r = render(str(book), "--model", "random-tiny", "--out", str(out), env={})
+        assert r.returncode == 0, r.stderr
+        book_json = json.loads((out / "novel" / "book.json").read_text(encoding="utf-8"))
+        book_json.pop("source_path")
+        return tree_digest(out / "novel"), book_json, out / "novel"
+    return ByEngine("novel", lambda: tmp_path_factory.mktemp("local"), one)
 
 
 def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_reference, tmp_path):
@@ -97,13 +112,16 @@ def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_r
     assert (rendered, reused) == (len(before) - len(done_before), len(done_before)), done.stdout
     after = store_manifest(fs, prefix, tmp_path / "after")
     assert {r["status"] for r in after} == {"done"} and {r["attempts"] for r in after} == {1}
+    record = stored_engine(fs, prefix)                                  # the killed render's, which B ran
+    assert {r["engine_version"] for r in after} == {record.version}
+    reference = local_reference(record)
     stored = without_manifest(store_files(fs, prefix))
     book_json = json.loads(fs.cat_file(f"{prefix}/book.json"))            # source_path: where B read the book
     b_source = book_json.pop("source_path")
-    assert b_source.endswith("/book/novel.txt") and book_json == local_reference[1]
+    assert b_source.endswith("/book/novel.txt") and book_json == reference[1]
     stored.update(pages_digest(lambda p: fs.cat_file(f"{prefix}/{p}").decode(), b_source))
-    want = without_manifest(local_reference[0])
-    want.update(pages_digest(lambda p: (local_reference[2] / p).read_text(encoding="utf-8"), str(book)))
+    want = without_manifest(reference[0])
+    want.update(pages_digest(lambda p: (reference[2] / p).read_text(encoding="utf-8"), str(book)))
     assert {k: v for k, v in stored.items() if k != "book.json"} == {k: v for k, v in want.items() if k != "book.json"}
     assert not fs.exists(f"{prefix}/.lease.json"), "the lease outlived its render"
 
@@ -131,7 +149,7 @@ def test_package_from_the_store_in_an_empty_scratch(s3_server, book, local_refer
                env=s3_server.env())
     assert p.returncode == 0, p.stderr
     local = tmp_path / "local"
-    shutil.copytree(local_reference[2], local / "novel")
+    shutil.copytree(local_reference(stored_engine(fs, prefix))[2], local / "novel")
     q = render("package", str(book), "--out", str(local), "--format", "flac,m4b", env={})
     assert q.returncode == 0, q.stderr
     stored, want = without_manifest(store_files(fs, prefix)), without_manifest(tree_digest(local / "novel"))

@@ -4,7 +4,9 @@ folder), books and audiobooks in an S3-compatible store (moto's server, the real
 
 Acceptance 2 on that setup: two simultaneous runs of one book, one renders and the other ends skipped; with
 shards=2 both workers render segments of one book; either way the audiobook in the store equals a local
-one-shard render byte for byte.  And the nightly scan against the store.
+one-shard render of the book's engine byte for byte.  And the nightly scan against the store.  Every process takes a
+random engine of those it could run (tests.flows.helpers.random_engines): the book's first one chooses, and every
+worker after it runs the book's engine (issue 39).
 Run alone: `python -m pytest -m server tests/flows/test_pgfleet.py -q`."""
 from __future__ import annotations
 
@@ -18,7 +20,16 @@ import pytest
 
 import manifests
 from manifests.crashpoints import HOLD
-from tests.flows.helpers import pages_digest, pause_at, tree_digest, wait_held, write_txt_book
+from tests.flows.helpers import (
+    ByEngine,
+    pages_digest,
+    pause_at,
+    random_engines,
+    stored_engine,
+    tree_digest,
+    wait_held,
+    write_txt_book,
+)
 from tests.flows.prefect_service import FLEET_SECTION, PrefectService, doc_commands, doc_lines
 from tests.flows.test_fleet import render, store_files, store_manifest, without_manifest
 from tests.flows.test_server import artifacts, params, run_logs, wait_final, wait_run
@@ -53,7 +64,7 @@ def machine(root: Path, name: str, store_env: dict[str, str]) -> dict[str, str]:
     names = {w.split("=", 1)[0] for w in shlex.split(export)[1:]}
     assert names <= set(store_env), f"the recipe exports {names}, the test's store gives {set(store_env)}"
     return {"HOME": str(home), "PREFECT_HOME": str(home / ".prefect"),
-            "PREFECT_PROFILES_PATH": str(home / ".prefect" / "profiles.toml"), **store_env}
+            "PREFECT_PROFILES_PATH": str(home / ".prefect" / "profiles.toml"), **store_env, **random_engines()}
 
 
 @pytest.fixture(scope="module")
@@ -93,15 +104,16 @@ def book(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def local_render(book, tmp_path_factory):
-    """A local one-shard render (the CLI): its files but the manifest and book.json (whose source_path says
-    where the book was read), and its manifest rows but their plan id."""
-    out = tmp_path_factory.mktemp("local")
-    r = render(str(book), "--model", "random-tiny", "--out", str(out), env={})
-    assert r.returncode == 0, r.stderr
-    files = without_manifest(tree_digest(out / "novel"))
-    source = json.loads(files.pop("book.json") and (out / "novel" / "book.json").read_text())["source_path"]
-    files.update(pages_digest(lambda p: (out / "novel" / p).read_text(encoding="utf-8"), source))
-    return files, without_plan(manifests.load(out / "novel").to_pylist())
+    """A local one-shard render (the CLI) of the book's engine (local_render(record)): its files but the manifest and
+    book.json (whose source_path says where the book was read), and its manifest rows but their plan id."""
+    def one(out: Path):
+        r = render(str(book), "--model", "random-tiny", "--out", str(out), env=random_engines())
+        assert r.returncode == 0, r.stderr
+        files = without_manifest(tree_digest(out / "novel"))
+        source = json.loads(files.pop("book.json") and (out / "novel" / "book.json").read_text())["source_path"]
+        files.update(pages_digest(lambda p: (out / "novel" / p).read_text(encoding="utf-8"), source))
+        return files, without_plan(manifests.load(out / "novel").to_pylist())
+    return ByEngine("novel", lambda: tmp_path_factory.mktemp("local"), one)
 
 
 def without_plan(rows: list[dict]) -> list[dict]:
@@ -159,9 +171,12 @@ def test_two_runs_of_one_book_one_renders_one_is_skipped(fleet, s3_server, book,
     assert sorted(devices.values()) == ["0", "1"], "the two runs should have run on the two workers"
     assert not [a for a in artifacts(fleet, skipped.id) if a.type == "table"], "the skipped run rendered"
 
-    files, rows = in_store(fs, urls["out"].split("/")[2], tmp_path / "manifest")
+    bucket = urls["out"].split("/")[2]
+    files, rows = in_store(fs, bucket, tmp_path / "manifest")
     assert {r["status"] for r in rows} == {"done"} and {r["attempts"] for r in rows} == {1}
-    assert (files, rows) == local_render
+    record = stored_engine(fs, f"{bucket}/out/novel")
+    assert {r["engine_version"] for r in rows} == {record.version}
+    assert (files, rows) == local_render(record)
 
 
 def test_one_book_over_both_workers_equals_a_one_shard_render(fleet, s3_server, book, local_render, tmp_path):
@@ -179,11 +194,13 @@ def test_one_book_over_both_workers_equals_a_one_shard_render(fleet, s3_server, 
     assert {device_of(logs[0]), device_of(logs[1])} == {"0", "1"}, "the shards did not run on the two workers"
     counts = {i: int(dict(SHARD_RE.findall(logs[i]))[str(i)]) for i in (0, 1)}
     assert counts[0] > 0 and counts[1] > 0, counts
-    assert counts[0] + counts[1] == len(local_render[1])
+    bucket = urls["out"].split("/")[2]
+    record = stored_engine(fs, f"{bucket}/out/novel")                  # the parent's, which the shard ran
+    reference = local_render(record)
+    assert counts[0] + counts[1] == len(reference[1])
     print(f"\nshards=2 on the fleet: shard 0 rendered {counts[0]} segments on CUDA_VISIBLE_DEVICES="
           f"{device_of(logs[0])}, shard 1 rendered {counts[1]} on CUDA_VISIBLE_DEVICES={device_of(logs[1])}")
-    bucket = urls["out"].split("/")[2]
-    assert in_store(fs, bucket, tmp_path / "manifest") == local_render
+    assert in_store(fs, bucket, tmp_path / "manifest") == reference
     parts = [k for k in fs.find(f"{bucket}/out/novel/manifest") if k.rsplit("/", 1)[-1].startswith("part-")]
     assert len(parts) == 1, parts                       # compacted by the parent, once
     shards = [p for env in fleet.machines.values() for p in (Path(env["HOME"]) / "scratch").rglob(".shards")]
@@ -209,6 +226,9 @@ def test_nightly_scan_against_the_store(fleet, s3_server, tmp_path):
     for b in books:
         assert fs.isfile(f"{bucket}/out/{b.stem}/report.json"), b
         assert fs.isfile(f"{bucket}/out/{b.stem}/manifest/source.json"), b
+        record = stored_engine(fs, f"{bucket}/out/{b.stem}")            # the book's engine, published with it
+        assert {r["engine_version"] for r in store_manifest(fs, f"{bucket}/out/{b.stem}", tmp_path / b.stem)} == \
+            {record.version}
 
     again = fleet.run(doc("'nightly-catalogue/nightly'"), **nightly)
     assert "Completed" in again.stdout, again.stdout[-2000:]

@@ -3,7 +3,9 @@ rerun resumes, no committed segment is rendered again, no temp file is left, and
 byte-identical to an uninterrupted render (random-tiny, CPU).
 
 A fork server (tests/flows/forkrun.py) pays for `import torch, ChatTTS` once; every render is still its own
-process, killed with SIGKILL.  About 3-5 min on 2 busy cores:
+process, killed with SIGKILL, and takes a random engine of those it could run (tests.flows.helpers.random_engines):
+a rerun runs the book's engine (recorded by its first render, or named by its rows when the kill came before the
+record), and a render is compared with the reference of that engine.  About 3-5 min on 2 busy cores:
     python -m pytest tests/flows/test_reliability_kill.py -q
 """
 from __future__ import annotations
@@ -16,7 +18,8 @@ import pytest
 
 import manifests
 from engine.atomic import find_temps
-from tests.flows.helpers import tree_digest
+from manifests.engine import read_engine
+from tests.flows.helpers import ByEngine, random_engines, tree_digest
 
 RANDOM_KILLS = 20
 KILLS_PER_LIFE = 4
@@ -27,13 +30,25 @@ TINY_BOOK = ("第一章　山川\n　　山高水长，风和日丽，我们一�
 
 @pytest.fixture(scope="module")
 def reference(fork_server, tmp_path_factory):
-    """The book and one uninterrupted render of it: (book, out root, digest, seconds)."""
+    """The book, its uninterrupted renders' digests by engine (refs(record)) and the first one's seconds:
+    (book, refs, seconds)."""
     d = tmp_path_factory.mktemp("ref")
     book = d / "tiny.txt"
     book.write_text(TINY_BOOK, encoding="utf-8")
-    r = fork_server.run(str(book), "--model", "random-tiny", "--out", str(d / "out"))
-    assert r["rc"] == 0, r["output"]
-    return book, d / "out", outputs(d / "out" / "tiny"), r["elapsed"]
+
+    def one(out: Path) -> tuple[dict[str, str], float]:
+        r = fork_server.run(str(book), "--model", "random-tiny", "--out", str(out), env=random_engines())
+        assert r["rc"] == 0, r["output"]
+        return outputs(out / "tiny"), r["elapsed"]
+
+    refs = ByEngine("tiny", lambda: tmp_path_factory.mktemp("ref-out"), one)
+    first = one(d / "out")
+    refs.made[read_engine(d / "out" / "tiny").version] = first
+    return book, refs, first[1]
+
+
+def run(fork_server, *args: str, env: dict | None = None, kill_after: float | None = None) -> dict:
+    return fork_server.run(*args, env={**random_engines(), **(env or {})}, kill_after=kill_after)
 
 
 def outputs(book_dir: Path) -> dict[str, str]:
@@ -77,25 +92,33 @@ def test_named_crash_points_resume_byte_identical(fork_server, reference, tmp_pa
     """One render's life killed at each dangerous moment in turn (ingest, a segment written but not
     committed, a manifest part written but not renamed, a chapter assembled, an output's temp file complete);
     each rerun resumes from the state the previous kill left."""
-    book, _, ref, _ = reference
+    book, refs, _ = reference
     out = tmp_path / "out"
     book_dir = out / "tiny"
     args = (str(book), "--model", "random-tiny", "--out", str(out))
     for point in ("ingest:1", "commit:1", "segment-written:2", "commit:1", "segment-written:1", "commit:2",
                   "assemble:2", "package-file:3", "package-file:1"):
         before = committed(book_dir)
-        r = fork_server.run(*args, env={"CHATTTS_RENDER_CRASH_AT": point})
+        r = run(fork_server, *args, env={"CHATTTS_RENDER_CRASH_AT": point})
         assert r["rc"] == -9 and not r["killed"], (point, r)           # the process killed itself there
         assert_not_rerendered(book_dir, before)
         if point == "ingest:1":                                      # nothing was written yet
             assert not list(book_dir.glob("manifest/part-*.parquet"))
     before = committed(book_dir)
     assert before, "the crash points never let a segment be committed"
-    r = fork_server.run(*args)
+    r = run(fork_server, *args)
     assert r["rc"] == 0, r["output"]
     assert_not_rerendered(book_dir, before)
     assert_no_temps(book_dir)
-    assert outputs(book_dir) == ref
+    assert outputs(book_dir) == refs(one_engine(book_dir))[0]
+
+
+def one_engine(book_dir: Path):
+    """The book's engine record, which every row of its manifest names."""
+    record = read_engine(book_dir)
+    assert record is not None
+    assert {r["engine_version"] for r in manifests.load(book_dir).to_pylist()} == {record.version}
+    return record
 
 
 def test_twenty_random_sigkills_resume_byte_identical(fork_server, reference, tmp_path):
@@ -103,7 +126,7 @@ def test_twenty_random_sigkills_resume_byte_identical(fork_server, reference, tm
     draws KILLS_PER_LIFE kill times in [0, reference duration], sorted, and is killed at each in turn (every
     rerun resumes the previous one's state and is killed after the gap to the next time), then completes and
     is compared with the reference; the next life starts from an empty output."""
-    book, _, ref, ref_s = reference
+    book, refs, ref_s = reference
     rng = random.Random(KILL_SEED)
     out = tmp_path / "out"
     book_dir = out / "tiny"
@@ -116,7 +139,7 @@ def test_twenty_random_sigkills_resume_byte_identical(fork_server, reference, tm
         before: dict = {}
         prev = 0.0
         for t in sorted(rng.uniform(0.0, ref_s) for _ in range(KILLS_PER_LIFE)):
-            r = fork_server.run(*args, kill_after=t - prev)
+            r = run(fork_server, *args, kill_after=t - prev)
             prev = t
             assert_not_rerendered(book_dir, before)
             if r["rc"] == 0:                                 # finished before its kill time
@@ -129,11 +152,11 @@ def test_twenty_random_sigkills_resume_byte_identical(fork_server, reference, tm
             where[stage] = where.get(stage, 0) + 1
             if kills == RANDOM_KILLS:
                 break
-        r = fork_server.run(*args)
+        r = run(fork_server, *args)
         assert r["rc"] == 0, r["output"]
         assert_not_rerendered(book_dir, before)
         assert_no_temps(book_dir)
-        assert outputs(book_dir) == ref
+        assert outputs(book_dir) == refs(one_engine(book_dir))[0]
     print(f"{kills} kills survived in {lives} render lives ({early} runs finished before their kill time), "
           f"reference render {ref_s:.1f} s; killed during: {where}")
 
@@ -169,15 +192,16 @@ def test_sigkill_mid_qa_resumes_without_hearing_a_take_twice(fork_server, tmp_pa
         takes = {p: (book_dir / p).stat().st_mtime_ns for p in
                  (str(q.relative_to(book_dir)) for q in (book_dir / "segments").glob("*/*.flac"))} \
             if before else {}
-        r = fork_server.run(*args, env={"CHATTTS_RENDER_CRASH_AT": point})
+        r = run(fork_server, *args, env={"CHATTTS_RENDER_CRASH_AT": point})
         assert r["rc"] == -9 and not r["killed"], (point, r["output"][-2000:])
         now = heard(book_dir)
         assert {k: now[k] for k in before} == before, "a take was heard again"
         assert len(now) >= len(before) + 1
         assert all((book_dir / p).stat().st_mtime_ns == m for p, m in takes.items()), "a take was rendered again"
     before = heard(book_dir)
-    r = fork_server.run(*args)
+    r = run(fork_server, *args)
     assert r["rc"] == 0, r["output"][-3000:]
+    one_engine(book_dir)
     now = heard(book_dir)
     assert {k: now[k] for k in before} == before
     rows = manifests.load(book_dir).to_pylist()

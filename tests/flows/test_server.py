@@ -237,6 +237,10 @@ def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
     assert final.state.is_completed(), final.state
     after = {r["content_key"]: r for r in manifest_rows(book_dir)}
     assert all(r["status"] == "done" for r in after.values())
+    from manifests.engine import read_engine
+
+    # the other worker ran the book's engine (each process would choose its own: tests.flows.helpers.random_engines)
+    assert {r["engine_version"] for r in after.values()} == {read_engine(book_dir).version}
     for key, r in before.items():
         assert after[key]["attempts"] == 1
         assert (book_dir / r["audio_path"]).read_bytes() == audio_before[key]

@@ -5,7 +5,9 @@ of docs/service.md).
 The parent run renders shard 0 on its worker and starts shard 1 as a run of the same deployment, which the
 other worker takes; the book is packaged once, byte-identical to a one-shard render.  A shard killed mid-book
 (SIGKILL at a crash point, after a committed batch) fails the parent after its own shard ended, with nothing
-packaged; rerunning the parent renders only the rest (attempts stay 1, committed audio untouched)."""
+packaged; rerunning the parent renders only the rest (attempts stay 1, committed audio untouched).  Every process
+takes a random engine of those it could run (the service's workers and the references: random_engines), so the
+shards equal a one-shard render only by running the book's engine, which its parent recorded."""
 from __future__ import annotations
 
 import os
@@ -17,9 +19,20 @@ from pathlib import Path
 import psutil
 import pytest
 
+from manifests.engine import read_engine
 from tasks.bookdir import SHARD_FILE
 from tasks.synthesize.render import COMMIT_EVERY_ROWS
-from tests.flows.helpers import PAUSE_TIMEOUT_S, chapter_files, cli, pause_at, tree_digest, write_txt_book
+from tests.flows.helpers import (
+    PAUSE_TIMEOUT_S,
+    ByEngine,
+    chapter_files,
+    cli,
+    pause_at,
+    random_engines,
+    stored_engine,
+    tree_digest,
+    write_txt_book,
+)
 from tests.flows.test_server import flow_runs, manifest_rows, run_logs, wait_run
 
 pytestmark = pytest.mark.server
@@ -37,11 +50,13 @@ def book(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(book, tmp_path_factory):
-    """A one-shard render of the book (the CLI): its files but the manifest, and its rows but their plan id."""
-    out = tmp_path_factory.mktemp("one-shard")
-    r = cli(str(book), "--model", "random-tiny", "--out", str(out))
-    assert r.returncode == 0, r.stderr
-    return outputs(out / book.stem), rows_without_plan(out / book.stem)
+    """A one-shard render of the book (the CLI) of a given engine (reference(record)): its files but the manifest,
+    and its rows but their plan id."""
+    def one(out: Path):
+        r = cli(str(book), "--model", "random-tiny", "--out", str(out), env=random_engines())
+        assert r.returncode == 0, r.stderr
+        return outputs(out / book.stem), rows_without_plan(out / book.stem)
+    return ByEngine(book.stem, lambda: tmp_path_factory.mktemp("one-shard"), one)
 
 
 def outputs(book_dir: Path) -> dict[str, str]:
@@ -92,7 +107,8 @@ def test_the_nightly_shards_a_big_book_over_two_workers_equal_to_one_shard(servi
     rendered, reused = map(int, RENDERED_RE.search(parent_logs).groups())
     assert (rendered, reused) == (int(own["0"]) + int(theirs["1"]), 0)
     book_dir = out / book.stem
-    assert outputs(book_dir) == reference[0] and rows_without_plan(book_dir) == reference[1]
+    ref = reference(read_engine(book_dir))                                 # the parent's engine, the shard's too
+    assert outputs(book_dir) == ref[0] and rows_without_plan(book_dir) == ref[1]
     assert not (book_dir / SHARD_FILE).exists()
     assert len(list((book_dir / "manifest").glob("part-*"))) == 1        # compacted, by the parent, once
 
@@ -139,7 +155,8 @@ def test_a_killed_shard_fails_the_parent_and_a_rerun_renders_only_the_rest(servi
     after = {r["content_key"]: r for r in manifest_rows(book_dir)}
     assert {r["attempts"] for r in after.values()} == {1}
     assert all((book_dir / after[k]["audio_path"]).read_bytes() == audio_before[k] for k in before)
-    assert outputs(book_dir) == reference[0] and rows_without_plan(book_dir) == reference[1]
+    ref = reference(read_engine(book_dir))
+    assert outputs(book_dir) == ref[0] and rows_without_plan(book_dir) == ref[1]
 
 
 @pytest.mark.slow
@@ -164,8 +181,9 @@ def test_two_shards_into_a_store(service, s3_server, book, reference, tmp_path):
     assert int(SHARD_RE.search(run_logs(service, child.id)).group(2)) > 0
     fs = s3_server.filesystem()
     stored = store_files(fs, prefix)
-    assert without_manifest(stored) == reference[0]                  # no .shards.json, no .lease.json left
+    ref = reference(stored_engine(fs, prefix))
+    assert without_manifest(stored) == ref[0]                        # no .shards.json, no .lease.json left
     assert len([k for k in stored if k.startswith("manifest/part-")]) == 1
     assert [{k: v for k, v in r.items() if k != "plan_id"} for r in
-            store_manifest(fs, prefix, tmp_path / "manifest")] == reference[1]
+            store_manifest(fs, prefix, tmp_path / "manifest")] == ref[1]
     assert not [p for p in scratch.rglob("*") if ".shards" in p.parts and p.name != ".shards"]
