@@ -200,3 +200,44 @@ def test_a_parent_after_its_shards_pulls_their_rows_and_keeps_its_own_records(st
     assert [r["status"] for r in manifests.load(b).to_pylist()] == ["done"]
     mirror.Publisher(store, b).pull()                       # a render's first pull: the store is the truth
     assert (b / BOOK_JSON).read_text() == '{"title": "old"}'
+
+
+def test_the_books_engine_goes_up_before_the_part_it_planned_and_comes_back_with_the_manifest(store, tmp_path):
+    """manifest/engine.json (manifests/engine.py): published when it changed, before the next part (and at the end of
+    a run, written after the last commit), never by a shard; a pull of the manifest brings it back, and a scratch
+    record the store never had goes (the store is the truth)."""
+    from engine.api import EngineRecord
+    from manifests.engine import read_engine, record_engine
+
+    record = EngineRecord(path="off", dtype="fp32", int8=False, kind="onednn", backend="onednn-avx2-aten_avx2",
+                          version="ours6-fp-fp32-cpu-onednn-avx2-aten_avx2")
+    rec = Recording(store.url)
+    book_dir = book_with_audio(tmp_path / "A" / "novel")
+    pub = mirror.Publisher(rec, book_dir)
+    with on_commit(book_dir, pub.on_commit):
+        manifests.commit(book_dir, [row(0, "pending")])                  # the plan, before its record
+        record_engine(book_dir, record)
+        manifests.commit(book_dir, [row(0)])
+        manifests.commit(book_dir, [row(1)])                             # unchanged: not again
+    assert rec.puts == ["novel/manifest/part-00000001.parquet", f"novel/{AUDIO}", "novel/manifest/engine.json",
+                        "novel/manifest/part-00000002.parquet", "novel/manifest/part-00000003.parquet"]
+    b = book_with_audio(tmp_path / "B" / "novel")
+    record_engine(b, EngineRecord(**{**record.__dict__, "path": "fp32-avx2"}))
+    shard = Recording(store.url)
+    pull = mirror.Publisher(shard, b, records=False)
+    pull.pull_manifest()
+    assert read_engine(b) == record
+    with on_commit(b, pull.on_commit):
+        manifests.commit(b, [row(0)])
+    assert "novel/manifest/engine.json" not in shard.puts
+    c = tmp_path / "C" / "novel"
+    record_engine(c, record)                                             # never published: dropped by a pull
+    mirror.Publisher(Recording(f"{store.url}-other"), c).pull_manifest()
+    assert read_engine(c) is None
+    late = book_with_audio(tmp_path / "D" / "novel")
+    pub = mirror.Publisher(Recording(f"{store.url}-late"), late)
+    with on_commit(late, pub.on_commit):
+        manifests.commit(late, [row(0)])
+    record_engine(late, record)                                          # after the last commit: at the end
+    pub.finish()
+    assert "novel/manifest/engine.json" in pub.store.puts
