@@ -22,7 +22,8 @@ punctuation-matching mode; on their own line) and `nemo-en-audio` (`~written` fo
 a case matches when any one does), all with lang="en"; our held-out sets of real sentences `heldout-en`
 (heldout-en/cases.tsv, lang="en") and `mixed` (mixed/cases.tsv: Chinese sentences with English in them,
 lang="zh").  `codes` (codes/cases.tsv, issue 33) is a held-out set of Chinese sentences with telephone numbers,
-postcodes, ID and account numbers, QQ numbers, flights, trains and plates.  `--baseline` is wetext alone in the
+postcodes, ID and account numbers, QQ numbers, flights, trains and plates; `rooms` (rooms/cases.tsv, issue 41) one
+of room, flat and house numbers and of the `+` of an international prefix.  `--baseline` is wetext alone in the
 set's language (`Normalizer(lang="en")` for the English sets).
 
 English canonicalization (both sides, `canon_en`): a hyphen inside a Latin word is a space (`thirty-two` = thirty
@@ -122,8 +123,9 @@ SETS: dict[str, TnSet] = {
     "heldout-en": TnSet(("heldout-en/cases.tsv",), "\t", "en"),
     "mixed": TnSet(("mixed/cases.tsv",), "\t", "zh"),
     "codes": TnSet(("codes/cases.tsv",), "\t"),
+    "rooms": TnSet(("rooms/cases.tsv",), "\t"),
 }
-HELD_OUT = ("heldout-2", "heldout-3", "heldout-en", "mixed", "codes")   # held-out batches: their lines are marked
+HELD_OUT = ("heldout-2", "heldout-3", "heldout-en", "mixed", "codes", "rooms")   # held-out batches: their lines are marked
 
 
 def _files(tn_set: TnSet, root: Path) -> list[Path]:
