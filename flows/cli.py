@@ -7,6 +7,7 @@ themselves: flows/commands.py).
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
     chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
+    chattts-render check --acx BOOK_DIR | AUDIO... [--json]
     chattts-render --version
 
 Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes), or `check`

@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.api import DeviceUnavailable, EngineOptions, onnx_missing
 from engine.device import cuda_problem
 from flows.params import RenderParams
+from tasks.audio.loudness import loudness_preset
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import book_slug
 from tasks.fleet import storage
@@ -68,8 +69,11 @@ def segment_options(p: RenderParams, book: Path) -> SegmentOptions:
 
 
 def package_options(p: RenderParams) -> PackageOptions:
-    """The outputs: their formats (a list as given: spaces and case do not matter) and loudness."""
-    return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()), target_lufs=p.loudness)
+    """The outputs: their formats (a list as given: spaces and case do not matter) and loudness (LUFS, or a preset
+    with its own true-peak ceiling: tasks.audio.loudness.LOUDNESS_PRESETS)."""
+    target, ceiling = loudness_preset(p.loudness)
+    return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()), target_lufs=target,
+                          true_peak_dbtp=PackageOptions.true_peak_dbtp if ceiling is None else ceiling)
 
 
 def qa_options(p: RenderParams, device: str) -> QAOptions:

@@ -12,6 +12,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from engine.api import Backend, Dtype, EngineOptions
+from tasks.audio.loudness import LOUDNESS_PRESETS
 from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.options import PackageOptions
 from tasks.book import LanguageChoice
@@ -79,9 +80,13 @@ class RenderParams:
     formats: tuple[str, ...] = option("render", PackageOptions.formats,
                                       f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default "
                                       f"{','.join(PackageOptions.formats)})", flag="--format")
-    loudness: float = option("render", PackageOptions.target_lufs,
-                             "LUFS: the integrated loudness of every output file (EBU R128; default "
-                             f"{PackageOptions.target_lufs:g}; podcasts -16, broadcast -23)", metavar="LUFS")
+    loudness: float | str = option("render", PackageOptions.target_lufs,
+                                   "the integrated loudness of every output file: LUFS (EBU R128; default "
+                                   f"{PackageOptions.target_lufs:g}), or where it is published, with its own "
+                                   "true-peak ceiling: " + "; ".join(f"{k}: {v.target_lufs:g} LUFS, "
+                                                                     f"{v.true_peak_dbtp:g} dBTP ({v.what})"
+                                                                     for k, v in LOUDNESS_PRESETS.items()),
+                                   metavar="LUFS|" + "|".join(LOUDNESS_PRESETS), type=str)
     lexicon: str | None = option("text", None,
                                  "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                                  "and the book's <stem>.lexicon.tsv)")

@@ -200,7 +200,7 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
                     chapter_rows += [r for r in previous["chapters"] if r["index"] == index]
                     parts.append(([p for p in (inside(book_dir, name) for name in chapter_file_names(
                         index, n_total, title, opts.formats, opts.subtitles)) if p.exists()],
-                        [FileReport(**r) for r in previous["files"]
+                        [FileReport.from_json(r) for r in previous["files"]
                          if r["chapter"] == index and r["format"] != "epub"]))
                     if not book_wide:
                         continue
