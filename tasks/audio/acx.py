@@ -3,8 +3,8 @@
 ACX (Audible's Audiobook Creation Exchange) publishes, per uploaded file ("ACX Audio Submission Requirements",
 https://www.acx.com/help/acx-audio-submission-requirements/201456300): an RMS between -23 and -18 dB, peaks no higher
 than -3 dB, a noise floor no higher than -60 dB RMS, at most 120 minutes.  ACX does not publish how it measures;
-these are measured as Audacity's "ACX Check" analyzer measures them (Steve Daulton's plugin, the check ACX's own
-help points narrators to): the RMS of the whole file (unweighted, 20 log10), its sample peak, and its noise floor as
+these are measured as Audacity's "ACX Check" analyzer measures them (Steve Daulton's plugin, the check narrators
+run before uploading): the RMS of the whole file (unweighted, 20 log10), its sample peak, and its noise floor as
 the RMS of the quietest 0.4 s window taken every 0.1 s (tasks.audio.loudness.Meter).  docs/loudness.md has the
 sources and what is not checked here (MP3 at 192 kbit/s CBR and 44.1 kHz, room tone, one voice).
 
