@@ -79,7 +79,7 @@ def build_parser() -> _Parser:
     arg.add(inspect, "text", "cast")
     package = command("package", cmd_package, "Rebuild the outputs from the stored segment audio "
                       "(no re-rendering, the model is not loaded).")
-    arg.add(package, "output", "formats", "loudness")
+    arg.add(package, "output", "formats", "loudness", "tempo")
     arg.add(package, "allow_gaps", help="assemble chapters even if some segments are not rendered (silence in their "
                                         "place)")
     voices = sub.add_parser("voices", help="Hear candidate voices for a book; save and list named voices.")

@@ -93,7 +93,7 @@ def cmd_inspect(a) -> int:
 
 def cmd_package(a) -> int:
     with usage():
-        p = RenderParams(book=a.book, **params_of(a, "output", "formats", "loudness", "allow_gaps"))
+        p = RenderParams(book=a.book, **params_of(a, "output", "formats", "loudness", "tempo", "allow_gaps"))
         pkg = package_options(p)
     book_dir, store = book_place(p.book, p.out, p.scratch)
     _rendered(a.book, book_dir, store)

@@ -53,6 +53,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     arg.add(p, "voices")
     arg.add(p, "formats", default=None, help="output formats (default: those of the book's last packaging)")
     arg.add(p, "loudness", default=None, help="LUFS or a preset (default: the book's last packaging's)")
+    arg.add(p, "tempo", default=None, help="x, pitch kept (default: the book's last packaging's)")
     arg.add(p, "allow_gaps", help="re-package even if other segments are not rendered (silence in their place)")
     arg.add(p, "output", "engine", "text", "proof")
 
@@ -95,7 +96,7 @@ def _packaging(a, p: RenderParams, report: dict) -> RenderParams:
     """p with the packaging options the fix names, else those of the book's last packaging (its report.json)."""
     return replace(p, formats=tuple(a.format.split(",")) if a.format else tuple(report.get("formats") or p.formats),
                    loudness=_last_loudness(report.get("loudness", {}), p.loudness) if a.loudness is None
-                   else a.loudness)
+                   else a.loudness, tempo=report.get("tempo", p.tempo) if a.tempo is None else a.tempo)
 
 
 def _last_loudness(head: dict, default: float | str) -> float | str:

@@ -69,11 +69,11 @@ def segment_options(p: RenderParams, book: Path) -> SegmentOptions:
 
 
 def package_options(p: RenderParams) -> PackageOptions:
-    """The outputs: their formats (a list as given: spaces and case do not matter) and loudness (LUFS, or a preset
-    with its own true-peak ceiling: tasks.audio.loudness.LOUDNESS_PRESETS)."""
+    """The outputs: their formats (a list as given: spaces and case do not matter), loudness (LUFS, or a preset
+    with its own true-peak ceiling: tasks.audio.loudness.LOUDNESS_PRESETS) and tempo."""
     target, ceiling = loudness_preset(p.loudness)
     return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()), target_lufs=target,
-                          true_peak_dbtp=PackageOptions.true_peak_dbtp if ceiling is None else ceiling)
+                          true_peak_dbtp=PackageOptions.true_peak_dbtp if ceiling is None else ceiling, tempo=p.tempo)
 
 
 def qa_options(p: RenderParams, device: str) -> QAOptions:

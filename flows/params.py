@@ -15,6 +15,7 @@ from engine.api import Backend, Dtype, EngineOptions
 from tasks.audio.loudness import LOUDNESS_PRESETS
 from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.options import PackageOptions
+from tasks.audio.tempo import TEMPO_MAX, TEMPO_MIN
 from tasks.book import LanguageChoice
 from tasks.options import DEFAULT_OUT
 from tasks.qa.options import QAMode
@@ -87,6 +88,11 @@ class RenderParams:
                                                                      f"{v.true_peak_dbtp:g} dBTP ({v.what})"
                                                                      for k, v in LOUDNESS_PRESETS.items()),
                                    metavar="LUFS|" + "|".join(LOUDNESS_PRESETS), type=str)
+    tempo: float = option("render", PackageOptions.tempo,
+                          "play the finished audio this many times as fast, its pitch kept "
+                          f"({TEMPO_MIN:g}..{TEMPO_MAX:g}; default 1): faster than the model's own speed allows; "
+                          "subtitles, chapter marks and the read-along text move with it; changing it re-packages "
+                          "without re-rendering", metavar="X")
     lexicon: str | None = option("text", None,
                                  "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                                  "and the book's <stem>.lexicon.tsv)")
