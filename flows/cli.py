@@ -76,7 +76,7 @@ def build_parser() -> _Parser:
                          help="the words holding a character of more than one reading, most frequent first, "
                               "with their readings (for lexicon readings: word<TAB>yin2 hang2)")
     arg.add(inspect, "chapters", help="only these chapters, 1-based: e.g. 1-2,5")
-    arg.add(inspect, "text", "cast")
+    arg.add(inspect, "text", "cast", "include", "skip")
     package = command("package", cmd_package, "Rebuild the outputs from the stored segment audio "
                       "(no re-rendering, the model is not loaded).")
     arg.add(package, "output", "formats", "loudness", "tempo")

@@ -78,8 +78,8 @@ def cmd_status(a) -> int:
 
 
 def cmd_inspect(a) -> int:
-    opts = options(book=a.book, **params_of(a, "text", "cast", "chapters"))
-    book = load_book(opts.book)
+    opts = options(book=a.book, **params_of(a, "text", "cast", "chapters", "include", "skip"))
+    book = load_book(opts.book, matter=opts.matter)
     seg = book_options(book, opts.segment, opts.language)                          # from the whole book
     runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
     if opts.chapters:

@@ -13,6 +13,7 @@ from tasks.audio.loudness import loudness_preset
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import book_slug
 from tasks.fleet import storage
+from tasks.ingest.matter import MatterOptions
 from tasks.options import DEFAULT_OUT, RenderOptions, load_lexicon, parse_chapters
 from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import GuardOptions
@@ -41,7 +42,8 @@ def render_options(p: RenderParams) -> RenderOptions:
     return RenderOptions(book=path, out=out, voice=voice, engine=engine, segment=segment, package=package, guard=guard,
                          allow_gaps=p.allow_gaps,
                          chapters=parse_chapters(p.chapters) if p.chapters else (), voice_anchor=p.voice_anchor,
-                         cast=load_cast(p.cast) if p.cast else None, store=store, qa=qa, language=p.language)
+                         cast=load_cast(p.cast) if p.cast else None, store=store, qa=qa, language=p.language,
+                         matter=MatterOptions.parse(p.include, p.skip))
 
 
 def engine_options(p: RenderParams) -> EngineOptions:

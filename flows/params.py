@@ -17,6 +17,7 @@ from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.options import PackageOptions
 from tasks.audio.tempo import TEMPO_MAX, TEMPO_MIN
 from tasks.book import LanguageChoice
+from tasks.ingest.matter import ALL, SET_ASIDE
 from tasks.options import DEFAULT_OUT
 from tasks.qa.options import QAMode
 from tasks.synthesize.guard import GuardOptions
@@ -104,6 +105,14 @@ class RenderParams:
     cast: str | None = option("render", None,
                               "a cast file (TOML): voices for the narrator, quoted speech and named characters")
     chapters: str | None = option("render", None, "render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
+    include: str | None = option("render", None,
+                                 "bring back what is set aside by default (front and back matter nobody listens "
+                                 f"to): kinds ({', '.join([*SET_ASIDE, ALL])}) or items as `inspect` numbers them, "
+                                 "comma-separated", metavar="KINDS|N")
+    skip: str | None = option("render", None,
+                              "set more aside: kinds (preface, acknowledgments, appendix, …) or chapters as read "
+                              "(1-based), comma-separated; `inspect` lists what is set aside and why",
+                              metavar="KINDS|N")
     allow_gaps: bool = option("render", False,
                               "assemble chapters even if some segments failed (silence in their place)")
     guard_attempts: int = option("render", GuardOptions.max_attempts,

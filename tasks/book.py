@@ -35,12 +35,30 @@ class Chapter:
     index: int                       # 0-based position in reading order
     title: str                       # original (unnormalized) title text
     paragraphs: tuple[str, ...]      # original text, one entry per paragraph, never empty strings
+    breaks: tuple[int, ...] = ()     # paragraphs no segment reaches back across: where matter was set aside or
+                                     # brought back (tasks/ingest/matter.py), so the body's segments stay the same
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """Front or back matter nobody listens to, left out of the book read aloud (tasks/ingest/matter.py)."""
+    number: int                      # 1-based, as `inspect` lists it: `--include N` brings it back
+    kind: str                        # index, bibliography, copyright-page, toc, …, pg-license; "chapter" (--skip N)
+    title: str
+    paragraphs: tuple[str, ...]      # its text, as it would have been read
+    after: int                       # chapters (as read) before it: 0, before the first
+    reason: str                      # how it was recognized: "epub:type bibliography", "the guide's index", …
+
+    @property
+    def characters(self) -> int:
+        return sum(len(p) for p in self.paragraphs)
 
 
 @dataclass(frozen=True)
 class Book:
     meta: BookMeta
     chapters: tuple[Chapter, ...]
+    set_aside: tuple[SetAside, ...] = ()   # what is not read aloud, in reading order
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import book_slug
+from tasks.ingest.matter import MatterOptions
 from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import GuardOptions
@@ -39,6 +40,7 @@ class RenderOptions:
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
     qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: auto (tasks.stages.resolve_qa)
     language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
+    matter: MatterOptions = field(default_factory=MatterOptions)   # --include / --skip (tasks/ingest/matter.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid (its parts check their own on construction,
@@ -52,7 +54,7 @@ class RenderOptions:
     @property
     def prepare(self) -> PrepareOptions:
         return PrepareOptions(book=self.book, language=self.language, segment=self.segment, voice=self.voice,
-                              cast=self.cast, chapters=self.chapters)
+                              cast=self.cast, chapters=self.chapters, matter=self.matter)
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

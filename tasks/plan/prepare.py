@@ -32,9 +32,11 @@ from tasks.bookdir import (
 )
 from tasks.errors import BookError
 from tasks.ingest import load_book
+from tasks.ingest.matter import MatterOptions
 from tasks.plan.fixes import load_fixes, match_fixes, parse_name, save_fixes
 from tasks.plan.rows import MAX_ATTEMPTS, plan_rows
-from tasks.text.coverage import audit_chapter
+from tasks.text.coverage import CoverageReport, audit_chapter
+from tasks.text.inspect import set_aside_entry
 from tasks.text.quotes import attribute_book, book_runs
 from tasks.text.segment import SegmentOptions, book_options, segment_chapter
 from tasks.voice.cast import Cast, resolve_cast
@@ -54,6 +56,7 @@ class PrepareOptions:
     voice: VoiceSpec | None = None    # None: the voice stored in the manifest, else DEFAULT_VOICE
     cast: Cast | None = None          # voices per role and character (tasks/voice/cast.py); None: one narrator
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
+    matter: MatterOptions = field(default_factory=MatterOptions)   # what is set aside (tasks/ingest/matter.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -69,7 +72,7 @@ def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts:
     """Ingest, normalize, segment and audit the book, then commit a new plan into book_dir when it changed; returns
     book_dir.  `max_attempts`: the duration guard's (a row it failed that often stays failed); `anchor`: conditions
     the narrator's voice on its own rendering (with --voice-anchor: tasks.synthesize.anchor)."""
-    book = load_book(opts.book)                     # BookError on bad input: nothing written yet
+    book = load_book(opts.book, matter=opts.matter)  # BookError on bad input: nothing written yet
     seg = book_options(book, opts.segment, opts.language)       # the reading language, from the whole book
     book = tagged(book, seg.lang)
     runs = cast_runs(book) if opts.cast else None   # the whole book's names, also for a preview
@@ -103,10 +106,15 @@ def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts:
     if book.meta.cover:
         info["cover_file"] = cover_file(book.meta.cover)
         write_bytes(book_dir / info["cover_file"], book.meta.cover, keep_same=True)   # unchanged: untouched
-    write_bytes(book_dir / COVERAGE_JSON, json_bytes([r.to_dict() for r in reports]), keep_same=True)
+    write_bytes(book_dir / COVERAGE_JSON, json_bytes(coverage_json(reports, book)), keep_same=True)
     write_bytes(book_dir / BOOK_JSON, json_bytes(info), keep_same=True)
     write_bytes(book_dir / TEXT_JSON, json_bytes(text_json(book)), keep_same=True)
     return book_dir
+
+
+def coverage_json(reports: Sequence[CoverageReport], book: Book) -> dict:
+    """coverage.json: every chapter's audit, and every item set aside with why (never silently dropped)."""
+    return {"chapters": [r.to_dict() for r in reports], "set_aside": [set_aside_entry(s) for s in book.set_aside]}
 
 
 def tagged(book: Book, lang: Language) -> Book:

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from engine.units import estimate_seconds, hms
-from tasks.book import Book, Run, Segment, segment_name
+from tasks.book import Book, Run, Segment, SetAside, segment_name
 from tasks.text.coverage import audit_chapter
 from tasks.text.polyphones import polyphone_words
 from tasks.text.segment import SegmentOptions, iter_segments
@@ -81,11 +81,18 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
                      "removed_by_reason": dict(sorted(removed.items())),
                      "removed_count": sum(removed.values())},
         "coverage_reports": reports,
+        "set_aside": [set_aside_entry(s) for s in book.set_aside],
         **({"parts": [{"role": r, "speaker": sp, "segments": n, "characters": parts[(r, sp, "characters")]}
                       for (r, sp, what), n in parts.items() if what == "segments"]} if runs is not None else {}),
         **({"segments": listed} if segments else {}),
         **({"polyphones": polyphone_words(spoken)} if polyphones else {}),
     }
+
+
+def set_aside_entry(s: SetAside) -> dict:
+    """What was not read and why, as inspect and coverage.json list it (tasks/ingest/matter.py)."""
+    return {"number": s.number, "kind": s.kind, "title": s.title, "reason": s.reason, "after_chapter": s.after,
+            "paragraphs": len(s.paragraphs), "characters": s.characters, "text": list(s.paragraphs)}
 
 
 def segment_entry(s: Segment) -> dict:
@@ -156,6 +163,8 @@ def format_inspect(d: dict) -> str:
                 shown += 1
         if sum(len(rep["removed"]) for rep in d["coverage_reports"]) > shown:
             lines.append("    ... (all of them in --json)")
+    if d.get("set_aside"):
+        lines += _format_set_aside(d["set_aside"])
     if "cast" in d:
         lines += _format_cast(d["cast"])
     if "segments" in d:
@@ -163,6 +172,18 @@ def format_inspect(d: dict) -> str:
     if "polyphones" in d:
         lines += _format_polyphones(d["polyphones"])
     return "\n".join(lines)
+
+
+def _format_set_aside(items: list[dict]) -> list[str]:
+    """What is not read: number (for --include N), kind, where, size, title and why."""
+    lines = ["", f"Set aside: {len(items)} item(s) not read aloud "
+                 "(--include KIND or N brings one back, --skip KIND or N sets more aside):",
+             f"{'#':>4}  {'kind':<15}  {'where':<18}  {'chars':>7}  title — why"]
+    for s in items:
+        where = "before chapter 1" if s["after_chapter"] == 0 else f"after chapter {s['after_chapter']}"
+        lines.append(f"{s['number']:>4}  {s['kind']:<15}  {where:<18}  {s['characters']:>7,}  "
+                     f"{_clip(s['title'], TITLE_WIDTH)} — {s['reason']}")
+    return lines
 
 
 def _format_segments(segments: list[dict]) -> list[str]:
