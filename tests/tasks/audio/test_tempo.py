@@ -108,6 +108,8 @@ def test_a_book_at_1_25x_is_0_80x_as_long_with_its_marks(books):
     for b, f in zip(base["chapters"], fast["chapters"], strict=True):
         assert f["seconds"] / b["seconds"] == pytest.approx(1 / TEMPO, rel=0.01), (b, f)
         assert f["cues_ms"] != b["cues_ms"] and len(f["cues_ms"]) == len(b["cues_ms"])
+        stem = f"00{f['index'] + 1} - {f['title']}"                   # the player's sentence times: these cues
+        assert [tuple(c) for c in f["cues_ms"]] == srt_ms(books[TEMPO].book_dir / f"{stem}.srt")
     m4b = {t: probe(next(books[t].book_dir.glob("*.m4b"))) for t in books}
     total = {t: float(m4b[t]["format"]["duration"]) for t in books}
     assert total[TEMPO] / total[1.0] == pytest.approx(1 / TEMPO, rel=0.01)
