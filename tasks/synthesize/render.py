@@ -153,6 +153,8 @@ def refine_pending(engine, by_key: dict[str, list[dict]]) -> int:
     are committed (a crash before: refined again, the same text).  Returns how many keys it refined."""
     todo = {k: rs for k, rs in by_key.items()
             if not rs[0].get("refined") and Controls.parse(rs[0].get("controls") or "").refine is not None}
+    if not todo:
+        return 0
     for res in engine.refine([row_request(rs[0], k) for k, rs in todo.items()]):
         for r in todo[res.key]:
             r["refined"] = res.text

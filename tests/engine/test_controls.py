@@ -32,6 +32,10 @@ def upstream_prompt(chat, text: str, speed: int, spk_emb: str | None, txt_smp: s
 # ------------------------------------------------------------------------------------------------- the prompt
 @pytest.mark.parametrize("speed", list(SPEEDS))
 def test_code_prompt_is_upstreams_at_every_speed(engine, speed):
+    check_prompts(engine, speed)
+
+
+def check_prompts(engine, speed: int) -> None:
     chat, voice = engine.loaded.chat, engine.sample_voice(3)
     tok = engine.loaded.tokenizer._tokenizer
     for text in [*TEXTS, INLINE]:
@@ -178,10 +182,13 @@ def test_refine_pass_equals_upstreams(engine):
 
 @pytest.mark.slow
 def test_refine_pass_equals_upstreams_on_random_full():
-    """The same on the released model's shapes (20 layers, 768 wide, the 21178-token text head)."""
+    """The same on the released model's shapes (20 layers, 768 wide, the 21178-token text head); and its code
+    prompt at every speed, inline tokens included."""
     from engine.engine import Engine
     torch.set_num_threads(1)
     full = Engine.load(EngineOptions(model="random-full", max_batch=3, dtype="fp32"))
+    for speed in SPEEDS:                                         # and the code prompt at every speed
+        check_prompts(full, speed)
     check_refine_equals_upstream(full, TEXTS[:2])
 
 
