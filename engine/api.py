@@ -6,9 +6,13 @@
         ...
     engine.synthesize(requests, more=retakes)           # retakes(idle) -> requests that join the running pass
 
-Determinism: on CPU a Result depends only on (text, spk_emb, seed, forced_tokens, engine version), never on
-the other requests it was batched with; on CUDA its last bits can depend on the batch's shape (slot count,
-attention bucket): docs/architecture.md, "Determinism on CUDA".
+    for refined in engine.refine(requests):             # the refine-text pass (Request.controls.refine)
+        ...
+
+Determinism: on CPU a Result depends only on (text, spk_emb, seed, forced_tokens, controls, refined, engine
+version), never on the other requests it was batched with (a Refined only on text, seed, levels and version);
+on CUDA its last bits can depend on the batch's shape (slot count, attention bucket): docs/architecture.md,
+"Determinism on CUDA".
 """
 from __future__ import annotations
 
