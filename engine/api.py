@@ -5,7 +5,6 @@
     for result in engine.synthesize(requests):          # yields as segments finish (completion order)
         ...
     engine.synthesize(requests, more=retakes)           # retakes(idle) -> requests that join the running pass
-
     for refined in engine.refine(requests):             # the refine-text pass (Request.controls.refine)
         ...
 
