@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Literal, TypeVar, get_args, get_origin, get_type_hints
 
-from engine.api import Backend, Dtype, EngineOptions
+from engine.api import Backend, Dtype, EngineOptions, Refine
 from tasks.audio.loudness import LOUDNESS_PRESETS
 from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.options import PackageOptions
@@ -22,7 +22,8 @@ from tasks.options import DEFAULT_OUT
 from tasks.qa.options import QAMode
 from tasks.synthesize.guard import GuardOptions
 
-GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
+GROUPS = ("output", "engine", "voices", "render", "prosody", "text", "proof")   # the option groups commands take
+                                                                                # (arguments.py)
 BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
 Help = str | Callable[[], str] | None    # a callable: help that depends on the machine (its CPUs)
 T = TypeVar("T")
@@ -113,6 +114,22 @@ class RenderParams:
                               "set more aside: kinds (preface, acknowledgments, appendix, …) or chapters as read "
                               "(1-based), comma-separated; `inspect` lists what is set aside and why",
                               metavar="KINDS|N")
+    speed: int | None = option("prosody", None,
+                               "ChatTTS's pace, 0..9 (its [speed_N] token; default 5): the book's, for every voice "
+                               "without its own (a saved voice's or a cast part's speed); a direction file's line "
+                               "overrides both", metavar="0..9")
+    refine: bool = option("prosody", False,
+                          "run ChatTTS's refine-text pass first: the model writes pauses, laughter and oral fillers "
+                          "into each segment's text (stored with it: inspect --segments shows it after a render)")
+    refine_oral: int = option("prosody", Refine.oral, f"--refine's oral fillers, 0..9 (default {Refine.oral})",
+                              metavar="0..9")
+    refine_laugh: int = option("prosody", Refine.laugh, f"--refine's laughter, 0..2 (default {Refine.laugh})",
+                               metavar="0..2")
+    refine_break: int = option("prosody", Refine.brk, f"--refine's pauses, 0..7 (default {Refine.brk})",
+                               metavar="0..7")
+    direction: str | None = option("prosody", None,
+                                   "a direction file: per-line speed, pauses, [laugh]/[uv_break] and sampling (after "
+                                   "the book's <stem>.direction.txt beside it; format in the README)")
     allow_gaps: bool = option("render", False,
                               "assemble chapters even if some segments failed (silence in their place)")
     guard_attempts: int = option("render", GuardOptions.max_attempts,
@@ -138,6 +155,12 @@ class RenderParams:
                 raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
         if self.clip_text is not None and self.voice is None:
             raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
+        levels = {"refine_oral": Refine.oral, "refine_laugh": Refine.laugh, "refine_break": Refine.brk}
+        if not self.refine and (changed := [n for n, v in levels.items() if getattr(self, n) != v]):
+            raise ValueError(f"{flag(BY_NAME[changed[0]])} is a level of the refine-text pass: add --refine")
+        if self.refine and self.backend == "onnx":
+            raise ValueError("--refine runs on the torch back-end (the onnx graphs hold no text head): drop "
+                             "--backend onnx")
 
 
 PARAMS: tuple[Field, ...] = fields(RenderParams)

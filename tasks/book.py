@@ -8,6 +8,24 @@ from typing import Literal, get_args
 # The boundary that follows a segment; assembly chooses the pause from it.
 PauseKind = Literal["clause", "sentence", "paragraph", "chapter"]
 PAUSE_KINDS: tuple[str, ...] = get_args(PauseKind)
+# A manifest row's pause_after may carry the silence a direction set after it: "sentence@1.2" (seconds).
+PAUSE_SECONDS_SEP = "@"
+
+
+def directed_pause(kind: str, seconds: float) -> str:
+    """A row's pause_after for a boundary of `kind` followed by `seconds` of silence (tasks/plan/direction.py)."""
+    return f"{pause_kind(kind)}{PAUSE_SECONDS_SEP}{seconds:g}"
+
+
+def pause_kind(value: str) -> str:
+    """The boundary kind of a row's pause_after ("sentence@1.2" -> "sentence")."""
+    return value.split(PAUSE_SECONDS_SEP, 1)[0]
+
+
+def pause_seconds(value: str) -> float | None:
+    """The silence a direction set in a row's pause_after, in seconds; None: the kind's own."""
+    _, sep, secs = value.partition(PAUSE_SECONDS_SEP)
+    return float(secs) if sep else None
 # Who speaks a segment (a cast, --cast): the narrator, or quoted speech with the speaker the text names.
 ROLE_NARRATOR, ROLE_DIALOGUE = "narrator", "dialogue"
 # The languages ChatTTS speaks: a book's reading language, and a run of text inside a sentence.
