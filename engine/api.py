@@ -71,6 +71,7 @@ class Request:
     spk_emb: str                   # the voice string (engine.voice): a spk_emb string, or a prompt voice
     seed: int                      # per-segment seed (its RNG is this row's alone)
     forced_tokens: int | None = None   # exact GPT token count (random-* models set it from the text)
+    rank: int = 0                  # scheduling only: lower ranks start first (a book's chapter); never the audio
 
 
 @dataclass(frozen=True)

@@ -249,7 +249,7 @@ class Engine:
             raise ValueError(f"request {req.key}: text too long ({prompt} prompt tokens + {end_at} steps "
                              f"> {max_pos} positions)")
         return Row(key=req.key, ids=ids, spk=spk, rng=row_key(req.seed), end_at=end_at, forced=forced,
-                   order=order, codes=codes)
+                   order=order, rank=req.rank, codes=codes)
 
     # ------------------------------------------------------------------------------------------ synthesize
     def synthesize(self, requests: Iterable[Request], progress: Callable[[Result], None] | None = None,

@@ -52,6 +52,7 @@ class Row:
     end_at: int                    # steps to run at most (forced count, or the cap)
     forced: bool                   # end_at is exact: EOS masked before it
     order: int = 0                 # arrival index (ties in scheduling)
+    rank: int = 0                  # the request's rank: lower ranks are admitted first (engine.scheduler)
     codes: torch.Tensor | None = None   # [P, Q] a sample's audio codes after the text ids (clip/anchor voices)
     slot: int = -1
     steps: int = 0                 # steps done

@@ -40,7 +40,8 @@ def render_options(p: RenderParams) -> RenderOptions:
     return RenderOptions(book=path, out=out, voice=voice, engine=engine, segment=segment, package=package, guard=guard,
                          allow_gaps=p.allow_gaps,
                          chapters=parse_chapters(p.chapters) if p.chapters else (), voice_anchor=p.voice_anchor,
-                         cast=load_cast(p.cast) if p.cast else None, store=store, qa=qa, language=p.language)
+                         cast=load_cast(p.cast) if p.cast else None, store=store, qa=qa, language=p.language,
+                         schedule=p.schedule)
 
 
 def engine_options(p: RenderParams) -> EngineOptions:

@@ -18,6 +18,7 @@ from tasks.book import LanguageChoice
 from tasks.options import DEFAULT_OUT
 from tasks.qa.options import QAMode
 from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.render import Schedule
 
 GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
 BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
@@ -93,6 +94,10 @@ class RenderParams:
     cast: str | None = option("render", None,
                               "a cast file (TOML): voices for the narrator, quoted speech and named characters")
     chapters: str | None = option("render", None, "render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
+    schedule: Schedule = option("render", "length",
+                                "the order segments start in: length (default: longest first, the fastest) or "
+                                "chapters (the earliest unfinished chapter first, batches kept full: chapter 1 is "
+                                "playable early, e.g. in the studio)")
     allow_gaps: bool = option("render", False,
                               "assemble chapters even if some segments failed (silence in their place)")
     guard_attempts: int = option("render", GuardOptions.max_attempts,

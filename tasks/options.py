@@ -15,6 +15,7 @@ from tasks.bookdir import book_slug
 from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.render import SCHEDULES, Schedule
 from tasks.text.lexicon import Lexicon
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import Cast
@@ -39,11 +40,14 @@ class RenderOptions:
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
     qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: auto (tasks.stages.resolve_qa)
     language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
+    schedule: Schedule = "length"          # the order rows start in: length | chapters (tasks/synthesize/render.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid (its parts check their own on construction,
         the book's language and voices too: PrepareOptions)."""
         _ = self.prepare
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"--schedule {self.schedule!r}: must be one of {', '.join(SCHEDULES)}")
 
     @property
     def book_dir(self) -> Path:
