@@ -18,6 +18,18 @@ limit_fraction = the engine's audio seconds per wall second ÷ the roofline at t
 With `--dtype auto` the engine alone also renders the same rows on BASELINE_PATH (fp32 AVX2: the step this engine
 was tuned on before the paths), in the same run: vs_fp32_avx2 = auto's throughput ÷ its.
 
+With `--listen` ("listen while it renders", the studio's question), the same segments cut into chapters of
+`--chapter-segments` (default 8: 12 chapters of the 96-segment book, each with its heading) are rendered twice by
+the same loaded engine, with `--schedule length` (the default) and `--schedule chapters`, fresh each time:
+
+    first_chapter_share = (when chapter 1's last row is committed: playable in the studio) / render wall
+    chapter_order_cost  = 1 - chapters' audio-s per wall-s / length's                   (its throughput cost)
+
+A row takes as many decode steps as its audio is long whatever the schedule, so chapter 1 cannot be whole before
+its longest row is: first_chapter_share >= (that row's steps) / (the render's steps), about batch / segments for
+rows of equal length (1/3 at the default batch of 32 on 96 segments; a real book is many batches long).
+`--listen-only` skips the rest; `--listen-repeat K` alternates the two K times (medians).
+
 With `--qa full`, then the QA's share (benchmarks/qa_bench.qa_fraction): a book the checks can hear (the speech
 corpus reader's sentences, about as many segments, the engine's audio replaced by the recordings that say them)
 rendered with `--qa off` and `--qa full` by the same loaded engine, same run; qa_fraction = full's wall / off's - 1.
@@ -28,7 +40,9 @@ import argparse
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -94,6 +108,74 @@ def timed_stages(opts) -> dict:
     return {"wall_s": wall, "stages": times, "counts": counts}
 
 
+class ChapterClock:
+    """When each chapter became whole in the manifest (its last row committed: what the studio plays), in seconds
+    since `t0`: the manifest read after every manifests.store.commit of the render (a few ms at this size)."""
+
+    def __init__(self, t0: float):
+        self.t0, self.whole = t0, {}
+
+    def __enter__(self):
+        import manifests.store as store
+
+        self._store, self._commit = store, store.commit
+        clock = self
+
+        def commit(book_dir, rows, **kw):
+            out = clock._commit(book_dir, rows, **kw)
+            now = time.perf_counter() - clock.t0
+            left = Counter()
+            for r in store.load(book_dir).to_pylist():
+                left[r["chapter"]] += r["status"] != store.STATUS_DONE
+            clock.whole.update({c: now for c, n in left.items() if n == 0 and c not in clock.whole})
+            return out
+
+        store.commit = commit
+        return self
+
+    def __exit__(self, *exc):
+        self._store.commit = self._commit
+
+
+def listen(texts: list[str], tmp: Path, params: dict, per_chapter: int, repeat: int, log) -> dict:
+    """The texts as a book of chapters of `per_chapter` segments, rendered with each schedule (module docstring);
+    the medians of `repeat` alternating runs."""
+    from flows.options import options_from_params
+
+    book = tmp / "chapters.txt"
+    numbers = range(0, len(texts), per_chapter)
+    book.write_text("".join(f"第{i // per_chapter + 1}章\n\n" + "\n\n".join(texts[i:i + per_chapter]) + "\n\n"
+                            for i in numbers), encoding="utf-8")
+    runs: dict[str, list[dict]] = {"length": [], "chapters": []}
+    for k in range(repeat):
+        for schedule in runs:
+            opts = options_from_params(str(book), out=str(tmp / f"listen-{schedule}-{k}"), schedule=schedule, **params)
+            t0 = time.perf_counter()
+            with ChapterClock(t0) as clock:
+                render = timed_stages(opts)
+            audio = sum(r["duration_s"] for r in load_rows(opts.book_dir))
+            first = clock.whole.get(0, render["wall_s"])
+            runs[schedule].append({"wall_s": round(render["wall_s"], 2), "first_chapter_s": round(first, 2),
+                                   "first_chapter_share": round(first / render["wall_s"], 4),
+                                   "audio_s_per_wall_s": round(audio / render["wall_s"], 4)})
+            log(f"listen, --schedule {schedule}: chapter 1 playable at {first:.1f} s of {render['wall_s']:.1f} s "
+                f"({first / render['wall_s']:.1%}); {audio / render['wall_s']:.3f} audio-s/wall-s")
+    medians = {sch: {k: round(median(r[k] for r in rs), 4) for k in rs[0]} for sch, rs in runs.items()}
+    ratio = medians["chapters"]["audio_s_per_wall_s"] / medians["length"]["audio_s_per_wall_s"]
+    out = {"chapter_segments": per_chapter, "chapter_count": len(numbers), "repeat": repeat, "runs": runs,
+           "schedules": medians, "first_chapter_share": medians["chapters"]["first_chapter_share"],
+           "chapter_order_cost": round(1 - ratio, 4)}
+    log(f"first_chapter_share {out['first_chapter_share']:.4f} (chapters; length: "
+        f"{medians['length']['first_chapter_share']:.4f}), chapter_order_cost {out['chapter_order_cost']:+.4f}")
+    return out
+
+
+def load_rows(book_dir: Path) -> list[dict]:
+    from manifests.store import load
+
+    return load(book_dir).to_pylist()
+
+
 def engine_alone(engine, book_dir: Path) -> dict:
     """The render's manifest rows (first attempt's seed), rendered by the engine alone."""
     from engine.api import Request
@@ -127,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--asr-model", default="base", help="the ASR model of --qa full")
     ap.add_argument("--speech", type=Path, default=None, help="--qa full: the speech corpus folder (qa_bench's)")
     ap.add_argument("--qa-repeat", type=int, default=1, help="--qa full: rounds of off and full (the best counts)")
+    ap.add_argument("--listen", action="store_true", help="also: chapter 1's playable time and the chapters "
+                                                          "schedule's cost (module doc)")
+    ap.add_argument("--listen-only", action="store_true", help="--listen and nothing else")
+    ap.add_argument("--chapter-segments", type=int, default=8, help="--listen: segments per chapter (default 8)")
+    ap.add_argument("--listen-repeat", type=int, default=1, help="--listen: alternating runs of each schedule")
     args = ap.parse_args(argv)
     if not args.corpus.is_file():
         print(f"{args.corpus}: corpus file not found (pass --corpus)", file=sys.stderr)
@@ -154,6 +241,16 @@ def main(argv: list[str] | None = None) -> int:
                           threads=args.threads, max_batch=args.batch)
     n = args.segments or BATCHES * eopts.batch
     texts = workload(args.corpus, n)
+    if args.listen or args.listen_only:
+        params = {"model": args.model, "formats": list(FORMATS), "device": args.device, "dtype": args.dtype,
+                  "int8": args.int8, "max_batch": args.batch, "threads": args.threads}
+        stages.get_engine(eopts)                                           # loaded once, untimed
+        with tempfile.TemporaryDirectory(prefix="book-listen-") as tmp:
+            listened = listen(texts, Path(tmp), params, args.chapter_segments, args.listen_repeat, print)
+        if args.listen_only:
+            return finish({"model": args.model, "batch": eopts.batch, "threads": args.threads, "segments": len(texts),
+                           "listen": listened, "first_chapter_share": listened["first_chapter_share"],
+                           "chapter_order_cost": listened["chapter_order_cost"]}, start, args.json, print)
     with tempfile.TemporaryDirectory(prefix="book-throughput-") as tmp:
         book = Path(tmp) / "nahan.txt"
         book.write_text("第一章\n\n" + "\n\n".join(texts) + "\n", encoding="utf-8")
@@ -216,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                                 **side_limits(BASELINE_PATH, base, (lens, tokens, cost), eopts.batch, bandwidth,
                                               peaks, base_alone["audio_s_per_wall_s"], print)},
                       vs_fp32_avx2=round(alone["audio_s_per_wall_s"] / base_alone["audio_s_per_wall_s"], 4))
+    if args.listen:
+        result.update(listen=listened, first_chapter_share=listened["first_chapter_share"],
+                      chapter_order_cost=listened["chapter_order_cost"])
     if args.qa == "full":                          # the QA's share, same engine, same run
         from benchmarks.qa_bench import qa_fraction
 

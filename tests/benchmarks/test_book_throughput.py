@@ -63,3 +63,26 @@ def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):
     assert full["asr_calls"] >= 1 and full["encoder_calls"] >= 4 and full["verdicts"] == {"pass": 4}
     assert full["takes"] == 4                                      # right recordings: nothing re-taken
     assert f"qa_fraction {r['qa_fraction']:.4f}" in capsys.readouterr().out
+
+
+def test_listen_renders_both_schedules_and_reports_chapter_ones_share(tmp_path, capsys):
+    """--listen-only: the segments as chapters, rendered with each schedule by the same engine; the shares and the
+    cost are what the runs' numbers say (no timing is asserted: they are measurements)."""
+    from benchmarks import book_throughput as bench
+
+    out = tmp_path / "listen.json"
+    assert bench.main(["--model", "random-tiny", "--threads", "1", "--batch", "2", "--segments", "6",
+                       "--chapter-segments", "2", "--listen-only", "--corpus",
+                       str(corpus_path("txt", "gutenberg-zh", "27166-0.txt")), "--json", str(out)]) == 0
+    r = json.loads(out.read_text(encoding="utf-8"))
+    listen = r["listen"]
+    assert (listen["chapter_count"], listen["chapter_segments"], r["segments"]) == (3, 2, 6)
+    medians = listen["schedules"]
+    for schedule in ("length", "chapters"):
+        run = medians[schedule]
+        assert 0 < run["first_chapter_s"] <= run["wall_s"]
+        assert run["first_chapter_share"] == pytest.approx(run["first_chapter_s"] / run["wall_s"], abs=2e-3)
+    assert r["first_chapter_share"] == medians["chapters"]["first_chapter_share"]
+    assert r["chapter_order_cost"] == pytest.approx(
+        1 - medians["chapters"]["audio_s_per_wall_s"] / medians["length"]["audio_s_per_wall_s"], abs=1e-3)
+    assert f"chapter_order_cost {r['chapter_order_cost']:+.4f}" in capsys.readouterr().out
