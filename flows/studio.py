@@ -127,14 +127,17 @@ def _voice_file(spec: str) -> str | None:
 
 def _field_of(e: Exception) -> str:
     """The form field an error names: by its exception (a voice, the model, the device), else the first flag or
-    parameter name in its message; "_form" when it names none."""
+    parameter name in its message (else its singular: "format(s)"); "_form" when it names none."""
     kinds = {VoiceError: "voice", ModelUnavailable: "model", DeviceUnavailable: "device"}
     if type(e) in kinds:
         return kinds[type(e)]
     text = str(e)
-    hits = [(text.find(t), f.name) for f in PARAMS if f.name not in STUDIO_SETS
-            for t in (flag(f), f.name, f.name.replace("_", " ")) if re.search(rf"(?<![\w-]){re.escape(t)}\b", text)]
-    return min(hits)[1] if hits else "_form"
+    for words in (lambda f: (flag(f), f.name, f.name.replace("_", " ")), lambda f: (f.name.removesuffix("s"),)):
+        hits = [(text.find(t), f.name) for f in PARAMS if f.name not in STUDIO_SETS for t in words(f)
+                if re.search(rf"(?<![\w-]){re.escape(t)}\b", text)]
+        if hits:
+            return min(hits)[1]
+    return "_form"
 
 
 def argv(params: dict, *groups: str) -> list[str]:

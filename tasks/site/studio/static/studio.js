@@ -218,6 +218,8 @@
     function showProgress(d) {
       const p = d.progress;
       if (!p) return;
+      $("book-status").textContent = p.done === p.total ? (p.packaged ? "done" : "rendered; packaging")
+        : `${p.percent} %${p.rendering ? ", rendering now" : (renderJob ? `, ${renderJob.state}` : ", resumable")}`;
       $("overall").max = p.total;
       $("overall").value = p.done;
       $("numbers").textContent = `${p.done} of ${p.total} segments · ${hms(p.done_s)} of audio rendered` +
