@@ -76,7 +76,7 @@ def request(port: int, method: str, path: str, body: bytes | None = None, header
             origin: bool = True, chunked: bool = False) -> tuple[int, dict, bytes]:
     """(status, headers, body) of one request to the studio on `port`; `origin`: send the studio's own Origin
     (state-changing requests need it); `chunked`: send the body without a Content-Length."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     h = {"Host": f"127.0.0.1:{port}", **({"Origin": f"http://127.0.0.1:{port}"} if origin else {}), **(headers or {})}
     try:
         if chunked:

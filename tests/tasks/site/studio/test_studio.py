@@ -122,8 +122,9 @@ def test_upload_voices_render_listen_kill_resume_fix_download(browser, tmp_path)
             time.sleep(0.1)
         studio = StudioProcess(root, port, env)
         browser.get(base + "/")
-        gone = f"{base}/api/events?book=daodejing - Failed to load resource: net::ERR_INCOMPLETE_CHUNKED_ENCODING"
-        assert set(console_errors(browser)) <= {gone}              # the killed studio's event stream, cut
+        cut = [e for e in console_errors(browser) if not e.startswith(f"{base}/api/events?book=daodejing - Failed to "
+                                                                       "load resource: net::ERR_")]
+        assert cut == []                                   # but the event stream of the killed studio, cut
         row = browser.find_element("css selector", 'tr.book[data-book="daodejing"]')
         assert "resumable" in row.text and row.get_attribute("data-status") == "partial"
         browser.get(base + "/books/daodejing/render")
