@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 import sys
 from functools import partial
 from pathlib import Path
 
 from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
+from flows.arguments import UsageError
 from flows.options import options_from_params
 from flows.params import PARAMS, TYPES, choices, describe, flag, named, optional
 from tasks.errors import BookError
@@ -154,6 +156,16 @@ def argv(params: dict, *groups: str) -> list[str]:
     return out
 
 
+def _check_port(host: str, port: int) -> None:
+    """UsageError (one line, exit 2) when the address cannot be listened on (in use, not this machine's)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host.strip("[]"), port))
+    except OSError as e:
+        raise UsageError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
+
+
 def cmd_studio(a: argparse.Namespace) -> int:
     import uvicorn
 
@@ -164,6 +176,7 @@ def cmd_studio(a: argparse.Namespace) -> int:
     books = Path(a.books).expanduser() if a.books else None
     if books is not None and not books.is_dir():
         raise BookError(str(books), "no such folder (--books)")
+    _check_port(a.host, a.port)
     token = None if a.host in LOOPBACK or a.host == "::1" else new_token()
     hosts = None if a.host in ("0.0.0.0", "::") else allowed_hosts(a.host, a.port)
     form = RenderForm(form_fields(), partial(validate, root.resolve()), argv, PRESET)

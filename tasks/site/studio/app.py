@@ -38,7 +38,7 @@ from tasks.errors import BookError
 from tasks.site.studio import pages
 from tasks.site.studio.books import Library
 from tasks.site.studio.jobs import OPEN, Jobs
-from tasks.site.studio.progress import Speedometer, book_progress, chapter_preview, downloads, manifest_rows
+from tasks.site.studio.progress import Watch, book_progress, chapter_preview, downloads, manifest_rows
 from tasks.site.studio.security import Guard, confined
 from tasks.site.studio.uploads import MAX_UPLOAD_BYTES, UploadError, receive
 from tasks.voice.voices import save_voice, saved_voices
@@ -78,7 +78,7 @@ def create_app(config: StudioConfig):
     """The ASGI app: the routes behind the Guard (security.py)."""
     lib = Library(config.root, config.books_dir, config.env)
     jobs = Jobs(lib.state / "logs", config.env)
-    speed: dict[str, Speedometer] = {}
+    watched: dict[str, Watch] = {}
     cli = list(config.cli)
 
     def book_or_404(request: Request) -> tuple[str, Path]:
@@ -319,8 +319,7 @@ def create_app(config: StudioConfig):
         return JSONResponse(await run_in_threadpool(_progress, book_id, d))
 
     def _progress(book_id: str, d: Path) -> dict:
-        p = book_progress(d)
-        rate = speed.setdefault(book_id, Speedometer()).add(p) if p is not None else {}
+        p, rate = watched.setdefault(book_id, Watch(d)).read()
         return {"progress": p, "speed": rate, "files": downloads(d) if p and p["packaged"] else []}
 
     async def events(request: Request):

@@ -91,6 +91,34 @@ class Speedometer:
                 "eta_s": round(progress["left_s"] / rate) if rate > 0 else None}
 
 
+class Watch:
+    """One book watched by the pages: its progress read again only when its manifest folder or report.json changed
+    (a commit adds a part; packaging writes the report), whether a process renders it looked at every time, and
+    its speed."""
+
+    def __init__(self, book_dir: Path):
+        self.book_dir, self.speed = Path(book_dir), Speedometer()
+        self._seen: tuple | None = None
+        self._progress: dict | None = None
+
+    def read(self) -> tuple[dict | None, dict]:
+        """(book_progress, the speed: Speedometer.add)."""
+        seen = (_mtime(self.book_dir / "manifest"), _mtime(self.book_dir / "report.json"))
+        if seen != self._seen or self._progress is None:
+            self._progress, self._seen = book_progress(self.book_dir), seen
+        elif self._progress is not None:
+            self._progress = {**self._progress, "rendering": render_in_flight(self.book_dir)}
+        p = self._progress
+        return p, (self.speed.add(p) if p is not None else {})
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def chapter_preview(book_dir: Path, chapter: int, rows: list[dict] | None = None) -> tuple[bytes, list[dict]] | None:
     """Chapter `chapter` (0-based) assembled from its segments as packaging assembles it, as 16-bit WAV bytes, and
     its cues [{start, end, text, segment}] (seconds; the book's text); None unless every segment is done."""

@@ -64,3 +64,19 @@ def test_downloads_are_the_packaged_files_and_their_subtitles(book):
     flac = [f for f in got if f["chapter"] == 2]
     assert [f["format"] for f in flac] == ["flac", "srt", "vtt", "lrc"] and flac[0]["title"] == "第一章"
     assert all((book / f["file"]).is_file() for f in got)
+
+
+def test_a_watched_book_is_read_again_when_its_manifest_changes(book, monkeypatch):
+    import tasks.site.studio.progress as P
+
+    reads = []
+    real = P.book_progress
+    monkeypatch.setattr(P, "book_progress", lambda d: reads.append(d) or real(d))
+    w = P.Watch(book)
+    first, _ = w.read()
+    again, _ = w.read()
+    assert len(reads) == 1 and again["done"] == first["done"] == 12
+    row = next(r for r in manifests.load(book).to_pylist() if r["chapter"] == 3)
+    manifests.commit(book, [{**row, "status": "pending"}])                 # a new part: a fix re-planned it
+    now, _ = w.read()
+    assert len(reads) == 2 and now["done"] == 11 and not now["chapters"][3]["playable"]
