@@ -27,7 +27,7 @@ from tasks.site.studio.uploads import MAX_UPLOAD_BYTES
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 STUDIO_SETS = ("book", "out", "scratch")          # the studio's own: the book it holds, its root, no store
-FILE_PARAMS = ("lexicon", "cast")                 # files: under the root
+FILE_PARAMS = ("lexicon", "cast", "direction")    # files: under the root
 PRESET = {"schedule": "chapters", "formats": "flac,m4b"}   # the studio's choices: listen while it renders, an M4B
 VOICE_PATH = re.compile(r"[/\\]|^~|\.[A-Za-z0-9]{1,8}$")   # a voice spec that names a file (engine/voice.py's rule)
 

@@ -86,3 +86,19 @@ def test_listen_renders_both_schedules_and_reports_chapter_ones_share(tmp_path, 
     assert r["chapter_order_cost"] == pytest.approx(
         1 - medians["chapters"]["audio_s_per_wall_s"] / medians["length"]["audio_s_per_wall_s"], abs=1e-3)
     assert f"chapter_order_cost {r['chapter_order_cost']:+.4f}" in capsys.readouterr().out
+
+
+def test_refine_share_is_measured_in_the_same_render(tmp_path, capsys):
+    """--refine: the render runs the refine-text pass, and its wall time is its own line of the split."""
+    from benchmarks import book_throughput as bench
+
+    book = corpus_path("txt", "gutenberg-zh", "27166-0.txt")
+    out = tmp_path / "book.json"
+    assert bench.main(["--model", "random-tiny", "--threads", "1", "--batch", "2", "--segments", "3", "--refine",
+                       "--corpus", str(book), "--json", str(out)]) == 0
+    r = json.loads(out.read_text(encoding="utf-8"))
+    assert 0 < r["split"]["refine_s"] < r["render_wall_s"] and r["split"]["synthesize_outside_engine_s"] >= 0
+    assert sum(r["split"].values()) == pytest.approx(r["render_wall_s"], abs=0.05)
+    assert r["refine_share"] == pytest.approx(r["split"]["refine_s"] / r["render_wall_s"], abs=1e-3)
+    assert r["refine_vs_speech"] == pytest.approx(r["split"]["refine_s"] / r["split"]["engine_in_render_s"], rel=1e-2)
+    assert "refine_share" in capsys.readouterr().out
