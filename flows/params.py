@@ -131,10 +131,8 @@ class RenderParams:
     direction: str | None = option("prosody", None,
                                    "a direction file: per-line speed, pauses, [laugh]/[uv_break] and sampling (after "
                                    "the book's <stem>.direction.txt beside it; format in the README)")
-    schedule: Schedule = option("render", "length",
-                                "the order segments start in: length (default: longest first, the fastest) or "
-                                "chapters (the earliest unfinished chapter first, batches kept full: chapter 1 is "
-                                "playable early, e.g. in the studio)")
+    schedule: Schedule = option("render", "length", "the order segments start in: length (longest first, the fastest) "
+                                "or chapters (the earliest unfinished chapter first: chapter 1 plays early)")
     allow_gaps: bool = option("render", False,
                               "assemble chapters even if some segments failed (silence in their place)")
     guard_attempts: int = option("render", GuardOptions.max_attempts,

@@ -55,8 +55,8 @@ def form_fields() -> list[dict]:
             continue
         kinds = set(getattr(TYPES[f.name], "__args__", ())) | {TYPES[f.name]}
         kind = ("bool" if TYPES[f.name] is bool else "choice" if choices(f) else
-                "list" if isinstance(f.default, tuple) else "float" if float in kinds else "int" if int in kinds
-                else "text")
+                "list" if isinstance(f.default, tuple) else "text" if str in kinds else "float" if float in kinds
+                else "int" if int in kinds else "text")
         out.append({"name": f.name, "flag": flag(f), "group": f.metadata["group"], "kind": kind,
                     "choices": list(choices(f)), "default": ",".join(f.default) if isinstance(f.default, tuple)
                     else f.default,

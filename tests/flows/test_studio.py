@@ -20,7 +20,8 @@ def test_a_field_for_every_render_parameter_but_the_studios_own():
     by = {f["name"]: f for f in fields}
     assert by["device"]["kind"] == "choice" and "cuda" in by["device"]["choices"]
     assert (by["max_batch"]["kind"], by["max_batch"]["optional"]) == ("int", True)
-    assert by["loudness"]["kind"] == "float" and by["t2s"]["kind"] == "bool" and by["formats"]["kind"] == "list"
+    assert by["tempo"]["kind"] == "float" and by["t2s"]["kind"] == "bool" and by["formats"]["kind"] == "list"
+    assert by["loudness"]["kind"] == "text"                   # LUFS or a preset's name: the validator reads it
     assert by["schedule"]["choices"] == ["length", "chapters"] and PRESET["schedule"] == "chapters"
     for f in PARAMS:
         if f.name in by:
@@ -69,6 +70,7 @@ def test_only_loopback_goes_without_a_token(monkeypatch, tmp_path, capsys, host,
 
     served = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(kw, app=app))
+    monkeypatch.setattr("flows.studio._check_port", lambda host, port: None)      # (192.0.2.7 is not here)
     args = build_parser().parse_args(["studio", "--root", str(tmp_path / "r"), "--host", host, "--port", "9"])
     assert args.func(args) == 0
     out = capsys.readouterr().out
