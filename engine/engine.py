@@ -6,11 +6,21 @@
         res.audio   # float32 numpy, (2T-1)*256 samples at 24 kHz
 
 Text arrives normalized (ChatTTS's Normalizer is never run: it deletes digits); the prompt is upstream's
-`[Stts][spk_emb][speed_5]{text}[Ptts]`, refine-text is skipped, nothing is inserted.  A voice with a sample (a
-clip or an anchored voice, engine.voice.Voice) gets upstream's `[Stts][spk_emb]{txt_smp}[speed_5]{text}[Ptts]`
-(`[empty_spk]` without a speaker embedding) followed by the sample's audio codes.  Random models get a forced token
-count from the text (engine.units.expected_tokens) unless the request sets one.  See engine/generate.py for why
-a result does not depend on the requests it was batched with.
+`[Stts][spk_emb][speed_N]{text}[Ptts]` (N: the request's Controls.speed, 5 by default), token for token what its
+InferCodeParams(prompt="[speed_N]") builds; inline control tokens in the text ([uv_break], [laugh]) pass through
+as upstream's tokenizer reads them.  A voice with a sample (a clip or an anchored voice, engine.voice.Voice) gets
+upstream's `[Stts][spk_emb]{txt_smp}[speed_N]{text}[Ptts]` (`[empty_spk]` without a speaker embedding) followed by
+the sample's audio codes.  Random models get a forced token count from the text (engine.units.expected_tokens)
+unless the request sets one.  See engine/generate.py for why a result does not depend on the requests it was
+batched with.
+
+The refine-text pass (`Engine.refine`, and `synthesize` for a request whose controls ask for it and that carries
+no `refined` text) is upstream's Chat._refine_text through our decode loop: prompt
+`[Sbreak]{text}[Pbreak][oral_N][laugh_N][break_N]`, the text head, RefineTextParams' sampling (temperature 0.7,
+top-P 0.7, top-K 20, no repetition penalty) with our counter-based noise, at most 384 ids, ended by [Ebreak]; the
+ids below [break_0] decoded as upstream decodes them are the text the code pass speaks.  Two differences, both
+for determinism: [Ebreak] is masked at the first step (upstream regenerates an empty result), and random models
+are forced to as many ids as the text has tokens (they never end on their own).
 """
 from __future__ import annotations
 
@@ -18,8 +28,21 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
-from engine.api import DeviceUnavailable, EngineOptions, ModelUnavailable, Request, Result, onnx_missing
+from engine.api import (
+    DEFAULT_SPEED,
+    REFINE_MAX_NEW_TOKENS,
+    REFINE_SAMPLING,
+    DeviceUnavailable,
+    EngineOptions,
+    ModelUnavailable,
+    Refine,
+    Refined,
+    Request,
+    Result,
+    onnx_missing,
+)
 from engine.clip import sample_prompt
 from engine.loader import load_chattts
 from engine.units import expected_tokens
@@ -36,11 +59,11 @@ ENGINE_VERSION = "6"               # bump whenever generated audio would change 
 # the arithmetic's rounding differs.  Their names lack the CPU back-end (before 6 every CPU back-end shared one
 # name), so a book rendered with 2-5 on a machine is not rendered again there.
 ADOPTED_VERSIONS = ("2", "3", "4", "5")
-SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
-PROMPT = f"[Stts][spk_emb][speed_{SPEED}]{{text}}[Ptts]"   # as upstream builds it (InferCodeParams.prompt)
+PROMPT = "[Stts][spk_emb][speed_{speed}]{text}[Ptts]"   # as upstream builds it (InferCodeParams.prompt "[speed_N]")
 # With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
-SAMPLE_PROMPT = f"[Stts]{{speaker}}{{txt_smp}}[speed_{SPEED}]{{text}}[Ptts]"
+SAMPLE_PROMPT = "[Stts]{speaker}{txt_smp}[speed_{speed}]{text}[Ptts]"
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
+REFINE_PROMPT = "[Sbreak]{text}[Pbreak]{levels}"    # upstream Speaker.decorate_text_prompts
 
 _LOCK = threading.Lock()
 _MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, cuda_graphs, backend, CPU path) -> CodeModel
@@ -217,17 +240,22 @@ class Engine:
                      origin="anchor").to_string()
 
     # --------------------------------------------------------------------------------------------- rows
-    def prompt_ids(self, text: str, txt_smp: str | None = None, speaker: bool = True) -> list[int]:
-        """Token ids of upstream's TTS prompt for `text` (unknown characters become [UNK], never an error);
-        with a sample's transcript `txt_smp`, upstream's sample prompt ([empty_spk] when not `speaker`)."""
+    def prompt_ids(self, text: str, txt_smp: str | None = None, speaker: bool = True,
+                   speed: int = DEFAULT_SPEED) -> list[int]:
+        """Token ids of upstream's TTS prompt for `text` at `speed` (unknown characters become [UNK], never an
+        error); with a sample's transcript `txt_smp`, upstream's sample prompt ([empty_spk] when not `speaker`)."""
         for s in STRIPPED:
             text = text.replace(s, "")
         if txt_smp is None:
-            prompt = PROMPT.format(text=text.strip())
+            prompt = PROMPT.format(speed=speed, text=text.strip())
         else:
             prompt = SAMPLE_PROMPT.format(speaker="[spk_emb]" if speaker else "[empty_spk]", txt_smp=txt_smp,
-                                          text=text.strip())
+                                          speed=speed, text=text.strip())
         return self._tok(prompt, add_special_tokens=False)["input_ids"]
+
+    def refine_ids(self, text: str, refine: Refine) -> list[int]:
+        """Token ids of upstream's refine-text prompt for `text` at `refine`'s levels."""
+        return self._tok(REFINE_PROMPT.format(text=text, levels=refine.prompt), add_special_tokens=False)["input_ids"]
 
     def steps_for(self, req: Request) -> tuple[int, bool]:
         """(end_at, forced): the exact count for forced rows, else the runaway cap."""
@@ -249,8 +277,9 @@ class Engine:
         from engine.sampling import row_key
 
         spk, codes, txt_smp = self._voice(req.spk_emb)
-        ids = torch.tensor(self.prompt_ids(req.text, txt_smp if codes is not None else None, spk is not None),
-                           dtype=torch.long)
+        said = req.refined if req.refined and req.refined.strip() else req.text   # the refine pass's (not empty)
+        ids = torch.tensor(self.prompt_ids(said, txt_smp if codes is not None else None, spk is not None,
+                                           req.controls.speed), dtype=torch.long)
         end_at, forced = self.steps_for(req)
         max_pos = self.model.llama.s.max_pos
         prompt = len(ids) + (0 if codes is None else len(codes))
@@ -258,7 +287,54 @@ class Engine:
             raise ValueError(f"request {req.key}: text too long ({prompt} prompt tokens + {end_at} steps "
                              f"> {max_pos} positions)")
         return Row(key=req.key, ids=ids, spk=spk, rng=row_key(req.seed), end_at=end_at, forced=forced,
-                   order=order, codes=codes)
+                   order=order, codes=codes, params=req.controls.sampling)
+
+    # ------------------------------------------------------------------------------------------ refine-text
+    def _refine_row(self, req: Request, order: int):
+        import torch
+
+        from engine.generate import Row
+        from engine.sampling import row_key
+
+        refine = req.controls.refine
+        if refine is None:
+            raise ValueError(f"request {req.key}: its controls ask for no refine pass")
+        ids = torch.tensor(self.refine_ids(req.text, refine), dtype=torch.long)
+        forced = None
+        if self.loaded.is_random:                    # random weights never end: as many ids as the text has tokens
+            forced = min(REFINE_MAX_NEW_TOKENS, max(1, len(self._tok(req.text, add_special_tokens=False)
+                                                            ["input_ids"])))
+        end_at = forced or REFINE_MAX_NEW_TOKENS
+        if len(ids) + end_at > self.model.llama.s.max_pos:
+            raise ValueError(f"request {req.key}: text too long to refine ({len(ids)} prompt tokens + {end_at} "
+                             f"steps > {self.model.llama.s.max_pos} positions)")
+        return Row(key=req.key, ids=ids, spk=None, rng=row_key(req.seed), end_at=end_at, forced=forced is not None,
+                   order=order, params=REFINE_SAMPLING, text_eos=self.loaded.tokenizer.eos_token)
+
+    def refine(self, requests: Iterable[Request]) -> Iterator[Refined]:
+        """Upstream's refine-text pass over requests whose controls set `refine` (see the module docstring),
+        batched like the code pass; yields a Refined per request as rows finish.  The text depends on (text,
+        levels, seed, engine version) only."""
+        from engine.scheduler import Scheduler
+
+        rows = [self._refine_row(r, i) for i, r in enumerate(requests)]
+        if not rows:
+            return
+        below = self.loaded.tokenizer.break_0_ids
+        sched = Scheduler(self.model, self.opts.batch, exact=self.opts.device == "cpu")
+        for row in sched.run(rows):
+            assert row.out_ids is not None               # a finished text row's ids (engine/generate.py)
+            kept = [i for i in row.out_ids if i < below]     # upstream drops [break_0] and every id above it
+            text = self.loaded.tokenizer.decode([kept])[0]
+            yield Refined(key=row.key, text=text, tokens=tuple(row.out_ids))
+
+    def _refined(self, requests: list[Request]) -> list[Request]:
+        """`requests`, each whose controls ask for a refine pass and that has no refined text given it by one."""
+        todo = [r for r in requests if r.controls.refine is not None and r.refined is None]
+        if not todo:
+            return requests
+        texts = {res.key: res.text for res in self.refine(todo)}
+        return [replace(r, refined=texts[r.key]) if r.key in texts else r for r in requests]
 
     # ------------------------------------------------------------------------------------------ synthesize
     def synthesize(self, requests: Iterable[Request], progress: Callable[[Result], None] | None = None,
@@ -269,11 +345,15 @@ class Engine:
         block; nothing then ends the call); see engine.scheduler."""
         from engine.scheduler import Scheduler
 
+        requests = self._refined(list(requests))
+        refined = {r.key: r.refined for r in requests if r.refined is not None}
         rows = [self._row(r, i) for i, r in enumerate(requests)]
         order = itertools.count(len(rows))           # arrival index of the late ones
 
         def late(idle: bool) -> list:
-            return [self._row(r, next(order)) for r in (more(idle) if more is not None else ())]
+            new = self._refined(list(more(idle) if more is not None else ()))
+            refined.update({r.key: r.refined for r in new if r.refined is not None})
+            return [self._row(r, next(order)) for r in new]
 
         exact = self.opts.device == "cpu"
         sched = Scheduler(self.model, self.opts.batch, exact=exact)
@@ -285,7 +365,7 @@ class Engine:
             else:
                 (wav,) = decode(self.loaded, [row.hiddens], self.vocoder)   # each row alone (engine/vocoder.py)
             assert row.tokens is not None                # a finished row's T (engine/generate.py)
-            res = Result(key=row.key, audio=wav, tokens=row.tokens)
+            res = Result(key=row.key, audio=wav, tokens=row.tokens, refined=refined.get(row.key))
             if progress is not None:
                 progress(res)
             yield res

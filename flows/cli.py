@@ -7,6 +7,7 @@ themselves: flows/commands.py).
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
     chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
+    chattts-render check --acx BOOK_DIR | AUDIO... [--json]
     chattts-render --version
 
 Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes), or `check`
@@ -75,10 +76,12 @@ def build_parser() -> _Parser:
                          help="the words holding a character of more than one reading, most frequent first, "
                               "with their readings (for lexicon readings: word<TAB>yin2 hang2)")
     arg.add(inspect, "chapters", help="only these chapters, 1-based: e.g. 1-2,5")
-    arg.add(inspect, "text", "cast")
+    arg.add(inspect, "text", "cast", "include", "skip", "speed", "direction")
+    arg.add(inspect, "out", help="with --segments: the output root of a render of the book, whose manifest adds "
+                                 "each segment's status and refined text (default: ./output)")
     package = command("package", cmd_package, "Rebuild the outputs from the stored segment audio "
                       "(no re-rendering, the model is not loaded).")
-    arg.add(package, "output", "formats", "loudness")
+    arg.add(package, "output", "formats", "loudness", "tempo")
     arg.add(package, "allow_gaps", help="assemble chapters even if some segments are not rendered (silence in their "
                                         "place)")
     voices = sub.add_parser("voices", help="Hear candidate voices for a book; save and list named voices.")
@@ -93,6 +96,8 @@ def build_parser() -> _Parser:
     save.add_argument("name", help="ASCII letters, digits, - and _")
     arg.add(save, "voice", required=True)
     arg.add(save, "clip_text")
+    arg.add(save, "speed", help="the voice's own pace, 0..9 (ChatTTS's [speed_N]): a render with this voice speaks "
+                                "at it, whatever --speed says")
     save.add_argument("--force", action="store_true", help="replace a saved voice of that name")
     aud.set_defaults(func=cmd_voices)
     save.set_defaults(func=cmd_voices_save)

@@ -25,6 +25,7 @@ from flows.pipeline import locked
 from manifests.store import compact, load
 from tasks import stages
 from tasks.audio.assemble import AssembleOptions
+from tasks.audio.loudness import LOUDNESS_PRESETS
 from tasks.book import LanguageChoice, segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
@@ -51,7 +52,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="render the segment with this seed")
     arg.add(p, "voices")
     arg.add(p, "formats", default=None, help="output formats (default: those of the book's last packaging)")
-    arg.add(p, "loudness", default=None, help="LUFS (default: the book's last packaging's)")
+    arg.add(p, "loudness", default=None, help="LUFS or a preset (default: the book's last packaging's)")
+    arg.add(p, "tempo", default=None, help="x, pitch kept (default: the book's last packaging's)")
     arg.add(p, "allow_gaps", help="re-package even if other segments are not rendered (silence in their place)")
     arg.add(p, "output", "engine", "text", "proof")
 
@@ -93,8 +95,18 @@ def cmd_fix(a) -> int:
 def _packaging(a, p: RenderParams, report: dict) -> RenderParams:
     """p with the packaging options the fix names, else those of the book's last packaging (its report.json)."""
     return replace(p, formats=tuple(a.format.split(",")) if a.format else tuple(report.get("formats") or p.formats),
-                   loudness=report.get("loudness", {}).get("target_lufs", p.loudness) if a.loudness is None
-                   else a.loudness)
+                   loudness=_last_loudness(report.get("loudness", {}), p.loudness) if a.loudness is None
+                   else a.loudness, tempo=report.get("tempo", p.tempo) if a.tempo is None else a.tempo)
+
+
+def _last_loudness(head: dict, default: float | str) -> float | str:
+    """The --loudness of the last packaging (report.json's "loudness"): the preset whose target and ceiling it has,
+    else its target."""
+    target, ceiling = head.get("target_lufs"), head.get("true_peak_ceiling_dbtp")
+    if target is None:
+        return default
+    return next((name for name, pr in LOUDNESS_PRESETS.items()
+                 if (pr.target_lufs, pr.true_peak_dbtp) == (target, ceiling)), target)
 
 
 def _rows(book_dir: Path, names: list[str], book: str, store) -> list[dict]:

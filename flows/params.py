@@ -11,15 +11,19 @@ from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Literal, TypeVar, get_args, get_origin, get_type_hints
 
-from engine.api import Backend, Dtype, EngineOptions
+from engine.api import Backend, Dtype, EngineOptions, Refine
+from tasks.audio.loudness import LOUDNESS_PRESETS
 from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.options import PackageOptions
+from tasks.audio.tempo import TEMPO_MAX, TEMPO_MIN
 from tasks.book import LanguageChoice
+from tasks.ingest.matter import ALL, SET_ASIDE
 from tasks.options import DEFAULT_OUT
 from tasks.qa.options import QAMode
 from tasks.synthesize.guard import GuardOptions
 
-GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
+GROUPS = ("output", "engine", "voices", "render", "prosody", "text", "proof")   # the option groups commands take
+                                                                                # (arguments.py)
 BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
 Help = str | Callable[[], str] | None    # a callable: help that depends on the machine (its CPUs)
 T = TypeVar("T")
@@ -79,9 +83,18 @@ class RenderParams:
     formats: tuple[str, ...] = option("render", PackageOptions.formats,
                                       f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default "
                                       f"{','.join(PackageOptions.formats)})", flag="--format")
-    loudness: float = option("render", PackageOptions.target_lufs,
-                             "LUFS: the integrated loudness of every output file (EBU R128; default "
-                             f"{PackageOptions.target_lufs:g}; podcasts -16, broadcast -23)", metavar="LUFS")
+    loudness: float | str = option("render", PackageOptions.target_lufs,
+                                   "the integrated loudness of every output file: LUFS (EBU R128; default "
+                                   f"{PackageOptions.target_lufs:g}), or where it is published, with its own "
+                                   "true-peak ceiling: " + "; ".join(f"{k}: {v.target_lufs:g} LUFS, "
+                                                                     f"{v.true_peak_dbtp:g} dBTP ({v.what})"
+                                                                     for k, v in LOUDNESS_PRESETS.items()),
+                                   metavar="LUFS|" + "|".join(LOUDNESS_PRESETS), type=str)
+    tempo: float = option("render", PackageOptions.tempo,
+                          "play the finished audio this many times as fast, its pitch kept "
+                          f"({TEMPO_MIN:g}..{TEMPO_MAX:g}; default 1): faster than the model's own speed allows; "
+                          "subtitles, chapter marks and the read-along text move with it; changing it re-packages "
+                          "without re-rendering", metavar="X")
     lexicon: str | None = option("text", None,
                                  "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                                  "and the book's <stem>.lexicon.tsv)")
@@ -93,6 +106,30 @@ class RenderParams:
     cast: str | None = option("render", None,
                               "a cast file (TOML): voices for the narrator, quoted speech and named characters")
     chapters: str | None = option("render", None, "render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
+    include: str | None = option("render", None,
+                                 "bring back what is set aside by default (front and back matter nobody listens "
+                                 f"to): kinds ({', '.join([*SET_ASIDE, ALL])}) or items as `inspect` numbers them, "
+                                 "comma-separated", metavar="KINDS|N")
+    skip: str | None = option("render", None,
+                              "set more aside: kinds (preface, acknowledgments, appendix, …) or chapters as read "
+                              "(1-based), comma-separated; `inspect` lists what is set aside and why",
+                              metavar="KINDS|N")
+    speed: int | None = option("prosody", None,
+                               "ChatTTS's pace, 0..9 (its [speed_N] token; default 5): the book's, for every voice "
+                               "without its own (a saved voice's or a cast part's speed); a direction file's line "
+                               "overrides both", metavar="0..9")
+    refine: bool = option("prosody", False,
+                          "run ChatTTS's refine-text pass first: the model writes pauses, laughter and oral fillers "
+                          "into each segment's text (stored with it: inspect --segments shows it after a render)")
+    refine_oral: int = option("prosody", Refine.oral, f"--refine's oral fillers, 0..9 (default {Refine.oral})",
+                              metavar="0..9")
+    refine_laugh: int = option("prosody", Refine.laugh, f"--refine's laughter, 0..2 (default {Refine.laugh})",
+                               metavar="0..2")
+    refine_break: int = option("prosody", Refine.brk, f"--refine's pauses, 0..7 (default {Refine.brk})",
+                               metavar="0..7")
+    direction: str | None = option("prosody", None,
+                                   "a direction file: per-line speed, pauses, [laugh]/[uv_break] and sampling (after "
+                                   "the book's <stem>.direction.txt beside it; format in the README)")
     allow_gaps: bool = option("render", False,
                               "assemble chapters even if some segments failed (silence in their place)")
     guard_attempts: int = option("render", GuardOptions.max_attempts,
@@ -118,6 +155,12 @@ class RenderParams:
                 raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
         if self.clip_text is not None and self.voice is None:
             raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
+        levels = {"refine_oral": Refine.oral, "refine_laugh": Refine.laugh, "refine_break": Refine.brk}
+        if not self.refine and (changed := [n for n, v in levels.items() if getattr(self, n) != v]):
+            raise ValueError(f"{flag(BY_NAME[changed[0]])} is a level of the refine-text pass: add --refine")
+        if self.refine and self.backend == "onnx":
+            raise ValueError("--refine runs on the torch back-end (the onnx graphs hold no text head): drop "
+                             "--backend onnx")
 
 
 PARAMS: tuple[Field, ...] = fields(RenderParams)

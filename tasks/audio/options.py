@@ -12,6 +12,7 @@ from tasks.audio.encode import BITRATES_KBPS, MP3_RATES
 from tasks.audio.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
 from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.subtitles import SUBTITLE_FORMATS
+from tasks.audio.tempo import TEMPO_MAX, TEMPO_MIN
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class PackageOptions:
     subtitles: tuple[str, ...] = SUBTITLE_FORMATS   # per chapter, and book-wide with the M4B
     subtitle_sentences: bool = False       # split each segment's cue into sentences (times estimated inside)
     bitrates_kbps: Mapping[str, int] = field(default_factory=lambda: dict(BITRATES_KBPS))
+    tempo: float = 1.0                     # x, the finished chapters time-stretched, pitch kept (tasks.audio.tempo)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
@@ -45,6 +47,8 @@ class PackageOptions:
             raise ValueError(f"target_lufs {self.target_lufs} is outside (-70, 0)")
         if self.true_peak_dbtp > 0.0:
             raise ValueError(f"true_peak_dbtp {self.true_peak_dbtp} is above 0 dBTP")
+        if not TEMPO_MIN <= self.tempo <= TEMPO_MAX:
+            raise ValueError(f"--tempo {self.tempo:g} is outside {TEMPO_MIN:g}..{TEMPO_MAX:g}")
         if self.normalize and self.target_lufs > self.true_peak_dbtp:
             raise ValueError(f"target_lufs {self.target_lufs} is above the true-peak ceiling {self.true_peak_dbtp}")
 

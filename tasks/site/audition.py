@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.api import Request
 from engine.atomic import write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds, speakable_chars
 from engine.voice import MAX_SEED, VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
@@ -127,7 +128,7 @@ def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine, segme
     cands, notes = candidates(aud, rows[0]["spk_emb"] if rows else None)
     engine = get_engine()
     picked: dict[str, tuple[Candidate, str]] = {}        # voice string -> (candidate, content key)
-    todo: dict[str, tuple[str, str, int]] = {}           # content key -> (text, voice, seed): not in the cache
+    todo: dict[str, Request] = {}                        # content key -> what the engine is given: not in the cache
     for c in cands:
         try:
             voice = resolve_voice(c.spec, engine.loaded)
@@ -141,7 +142,7 @@ def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine, segme
         key = next((k for k in keys if (book_dir / audio_relpath(k)).is_file()), keys[0])   # adopted audio too
         picked[voice] = (c, key)
         if not (book_dir / audio_relpath(key)).is_file():
-            todo[key] = (text, voice, seed)
+            todo[key] = Request(key, text, voice, seed)
     guard_failed: dict[str, tuple[np.ndarray, str]] = {}
     for key, audio, reason, _attempt in render_guarded(engine, todo, guard):
         if reason:                                       # heard on the page, never cached as a segment

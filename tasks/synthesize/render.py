@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from engine.api import Request
+from engine.api import Controls, Request
 from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
 from tasks.errors import RenderFailed
-from tasks.plan.rows import to_render
+from tasks.plan.rows import row_request, to_render
 from tasks.qa.checker import Checker
 from tasks.synthesize.guard import GuardOptions, check, reroll_seed
 from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
@@ -24,19 +25,19 @@ COMMIT_EVERY_ROWS = 8          # rows per manifest part while rendering
 COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anything finished
 
 
-def render_guarded(engine, items: dict[str, tuple[str, str, int]], guard) -> Iterator[tuple]:
-    """Render each item, key -> (text, voice string, seed), through the quality guard (tasks.synthesize.guard): an
-    outlier is re-rendered with reroll_seed(seed, attempt) up to guard.max_attempts.  Yields (key, audio,
-    reason, attempt) as items finish: reason is None for accepted audio, else why the last attempt failed."""
+def render_guarded(engine, items: dict[str, Request], guard) -> Iterator[tuple]:
+    """Render each item, key -> the engine's request (its seed the first attempt's), through the quality guard
+    (tasks.synthesize.guard): an outlier is re-rendered with reroll_seed(seed, attempt) up to guard.max_attempts
+    (the refine pass's text, when the request has one, stays).  Yields (key, audio, reason, attempt) as items
+    finish: reason is None for accepted audio, else why the last attempt failed."""
     keys = list(items)
     for attempt in range(1, guard.max_attempts + 1):
         if not keys:
             break
-        requests = [Request(key=k, text=items[k][0], spk_emb=items[k][1], seed=reroll_seed(items[k][2], attempt))
-                    for k in keys]
+        requests = [replace(items[k], key=k, seed=reroll_seed(items[k].seed, attempt)) for k in keys]
         retry = []
         for result in engine.synthesize(requests):
-            reason = check(items[result.key][0], result.audio, SAMPLE_RATE, guard)
+            reason = check(items[result.key].text, result.audio, SAMPLE_RATE, guard)
             if reason and attempt < guard.max_attempts:
                 retry.append(result.key)
                 continue
@@ -97,6 +98,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     for r in pending:
         by_key.setdefault(r["content_key"], []).append(r)
 
+    refine_pending(engine, by_key)          # --refine: the refine pass's text first, one batched pass
     batch: list[dict] = []
     last_commit = time.monotonic()
 
@@ -125,7 +127,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
         counts["retaken"] = got["retaken"]
         return counts
 
-    items = {k: (rs[0]["text"], rs[0]["spk_emb"], rs[0]["seed"]) for k, rs in by_key.items()}
+    items = {k: row_request(rs[0]) for k, rs in by_key.items()}
     try:
         for key, audio, reason, attempt in render_guarded(engine, items, guard):
             rs = by_key[key]
@@ -143,6 +145,20 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     finally:
         commit(book_dir, batch)   # whatever finished is kept, also when the engine fails
     return counts
+
+
+def refine_pending(engine, by_key: dict[str, list[dict]]) -> int:
+    """The refine-text pass (engine.refine, batched like the code pass) of every key whose controls ask for one and
+    whose rows hold no refined text yet: its text is set on the rows, which carry it into the manifest when they
+    are committed (a crash before: refined again, the same text).  Returns how many keys it refined."""
+    todo = {k: rs for k, rs in by_key.items()
+            if not rs[0].get("refined") and Controls.parse(rs[0].get("controls") or "").refine is not None}
+    if not todo:
+        return 0
+    for res in engine.refine([row_request(rs[0], k) for k, rs in todo.items()]):
+        for r in todo[res.key]:
+            r["refined"] = res.text
+    return len(todo)
 
 
 def render_references(book_dir: Path, engine, *, guard=None, qa=None, checker=None) -> int:
