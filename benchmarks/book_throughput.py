@@ -14,9 +14,15 @@ renders the same manifest rows (same text, voice, seed: the render's first attem
 split by stage: prepare (ingest, normalize, segment, plan), synthesize outside the engine (segment encode + write,
 manifest commits, guard), the engine inside the render (time spent in Engine.synthesize's iterator), package.
 limit_fraction = the engine's audio seconds per wall second ÷ the roofline at the best float dtype this CPU has
-(benchmarks/limits.py: min of compute and memory bandwidth at the batch); path_limit_fraction ÷ its own path's.
-With `--dtype auto` the engine alone also renders the same rows on BASELINE_PATH (fp32 AVX2: the step this engine
-was tuned on before the paths), in the same run: vs_fp32_avx2 = auto's throughput ÷ its.
+(benchmarks/limits.py: min of compute and the read bandwidth at the batch, the weights' and the KV cache's bytes
+counted); limit_fraction_weights_only ÷ the same without the KV cache; path_limit_fraction(_weights_only) ÷ its
+own path's.  Then a per-step profile at the batch (limits.step_profile: GEMM, attention, sampling, other, and what
+the step's GEMMs and attention achieved: the reason a fraction is what it is; `--no-profile` skips it).
+With `--dtype auto` the engine alone also renders the same rows on `--baseline` (default BASELINE_PATH, fp32 AVX2:
+the step this engine was tuned on before the paths; fp32-avx512 on an AVX-512 or AMX CPU), in the same run:
+vs_<baseline> (vs_fp32_avx2) = auto's throughput ÷ its.  Where the engine vocodes in bf16 (a bf16 path:
+engine/vocoder.py) the engine alone renders the same rows once more with Decoder + Vocos in fp32, same run:
+vs_fp32_vocoder = its throughput ÷ that one's (the render-level gain of the bf16 vocoder).
 
 With `--listen` ("listen while it renders", the studio's question), the same segments cut into chapters of
 `--chapter-segments` (default 8: 12 chapters of the 96-segment book, each with its heading) are rendered twice by
@@ -221,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--listen-only", action="store_true", help="--listen and nothing else")
     ap.add_argument("--chapter-segments", type=int, default=8, help="--listen: segments per chapter (default 8)")
     ap.add_argument("--listen-repeat", type=int, default=1, help="--listen: alternating runs of each schedule")
+    ap.add_argument("--baseline", default=BASELINE_PATH,
+                    help=f"--dtype auto's baseline path in the same run (default {BASELINE_PATH}; fp32-avx512 on an "
+                         "AVX-512 or AMX CPU)")
+    ap.add_argument("--no-profile", action="store_true", help="skip the per-step profile at the batch")
     args = ap.parse_args(argv)
     if not args.corpus.is_file():
         print(f"{args.corpus}: corpus file not found (pass --corpus)", file=sys.stderr)
@@ -234,15 +244,22 @@ def main(argv: list[str] | None = None) -> int:
         flops_per_audio_s,
         format_bandwidth,
         format_peaks,
+        format_profile,
         memory_bandwidth,
         peak_gemm,
+        read_bandwidth,
         side_limits,
+        step_profile,
     )
     from engine.api import EngineOptions
+    from engine.cpupath import PATHS
     from engine.units import expected_tokens
     from flows.options import options_from_params
     from tasks import stages
 
+    if args.baseline not in (fp32 := [p.name for p in PATHS if p.dtype == "fp32" and not p.int8]):
+        print(f"--baseline {args.baseline}: not an fp32 path (one of {', '.join(fp32)})", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     eopts = EngineOptions(model=args.model, device=args.device, dtype=args.dtype, int8=args.int8,
                           threads=args.threads, max_batch=args.batch)
@@ -283,28 +300,41 @@ def main(argv: list[str] | None = None) -> int:
         print("  split: " + ", ".join(f"{k} {v:.1f} s ({v / wall:.1%})" for k, v in split.items()), flush=True)
         alone = engine_alone(engine, opts.book_dir)
         base = baseline_engine(args) if args.dtype == "auto" and not args.int8 and engine.path is not None \
-            and engine.path.name != BASELINE_PATH else None
+            and engine.path.name != args.baseline else None
         base_alone = engine_alone(base, opts.book_dir) if base is not None else None
+        voc_alone = engine_alone(fp32_vocoder(engine), opts.book_dir) if engine.vocoder != "fp32" else None
     print(f"engine alone, same segments: {alone['segments']} segments, {alone['audio_s']:.1f} s of audio in "
           f"{alone['wall_s']:.1f} s wall ({alone['audio_s_per_wall_s']:.3f} audio-s/wall-s); the render: "
           f"{alone['audio_s'] / wall:.3f} audio-s/wall-s", flush=True)
     overhead = 1 - alone["wall_s"] / wall
     print(f"pipeline_overhead {overhead:.4f} (1 - engine alone / render wall)", flush=True)
+    vs_base = "vs_" + args.baseline.replace("-", "_")
     if base_alone is not None:
         ratio = alone["audio_s_per_wall_s"] / base_alone["audio_s_per_wall_s"]
-        print(f"{BASELINE_PATH} engine alone, same segments: {base_alone['audio_s']:.1f} s of audio in "
+        print(f"{args.baseline} engine alone, same segments: {base_alone['audio_s']:.1f} s of audio in "
               f"{base_alone['wall_s']:.1f} s wall ({base_alone['audio_s_per_wall_s']:.3f} audio-s/wall-s); "
-              f"vs_fp32_avx2 {ratio:.3f} ({engine.path.name if engine.path else engine.dtype} / {BASELINE_PATH})",
+              f"{vs_base} {ratio:.3f} ({engine.path.name if engine.path else engine.dtype} / {args.baseline})",
+              flush=True)
+    if voc_alone is not None:
+        print(f"the same engine with Decoder + Vocos in fp32, same segments: {voc_alone['wall_s']:.1f} s wall "
+              f"({voc_alone['audio_s_per_wall_s']:.3f} audio-s/wall-s); vs_fp32_vocoder "
+              f"{alone['audio_s_per_wall_s'] / voc_alone['audio_s_per_wall_s']:.3f} ({engine.vocoder} / fp32)",
               flush=True)
     engines = [engine] + ([base] if base is not None else [])
     peaks = {d: peak_gemm(d, args.threads) / 1e9 for d in dtypes_of(engines)}
-    bandwidth = memory_bandwidth(args.threads)
+    bandwidth, read = memory_bandwidth(args.threads), read_bandwidth(args.threads)
     lens, tokens = [len(engine.prompt_ids(t)) for t in texts], [expected_tokens(t) for t in texts]
     cost = flops_per_audio_s(engine, lens, tokens)
-    print("peak GEMM: " + format_peaks(peaks) + "; " + format_bandwidth(bandwidth) + "; GFLOP per audio s: "
+    print("peak GEMM: " + format_peaks(peaks) + "; " + format_bandwidth(bandwidth, read) + "; GFLOP per audio s: "
           + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
-    limits = side_limits("engine", engine, (lens, tokens, cost), eopts.batch, bandwidth, peaks,
+    limits = side_limits("engine", engine, (lens, tokens, cost), eopts.batch, read, peaks,
                          alone["audio_s_per_wall_s"], print)
+    profile = None
+    if not args.no_profile:                        # where a step's time goes at the batch: the fraction's reason
+        from engine.voice import sample_voice
+
+        profile = step_profile(engine, texts, tokens, sample_voice(engine.loaded, 1234), eopts.batch)
+        print("engine: " + format_profile(profile), flush=True)
     result = {
         "model": args.model, "engine": engine.version, "threads": args.threads, "batch": eopts.batch,
         "segments": alone["segments"], "audio_s": alone["audio_s"], "outputs": outputs,
@@ -313,14 +343,20 @@ def main(argv: list[str] | None = None) -> int:
         "split_share": {k: round(v / wall, 4) for k, v in split.items()},
         "engine_alone": alone, "pipeline_overhead": round(overhead, 4),
         "peak_gemm_gflops": {k: round(v, 1) for k, v in peaks.items()}, "gflop_per_audio_s": cost,
-        "memory_bandwidth_gbs": round(bandwidth / 1e9, 2), **limits,
+        "memory_bandwidth_gbs": round(bandwidth / 1e9, 2), "read_bandwidth_gbs": round(read / 1e9, 2), **limits,
+        "vocoder": engine.vocoder,
         "render_counts": {k: v for k, v in render["counts"].items() if k != "book_dir"},
     }
+    if profile is not None:
+        result["profile"] = profile
+    if voc_alone is not None:
+        result.update(fp32_vocoder_alone=voc_alone,
+                      vs_fp32_vocoder=round(alone["audio_s_per_wall_s"] / voc_alone["audio_s_per_wall_s"], 4))
     if base_alone is not None:
-        result.update(baseline={"path": BASELINE_PATH, "engine": base.version, "engine_alone": base_alone,
-                                **side_limits(BASELINE_PATH, base, (lens, tokens, cost), eopts.batch, bandwidth,
+        result.update(baseline={"path": args.baseline, "engine": base.version, "engine_alone": base_alone,
+                                **side_limits(args.baseline, base, (lens, tokens, cost), eopts.batch, read,
                                               peaks, base_alone["audio_s_per_wall_s"], print)},
-                      vs_fp32_avx2=round(alone["audio_s_per_wall_s"] / base_alone["audio_s_per_wall_s"], 4))
+                      **{vs_base: round(alone["audio_s_per_wall_s"] / base_alone["audio_s_per_wall_s"], 4)})
     if args.listen:
         result.update(listen=listened, first_chapter_share=listened["first_chapter_share"],
                       chapter_order_cost=listened["chapter_order_cost"])
@@ -341,8 +377,17 @@ def main(argv: list[str] | None = None) -> int:
     return finish(result, start, args.json, print)
 
 
+def fp32_vocoder(engine):
+    """The same engine (model, path, version) with Decoder + Vocos in fp32: what a bf16 path vocoded in before."""
+    import copy
+
+    other = copy.copy(engine)
+    other.vocoder = "fp32"
+    return other
+
+
 def baseline_engine(args):
-    """The fp32 engine on BASELINE_PATH (CHATTTS_RENDER_KERNELS names it while it loads; the model loads again,
+    """The fp32 engine on args.baseline (CHATTTS_RENDER_KERNELS names it while it loads; the model loads again,
     untimed), or None where this CPU has no such path."""
     import os
 
@@ -351,7 +396,7 @@ def baseline_engine(args):
     from engine.kernels import ENV
 
     old = os.environ.get(ENV)
-    os.environ[ENV] = BASELINE_PATH
+    os.environ[ENV] = args.baseline
     try:
         base = Engine.load(EngineOptions(model=args.model, dtype="fp32", threads=args.threads, max_batch=args.batch))
     except ValueError:                                    # this CPU has no such path
@@ -361,7 +406,7 @@ def baseline_engine(args):
             del os.environ[ENV]
         else:
             os.environ[ENV] = old
-    return base if base.path is not None and base.path.name == BASELINE_PATH else None
+    return base if base.path is not None and base.path.name == args.baseline else None
 
 
 if __name__ == "__main__":
