@@ -200,6 +200,7 @@ class Request:
     forced_tokens: int | None = None   # exact GPT token count (random-* models set it from the text)
     controls: Controls = DEFAULT_CONTROLS   # pace and sampling; with `refine` and no `refined`: refined first
     refined: str | None = None     # the refine pass's text (Refined.text): the code prompt speaks it instead
+    rank: int = 0                  # scheduling only: lower ranks start first (a book's chapter); never the audio
 
 
 @dataclass(frozen=True)

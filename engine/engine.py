@@ -47,7 +47,7 @@ from engine.api import (
 from engine.clip import sample_prompt
 from engine.loader import load_chattts
 from engine.units import expected_tokens
-from engine.vocoder import decode
+from engine.vocoder import decode, vocoder_dtype
 from engine.voice import check_voice, sample_voice, speaker_vector
 from engine.voicestring import Voice, decode_prompt, decode_voice
 
@@ -83,16 +83,17 @@ def _resolve_dtype(opts: EngineOptions, cpu=None) -> str:
 
 
 def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str | None = None,
-                   cpu=None) -> str:
-    """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
-    hashes.  From version 6 on a CPU name carries its back-end's tag (engine.cpu.CpuBackend: which kernels, at which
-    ISA — they decide the bits; `cpu` None: this process's first back-end for the dtype, engine.cpupath.runnable);
-    CUDA's names only whether the decode step runs as CUDA graphs (+compile: the name it had before the option was
-    --cuda-graphs; kept, so keys stay).  The onnx back-end's names carry engine.ortengine.backend_name
+                   cpu=None, vocoder: str | None = None) -> str:
+    """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile][+vocoder_bf16]`: what a
+    content key hashes.  From version 6 on a CPU name carries its back-end's tag (engine.cpu.CpuBackend: which
+    kernels, at which ISA — they decide the bits; `cpu` None: this process's first back-end for the dtype,
+    engine.cpupath.runnable); CUDA's names only whether the decode step runs as CUDA graphs (+compile: the name it
+    had before the option was --cuda-graphs; kept, so keys stay).  `+vocoder_bf16`: Decoder + Vocos in bf16
+    (`vocoder`, default engine.vocoder.vocoder_dtype of the back-end's path: a bf16 CPU path's); fp32 vocoding names
+    nothing, so those names are what they were.  The onnx back-end's names carry engine.ortengine.backend_name
     (`onnx-ort1.32-cpu`: onnxruntime's version and the provider) on every device, so its audio never shares a key
     with the torch engine's."""
     version = version or ENGINE_VERSION           # read when called (tests set an older one)
-    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.cuda_graphs)) if on)
     backend = ""
     if opts.backend == "onnx":
         from engine.ortengine import backend_name as ort_backend
@@ -104,6 +105,10 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
 
             cpu = runnable(dtype, opts.int8)[0]
         backend = f"-{cpu.tag}"
+    if vocoder is None:
+        vocoder = vocoder_dtype(cpu.path if cpu is not None else None) if opts.backend == "torch" else "fp32"
+    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.cuda_graphs),
+                                            ("vocoder_bf16", vocoder == "bf16")) if on)
     return f"ours{version}-{fingerprint}-{dtype}-{opts.device}{backend}{extras}"
 
 
@@ -113,7 +118,8 @@ def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, cpu=None
     of engine/cpupath.py (another day's choice, another CPU of the fleet) and this machine's back-end without our
     kernels, so a book switched from one to another (--reengine) keeps what it has; `--dtype auto` also fp32's
     ADOPTED_VERSIONS (auto was fp32 on CPU before the paths); a bf16 engine torch's own bf16 (its engine before
-    the paths).  None for the onnx back-end."""
+    the paths).  None for the onnx back-end.  A bf16 path's engine also keeps what the same paths rendered with
+    Decoder + Vocos in fp32 (before they followed the path's dtype)."""
     if opts.backend != "torch":
         return ()
     out = [engine_version(fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS]
@@ -121,8 +127,9 @@ def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, cpu=None
         from engine.cpu import CpuBackend
         from engine.cpupath import candidates
 
-        out += [engine_version(fingerprint, opts, p.dtype, cpu=CpuBackend.of(p))
-                for p in candidates(opts.dtype, opts.int8)]
+        for p in candidates(opts.dtype, opts.int8):
+            out += [engine_version(fingerprint, opts, p.dtype, cpu=CpuBackend.of(p), vocoder=v)
+                    for v in dict.fromkeys(("fp32", vocoder_dtype(p)))]
         if opts.dtype == "auto":
             out += [engine_version(fingerprint, opts, "fp32", v) for v in ADOPTED_VERSIONS]
         for d in dict.fromkeys(("fp32" if opts.dtype == "auto" else opts.dtype, dtype)):
@@ -176,6 +183,7 @@ class Engine:
         self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
         self.cpu = cpu                                # engine.cpu.CpuBackend (None off CPU torch)
         self.path = cpu.path if cpu is not None else None   # its engine/cpupath.py path (None: no kernels of ours)
+        self.vocoder = vocoder_dtype(self.path)       # Decoder + Vocos's dtype (engine/vocoder.py)
         self.version = engine_version(loaded.fingerprint, opts, dtype, cpu=cpu)
         self.adopts = adopted_versions(loaded.fingerprint, opts, dtype, cpu)   # onnx: none of the torch engine's
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
@@ -306,7 +314,7 @@ class Engine:
             raise ValueError(f"request {req.key}: text too long ({prompt} prompt tokens + {end_at} steps "
                              f"> {max_pos} positions)")
         return Row(key=req.key, ids=ids, spk=spk, rng=row_key(req.seed), end_at=end_at, forced=forced,
-                   order=order, codes=codes, params=req.controls.sampling)
+                   order=order, rank=req.rank, codes=codes, params=req.controls.sampling)
 
     # ------------------------------------------------------------------------------------------ refine-text
     def _refine_row(self, req: Request, order: int):
@@ -382,7 +390,7 @@ class Engine:
             if self.opts.backend == "onnx":          # the Decoder + Vocos graph, the row alone
                 wav = self.model.vocode(row.hiddens)
             else:
-                (wav,) = decode(self.loaded, [row.hiddens])   # each row alone, on every device (engine/vocoder.py)
+                (wav,) = decode(self.loaded, [row.hiddens], self.vocoder)   # each row alone (engine/vocoder.py)
             assert row.tokens is not None                # a finished row's T (engine/generate.py)
             res = Result(key=row.key, audio=wav, tokens=row.tokens, refined=refined.get(row.key))
             if progress is not None:

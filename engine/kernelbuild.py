@@ -47,7 +47,7 @@ SOURCE = Path(__file__).with_name("kernels.c")
 CFLAGS = ("-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fopenmp", "-fPIC")   # no -ffast-math: the FMA chains stay
                                   # in order; no contraction the source does not write
 STRICT_FLAGS = ("-Wall", "-Wextra", "-Werror")   # build(strict=True): the tests' build
-ABI_VERSION = 2                   # kernels.c's CHATTTS_ABI: the entry points' signatures and struct chattts_layer
+ABI_VERSION = 3                   # kernels.c's CHATTTS_ABI: the entry points' signatures and struct chattts_layer
 FAILED_SUFFIX = ".failed"         # kernels-<key>.failed: a failed build, remembered (its reason inside)
 VERSION_TIMEOUT = 20              # s: `cc --version`
 LIB_ENV = "CHATTTS_RENDER_KERNELS_LIB"   # a library built ahead (build()'s output): loaded instead of building
@@ -125,15 +125,16 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"{cmd[0]} {SOURCE.name}: {last}")
 
 
-def build(cache: Path | None = None, strict: bool = False) -> Path:
+def build(cache: Path | None = None, strict: bool = False, extra: tuple[str, ...] = ()) -> Path:
     """Compile kernels.c (once per build_key) into `cache` (default <cache_root()>/kernels) and return the shared
-    library's path; `strict`: with STRICT_FLAGS (-Wall -Wextra -Werror).  Raises RuntimeError when there is no
+    library's path; `strict`: with STRICT_FLAGS (-Wall -Wextra -Werror); `extra`: more compiler arguments (the
+    tests' -DCHATTTS_AMX_EMULATE: never a library load() builds).  Raises RuntimeError when there is no
     compiler or the build fails — and remembers a failure in kernels-<key>.failed, so that later calls (in any
     process) raise it again without running the compiler."""
     cc = _compiler()
     if cc is None:
         raise RuntimeError("no C compiler (cc, gcc or $CC)")
-    compile_args = CFLAGS + (STRICT_FLAGS if strict else ())
+    compile_args = CFLAGS + (STRICT_FLAGS if strict else ()) + tuple(extra)
     link_args = _openmp_link()
     folder = Path(cache) if cache is not None else cache_root() / "kernels"
     lib = folder / f"kernels-{build_key(cc, compile_args, link_args)}.so"
@@ -210,11 +211,12 @@ def load():
     P, L, N = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
     for name, args in (("chattts_pack", [P, L, L, P]), ("chattts_pack_q8", [P, L, L, P]),
                        ("chattts_pack_bf16", [P, L, L, P]), ("chattts_pack_i8", [P, L, L, P, P]),
+                       ("chattts_pack_amx_bf16", [P, L, L, P]), ("chattts_pack_amx_i8", [P, L, L, P, P]),
                        ("chattts_linear", [N, P, L, L, P, P, P, L, P, N]),
                        ("chattts_attend", [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, N]),
                        ("chattts_step", [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, N, P, N, L, P, P, P, P, P,
                                          P, N, P]),
-                       ("chattts_kinds", [])):
+                       ("chattts_kinds", []), ("chattts_amx_enable", [])):
         fn = getattr(lib, name)
-        fn.argtypes, fn.restype = args, (N if name == "chattts_kinds" else None)
+        fn.argtypes, fn.restype = args, (N if name in ("chattts_kinds", "chattts_amx_enable") else None)
     return lib

@@ -7,6 +7,7 @@ themselves: flows/commands.py).
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
     chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
+    chattts-render studio [--root DIR] [--host 127.0.0.1] [--port N] [--books DIR]
     chattts-render check --acx BOOK_DIR | AUDIO... [--json]
     chattts-render --version
 
@@ -37,6 +38,7 @@ from flows.commands import (
     cmd_voices_save,
 )
 from flows.params import BOOK_HELP, GROUPS
+from flows.studio import add_studio_command
 from manifests.lock import BookLocked
 from tasks.errors import BookError, OutputError, QAUnavailable, RenderFailed, StoreError, ToolMissing
 from tasks.site.audition import DEFAULT_COUNT, DEFAULT_FROM_SEED
@@ -115,6 +117,7 @@ def build_parser() -> _Parser:
                                 "in the feed, as podcast apps need; default: relative links)")
     catalogue.set_defaults(func=cmd_catalogue)
     add_check_command(sub)
+    add_studio_command(sub)
     fix_command.arguments(command("fix", fix_command.cmd_fix, "Fix single segments of a rendered book: a new take, "
                                   "an earlier take, or another text, seed or voice; only their chapters are "
                                   "re-packaged."))

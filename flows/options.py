@@ -46,7 +46,8 @@ def render_options(p: RenderParams) -> RenderOptions:
                          cast=load_cast(p.cast) if p.cast else None, store=store, qa=qa, language=p.language,
                          matter=MatterOptions.parse(p.include, p.skip),
                          speed=p.speed, refine=refine_options(p),
-                         direction=load_direction(*direction_paths(path, p.direction)), reengine=p.reengine)
+                         direction=load_direction(*direction_paths(path, p.direction)), schedule=p.schedule,
+                         reengine=p.reengine)
 
 
 def refine_options(p: RenderParams) -> Refine | None:

@@ -52,7 +52,8 @@ LAYERS = (                   # lowest first; a module may import its own layer a
     ("flows",),
 )
 HEAVY = {"torch", "torchaudio", "transformers", "ChatTTS", "vocos", "huggingface_hub", "safetensors", "prefect",
-         "pyarrow", "s3fs", "scipy", "wetext", "jieba", "numpy", "soundfile"}
+         "pyarrow", "s3fs", "scipy", "wetext", "jieba", "numpy", "soundfile",
+         "starlette", "jinja2"}      # the studio's web stack (0.1-0.25 s): no other command pays for it
 MODEL = {"engine.engine"}    # the engine: loading it is torch and ChatTTS; what needs no model never imports it
 STDLIB = set(sys.stdlib_module_names)
 TOOLS = {"engine.trtcheck"}  # developer tools with a CLI of their own: no package module imports one

@@ -40,10 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.units import SAMPLE_RATE
-from tasks.book import PAUSE_KINDS, pause_kind, pause_seconds
+from tasks.book import CROSSFADE_S, PAUSE_KINDS, pause_kind, pause_seconds
 from tasks.errors import RenderFailed
 
-CROSSFADE_S = 0.040          # s, equal-power cross-fade at every join
 PAUSES_S: Mapping[str, float] = {   # s, silence after a segment by the boundary that follows it
     "clause": 0.25,
     "sentence": 0.45,

@@ -34,8 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.api import DEFAULT_SPEED, Controls
-from tasks.audio.assemble import CROSSFADE_S
-from tasks.book import Segment, directed_pause, segment_name
+from tasks.book import CROSSFADE_S, Segment, directed_pause, segment_name
 from tasks.errors import BookError
 from tasks.plan.fixes import NAME_RE
 from tasks.text.quotes import fold

@@ -1,16 +1,25 @@
 """Synthesize: feed a book's pending manifest rows to the engine and commit results as they finish.
 
 Each finished segment's audio is written content-addressed (FLAC, 24-bit, atomic), then its row is committed
-with the others of the same small batch.  A crash loses at most the uncommitted batch's rows — and not even
-their audio: a pending row whose file already exists is adopted without rendering.
+with the others of the same small batch — at once when it is the last of its chapter to finish, so a chapter is
+playable (its rows done in the manifest) as soon as it is rendered.  A crash loses at most the uncommitted
+batch's rows — and not even their audio: a pending row whose file already exists is adopted without rendering.
+
+Schedules (the order the engine starts rows in; never the audio): "length" hands the engine every row alike and
+its scheduler starts the longest first (engine.scheduler); "chapters" ranks each row by its chapter, so the
+earliest unfinished chapter is rendered first while the batch stays full with the next ones — except that the
+chapters of the book's last batch-worth of rows share one rank, so the run drains longest first as "length" does
+(without it the last rows start in reading order and a long one finishes alone: chapter_ranks).
 """
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Literal, get_args
 
 from engine.api import Controls, Request
 from engine.units import SAMPLE_RATE
@@ -23,6 +32,19 @@ from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 
 COMMIT_EVERY_ROWS = 8          # rows per manifest part while rendering
 COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anything finished
+Schedule = Literal["length", "chapters"]   # the order rows start in (module docstring); "length" is the default
+SCHEDULES = get_args(Schedule)
+
+
+def chapter_ranks(rows: list[dict], batch: int) -> dict[str, int]:
+    """The "chapters" schedule: each content key's rank, its chapter (a sentence repeated in two chapters: the
+    earlier), but the chapters holding the last `batch` of these rows (reading order) all rank as the first of
+    them: those rows start longest first, so the batch drains evenly at the end of the run."""
+    ranks: dict[str, int] = {}
+    for r in rows:
+        ranks.setdefault(r["content_key"], r["chapter"])
+    tail = rows[max(0, len(rows) - batch)]["chapter"] if rows else 0
+    return {k: min(c, tail) for k, c in ranks.items()}
 
 
 def render_guarded(engine, items: dict[str, Request], guard) -> Iterator[tuple]:
@@ -46,7 +68,7 @@ def render_guarded(engine, items: dict[str, Request], guard) -> Iterator[tuple]:
 
 
 def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], None] | None = None,
-                    guard=None, shard=None, qa=None, checker=None, keys=None) -> dict:
+                    guard=None, shard=None, qa=None, checker=None, keys=None, schedule: Schedule = "length") -> dict:
     """Render every pending row of the book's manifest (and failed rows that may succeed on another try).
     Returns counts {rendered, adopted, already_done, failed, total}.  `on_done(done, total)` is called as
     rows finish.  Each result passes the quality guard (tasks.synthesize.guard) or is re-rolled with a derived seed; a
@@ -56,7 +78,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     With keys (a set of content keys): only the rows of those keys (`chattts-render fix`), the rest left as they are.
     With qa (tasks.qa.options.QAOptions, mode suspect or full): every take is kept and heard beside synthesis,
     flagged takes re-taken (tasks/synthesize/proof.py; checker: a tasks.qa.checker.Checker, made from qa when
-    None)."""
+    None).  `schedule`: one of SCHEDULES (the module docstring)."""
     from manifests.store import STATUS_DONE, STATUS_FAILED, commit, load
 
     guard = guard or GuardOptions()
@@ -101,12 +123,16 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
     refine_pending(engine, by_key)          # --refine: the refine pass's text first, one batched pass
     batch: list[dict] = []
     last_commit = time.monotonic()
+    left = Counter(r["chapter"] for r in pending)          # rows still to finish, by chapter
+    ranks = chapter_ranks(pending, engine.opts.batch) if schedule == "chapters" else None
 
     def finish(new_rows: list[dict]) -> None:
         nonlocal batch, last_commit, done_count
         batch += new_rows
         done_count += len(new_rows)
-        if len(batch) >= COMMIT_EVERY_ROWS or time.monotonic() - last_commit >= COMMIT_EVERY_S:
+        left.subtract(r["chapter"] for r in new_rows)
+        chapter_done = any(left[r["chapter"]] == 0 for r in new_rows)     # its last row: playable now
+        if chapter_done or len(batch) >= COMMIT_EVERY_ROWS or time.monotonic() - last_commit >= COMMIT_EVERY_S:
             commit(book_dir, batch)
             batch, last_commit = [], time.monotonic()
         if on_done:
@@ -119,7 +145,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
         if by_key:
             checker.load()                  # a missing extra or model: one line before anything renders
         try:
-            got = render_proofed(book_dir, engine, by_key, qa, guard, checker, finish, book_rows)
+            got = render_proofed(book_dir, engine, by_key, qa, guard, checker, finish, book_rows, ranks)
         finally:
             commit(book_dir, batch)
         counts["rendered"] += got["rendered"]
@@ -127,7 +153,7 @@ def synthesize_book(book_dir: Path, engine, *, on_done: Callable[[int, int], Non
         counts["retaken"] = got["retaken"]
         return counts
 
-    items = {k: row_request(rs[0]) for k, rs in by_key.items()}
+    items = {k: replace(row_request(rs[0]), rank=(ranks or {}).get(k, 0)) for k, rs in by_key.items()}
     try:
         for key, audio, reason, attempt in render_guarded(engine, items, guard):
             rs = by_key[key]

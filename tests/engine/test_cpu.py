@@ -25,7 +25,8 @@ AVX2 = {"sse4_1", "sse4_2", "avx", "avx2", "fma"}
 AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"}
 SHAPE = LlamaShape(hidden=64, layers=2, heads=4, kv_heads=4, ffn=128, rope_theta=1e4, eps=1e-6, max_pos=64)
 
-# (machine, request, back-end) -> the engine version; "off" is the back-end without our kernels
+# (machine, request, back-end) -> the engine version; "off" is the back-end without our kernels.  A bf16 path vocodes in
+# bf16 too (engine/vocoder.py, issue 43: +vocoder_bf16); torch's own bf16 (off) vocodes in fp32
 MACHINES = {"avx2": ("AVX2", AVX2, True, {}), "avx2-mkl": ("AVX2", AVX2, False, {}),
             "avx512": ("AVX512", AVX512, True, {}), "avx512-capped": ("AVX512", AVX512, True,
                                                                          {"ONEDNN_MAX_CPU_ISA": "AVX2"}),
@@ -34,7 +35,7 @@ MACHINES = {"avx2": ("AVX2", AVX2, True, {}), "avx2-mkl": ("AVX2", AVX2, False, 
 VERSIONS = [
     ("avx2", "auto", False, "fp32-avx2", "ours6-fp-fp32-cpu-kernels-aten_avx2"),
     ("avx2", "fp32", False, "fp32-avx512", "ours6-fp-fp32-cpu-kernels-aten_avx2"),       # the same bits
-    ("avx2", "auto", False, "bf16-avx512", "ours6-fp-bf16-cpu-kernels_avx512bf16-aten_avx2"),
+    ("avx2", "auto", False, "bf16-avx512", "ours6-fp-bf16-cpu-kernels_avx512bf16-aten_avx2+vocoder_bf16"),
     ("avx2", "auto", True, "int8-avx2", "ours6-fp-fp32-cpu-kernels-aten_avx2+int8"),
     ("avx2", "fp32", True, "int8-avx512", "ours6-fp-fp32-cpu-kernels-aten_avx2+int8"),
     ("avx2", "auto", True, "int8-vnni", "ours6-fp-fp32-cpu-kernels_avx512vnni-aten_avx2+int8"),
@@ -43,8 +44,10 @@ VERSIONS = [
     ("avx2", "auto", True, "off", "ours6-fp-fp32-cpu-onednn-avx2-aten_avx2+int8"),
     ("avx2-mkl", "fp32", False, "off", "ours6-fp-fp32-cpu-mkl-avx2-aten_avx2"),
     ("avx512", "fp32", False, "fp32-avx512", "ours6-fp-fp32-cpu-kernels-aten_avx512"),
-    ("avx512", "bf16", False, "bf16-avx512", "ours6-fp-bf16-cpu-kernels_avx512bf16-aten_avx512"),
+    ("avx512", "bf16", False, "bf16-avx512", "ours6-fp-bf16-cpu-kernels_avx512bf16-aten_avx512+vocoder_bf16"),
+    ("avx512", "auto", False, "bf16-amx", "ours6-fp-bf16-cpu-kernels_amxbf16-aten_avx512+vocoder_bf16"),
     ("avx512", "auto", True, "int8-vnni", "ours6-fp-fp32-cpu-kernels_avx512vnni-aten_avx512+int8"),
+    ("avx512", "auto", True, "int8-amx", "ours6-fp-fp32-cpu-kernels_avx512vnni-aten_avx512+int8"),   # vnni's bits
     ("avx512", "auto", False, "off", "ours6-fp-fp32-cpu-onednn-avx512_core_bf16-aten_avx512"),
     ("avx512", "bf16", False, "off", "ours6-fp-bf16-cpu-aten_avx512"),
     ("avx512-capped", "auto", False, "off", "ours6-fp-fp32-cpu-onednn-avx2-aten_avx512"),
@@ -80,7 +83,8 @@ def test_every_back_ends_engine_version_is_the_one_it_had(machine, where, dtype,
     b = backend(name, dtype, int8)
     opts = EngineOptions(dtype=dtype, int8=int8)       # type: ignore[arg-type]
     assert engine_version("fp", opts, b.dtype, cpu=b) == version
-    assert engine_version("fp", opts, b.dtype, "5", cpu=b) == f"ours5-fp-{b.dtype}-cpu" + "+int8" * int8
+    v5 = f"ours5-fp-{b.dtype}-cpu" + "+int8" * int8 + "+vocoder_bf16" * version.endswith("+vocoder_bf16")
+    assert engine_version("fp", opts, b.dtype, "5", cpu=b) == v5
     r = version_record(version)                         # a book's rows, read back as the back-end they name
     assert r is not None and (r.dtype, r.int8, r.backend, r.version) == (b.dtype, int8, b.tag, version)
 

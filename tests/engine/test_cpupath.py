@@ -54,10 +54,10 @@ def chose(backend, name: str) -> bool:
 
 
 def test_each_request_has_its_candidates_and_paths_of_one_name_share_their_bits():
-    assert [p.name for p in candidates("auto", False)] == ["fp32-avx2", "fp32-avx512", "bf16-avx512"]
+    assert [p.name for p in candidates("auto", False)] == ["fp32-avx2", "fp32-avx512", "bf16-avx512", "bf16-amx"]
     assert [p.name for p in candidates("fp32", False)] == ["fp32-avx2", "fp32-avx512"]
-    assert [p.name for p in candidates("bf16", False)] == ["bf16-avx512"]
-    assert [p.name for p in candidates("auto", True)] == ["int8-avx2", "int8-avx512", "int8-vnni"]
+    assert [p.name for p in candidates("bf16", False)] == ["bf16-avx512", "bf16-amx"]
+    assert [p.name for p in candidates("auto", True)] == ["int8-avx2", "int8-avx512", "int8-vnni", "int8-amx"]
     assert {p for r in ("auto", "fp32", "bf16") for i in (False, True) for p in candidates(r, i)} == set(PATHS)
     for a in PATHS:                      # one version name <=> one arithmetic: the kinds run the same chains
         for b in PATHS:
@@ -68,7 +68,7 @@ def test_each_request_has_its_candidates_and_paths_of_one_name_share_their_bits(
 def test_the_fastest_is_measured_once_and_remembered_on_disk(every_kind, monkeypatch):
     fast_bf16 = Timer(bf16_avx512=3, fp32_avx2=9, fp32_avx512=8)
     assert chose(choose("auto", False, SHAPE, 32, fast_bf16), "bf16-avx512")
-    assert fast_bf16.calls == [("fp32-avx2", "fp32-avx512", "bf16-avx512")]
+    assert fast_bf16.calls == [("fp32-avx2", "fp32-avx512", "bf16-avx512", "bf16-amx")]
     [file] = (every_kind / cpupath.CACHE_DIR).iterdir()
     data = json.loads(file.read_text())
     assert data["path"] == "bf16-avx512" and data["step_ms"]["fp32-avx2"] == [9] * MEASURE_ROUNDS
@@ -107,7 +107,8 @@ def test_a_damaged_cache_file_is_measured_again_and_replaced(every_kind):
 
 def test_one_candidate_is_taken_without_measuring_and_none_without_kernels(every_kind, monkeypatch):
     t = Timer()
-    assert chose(choose("bf16", False, SHAPE, 8, t), "bf16-avx512") and t.calls == []
+    monkeypatch.setattr(kernels, "kinds", lambda: tuple(k for k in kernels.KINDS if k not in kernels.TILE_KINDS))
+    assert chose(choose("bf16", False, SHAPE, 8, t), "bf16-avx512") and t.calls == []   # no AMX: one bf16
     monkeypatch.setattr(kernels, "kinds", lambda: ("f32", "q8"))                         # an AVX2-only CPU
     monkeypatch.setattr(cpupath, "_CHOSEN", {})
     assert chose(choose("auto", False, SHAPE, 8, t), "fp32-avx2") and t.calls == []
@@ -156,7 +157,7 @@ def test_a_candidate_displaces_the_default_only_when_faster_by_the_margin_in_eve
 def test_the_choice_does_not_depend_on_the_order_of_the_timings(every_kind):
     """The same timings in any order of the measure's answer: the fixed order (PATHS) decides ties, not the dict."""
     paths = list(candidates("auto", False))
-    seconds = {"fp32-avx2": [1.0] * 3, "fp32-avx512": [1.0] * 3, "bf16-avx512": [1.0] * 3}
+    seconds = {p.name: [1.0] * 3 for p in paths}
     assert cpupath.stable_choice(paths, seconds).name == "fp32-avx2"
     assert cpupath.stable_choice(paths, dict(reversed(seconds.items()))).name == "fp32-avx2"
 
@@ -167,12 +168,12 @@ def test_the_random_switch_takes_any_runnable_back_end_and_keeps_it_for_the_proc
     monkeypatch.setenv(cpupath.RANDOM_ENV, "1")
     t = Timer()
     seen = set()
-    for _ in range(60):
+    for _ in range(100):
         monkeypatch.setattr(cpupath, "_CHOSEN", {})                                   # a new process
         b = choose("auto", False, SHAPE, 8, t)
         assert choose("auto", False, SHAPE, 8, t) is b                                # one answer per process
         seen.add(b.name)
-    assert seen == {"fp32-avx2", "fp32-avx512", "bf16-avx512", NO_KERNELS} and t.calls == []
+    assert seen == {"fp32-avx2", "fp32-avx512", "bf16-avx512", "bf16-amx", NO_KERNELS} and t.calls == []
     assert not list(every_kind.rglob("*.json"))                                     # nothing remembered on disk
     monkeypatch.setattr(kernels, "kinds", lambda: ("f32", "q8"))                    # this AVX2 EPYC: two still
     assert {b.name for b in runnable("auto", False)} == {"fp32-avx2", NO_KERNELS}
