@@ -13,8 +13,14 @@ attention bucket): docs/architecture.md, "Determinism on CUDA".
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from engine.voice import VoiceSpec
 
 ModelSpec = str   # "hf" | "random-tiny" | "random-full" | a local asset directory
 RANDOM_MODELS = ("random-tiny", "random-full")
@@ -76,8 +82,35 @@ class Request:
 @dataclass(frozen=True)
 class Result:
     key: str
-    audio: object                # numpy float32 mono at engine.units.SAMPLE_RATE, (2T-1)*256 samples
+    audio: np.ndarray              # float32 mono at engine.units.SAMPLE_RATE, (2T-1)*256 samples
     tokens: int                    # GPT steps generated (T)
+
+
+class Synthesizer(Protocol):
+    """What the pipeline's stages ask of an engine (engine.engine.Engine; tests/speech_engine.py's stand-in):
+    tasks/ type their `engine` with it and reach nothing else of it."""
+
+    @property
+    def version(self) -> str:
+        """The engine version a content key hashes (engine.engine.engine_version)."""
+
+    @property
+    def adopts(self) -> tuple[str, ...]:
+        """Earlier versions whose done audio a plan keeps (engine.engine.adopted_versions)."""
+
+    @property
+    def is_random(self) -> bool:
+        """Random weights: their audio is noise, nothing to hear (QA off), the token count forced."""
+
+    def synthesize(self, requests: Iterable[Request], progress: Callable[[Result], None] | None = None,
+                   more: Callable[[bool], Iterable[Request]] | None = None) -> Iterator[Result]:
+        """A Result per request as rows finish (completion order); `more(idle)`: requests that join the pass."""
+
+    def resolve_voice(self, spec: VoiceSpec) -> str:
+        """The voice string of a parsed spec for this model (engine.voice.resolve_voice; VoiceError)."""
+
+    def anchor_voice(self, voice: str, rendering: np.ndarray, text: str) -> str:
+        """`voice` conditioned on its own `rendering` of `text` (a prompt voice string)."""
 
 
 def onnx_missing() -> list[str]:

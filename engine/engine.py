@@ -18,14 +18,18 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from engine.api import DeviceUnavailable, EngineOptions, ModelUnavailable, Request, Result, onnx_missing
 from engine.clip import sample_prompt
 from engine.loader import load_chattts
 from engine.units import expected_tokens
 from engine.vocoder import decode
-from engine.voice import check_voice, sample_voice, speaker_vector
+from engine.voice import VoiceSpec, check_voice, resolve_voice, sample_voice, speaker_vector
 from engine.voicestring import Voice, decode_prompt, decode_voice
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENGINE_VERSION = "6"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
                                    # 4: engine/kernels.c's linears on CPU; 5: its whole decode step; 6: it is built
@@ -123,7 +127,7 @@ def _cpu_path(opts: EngineOptions, loaded):
 
 
 class Engine:
-    """See engine/api.py for the contract."""
+    """See engine/api.py for the contract (engine.api.Synthesizer: what the stages use of it)."""
 
     def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str, path=None):
         self.opts, self.loaded, self.model, self.dtype, self.path = opts, loaded, code_model, dtype, path
@@ -174,9 +178,18 @@ class Engine:
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype, path)
 
+    @property
+    def is_random(self) -> bool:
+        """Random weights (random-tiny, random-full): noise, with token counts forced from the text."""
+        return bool(self.loaded.is_random)
+
     # ------------------------------------------------------------------------------------------- voices
     def sample_voice(self, seed: int) -> str:
         return sample_voice(self.loaded, seed)
+
+    def resolve_voice(self, spec: VoiceSpec) -> str:
+        """engine.voice.resolve_voice with this engine's model: sampled, a clip encoded, or a string checked."""
+        return resolve_voice(spec, self.loaded)
 
     def _speaker_vector(self, spk_emb: str):
         import torch
@@ -200,7 +213,7 @@ class Engine:
             self._voices[voice] = (spk, codes, v.txt_smp)
         return self._voices[voice]
 
-    def anchor_voice(self, voice: str, rendering, text: str) -> str:
+    def anchor_voice(self, voice: str, rendering: np.ndarray, text: str) -> str:
         """`voice` (a spk_emb string) conditioned on its own `rendering` of `text` (a Result's audio): the
         DVAE-encoded rendering becomes the sample of every segment, as upstream's split-text infer anchors a
         long text on its first part."""

@@ -28,6 +28,7 @@ from tasks.fleet.mirror import book_view
 from tasks.fleet.storage import Store, is_url
 from tasks.ingest import load_book
 from tasks.plan.rows import to_render
+from tasks.synthesize.guard import GuardOptions
 from tasks.text.segment import SegmentOptions, book_options
 
 MAX_SHARDS = 64               # shards of one book at most
@@ -118,7 +119,7 @@ def split(rows: list[dict], n: int) -> list[list[str]]:
     return shards
 
 
-def start(book_dir: Path, n: int, guard) -> ShardPlan:
+def start(book_dir: Path, n: int, guard: GuardOptions) -> ShardPlan:
     """Split what is left to render into n shards and write the shard file (a new token)."""
     from manifests.store import STATUS_DONE, load
 
@@ -143,7 +144,7 @@ def shard(book_dir: Path, index: int, token: str) -> Shard:
     return ShardPlan(token, data["plan_id"], tuple(tuple(s) for s in data["shards"]), data["done"]).shard(index)
 
 
-def gather(book_dir: Path, plan: ShardPlan, guard) -> dict:
+def gather(book_dir: Path, plan: ShardPlan, guard: GuardOptions) -> dict:
     """After every shard ended: counts for the whole book (RenderFailed when rows are still to render, e.g.
     a shard was refused); the shard file is removed and the manifest compacted."""
     from manifests.store import STATUS_DONE, STATUS_FAILED, compact, load

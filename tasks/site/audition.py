@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from engine.atomic import write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds, speakable_chars
-from engine.voice import MAX_SEED, VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
+from engine.voice import MAX_SEED, VoiceError, VoiceSpec, parse_voice_spec
 from tasks.audio.names import safe_name
 from tasks.bookdir import PAGE_NAME, VOICES_DIRNAME, audio_relpath, json_bytes
 from tasks.errors import BookError
@@ -130,7 +130,7 @@ def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine, segme
     todo: dict[str, tuple[str, str, int]] = {}           # content key -> (text, voice, seed): not in the cache
     for c in cands:
         try:
-            voice = resolve_voice(c.spec, engine.loaded)
+            voice = engine.resolve_voice(c.spec)
         except VoiceError as e:
             notes.append(f"{c.name} skipped: {e}")
             continue

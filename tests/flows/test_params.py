@@ -163,7 +163,7 @@ def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypa
     seen = {}
     monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None, qa=None,
                         checker=None: seen.update(guard=guard, qa=qa) or {"rendered": 0})
-    random_model = SimpleNamespace(loaded=SimpleNamespace(is_random=True))
+    random_model = SimpleNamespace(is_random=True)
     monkeypatch.setattr(stages, "get_engine", lambda o: random_model)
     stages.synthesize(tmp_path, opts)
     assert seen["guard"] is opts.guard and seen["qa"].mode == "off"      # random weights: nothing to hear
@@ -185,7 +185,7 @@ def test_qa_auto_picks_by_cost_and_says_so_in_one_line(tmp_path, monkeypatch, ca
                         checker=None: seen.update(qa=qa) or {"rendered": 0})
     monkeypatch.setattr(stages, "checker_for", lambda qa: SimpleNamespace(available=lambda: installed["yes"]))
     monkeypatch.setattr(qa_opts, "BASE_SHARE", {"cpu": 0.2, "cuda": 0.05})
-    real = SimpleNamespace(loaded=SimpleNamespace(is_random=False))
+    real = SimpleNamespace(is_random=False)
     monkeypatch.setattr(stages, "get_engine", lambda o: real)
     said = []
     for asr_model, installed["yes"] in ((None, True), ("small", True), (None, False)):
@@ -199,7 +199,7 @@ def test_qa_auto_picks_by_cost_and_says_so_in_one_line(tmp_path, monkeypatch, ca
     assert all(err.count("\n") == 1 for _, err in said)
     stages.synthesize(tmp_path, options_from_params(str(book), qa="full"))      # asked for: no line
     assert seen["qa"].mode == "full" and capsys.readouterr().err == ""
-    monkeypatch.setattr(stages, "get_engine", lambda o: SimpleNamespace(loaded=SimpleNamespace(is_random=True)))
+    monkeypatch.setattr(stages, "get_engine", lambda o: SimpleNamespace(is_random=True))
     stages.synthesize(tmp_path, options_from_params(str(book)))
     assert seen["qa"].mode == "off" and capsys.readouterr().err == ""
 
