@@ -34,45 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.clock import EngineClock  # noqa: E402
 from benchmarks.engine_vs_upstream import CORPUS_FILE, finish, workload  # noqa: E402
 
 BATCHES = 3                        # default segments: this many batches' worth (refill in steady state)
 BASELINE_PATH = "fp32-avx2"        # --dtype auto's baseline in the same run (engine/cpupath.py's name)
 FORMATS = ("flac", "m4b")
-
-
-class EngineClock:
-    """Wall time spent inside Engine.synthesize's iterator (the engine's own work), however the caller paces it."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        """Engine.synthesize (the class's: every stage loads its own Engine object) timed while inside."""
-        from engine.engine import Engine
-
-        self._inner = inner = Engine.synthesize
-        clock = self
-
-        def synthesize(engine, requests, progress=None, more=None):
-            it = inner(engine, requests, progress, more)
-            while True:
-                t0 = time.perf_counter()
-                try:
-                    res = next(it)
-                except StopIteration:
-                    clock.seconds += time.perf_counter() - t0
-                    return
-                clock.seconds += time.perf_counter() - t0
-                yield res
-
-        Engine.synthesize = synthesize
-        return self
-
-    def __exit__(self, *exc):
-        from engine.engine import Engine
-
-        Engine.synthesize = self._inner
 
 
 def timed_stages(opts) -> dict:

@@ -20,9 +20,19 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+import torch
+
 from engine.api import DeviceUnavailable, EngineOptions, ModelUnavailable, Request, Result, onnx_missing
 from engine.clip import sample_prompt
+from engine.codemodel import CodeModel, enable_cuda_graphs
+from engine.cpu import backend_name, cpu_linear, path_linears
+from engine.cpupath import candidates, choose
+from engine.generate import CAP_FACTOR, MAX_NEW_TOKENS, Row
+from engine.llama import LlamaShape
 from engine.loader import load_chattts
+from engine.ortengine import backend_name as ort_backend, load_ort_model
+from engine.sampling import row_key
+from engine.scheduler import Scheduler
 from engine.units import expected_tokens
 from engine.vocoder import decode
 from engine.voice import VoiceSpec, check_voice, resolve_voice, sample_voice, speaker_vector
@@ -72,12 +82,8 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
     extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.cuda_graphs)) if on)
     backend = ""
     if opts.backend == "onnx":
-        from engine.ortengine import backend_name as ort_backend
-
         backend = f"-{ort_backend(opts.device)}"
     elif opts.device == "cpu" and int(version) >= 6:
-        from engine.cpu import backend_name  # torch: engine.engine stays importable without it
-
         backend = f"-{backend_name(opts.int8, dtype, path.tag if path is not None else None)}"
     return f"ours{version}-{fingerprint}-{dtype}-{opts.device}{backend}{extras}"
 
@@ -92,8 +98,6 @@ def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, path=Non
         return ()
     out = [engine_version(fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS]
     if opts.device == "cpu" and path is not None:
-        from engine.cpupath import candidates
-
         out += [engine_version(fingerprint, opts, p.dtype, path=p) for p in candidates(opts.dtype, opts.int8)]
         if opts.dtype == "auto":
             out += [engine_version(fingerprint, opts, "fp32", v) for v in ADOPTED_VERSIONS]
@@ -109,8 +113,6 @@ def _ort_model(loaded, opts: EngineOptions, dtype: str):
     if missing := onnx_missing():
         raise ModelUnavailable(f"--backend onnx: {', '.join(missing)} not installed (pip install "
                                "'chattts-render[onnx]', or [onnx-gpu] for CUDA)")
-    from engine.ortengine import load_ort_model
-
     return load_ort_model(loaded, opts.device, dtype, opts.threads, opts.batch)
 
 
@@ -119,9 +121,6 @@ def _cpu_path(opts: EngineOptions, loaded):
     the model's shape and the engine's batch, once per machine."""
     if opts.device != "cpu" or opts.backend != "torch":
         return None
-    from engine.cpupath import choose
-    from engine.llama import LlamaShape
-
     shape = LlamaShape.from_hf(loaded.chat.gpt.gpt.config)
     return choose(opts.dtype, opts.int8, shape, opts.batch)
 
@@ -142,11 +141,6 @@ class Engine:
     def load(cls, opts: EngineOptions) -> Engine:
         """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable, or
         DeviceUnavailable when torch cannot use CUDA."""
-        import torch
-
-        from engine.codemodel import CodeModel, enable_cuda_graphs
-        from engine.cpu import cpu_linear, path_linears
-
         if opts.threads:
             torch.set_num_threads(opts.threads)
         if opts.device == "cuda" and not torch.cuda.is_available():
@@ -192,8 +186,6 @@ class Engine:
         return resolve_voice(spec, self.loaded)
 
     def _speaker_vector(self, spk_emb: str):
-        import torch
-
         if spk_emb not in self._spk_cache:
             self._spk_cache[spk_emb] = torch.from_numpy(speaker_vector(spk_emb, self.loaded).astype("float32"))
         return self._spk_cache[spk_emb]
@@ -201,8 +193,6 @@ class Engine:
     def _voice(self, voice: str) -> tuple:
         """(speaker vector [C] or None, sample codes [P, Q] long or None, sample transcript) of a voice string,
         checked against the model (VoiceError) once per string."""
-        import torch
-
         if voice not in self._voices:
             v = decode_voice(voice)
             check_voice(v, self.loaded)
@@ -235,8 +225,6 @@ class Engine:
 
     def steps_for(self, req: Request) -> tuple[int, bool]:
         """(end_at, forced): the exact count for forced rows, else the runaway cap."""
-        from engine.generate import CAP_FACTOR, MAX_NEW_TOKENS
-
         forced = req.forced_tokens
         if forced is None and self.loaded.is_random:
             forced = expected_tokens(req.text)
@@ -247,11 +235,6 @@ class Engine:
         return min(MAX_NEW_TOKENS, math.ceil(CAP_FACTOR * expected_tokens(req.text))), False
 
     def _row(self, req: Request, order: int):
-        import torch
-
-        from engine.generate import Row
-        from engine.sampling import row_key
-
         spk, codes, txt_smp = self._voice(req.spk_emb)
         ids = torch.tensor(self.prompt_ids(req.text, txt_smp if codes is not None else None, spk is not None),
                            dtype=torch.long)
@@ -271,8 +254,6 @@ class Engine:
         length) raise ValueError before any decoding.  `more(idle)` adds requests while it runs (a proof render's
         re-takes): asked before every decode step, and with idle=True once the engine has nothing left (it may
         block; nothing then ends the call); see engine.scheduler."""
-        from engine.scheduler import Scheduler
-
         rows = [self._row(r, i) for i, r in enumerate(requests)]
         order = itertools.count(len(rows))           # arrival index of the late ones
 
@@ -299,8 +280,6 @@ class Engine:
         before each decode step, then the row's token count}: what two back-ends are compared on
         (benchmarks/onnx_equivalence.py, tests/engine/test_onnx.py).  The scheduler runs exact, `max_batch` rows
         at most together; no audio is decoded."""
-        from engine.scheduler import Scheduler
-
         rows = [self._row(r, i) for i, r in enumerate(requests)]
         seen: dict[str, list] = {r.key: [] for r in rows}
 

@@ -1,6 +1,6 @@
-"""The command line's side of a render's parameters (flows/params.py): each command's options made from the schema
-(`add`, by parameter or group; flows/cli.py builds the parser), the parameters read back from the parsed options, a
-command's RenderOptions, and the notes and the version the CLI prints.  No command runs here (flows/commands.py)."""
+"""The command line's side of a render's parameters (flows/params.py): each command's table of them (COMMAND_PARAMS:
+flows/cli.py adds them to its parser, the command reads them back with params_of), and the exit codes, notes and
+version the CLI prints.  No command runs here (flows/commands.py), and nothing heavy loads: `--help` is instant."""
 from __future__ import annotations
 
 import argparse
@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import get_args
 
 from engine.api import EngineOptions
-from flows.options import options_from_params
 from flows.params import GROUPS, TYPES, choices, cpu_count, flag, help_of, named
-from tasks.errors import BookError
 
 PROG = "chattts-render"
 # Exit statuses of every command (README, "Exit codes"):
@@ -23,6 +21,21 @@ EXIT_FAILED = 1           # a render failed (rerun resumes); `check`: a recordin
 EXIT_USAGE = 2            # a user mistake (bad option, file, book; a missing extra or model): one line
 EXIT_ENVIRONMENT = 3      # the machine: a tool missing (ffmpeg), no GPU for --device cuda, an unusable output folder
 ROOT = Path(__file__).resolve().parents[1]        # the checkout (pyproject.toml), for package_version()
+# Each command's render parameters, in the order its --help lists them: a parameter's or a group's name
+# (flows/params.py), with argparse's arguments where they differ for the command.  flows/cli.py adds them to the
+# command's parser (add_params) and the command reads them back (params_of): one list, read by both.
+COMMAND_PARAMS: dict[str, tuple[str | tuple[str, dict], ...]] = {
+    "render": GROUPS,
+    "status": ("output",),
+    "inspect": (("chapters", {"help": "only these chapters, 1-based: e.g. 1-2,5"}), "text", "cast"),
+    "package": ("output", "formats", "loudness",
+                ("allow_gaps", {"help": "assemble chapters even if some segments are not rendered (silence in their "
+                                        "place)"})),
+    "voices audition": ("output", "engine", "text"),
+    "voices save": (("voice", {"required": True}), "clip_text"),
+    "fix": (("allow_gaps", {"help": "re-package even if other segments are not rendered (silence in their place)"}),
+            "output", "engine", "text", "proof"),
+}
 
 
 class UsageError(Exception):
@@ -37,6 +50,13 @@ def add(p: argparse.ArgumentParser, *names: str, **kw) -> None:
         if old := f.metadata.get("old"):                 # a renamed flag: the old spelling does the same, with a note
             p.add_argument(old, dest=_dest(f), action=_Renamed, new=flag(f),
                            help=argparse.SUPPRESS)
+
+
+def add_params(p: argparse.ArgumentParser, command: str) -> None:
+    """The command's render parameters (COMMAND_PARAMS) as options of its parser."""
+    for entry in COMMAND_PARAMS[command]:
+        name, kw = (entry, {}) if isinstance(entry, str) else entry
+        add(p, name, **kw)
 
 
 def _dest(f) -> str:
@@ -71,10 +91,10 @@ def _argparse(f) -> dict:
     return out
 
 
-def params_of(a: argparse.Namespace, *names: str) -> dict:
-    """The render parameters `names` (as for `add`) by their Python names, from a command's parsed options."""
+def params_of(a: argparse.Namespace, command: str) -> dict:
+    """The command's render parameters (COMMAND_PARAMS) by their Python names, from its parsed options."""
     out = {}
-    for f in named(*names):
+    for f in named(*(e if isinstance(e, str) else e[0] for e in COMMAND_PARAMS[command])):
         value = getattr(a, _dest(f))
         if flag(f).startswith("--no-"):
             value = not value                        # --no-t2s: t2s False
@@ -86,17 +106,7 @@ def params_of(a: argparse.Namespace, *names: str) -> dict:
 
 def render_params(a: argparse.Namespace) -> dict:
     """The parameters of a render (the flow's and the deployment's parameters too): every one of the schema."""
-    return {"book": str(a.book), **params_of(a, *GROUPS)}
-
-
-def options(**params):
-    """RenderOptions for a command that reads the book (flows/options.py; ValueError → a usage error); the book must
-    be a file (BookError).  Commands that work from a book dir alone find it with flows.options.book_place."""
-    with usage():
-        opts = options_from_params(**params)
-    if not opts.book.is_file():
-        raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
-    return opts
+    return {"book": str(a.book), **params_of(a, "render")}
 
 
 @contextmanager

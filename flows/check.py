@@ -45,7 +45,7 @@ def add_check_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
     p.add_argument("--threads", type=int, default=1, help="CPU threads for the ASR (default 1)")
     p.add_argument("--json", action="store_true", help="one JSON object per recording, one per line")
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(run="check")
     return p
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Literal, TypeVar, get_args, get_origin, get_type_hints
 
@@ -15,9 +15,9 @@ from engine.api import Backend, Dtype, EngineOptions
 from tasks.audio.names import BOOK_FORMATS, FORMATS
 from tasks.audio.options import PackageOptions
 from tasks.book import LanguageChoice
-from tasks.options import DEFAULT_OUT
+from tasks.bookdir import DEFAULT_OUT
 from tasks.qa.options import QAMode
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 
 GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
 BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
@@ -56,18 +56,18 @@ class RenderParams:
                         "(random weights, for tests and benchmarks)")
     device: Literal["cpu", "cuda", "auto"] = option("engine", EngineOptions.device, None, choices=("cpu", "cuda"))
     dtype: Dtype = option("engine", EngineOptions.dtype, None)
-    int8: bool = option("engine", False,
+    int8: bool = option("engine", EngineOptions.int8,
                         "CPU only: INT8 GPT weights (weight-only int8 with our CPU kernel, or W8A8 on AVX512_VNNI "
                         "where measured faster; W8A8 dynamic quantization without our kernel)")
     backend: Backend = option("engine", EngineOptions.backend,
                               "what runs the model: torch (our engine, default) or onnx (the same scheduler and "
                               "sampling, the model calls through ONNX Runtime: the onnx extra; docs/onnx.md)")
-    cuda_graphs: bool = option("engine", False, "CUDA only: the decode step as CUDA graphs",
+    cuda_graphs: bool = option("engine", EngineOptions.cuda_graphs, "CUDA only: the decode step as CUDA graphs",
                                old="--compile")
-    max_batch: int | None = option("engine", None,
+    max_batch: int | None = option("engine", EngineOptions.max_batch,
                                    "rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
                                    "memory is short)")
-    threads: int | None = option("engine", None,
+    threads: int | None = option("engine", EngineOptions.threads,
                                  lambda: f"torch CPU threads, >= 1 (default: torch's, one per core); more than the "
                                          f"{cpu_count()} CPUs here share them: slower, never faster")
     voice: str | None = option("voices", None,
@@ -112,12 +112,18 @@ class RenderParams:
     def __post_init__(self) -> None:
         """Raise ValueError naming the parameter as its flag: every instance is valid (the stage options that
         RenderOptions composes check the rest, each its own)."""
-        for f in PARAMS:
-            value = getattr(self, f.name)
-            if (allowed := choices(f)) and value not in allowed and not (value is None and optional(f)):
-                raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
-        if self.clip_text is not None and self.voice is None:
-            raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
+        check({f.name: getattr(self, f.name) for f in PARAMS})
+
+
+def check(values: Mapping[str, object]) -> None:
+    """RenderParams' validator over parameters by name (the book needs none of it): ValueError naming the parameter
+    as its flag.  The nightly flow checks the parameters it gives every book's run with it, once."""
+    for name, value in values.items():
+        f = BY_NAME[name]
+        if (allowed := choices(f)) and value not in allowed and not (value is None and optional(f)):
+            raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
+    if values.get("clip_text") is not None and values.get("voice") is None:
+        raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
 
 
 PARAMS: tuple[Field, ...] = fields(RenderParams)

@@ -11,15 +11,13 @@ from engine.api import EngineOptions
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
-from tasks.bookdir import book_slug
+from tasks.bookdir import DEFAULT_OUT, book_slug
 from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.text.lexicon import Lexicon
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import Cast
-
-DEFAULT_OUT = Path("output")          # relative to the working directory
 
 
 @dataclass(frozen=True)

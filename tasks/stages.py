@@ -11,7 +11,8 @@ from pathlib import Path
 from engine.api import EngineOptions, Synthesizer
 from engine.atomic import find_temps, remove_temp
 from engine.voice import VoiceSpec
-from manifests.store import STATUS_DONE, compact, load
+from manifests.status import STATUS_DONE
+from manifests.store import compact, load
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.incremental import package_changed
 from tasks.audio.options import PackageOptions
@@ -26,7 +27,7 @@ from tasks.site.player import write_book_page
 from tasks.site.qa import qa_summary, write_qa_page
 from tasks.synthesize import pickups
 from tasks.synthesize.anchor import anchored
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.render import render_references, synthesize_book
 from tasks.voice.voices import book_voice
 

@@ -16,8 +16,8 @@ from functools import cache
 
 import numpy as np
 
-TARGET_LUFS = -18.0            # LUFS, integrated loudness of every final file
-TRUE_PEAK_DBTP = -1.5          # dBTP, ceiling for every final file
+from tasks.audio.options import TARGET_LUFS, TRUE_PEAK_DBTP
+
 OVERSAMPLE = 4                 # true-peak oversampling factor
 BLOCK_S = 0.400                # s, BS.1770 gating block
 STEP_S = 0.100                 # s, block hop (75 % overlap)

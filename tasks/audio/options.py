@@ -1,17 +1,23 @@
 """What packaging's writers share: PackageOptions (its defaults and the one validator) and a chapter prepared
-for encoding (tasks/audio/package.py prepares it; verify.py, epub3.py and package.py write it)."""
+for encoding (tasks/audio/package.py prepares it; verify.py, epub3.py and package.py write it).  Light to import
+(no numpy): the render schema (flows/params.py) reads its defaults."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from engine.units import SAMPLE_RATE
-from tasks.audio.encode import BITRATES_KBPS, MP3_RATES
-from tasks.audio.loudness import TARGET_LUFS, TRUE_PEAK_DBTP
 from tasks.audio.names import BOOK_FORMATS, FORMATS
-from tasks.audio.subtitles import SUBTITLE_FORMATS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+TARGET_LUFS = -18.0            # LUFS, integrated loudness of every final file
+TRUE_PEAK_DBTP = -1.5          # dBTP, ceiling for every final file
+BITRATES_KBPS = {"mp3": 64, "opus": 48, "m4a": 64, "m4b": 64}   # kbit/s, mono speech
+MP3_RATES = frozenset([16_000, 22_050, 24_000, 32_000, 44_100, 48_000])   # Hz that MPEG audio stores
+SUBTITLE_FORMATS = ("srt", "vtt", "lrc")
 
 
 @dataclass(frozen=True)

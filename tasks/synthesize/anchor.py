@@ -15,7 +15,7 @@ from __future__ import annotations
 from engine.api import Synthesizer
 from engine.voice import decode_voice
 from tasks.plan.rows import derive_seed
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.render import render_guarded
 from tasks.voice.voices import voice_id
 

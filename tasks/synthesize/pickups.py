@@ -28,7 +28,8 @@ from tasks.plan.fixes import Fix, load_fixes, parse_name, save_fixes
 from tasks.plan.rows import QA_EMPTY, content_key, spoken
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import GuardOptions, reroll_seed
+from tasks.synthesize.guard import reroll_seed
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.proof import public_take, verdict_of
 from tasks.synthesize.render import renderer_for
 from tasks.synthesize.segment_audio import audio_frames

@@ -36,14 +36,15 @@ from engine.api import Request, Synthesizer
 from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
 from manifests.crashpoints import crashpoint
-from manifests.store import STATUS_DONE
+from manifests.status import STATUS_DONE
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
 from tasks.plan.rows import to_render
 from tasks.qa.checker import CHECK_ORDER, Checker, ToHear, accepted, judge_drift, reference_cutoff, voice_reference
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
 from tasks.qa.verdict import FLAG, PASS, combine, take_rank
-from tasks.synthesize.guard import GuardOptions, check as guard_check, reroll_seed
+from tasks.synthesize.guard import check as guard_check, reroll_seed
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.segment_audio import read_audio, write_segment_audio
 
 SUSPECT_RATIO = (0.6, 1.6)    # duration / expected outside this: `--qa suspect` transcribes the take

@@ -21,13 +21,15 @@ import numpy as np
 from engine.api import Request, Synthesizer
 from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
-from manifests.store import STATUS_DONE, STATUS_FAILED, commit, load
+from manifests.status import STATUS_DONE, STATUS_FAILED
+from manifests.store import commit, load
 from tasks.bookdir import take_relpath
 from tasks.errors import RenderFailed
 from tasks.plan.rows import to_render
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import GuardOptions, check, reroll_seed
+from tasks.synthesize.guard import check, reroll_seed
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.proof import key_and_take, reference_keys, render_proofed, render_takes
 from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 

@@ -14,7 +14,7 @@ from flows.params import BY_NAME, PARAMS, RenderParams, choices, describe, flag,
 from tests.conftest import ROOT
 
 OWN = {"render-book": {"catalogue", "base_url", "shards", "shard", "shard_token"},       # the flows' own parameters
-       "nightly-catalogue": {"catalogue", "out", "deployment", "wait", "base_url", "segments_per_shard", "max_shards"}}
+       "nightly-catalogue": {"catalogue", "deployment", "wait", "base_url", "segments_per_shard", "max_shards"}}
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -150,7 +150,7 @@ def test_the_lexicons_reach_the_segment_options(tmp_path, monkeypatch):
 
 def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypatch):
     from tasks import stages
-    from tasks.synthesize.guard import GuardOptions
+    from tasks.synthesize.options import GuardOptions
 
     book = tmp_path / "b.txt"
     book.write_text("第一章\n一句话。\n", encoding="utf-8")
@@ -223,8 +223,9 @@ def test_device_cuda_without_a_gpu_is_refused_before_the_book_is_fetched(monkeyp
 
 def test_language_option_from_the_cli_to_the_render_options(tmp_path):
     """--language reaches RenderOptions on every command that segments a book; a bad value is a usage error."""
-    from flows.arguments import UsageError, options, render_params
+    from flows.arguments import UsageError, render_params
     from flows.cli import build_parser
+    from flows.options import options
 
     parser = build_parser()
     book = tmp_path / "b.txt"
