@@ -240,3 +240,17 @@ def test_language_option_from_the_cli_to_the_render_options(tmp_path):
     assert options(book=str(book)).language == "auto"
     with pytest.raises(UsageError, match="--language 'fr': must be one of auto, zh, en"):
         options(book=str(book), language="fr")
+
+
+def test_parameters_are_checked_by_name_without_a_book():
+    """flows.params.check: RenderParams' validator over parameters by name (the nightly flow's, checked once for all
+    its books: no folder stands in for a book)."""
+    from flows.params import check
+
+    check({"out": "o", "device": "cuda", "qa": "full"})
+    with pytest.raises(ValueError, match="--device 'gpu': must be one of"):
+        check({"device": "gpu"})
+    with pytest.raises(ValueError, match="--clip-text"):
+        check({"clip_text": "你好"})
+    with pytest.raises(ValueError, match="--clip-text"):
+        RenderParams(book="b.txt", clip_text="你好")
