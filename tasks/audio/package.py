@@ -3,7 +3,8 @@
 
 The orchestration: each chapter is resampled and loudness-normalized once (prepare_chapter), then written in
 every chapter format (tasks.audio.verify encodes and measures, tasks.audio.encode writes, tasks.audio.names
-names) and its subtitles; the M4B and the EPUB are built from every chapter's audio in reading order.  A chapter's
+names) and its subtitles; the M4B and the EPUB are built from every chapter's audio in reading order.  Each output
+is a writer (ChapterFileWriter, M4BWriter, ReadAlongWriter: add(chapter) in reading order, then close()).  A chapter's
 files are encoded on a second thread (CHAPTER_ENCODERS) while the next chapter is prepared and, after the last, the
 M4B is encoded: ffmpeg's encoders run on one core each, and a book's M4B and its chapter files are independent.
 Every output is written atomically (engine.atomic) and its bytes depend only on the inputs (ffmpeg runs bit-exact
