@@ -18,6 +18,11 @@ limit_fraction = the engine's audio seconds per wall second ÷ the roofline at t
 With `--dtype auto` the engine alone also renders the same rows on BASELINE_PATH (fp32 AVX2: the step this engine
 was tuned on before the paths), in the same run: vs_fp32_avx2 = auto's throughput ÷ its.
 
+With `--refine`, the render runs upstream's refine-text pass first (tasks/synthesize/render.refine_pending:
+Engine.refine, batched) at its default levels, and its share is measured in the same render: refine_s (the wall
+time inside Engine.refine), refine_share = refine_s / render wall, refine_vs_speech = refine_s / the engine's
+speech time in the render.
+
 With `--qa full`, then the QA's share (benchmarks/qa_bench.qa_fraction): a book the checks can hear (the speech
 corpus reader's sentences, about as many segments, the engine's audio replaced by the recordings that say them)
 rendered with `--qa off` and `--qa full` by the same loaded engine, same run; qa_fraction = full's wall / off's - 1.
@@ -63,14 +68,13 @@ def timed_stages(opts) -> dict:
 
 def engine_alone(engine, book_dir: Path) -> dict:
     """The render's manifest rows (first attempt's seed), rendered by the engine alone."""
-    from engine.api import Request
     from engine.units import SAMPLE_RATE
     from manifests.store import load
+    from tasks.plan.rows import row_request
     from tasks.synthesize.guard import reroll_seed
 
     rows = {r["content_key"]: r for r in load(book_dir).to_pylist()}
-    reqs = [Request(key=k, text=r["text"], spk_emb=r["spk_emb"], seed=reroll_seed(r["seed"], 1))
-            for k, r in rows.items()]
+    reqs = [row_request(r, k, reroll_seed(r["seed"], 1)) for k, r in rows.items()]   # a refined row: its text
     t0 = time.perf_counter()
     audio = sum(len(res.audio) for res in engine.synthesize(reqs)) / SAMPLE_RATE
     wall = time.perf_counter() - t0
@@ -90,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=CORPUS_FILE)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--refine", action="store_true", help="run the refine-text pass too: measure its share")
     ap.add_argument("--qa", default="off", choices=["off", "full"], help="full: also measure qa_fraction (module doc)")
     ap.add_argument("--asr-model", default="base", help="the ASR model of --qa full")
     ap.add_argument("--speech", type=Path, default=None, help="--qa full: the speech corpus folder (qa_bench's)")
@@ -126,18 +131,19 @@ def main(argv: list[str] | None = None) -> int:
         book.write_text("第一章\n\n" + "\n\n".join(texts) + "\n", encoding="utf-8")
         opts = options_from_params(str(book), out=str(Path(tmp) / "out"), model=args.model, formats=list(FORMATS),
                                    device=args.device, dtype=args.dtype, int8=args.int8, max_batch=args.batch,
-                                   threads=args.threads)
+                                   threads=args.threads, refine=args.refine)
         t0 = time.perf_counter()
         engine = stages.get_engine(opts.engine)                            # the model, loaded once, untimed
         print(f"engine {engine.version} (path {engine.path.name if engine.path else 'none'}) loaded in "
               f"{time.perf_counter() - t0:.1f} s; batch {eopts.batch}, "
               f"{args.threads} threads; book: the first {len(texts)} segments of {args.corpus.name}", flush=True)
-        with EngineClock() as clock:
+        with EngineClock() as clock, EngineClock("refine") as refining:
             render = timed_stages(opts)
         wall, st = render["wall_s"], render["stages"]
         outputs = sorted(p.name for p in opts.book_dir.iterdir() if p.suffix in (".flac", ".m4b"))
         split = {"prepare_s": st.get("prepare", 0.0), "engine_in_render_s": clock.seconds,
-                 "synthesize_outside_engine_s": st.get("synthesize", 0.0) - clock.seconds,
+                 **({"refine_s": refining.seconds} if args.refine else {}),
+                 "synthesize_outside_engine_s": st.get("synthesize", 0.0) - clock.seconds - refining.seconds,
                  "package_s": st.get("package", 0.0)}
         split["other_s"] = wall - sum(split.values())                   # the lock, temp-file scan
         print(f"render: {render['counts'].get('rendered')} segments rendered in {wall:.1f} s wall; "
@@ -183,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
                                 **side_limits(BASELINE_PATH, base, (lens, tokens, cost), eopts.batch, bandwidth,
                                               peaks, base_alone["audio_s_per_wall_s"], print)},
                       vs_fp32_avx2=round(alone["audio_s_per_wall_s"] / base_alone["audio_s_per_wall_s"], 4))
+    if args.refine:
+        result.update(refine_share=round(refining.seconds / wall, 4),
+                      refine_vs_speech=round(refining.seconds / clock.seconds, 4))
+        print(f"refine_share {result['refine_share']:.4f} (the refine-text pass / render wall; "
+              f"{result['refine_vs_speech']:.3f} of the engine's speech time)")
     if args.qa == "full":                          # the QA's share, same engine, same run
         from benchmarks.qa_bench import qa_fraction
 

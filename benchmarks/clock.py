@@ -6,20 +6,22 @@ import time
 
 
 class EngineClock:
-    """Wall time spent inside Engine.synthesize's iterator (the engine's own work), however the caller paces it."""
+    """Wall time spent inside Engine.synthesize's iterator (the engine's own work), however the caller paces it;
+    `method="refine"`: inside Engine.refine's (the refine-text pass)."""
 
-    def __init__(self):
+    def __init__(self, method: str = "synthesize"):
         self.seconds = 0.0
+        self.method = method
 
     def __enter__(self):
-        """Engine.synthesize (the class's: every stage loads its own Engine object) timed while inside."""
+        """The method (the class's: every stage loads its own Engine object) timed while inside."""
         from engine.engine import Engine  # torch: loaded when a benchmark times the engine
 
-        self._inner = inner = Engine.synthesize
+        self._inner = inner = getattr(Engine, self.method)
         clock = self
 
-        def synthesize(engine, requests, progress=None, more=None):
-            it = inner(engine, requests, progress, more)
+        def synthesize(engine, requests, *args, **kwargs):
+            it = inner(engine, requests, *args, **kwargs)
             while True:
                 t0 = time.perf_counter()
                 try:
@@ -30,10 +32,10 @@ class EngineClock:
                 clock.seconds += time.perf_counter() - t0
                 yield res
 
-        Engine.synthesize = synthesize
+        setattr(Engine, self.method, synthesize)
         return self
 
     def __exit__(self, *exc):
         from engine.engine import Engine
 
-        Engine.synthesize = self._inner
+        setattr(Engine, self.method, self._inner)

@@ -5,12 +5,10 @@
     for res in engine.synthesize([Request(key="a", text="你好。", spk_emb=voice, seed=7)]):
         res.audio   # float32 numpy, (2T-1)*256 samples at 24 kHz
 
-Text arrives normalized (ChatTTS's Normalizer is never run: it deletes digits); the prompt is upstream's
-`[Stts][spk_emb][speed_5]{text}[Ptts]`, refine-text is skipped, nothing is inserted.  A voice with a sample (a
-clip or an anchored voice, engine.voice.Voice) gets upstream's `[Stts][spk_emb]{txt_smp}[speed_5]{text}[Ptts]`
-(`[empty_spk]` without a speaker embedding) followed by the sample's audio codes.  Random models get a forced token
-count from the text (engine.units.expected_tokens) unless the request sets one.  See engine/generate.py for why
-a result does not depend on the requests it was batched with.
+Text arrives normalized; the prompt is upstream's, token for token (a voice's sample and its codes, the request's
+[speed_N], inline control tokens), and the refine-text pass (`refine`) is upstream's through our decode loop, with
+two differences for determinism.  A result does not depend on the requests it was batched with (engine/generate.py).
+The prompts and the refine pass: docs/modules.md, "The Engine".
 """
 from __future__ import annotations
 
@@ -18,11 +16,24 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
-from engine.api import DeviceUnavailable, EngineOptions, ModelUnavailable, Request, Result, onnx_missing
+from engine.api import (
+    DEFAULT_SPEED,
+    REFINE_MAX_NEW_TOKENS,
+    REFINE_SAMPLING,
+    DeviceUnavailable,
+    EngineOptions,
+    ModelUnavailable,
+    Refine,
+    Refined,
+    Request,
+    Result,
+    onnx_missing,
+)
 from engine.clip import sample_prompt
 from engine.codemodel import CodeModel, enable_cuda_graphs
 from engine.cpu import backend_name, cpu_linear, path_linears
@@ -50,11 +61,11 @@ ENGINE_VERSION = "6"               # bump whenever generated audio would change 
 # the arithmetic's rounding differs.  Their names lack the CPU back-end (before 6 every CPU back-end shared one
 # name), so a book rendered with 2-5 on a machine is not rendered again there.
 ADOPTED_VERSIONS = ("2", "3", "4", "5")
-SPEED = 5                          # ChatTTS [speed_N] control token, 0..9; upstream's default
-PROMPT = f"[Stts][spk_emb][speed_{SPEED}]{{text}}[Ptts]"   # as upstream builds it (InferCodeParams.prompt)
+PROMPT = "[Stts][spk_emb][speed_{speed}]{text}[Ptts]"   # as upstream builds it (InferCodeParams.prompt "[speed_N]")
 # With a sample (upstream Speaker.decorate_code_prompts with txt_smp; its codes follow, Tokenizer.encode)
-SAMPLE_PROMPT = f"[Stts]{{speaker}}{{txt_smp}}[speed_{SPEED}]{{text}}[Ptts]"
+SAMPLE_PROMPT = "[Stts]{speaker}{txt_smp}[speed_{speed}]{text}[Ptts]"
 STRIPPED = ("[Stts]", "[spk_emb]", "[empty_spk]")   # upstream removes these from the text (issue #459)
+REFINE_PROMPT = "[Sbreak]{text}[Pbreak]{levels}"    # upstream Speaker.decorate_text_prompts
 
 _LOCK = threading.Lock()
 _MODELS: dict[tuple, object] = {}  # (model, device, dtype, int8, cuda_graphs, backend, CPU path) -> CodeModel
@@ -211,17 +222,22 @@ class Engine:
                      origin="anchor").to_string()
 
     # --------------------------------------------------------------------------------------------- rows
-    def prompt_ids(self, text: str, txt_smp: str | None = None, speaker: bool = True) -> list[int]:
-        """Token ids of upstream's TTS prompt for `text` (unknown characters become [UNK], never an error);
-        with a sample's transcript `txt_smp`, upstream's sample prompt ([empty_spk] when not `speaker`)."""
+    def prompt_ids(self, text: str, txt_smp: str | None = None, speaker: bool = True,
+                   speed: int = DEFAULT_SPEED) -> list[int]:
+        """Token ids of upstream's TTS prompt for `text` at `speed` (unknown characters become [UNK], never an
+        error); with a sample's transcript `txt_smp`, upstream's sample prompt ([empty_spk] when not `speaker`)."""
         for s in STRIPPED:
             text = text.replace(s, "")
         if txt_smp is None:
-            prompt = PROMPT.format(text=text.strip())
+            prompt = PROMPT.format(speed=speed, text=text.strip())
         else:
             prompt = SAMPLE_PROMPT.format(speaker="[spk_emb]" if speaker else "[empty_spk]", txt_smp=txt_smp,
-                                          text=text.strip())
+                                          speed=speed, text=text.strip())
         return self._tok(prompt, add_special_tokens=False)["input_ids"]
+
+    def refine_ids(self, text: str, refine: Refine) -> list[int]:
+        """Token ids of upstream's refine-text prompt for `text` at `refine`'s levels."""
+        return self._tok(REFINE_PROMPT.format(text=text, levels=refine.prompt), add_special_tokens=False)["input_ids"]
 
     def steps_for(self, req: Request) -> tuple[int, bool]:
         """(end_at, forced): the exact count for forced rows, else the runaway cap."""
@@ -236,8 +252,9 @@ class Engine:
 
     def _row(self, req: Request, order: int):
         spk, codes, txt_smp = self._voice(req.spk_emb)
-        ids = torch.tensor(self.prompt_ids(req.text, txt_smp if codes is not None else None, spk is not None),
-                           dtype=torch.long)
+        said = req.refined if req.refined and req.refined.strip() else req.text   # the refine pass's (not empty)
+        ids = torch.tensor(self.prompt_ids(said, txt_smp if codes is not None else None, spk is not None,
+                                           req.controls.speed), dtype=torch.long)
         end_at, forced = self.steps_for(req)
         max_pos = self.model.llama.s.max_pos
         prompt = len(ids) + (0 if codes is None else len(codes))
@@ -245,7 +262,47 @@ class Engine:
             raise ValueError(f"request {req.key}: text too long ({prompt} prompt tokens + {end_at} steps "
                              f"> {max_pos} positions)")
         return Row(key=req.key, ids=ids, spk=spk, rng=row_key(req.seed), end_at=end_at, forced=forced,
-                   order=order, codes=codes)
+                   order=order, codes=codes, params=req.controls.sampling)
+
+    # ------------------------------------------------------------------------------------------ refine-text
+    def _refine_row(self, req: Request, order: int):
+        refine = req.controls.refine
+        if refine is None:
+            raise ValueError(f"request {req.key}: its controls ask for no refine pass")
+        ids = torch.tensor(self.refine_ids(req.text, refine), dtype=torch.long)
+        forced = None
+        if self.loaded.is_random:                    # random weights never end: as many ids as the text has tokens
+            forced = min(REFINE_MAX_NEW_TOKENS, max(1, len(self._tok(req.text, add_special_tokens=False)
+                                                            ["input_ids"])))
+        end_at = forced or REFINE_MAX_NEW_TOKENS
+        if len(ids) + end_at > self.model.llama.s.max_pos:
+            raise ValueError(f"request {req.key}: text too long to refine ({len(ids)} prompt tokens + {end_at} "
+                             f"steps > {self.model.llama.s.max_pos} positions)")
+        return Row(key=req.key, ids=ids, spk=None, rng=row_key(req.seed), end_at=end_at, forced=forced is not None,
+                   order=order, params=REFINE_SAMPLING, text_eos=self.loaded.tokenizer.eos_token)
+
+    def refine(self, requests: Iterable[Request]) -> Iterator[Refined]:
+        """Upstream's refine-text pass over requests whose controls set `refine` (see the module docstring),
+        batched like the code pass; yields a Refined per request as rows finish.  The text depends on (text,
+        levels, seed, engine version) only."""
+        rows = [self._refine_row(r, i) for i, r in enumerate(requests)]
+        if not rows:
+            return
+        below = self.loaded.tokenizer.break_0_ids
+        sched = Scheduler(self.model, self.opts.batch, exact=self.opts.device == "cpu")
+        for row in sched.run(rows):
+            assert row.out_ids is not None               # a finished text row's ids (engine/generate.py)
+            kept = [i for i in row.out_ids if i < below]     # upstream drops [break_0] and every id above it
+            text = self.loaded.tokenizer.decode([kept])[0]
+            yield Refined(key=row.key, text=text, tokens=tuple(row.out_ids))
+
+    def _refined(self, requests: list[Request]) -> list[Request]:
+        """`requests`, each whose controls ask for a refine pass and that has no refined text given it by one."""
+        todo = [r for r in requests if r.controls.refine is not None and r.refined is None]
+        if not todo:
+            return requests
+        texts = {res.key: res.text for res in self.refine(todo)}
+        return [replace(r, refined=texts[r.key]) if r.key in texts else r for r in requests]
 
     # ------------------------------------------------------------------------------------------ synthesize
     def synthesize(self, requests: Iterable[Request], progress: Callable[[Result], None] | None = None,
@@ -254,11 +311,15 @@ class Engine:
         length) raise ValueError before any decoding.  `more(idle)` adds requests while it runs (a proof render's
         re-takes): asked before every decode step, and with idle=True once the engine has nothing left (it may
         block; nothing then ends the call); see engine.scheduler."""
+        requests = self._refined(list(requests))
+        refined = {r.key: r.refined for r in requests if r.refined is not None}
         rows = [self._row(r, i) for i, r in enumerate(requests)]
         order = itertools.count(len(rows))           # arrival index of the late ones
 
         def late(idle: bool) -> list:
-            return [self._row(r, next(order)) for r in (more(idle) if more is not None else ())]
+            new = self._refined(list(more(idle) if more is not None else ()))
+            refined.update({r.key: r.refined for r in new if r.refined is not None})
+            return [self._row(r, next(order)) for r in new]
 
         exact = self.opts.device == "cpu"
         sched = Scheduler(self.model, self.opts.batch, exact=exact)
@@ -270,7 +331,7 @@ class Engine:
             else:
                 (wav,) = decode(self.loaded, [row.hiddens])   # each row alone, on every device (engine/vocoder.py)
             assert row.tokens is not None                # a finished row's T (engine/generate.py)
-            res = Result(key=row.key, audio=wav, tokens=row.tokens)
+            res = Result(key=row.key, audio=wav, tokens=row.tokens, refined=refined.get(row.key))
             if progress is not None:
                 progress(res)
             yield res

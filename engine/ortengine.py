@@ -186,6 +186,7 @@ class OrtCodeModel(CodeModel):
         self.graphs = False
         self.cells = hash32(torch.arange(self.Q * self.V, device=device, dtype=torch.long) + 1)
         self._sizes = {}
+        self._head_text, self._text_cells = None, None   # no text head: the refine pass runs on torch only
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [B, C] -> logits [B, Q, V] fp32 through the heads graph."""
@@ -193,11 +194,11 @@ class OrtCodeModel(CodeModel):
         out = torch.empty(h.shape[0], self.Q, self.V, dtype=torch.float32, device=h.device)
         return self._heads.run({"hidden": h}, {"logits": out})["logits"]
 
-    def call_size(self, rows: int, max_rows: int) -> int:
+    def call_size(self, rows: int, max_rows: int, text: bool = False) -> int:
         """Every decode step is one call over exactly the active rows (no padding rows: docs/onnx.md)."""
         return rows
 
-    def linears(self) -> list:
+    def linears(self, text: bool = False) -> list:
         raise NotImplementedError("the onnx back-end's projections run inside onnxruntime")
 
     def vocode(self, hiddens: torch.Tensor):

@@ -5,11 +5,12 @@
         ...
 
 Pending rows are ordered longest bucket first (a long row started last would hold the tail of the run alone),
-arrival order inside a bucket.  The batch is the number of slots that fit a token budget taken from free memory,
-capped by `max_batch`.  When a row finishes its slot is refilled at once; the newcomer is prefilled alone, so the
-other rows' caches are untouched.  A CUDA out-of-memory error halves the batch: the rows that were in flight
-restart from scratch in a smaller batch (rows depend only on their own inputs, so nothing changes), finished
-rows are kept.
+arrival order inside a bucket. A batch decodes rows of one kind (code or refine-text) and one SamplingParams
+(engine/generate.py): it is made for the first pending row's, and rows of another wait for the next batch. The
+batch is the number of slots that fit a token budget taken from free memory, capped by `max_batch`. When a row
+finishes its slot is refilled at once; the newcomer is prefilled alone, so the other rows' caches are untouched. A
+CUDA out-of-memory error halves the batch: the rows that were in flight restart from scratch in a smaller batch
+(rows depend only on their own inputs, so nothing changes), finished rows are kept.
 
 Rows may also arrive while it runs (`more`, a proof render's re-takes): `more(idle)` is asked before every step
 for rows to add (idle=False), and once nothing is pending or in flight (idle=True: it may block until it knows;
@@ -99,10 +100,13 @@ class Scheduler:
             touched: list[Row] = []                  # rows whose state this iteration may leave half-done
             try:
                 if batch is None or (not batch.rows and not any(batch.fits(r) for r in pending)):
-                    max_len = -(-max(r.prompt_len + r.end_at for r in pending) // LEN_ROUND) * LEN_ROUND
-                    max_steps = max(r.end_at for r in pending)
-                    size = batch_for_budget(self.model, min(cap, len(pending)), max_len, max_steps, self.free_bytes)
-                    batch = DecodeBatch(self.model, size, max_len, max_steps, self.exact)
+                    kind = (pending[0].text_eos, pending[0].params)
+                    group = [r for r in pending if (r.text_eos, r.params) == kind]
+                    max_len = -(-max(r.prompt_len + r.end_at for r in group) // LEN_ROUND) * LEN_ROUND
+                    max_steps = max(r.end_at for r in group)
+                    size = batch_for_budget(self.model, min(cap, len(group)), max_len, max_steps, self.free_bytes)
+                    batch = DecodeBatch(self.model, size, max_len, max_steps, self.exact, params=kind[1],
+                                        text_eos=kind[0])
                     self.batch_sizes.append(size)
                 for slot in batch.free_slots():
                     row = _pop_fitting(pending, batch)

@@ -7,6 +7,7 @@ themselves: flows/commands.py).
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
     chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
+    chattts-render check --acx BOOK_DIR | AUDIO... [--json]
     chattts-render --version
 
 Exit codes (exit_codes()): 0 done; 1 the render failed part-way (manifest intact, rerun resumes), or `check`
@@ -23,8 +24,15 @@ import sys
 from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 from flows import arguments as arg
-from flows.arguments import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, PROG, UsageError, package_version
-from flows.check import add_check_command
+from flows.arguments import (
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    PROG,
+    UsageError,
+    add_check_command,
+    package_version,
+)
 from flows.params import BOOK_HELP
 from manifests.lock import BookLocked
 from tasks.errors import BookError, OutputError, QAUnavailable, RenderFailed, StoreError, ToolMissing
@@ -118,7 +126,8 @@ def _fix(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="render the segment with this seed")
     arg.add(p, "voices")                             # the fix's own: read by flows/fix.py, not as render parameters
     arg.add(p, "formats", default=None, help="output formats (default: those of the book's last packaging)")
-    arg.add(p, "loudness", default=None, help="LUFS (default: the book's last packaging's)")
+    arg.add(p, "loudness", default=None, help="LUFS or a preset (default: the book's last packaging's)")
+    arg.add(p, "tempo", default=None, help="x, pitch kept (default: the book's last packaging's)")
     arg.add_params(p, "fix")
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import time
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
@@ -25,7 +26,7 @@ from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.fleet.attach import attached, load_manifest
 from tasks.ingest import load_book
-from tasks.plan.prepare import select_chapters
+from tasks.plan.prepare import direct_book, select_chapters
 from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue, write_store_catalogue
 from tasks.site.qa import qa_line
 from tasks.site.status import format_status, summary_line
@@ -83,16 +84,31 @@ def cmd_status(a) -> int:
 
 def cmd_inspect(a) -> int:
     opts = options(book=a.book, **params_of(a, "inspect"))
-    book = load_book(opts.book)
+    book = load_book(opts.book, matter=opts.matter)
     seg = book_options(book, opts.segment, opts.language)                          # from the whole book
     runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
     if opts.chapters:
         book = select_chapters(book, opts.chapters)
-    report = inspect_book(book, seg, runs, segments=a.segments, polyphones=a.polyphones)
+    report = inspect_book(book, seg, runs, segments=a.segments, polyphones=a.polyphones,
+                          direct=lambda segs: direct_book(opts.prepare, segs))
+    if a.segments:
+        rendered(report["segments"], load_manifest(opts.book_dir, opts.store).to_pylist())
     if opts.cast:
         report["cast"] = cast_report(opts.cast, report.pop("parts"), quotes)
     print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))
     return EXIT_OK
+
+
+def rendered(entries: list[dict], rows: list[dict]) -> None:
+    """Add to inspect's segment entries what a render of the book holds for them (a row at the same C.S with the
+    same book text): its status, and the refine pass's text when it ran."""
+    at = {(r["chapter"], r["segment"]): r for r in rows}
+    for e in entries:
+        r = at.get((e["chapter"], e["segment"]))
+        if r is not None and r["source_text"] == e["source_text"]:
+            e["status"] = r["status"]
+            if r.get("refined"):
+                e["refined"] = r["refined"]
 
 
 def cmd_package(a) -> int:
@@ -125,7 +141,8 @@ def cmd_voices(a) -> int:
 
 def cmd_voices_save(a) -> int:
     p = params_of(a, "voices save")
-    path = save_voice(a.name, parse_voice_spec(p["voice"], clip_text=p["clip_text"]), force=a.force)
+    spec = parse_voice_spec(p["voice"], clip_text=p["clip_text"])
+    path = save_voice(a.name, spec if p["speed"] is None else replace(spec, speed=p["speed"]), force=a.force)
     print(f"saved voice {a.name} ({path}); render with --voice {a.name}")
     return EXIT_OK
 

@@ -24,6 +24,7 @@ from flows.pipeline import locked
 from manifests.store import compact, load
 from tasks import stages
 from tasks.audio.assemble import AssembleOptions
+from tasks.audio.options import LOUDNESS_PRESETS
 from tasks.book import LanguageChoice, segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
@@ -74,8 +75,18 @@ def cmd_fix(a) -> int:
 def _packaging(a, p: RenderParams, report: dict) -> RenderParams:
     """p with the packaging options the fix names, else those of the book's last packaging (its report.json)."""
     return replace(p, formats=tuple(a.format.split(",")) if a.format else tuple(report.get("formats") or p.formats),
-                   loudness=report.get("loudness", {}).get("target_lufs", p.loudness) if a.loudness is None
-                   else a.loudness)
+                   loudness=_last_loudness(report.get("loudness", {}), p.loudness) if a.loudness is None
+                   else a.loudness, tempo=report.get("tempo", p.tempo) if a.tempo is None else a.tempo)
+
+
+def _last_loudness(head: dict, default: float | str) -> float | str:
+    """The --loudness of the last packaging (report.json's "loudness"): the preset whose target and ceiling it has,
+    else its target."""
+    target, ceiling = head.get("target_lufs"), head.get("true_peak_ceiling_dbtp")
+    if target is None:
+        return default
+    return next((name for name, pr in LOUDNESS_PRESETS.items()
+                 if (pr.target_lufs, pr.true_peak_dbtp) == (target, ceiling)), target)
 
 
 def _rows(book_dir: Path, names: list[str], book: str, store) -> list[dict]:

@@ -28,10 +28,11 @@ from prefect.client.schemas.objects import StateType
 from prefect.context import get_run_context
 from prefect.deployments import run_deployment
 
-from flows.params import BY_NAME, check, takes_render_params
+from flows.params import BY_NAME, check
 from flows.progress import table_artifact
 from flows.render_book import catalogue_task
 from flows.shards import wait_for
+from flows.signature import takes_render_params
 from tasks.fleet.shards import segments_left, shard_count
 from tasks.fleet.storage import is_url
 from tasks.intake.scan import INCOMPLETE, BookState, scan_books

@@ -31,8 +31,8 @@ SCHEMA = pa.schema([
     ("segment", pa.int32()),           # segment index within the chapter, 0-based
     ("text", pa.string()),             # normalized text the engine speaks
     ("source_text", pa.string()),      # the original text (subtitles)
-    ("pause_after", pa.string()),      # clause | sentence | paragraph | chapter
-    ("content_key", pa.string()),      # hash(text, voice, seed, engine version): names the audio file
+    ("pause_after", pa.string()),      # clause | sentence | paragraph | chapter (+ "@seconds" a direction set)
+    ("content_key", pa.string()),      # hash(text, voice, seed, engine version[, controls]): names the audio file
     ("status", pa.string()),           # pending | done | failed
     ("audio_path", pa.string()),       # relative to the book dir
     ("samples", pa.int64()),           # at SAMPLE_RATE
@@ -55,10 +55,14 @@ SCHEMA = pa.schema([
     ("transcript", pa.string()),       # what the ASR heard in the kept take ("" when not transcribed)
     ("cer", pa.float64()),             # the kept take's error rate against `text` (null: not transcribed)
     ("similarity", pa.float64()),      # its speaker-embedding cosine to the voice's reference (null: not measured)
+    # controls (--speed, --refine, a direction file: tasks/plan/direction.py)
+    ("controls", pa.string()),         # engine.api.Controls.key(): the settings that differ from the defaults ("")
+    ("refined", pa.string()),          # the refine pass's text the engine spoke ("" : not refined)
 ])
 # Columns added after the first manifests, and the value a part written without them means.  A done row of a
 # manifest before takes is take 1 (its audio is audio_relpath(content_key)): load() fills `take` from status.
-COLUMN_DEFAULTS = {"role": "narrator", "speaker": "", "takes": "[]", "qa": "", "qa_checks": "", "transcript": ""}
+COLUMN_DEFAULTS = {"role": "narrator", "speaker": "", "takes": "[]", "qa": "", "qa_checks": "", "transcript": "",
+                   "controls": "", "refined": ""}
 
 
 def manifest_dir(book_dir: str | Path) -> Path:

@@ -7,11 +7,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.api import EngineOptions
+from engine.api import EngineOptions, Refine
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
 from tasks.bookdir import DEFAULT_OUT, book_slug
+from tasks.ingest.matter import MatterOptions
+from tasks.plan.direction import Direction
 from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
 from tasks.synthesize.options import GuardOptions
@@ -37,6 +39,10 @@ class RenderOptions:
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
     qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: auto (tasks.stages.resolve_qa)
     language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
+    matter: MatterOptions = field(default_factory=MatterOptions)   # --include / --skip (tasks/ingest/matter.py)
+    speed: int | None = None          # --speed: the book's pace (None: each voice's own, else 5)
+    refine: Refine | None = None      # --refine at its levels; None: no refine-text pass
+    direction: Direction | None = None   # per-line controls (tasks/plan/direction.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid (its parts check their own on construction,
@@ -50,7 +56,8 @@ class RenderOptions:
     @property
     def prepare(self) -> PrepareOptions:
         return PrepareOptions(book=self.book, language=self.language, segment=self.segment, voice=self.voice,
-                              cast=self.cast, chapters=self.chapters)
+                              cast=self.cast, chapters=self.chapters, matter=self.matter, speed=self.speed,
+                              refine=self.refine, direction=self.direction)
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ Each Result's audio is its clip padded with silence to (2T-1)*256 samples, T the
 real engine's length rule); results come in completion order, shortest first, as a batch of rows would finish.
 It is an engine.api.Synthesizer (mypy checks it: pyproject's files), the contract the stages use of an engine; its
 speaker statistics are enough to sample and check spk_emb voices.  It has no DVAE, so no clip voices, no
---voice-anchor (anchor_voice raises).
+--voice-anchor (anchor_voice raises); no text head, so no --refine (refine raises).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from engine.api import Request, Result, Synthesizer
+from engine.api import Refined, Request, Result, Synthesizer
 from engine.units import HOP, SAMPLE_RATE, SAMPLES_PER_TOKEN, estimate_seconds
 from engine.voice import VoiceSpec, resolve_voice, sample_voice
 from tasks.plan.rows import derive_seed
@@ -256,6 +256,9 @@ class SpeechEngine:
 
     def resolve_voice(self, spec: VoiceSpec) -> str:
         return resolve_voice(spec, self.model)
+
+    def refine(self, requests: Iterable[Request]) -> Iterator[Refined]:
+        raise NotImplementedError("the speech stand-in has no text head: render without --refine")
 
     def anchor_voice(self, voice: str, rendering: np.ndarray, text: str) -> str:
         raise NotImplementedError("the speech stand-in has no DVAE: render without --voice-anchor")

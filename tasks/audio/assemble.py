@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.units import SAMPLE_RATE
-from tasks.book import PAUSE_KINDS, PauseKind
+from tasks.book import CROSSFADE_S, PAUSE_KINDS, pause_kind, pause_seconds
 from tasks.errors import RenderFailed
 
-CROSSFADE_S = 0.040          # s, equal-power cross-fade at every join
 PAUSES_S: Mapping[str, float] = {   # s, silence after a segment by the boundary that follows it
     "clause": 0.25,
     "sentence": 0.45,
@@ -37,7 +36,7 @@ POSTROLL_S = 0.080           # s, kept after the last loud frame (a natural deca
 class Piece:
     """One segment's stored audio and what follows it."""
     audio_path: Path
-    pause_after: PauseKind = "sentence"
+    pause_after: str = "sentence"    # a PauseKind, or "kind@seconds" a direction set (tasks/book.py)
     source_text: str = ""
     voice: str = ""                  # the voice id: a change of voice is a pause, never a cross-fade
 
@@ -81,7 +80,9 @@ class AssembleOptions:
         return int(round(self.crossfade_s * self.sample_rate))
 
     def pause_samples(self, kind: str) -> int:
-        return int(round(self.pauses_s[kind] * self.sample_rate))
+        """The silence after a boundary of `kind`, or the seconds a direction set in it ("sentence@1.2")."""
+        secs = pause_seconds(kind)
+        return int(round((self.pauses_s[pause_kind(kind)] if secs is None else secs) * self.sample_rate))
 
     def lead_in_samples(self) -> int:
         return int(round(self.lead_in_s * self.sample_rate))
@@ -203,7 +204,7 @@ def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: 
     if not (len(arrays) == len(pauses) == len(texts)):
         raise ValueError("arrays, pauses and texts must have the same length")
     for k in pauses:
-        if k not in opts.pauses_s:
+        if pause_kind(k) not in opts.pauses_s:
             raise ValueError(f"unknown pause kind {k!r}")
     sr = opts.sample_rate
     n = opts.crossfade_samples()

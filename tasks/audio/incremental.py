@@ -36,7 +36,7 @@ from tasks.bookdir import CHAPTERS_JSON, REPORT_NAME, load_meta
 from tasks.errors import GapsError
 from tasks.synthesize.guard import gap_seconds
 
-SIGNATURE_VERSION = 2                 # bump when the signature's inputs or report.json's rows change
+SIGNATURE_VERSION = 3                 # bump when the signature's inputs or report.json's rows change
 
 
 def package_changed(book_dir: Path, assemble: AssembleOptions, package: PackageOptions, allow_gaps: bool = False,

@@ -34,6 +34,7 @@ from tasks.audio.names import BOOK_FORMATS, book_stem, chapter_file_names, chapt
 from tasks.audio.options import PackageOptions, PreparedChapter
 from tasks.audio.readalong import read_along
 from tasks.audio.subtitles import by_sentence, render, timed
+from tasks.audio.tempo import check_tool as check_tempo_tool, stretch_chapter
 from tasks.audio.verify import PRE_LIMIT_MARGIN_DB, FileReport, encode_verified
 from tasks.book import BookMeta
 from tasks.bookdir import REPORT_NAME
@@ -63,11 +64,13 @@ def _output_folder(book_dir: Path) -> Path:
 
 
 def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChapter:
-    """Resample to opts.sample_rate, then normalize this chapter to the target and limit its true peak.
+    """Stretch to opts.tempo (its cues with it: tasks.audio.tempo), resample to opts.sample_rate, then normalize
+    this chapter to the target and limit its true peak.
 
     Normalization is per chapter: the gain is computed on the final chapter audio (never per segment), so
     every chapter file lands on the target; a book is one voice, so chapter gains stay close together.
     """
+    chapter = stretch_chapter(chapter, opts.tempo)
     y = resample(chapter.audio, chapter.sample_rate, opts.sample_rate)
     gain = 0.0
     if opts.normalize and len(y):
@@ -93,6 +96,8 @@ def check_tools(opts: PackageOptions) -> None:
     if any(f not in LOSSLESS for f in opts.formats):
         find_tool("ffmpeg")
         find_tool("ffprobe")
+    if opts.tempo != 1.0:
+        check_tempo_tool()
 
 
 def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title: str,
@@ -220,7 +225,7 @@ class ChapterFileWriter:
             self.rows += [r for r in self.previous["chapters"] if r["index"] == ch.index]
             names = chapter_file_names(ch.index, self.n_total, ch.title, self.opts.formats, self.opts.subtitles)
             self.out.parts.append(([p for p in (inside(self.book_dir, n) for n in names) if p.exists()],
-                                   [FileReport(**r) for r in self.previous["files"]
+                                   [FileReport.from_json(r) for r in self.previous["files"]
                                     if r["chapter"] == ch.index and r["format"] != "epub"]))
             return
         assert ch.prepared is not None
@@ -407,6 +412,7 @@ def _report_data(meta: BookMeta, opts: PackageOptions) -> dict:
         "author": meta.author,
         "sample_rate": opts.sample_rate,
         "formats": list(opts.formats),
+        "tempo": opts.tempo,
         "loudness": {"standard": "ITU-R BS.1770-4 / EBU R128 (pyloudnorm K-weighting, gated)",
                      "normalization": "per chapter" if opts.normalize else "off",
                      "target_lufs": opts.target_lufs, "true_peak_ceiling_dbtp": opts.true_peak_dbtp,

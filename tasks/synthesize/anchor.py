@@ -12,7 +12,7 @@ synthesize stage; tasks/stages.prepare passes it to the plan.
 """
 from __future__ import annotations
 
-from engine.api import Synthesizer
+from engine.api import Request, Synthesizer
 from engine.voice import decode_voice
 from tasks.plan.rows import derive_seed
 from tasks.synthesize.options import GuardOptions
@@ -32,7 +32,7 @@ def anchored(voice: str, stored: str | None, engine: Synthesizer, guard: GuardOp
         s = decode_voice(stored)
         if s.origin == ANCHOR_ORIGIN and s.spk_emb == voice and s.txt_smp == ANCHOR_TEXT:
             return stored
-    item = {"anchor": (ANCHOR_TEXT, voice, derive_seed(ANCHOR_TEXT, voice_id(voice)))}
+    item = {"anchor": Request("anchor", ANCHOR_TEXT, voice, derive_seed(ANCHOR_TEXT, voice_id(voice)))}
     # the guard's accepted rendering, or its last attempt when every attempt failed (the anchor is one sample)
     _key, audio, _reason, _attempt = next(render_guarded(engine, item, guard or GuardOptions()))
     return engine.anchor_voice(voice, audio, ANCHOR_TEXT)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.api import Synthesizer
+from engine.api import Request, Synthesizer
 from engine.units import SAMPLE_RATE, estimate_seconds, speakable_chars
 from engine.voice import VoiceError, VoiceSpec, parse_voice_spec
 from manifests.store import load
@@ -128,11 +128,11 @@ def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine: Calla
 
 
 def _pick(book_dir: Path, engine: Synthesizer, cands: list[Candidate], text: str,
-          notes: list[str]) -> tuple[list[tuple[str, Candidate, str]], dict[str, tuple[str, str, int]]]:
-    """(each distinct voice's (voice string, candidate, content key), what to render: content key -> (text,
-    voice, seed) of those not in the cache); a candidate whose voice does not resolve is noted and left out."""
+          notes: list[str]) -> tuple[list[tuple[str, Candidate, str]], dict[str, Request]]:
+    """(each distinct voice's (voice string, candidate, content key), what to render: content key -> what the
+    engine is given, for those not in the cache); a candidate whose voice does not resolve is noted and left out."""
     picked: dict[str, tuple[Candidate, str]] = {}        # voice string -> (candidate, content key)
-    todo: dict[str, tuple[str, str, int]] = {}
+    todo: dict[str, Request] = {}
     for c in cands:
         try:
             voice = engine.resolve_voice(c.spec)
@@ -146,5 +146,5 @@ def _pick(book_dir: Path, engine: Synthesizer, cands: list[Candidate], text: str
         key = next((k for k in keys if (book_dir / audio_relpath(k)).is_file()), keys[0])   # adopted audio too
         picked[voice] = (c, key)
         if not (book_dir / audio_relpath(key)).is_file():
-            todo[key] = (text, voice, seed)
+            todo[key] = Request(key, text, voice, seed)
     return [(v, c, k) for v, (c, k) in picked.items()], todo

@@ -155,9 +155,10 @@ def override(book_dir: Path, rows: list[dict], fix: Fix, engine_version: str) ->
         old = fixes.get(name)
         fixes[name] = old.merged(mine) if old is not None and old.source_text == r["source_text"] else mine
         text, emb, vid, seed = spoken(r["text"], r["spk_emb"], fixes[name])
-        key = content_key(text, vid, seed, engine_version)
+        key = content_key(text, vid, seed, engine_version, r.get("controls") or "")   # the line's controls stay
         if key != r["content_key"]:
             changed.append({**r, **QA_EMPTY, "text": text, "spk_emb": emb, "voice_id": vid, "seed": seed,
+                            "refined": "",
                             "content_key": key, "engine_version": engine_version, "status": "pending",
                             "audio_path": audio_relpath(key), "samples": 0, "duration_s": 0.0, "error": "",
                             "attempts": 0})

@@ -38,7 +38,7 @@ from engine.units import SAMPLE_RATE, estimate_seconds
 from manifests.crashpoints import crashpoint
 from manifests.status import STATUS_DONE
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
-from tasks.plan.rows import to_render
+from tasks.plan.rows import row_request, said, to_render
 from tasks.qa.checker import CHECK_ORDER, Checker, ToHear, accepted, judge_drift, reference_cutoff, voice_reference
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
@@ -131,7 +131,7 @@ def key_and_take(request_key: str) -> tuple[str, int]:
 
 def _request(seg: _Segment, key: str, take: int) -> Request:
     row = seg.first
-    return Request(key=f"{key}#{take}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], take))
+    return row_request(row, f"{key}#{take}", reroll_seed(row["seed"], take))
 
 
 class _CheckerThread:
@@ -193,8 +193,9 @@ def _hear_many(book_dir: Path, jobs: list[tuple[str, int, _Segment, np.ndarray]]
         ratio = len(audio) / SAMPLE_RATE / max(estimate_seconds(text), 1e-6)
         odd = bool(duration) or not SUSPECT_RATIO[0] <= ratio <= SUSPECT_RATIO[1]
         asr = qa.mode == "full" or (qa.mode == "suspect" and odd)
-        asked.append(ToHear(text, audio, SAMPLE_RATE, asr=asr and not duration, embed=not duration))  # failed: no
-        durations.append(duration)                                                                    # more checks
+        asked.append(ToHear(said(seg.first), audio, SAMPLE_RATE, asr=asr and not duration,   # said: without
+                            embed=not duration))                                                 # control tokens
+        durations.append(duration)                                             # failed: no more checks
     out = []
     for (key, take, seg, audio), duration, rec in zip(jobs, durations, checker.hear_many(asked)):
         rec = {**rec, "version": RECORD_VERSION, "take": take, "seed": reroll_seed(seg.first["seed"], take),
@@ -293,7 +294,7 @@ def reference_keys(book_dir: Path, rows: list[dict], qa: QAOptions, max_attempts
 
 def _transcribed(book_dir: Path, takes: list[tuple[_Segment, dict]], checker: Checker) -> list[dict]:
     """The records of these takes (segment, record) with their transcripts and ASR verdicts added."""
-    asked = [ToHear(seg.first["text"], read_audio(book_dir / rec["audio_path"]), SAMPLE_RATE, asr=True, embed=False)
+    asked = [ToHear(said(seg.first), read_audio(book_dir / rec["audio_path"]), SAMPLE_RATE, asr=True, embed=False)
              for seg, rec in takes]
     return [{**rec, **{f: h[f] for f in ("transcript", "cer", "asr", "language")},
              "checks": sorted(set(rec["checks"]) | {"asr"}, key=CHECK_ORDER.index),
@@ -381,8 +382,7 @@ def render_takes(book_dir: Path, engine: Synthesizer, wanted: dict[str, tuple[di
     frozen reference (qa.json) when there is one; its record is written beside it.  Returns key -> the take's
     record (tasks.synthesize.render.GuardedRenderer.takes: the same without hearing)."""
     refs = _read_references(book_dir)
-    requests = [Request(key=f"{k}#{t}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], t))
-                for k, (row, t) in wanted.items()]
+    requests = [row_request(row, f"{k}#{t}", reroll_seed(row["seed"], t)) for k, (row, t) in wanted.items()]
     out = {}
     for res in engine.synthesize(requests):
         k, t = key_and_take(res.key)

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from engine.api import Request, Synthesizer
+from engine.api import Controls, Request, Synthesizer
 from engine.units import SAMPLE_RATE
 from manifests.crashpoints import crashpoint
 from manifests.status import STATUS_DONE, STATUS_FAILED
 from manifests.store import commit, load
 from tasks.bookdir import take_relpath
 from tasks.errors import RenderFailed
-from tasks.plan.rows import to_render
+from tasks.plan.rows import row_request, to_render
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import check, reroll_seed
@@ -66,20 +66,19 @@ class Renderer(Protocol):
         """Take t of each key (key -> (a row of it, t)) into tasks.bookdir.take_relpath: key -> its record."""
 
 
-def render_guarded(engine: Synthesizer, items: Mapping[str, tuple[str, str, int]],
-                   guard: GuardOptions) -> Iterator[Attempt]:
-    """Render each item, key -> (text, voice string, seed), through the quality guard (tasks.synthesize.guard): an
-    outlier is re-rendered with reroll_seed(seed, attempt) up to guard.max_attempts.  Yields (key, audio,
-    reason, attempt) as items finish: reason is None for accepted audio, else why the last attempt failed."""
+def render_guarded(engine: Synthesizer, items: Mapping[str, Request], guard: GuardOptions) -> Iterator[Attempt]:
+    """Render each item, key -> the engine's request (its seed the first attempt's), through the quality guard
+    (tasks.synthesize.guard): an outlier is re-rendered with reroll_seed(seed, attempt) up to guard.max_attempts
+    (the refine pass's text, when the request has one, stays).  Yields (key, audio, reason, attempt) as items
+    finish: reason is None for accepted audio, else why the last attempt failed."""
     keys = list(items)
     for attempt in range(1, guard.max_attempts + 1):
         if not keys:
             break
-        requests = [Request(key=k, text=items[k][0], spk_emb=items[k][1], seed=reroll_seed(items[k][2], attempt))
-                    for k in keys]
+        requests = [replace(items[k], key=k, seed=reroll_seed(items[k].seed, attempt)) for k in keys]
         retry = []
         for result in engine.synthesize(requests):
-            reason = check(items[result.key][0], result.audio, SAMPLE_RATE, guard)
+            reason = check(items[result.key].text, result.audio, SAMPLE_RATE, guard)
             if reason and attempt < guard.max_attempts:
                 retry.append(result.key)
                 continue
@@ -97,7 +96,7 @@ class GuardedRenderer:
     hears: bool = False
 
     def render(self, by_key: Mapping[str, Rows], finish: Finish) -> dict[str, int]:
-        items = {k: (rs[0]["text"], rs[0]["spk_emb"], rs[0]["seed"]) for k, rs in by_key.items()}
+        items = {k: row_request(rs[0]) for k, rs in by_key.items()}
         counts = {"rendered": 0, "failed": 0}
         for key, audio, reason, attempt in render_guarded(self.engine, items, self.guard):
             rows = by_key[key]
@@ -115,8 +114,7 @@ class GuardedRenderer:
 
     def takes(self, wanted: Mapping[str, tuple[dict, int]]) -> dict[str, dict]:
         """Nothing heard: each record is the take's seed, audio and duration check (`version` absent)."""
-        requests = [Request(key=f"{k}#{t}", text=row["text"], spk_emb=row["spk_emb"],
-                            seed=reroll_seed(row["seed"], t)) for k, (row, t) in wanted.items()]
+        requests = [row_request(row, f"{k}#{t}", reroll_seed(row["seed"], t)) for k, (row, t) in wanted.items()]
         out = {}
         for res in self.engine.synthesize(requests):
             k, take = key_and_take(res.key)
@@ -242,10 +240,26 @@ def synthesize_book(book_dir: Path, engine: Synthesizer, *, on_done: Callable[[i
         if adopted:
             commits.add(adopted, at_once=True)
             counts["adopted"] = len(adopted)
-        got = renderer.render(by_content_key(pending), commits.add)
+        by_key = by_content_key(pending)
+        refine_pending(engine, by_key)          # --refine: the refine pass's text first, one batched pass
+        got = renderer.render(by_key, commits.add)
     counts["rendered"] += got["rendered"]
     counts["failed"] += got["failed"]
     return {**counts, **{k: v for k, v in got.items() if k not in counts}}
+
+
+def refine_pending(engine: Synthesizer, by_key: Mapping[str, Rows]) -> int:
+    """The refine-text pass (engine.refine, batched like the code pass) of every key whose controls ask for one and
+    whose rows hold no refined text yet: its text is set on the rows, which carry it into the manifest when they
+    are committed (a crash before: refined again, the same text).  Returns how many keys it refined."""
+    todo = {k: rs for k, rs in by_key.items()
+            if not rs[0].get("refined") and Controls.parse(rs[0].get("controls") or "").refine is not None}
+    if not todo:
+        return 0
+    for res in engine.refine([row_request(rs[0], k) for k, rs in todo.items()]):
+        for r in todo[res.key]:
+            r["refined"] = res.text
+    return len(todo)
 
 
 def render_references(book_dir: Path, engine: Synthesizer, *, guard: GuardOptions | None = None,

@@ -63,3 +63,19 @@ def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):
     assert full["asr_calls"] >= 1 and full["encoder_calls"] >= 4 and full["verdicts"] == {"pass": 4}
     assert full["takes"] == 4                                      # right recordings: nothing re-taken
     assert f"qa_fraction {r['qa_fraction']:.4f}" in capsys.readouterr().out
+
+
+def test_refine_share_is_measured_in_the_same_render(tmp_path, capsys):
+    """--refine: the render runs the refine-text pass, and its wall time is its own line of the split."""
+    from benchmarks import book_throughput as bench
+
+    book = corpus_path("txt", "gutenberg-zh", "27166-0.txt")
+    out = tmp_path / "book.json"
+    assert bench.main(["--model", "random-tiny", "--threads", "1", "--batch", "2", "--segments", "3", "--refine",
+                       "--corpus", str(book), "--json", str(out)]) == 0
+    r = json.loads(out.read_text(encoding="utf-8"))
+    assert 0 < r["split"]["refine_s"] < r["render_wall_s"] and r["split"]["synthesize_outside_engine_s"] >= 0
+    assert sum(r["split"].values()) == pytest.approx(r["render_wall_s"], abs=0.05)
+    assert r["refine_share"] == pytest.approx(r["split"]["refine_s"] / r["render_wall_s"], abs=1e-3)
+    assert r["refine_vs_speech"] == pytest.approx(r["split"]["refine_s"] / r["split"]["engine_in_render_s"], rel=1e-2)
+    assert "refine_share" in capsys.readouterr().out

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from flows.options import options_from_params, render_options
-from flows.params import BY_NAME, PARAMS, RenderParams, choices, describe, flag, help_of
+from flows.params import BY_NAME, PARAMS, RenderParams, choices, flag, help_of
+from flows.signature import describe
 from tests.conftest import ROOT
 
 OWN = {"render-book": {"catalogue", "base_url", "shards", "shard", "shard_token"},       # the flows' own parameters
