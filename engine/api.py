@@ -178,6 +178,7 @@ class Request:
     forced_tokens: int | None = None   # exact GPT token count (random-* models set it from the text)
     controls: Controls = DEFAULT_CONTROLS   # pace and sampling; with `refine` and no `refined`: refined first
     refined: str | None = None     # the refine pass's text (Refined.text): the code prompt speaks it instead
+    rank: int = 0                  # scheduling only: lower ranks start first (a book's chapter); never the audio
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,10 @@ class Synthesizer(Protocol):
     @property
     def is_random(self) -> bool:
         """Random weights: their audio is noise, nothing to hear (QA off), the token count forced."""
+
+    @property
+    def batch(self) -> int:
+        """Rows decoded together at most (EngineOptions.batch): a schedule ranks the last batch-worth alike."""
 
     def synthesize(self, requests: Iterable[Request], progress: Callable[[Result], None] | None = None,
                    more: Callable[[bool], Iterable[Request]] | None = None) -> Iterator[Result]:

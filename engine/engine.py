@@ -45,7 +45,7 @@ from engine.ortengine import backend_name as ort_backend, load_ort_model
 from engine.sampling import row_key
 from engine.scheduler import Scheduler
 from engine.units import expected_tokens
-from engine.vocoder import decode
+from engine.vocoder import decode, vocoder_dtype
 from engine.voice import VoiceSpec, check_voice, resolve_voice, sample_voice, speaker_vector
 from engine.voicestring import Voice, decode_prompt, decode_voice
 
@@ -82,15 +82,20 @@ def _resolve_dtype(opts: EngineOptions, path=None) -> str:
 
 
 def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: str | None = None,
-                   path=None) -> str:
-    """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile]`: what a content key
-    hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA: they
-    decide the bits; `path`, engine/cpupath.py's, names its arithmetic); CUDA's names only whether the decode step
-    runs as CUDA graphs (+compile: the name it had before the option was --cuda-graphs; kept, so keys stay).  The onnx
-    back-end's names carry engine.ortengine.backend_name (`onnx-ort1.32-cpu`: onnxruntime's version and the
-    provider) on every device, so its audio never shares a key with the torch engine's."""
+                   path=None, vocoder: str | None = None) -> str:
+    """`ours<version>-<model fingerprint>-<dtype>-<device>[-<CPU back-end>][+int8][+compile][+vocoder_bf16]`: what a
+    content key hashes.  From version 6 on a CPU name carries engine.cpu.backend_name (which kernels, at which ISA:
+    they decide the bits; `path`, engine/cpupath.py's, names its arithmetic); CUDA's names only whether the decode
+    step runs as CUDA graphs (+compile: the name it had before the option was --cuda-graphs; kept, so keys stay).
+    `+vocoder_bf16`: Decoder + Vocos in bf16 (`vocoder`, default engine.vocoder.vocoder_dtype(path): a bf16 CPU
+    path's); fp32 vocoding names nothing, so those names are what they were.  The onnx back-end's names carry
+    engine.ortengine.backend_name (`onnx-ort1.32-cpu`: onnxruntime's version and the provider) on every device, so
+    its audio never shares a key with the torch engine's."""
     version = version or ENGINE_VERSION           # read when called (tests set an older one)
-    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.cuda_graphs)) if on)
+    if vocoder is None:
+        vocoder = vocoder_dtype(path) if opts.backend == "torch" else "fp32"
+    extras = "".join(f"+{x}" for x, on in (("int8", opts.int8), ("compile", opts.cuda_graphs),
+                                            ("vocoder_bf16", vocoder == "bf16")) if on)
     backend = ""
     if opts.backend == "onnx":
         backend = f"-{ort_backend(opts.device)}"
@@ -104,12 +109,15 @@ def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, path=Non
     on CPU with a path (engine/cpupath.py) also every other path its request may run — a measurement on another
     day, or another CPU of the fleet, may have chosen another; `--dtype auto` also fp32's ADOPTED_VERSIONS (auto
     was fp32 on CPU before the paths); `--dtype bf16` also torch's own bf16 (its engine before the paths).  None for
-    the onnx back-end."""
+    the onnx back-end.  A bf16 path's engine also keeps what the same paths rendered with Decoder + Vocos in fp32
+    (before they followed the path's dtype)."""
     if opts.backend != "torch":
         return ()
     out = [engine_version(fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS]
     if opts.device == "cpu" and path is not None:
-        out += [engine_version(fingerprint, opts, p.dtype, path=p) for p in candidates(opts.dtype, opts.int8)]
+        for p in candidates(opts.dtype, opts.int8):
+            out += [engine_version(fingerprint, opts, p.dtype, path=p, vocoder=v)
+                    for v in dict.fromkeys(("fp32", vocoder_dtype(p)))]
         if opts.dtype == "auto":
             out += [engine_version(fingerprint, opts, "fp32", v) for v in ADOPTED_VERSIONS]
         if dtype == "bf16":
@@ -141,6 +149,7 @@ class Engine:
 
     def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str, path=None):
         self.opts, self.loaded, self.model, self.dtype, self.path = opts, loaded, code_model, dtype, path
+        self.vocoder = vocoder_dtype(path)            # Decoder + Vocos's dtype (engine/vocoder.py)
         self.version = engine_version(loaded.fingerprint, opts, dtype, path=path)
         self.adopts = adopted_versions(loaded.fingerprint, opts, dtype, path)   # onnx: none of the torch engine's
         self._tok = loaded.tokenizer._tokenizer       # BertTokenizerFast
@@ -182,6 +191,11 @@ class Engine:
                     enable_cuda_graphs(model)
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype, path)
+
+    @property
+    def batch(self) -> int:
+        """Rows decoded together at most (EngineOptions.batch)."""
+        return self.opts.batch
 
     @property
     def is_random(self) -> bool:
@@ -262,7 +276,7 @@ class Engine:
             raise ValueError(f"request {req.key}: text too long ({prompt} prompt tokens + {end_at} steps "
                              f"> {max_pos} positions)")
         return Row(key=req.key, ids=ids, spk=spk, rng=row_key(req.seed), end_at=end_at, forced=forced,
-                   order=order, codes=codes, params=req.controls.sampling)
+                   order=order, rank=req.rank, codes=codes, params=req.controls.sampling)
 
     # ------------------------------------------------------------------------------------------ refine-text
     def _refine_row(self, req: Request, order: int):
@@ -329,7 +343,7 @@ class Engine:
             if self.opts.backend == "onnx":          # the Decoder + Vocos graph, the row alone
                 wav = self.model.vocode(row.hiddens)
             else:
-                (wav,) = decode(self.loaded, [row.hiddens])   # each row alone, on every device (engine/vocoder.py)
+                (wav,) = decode(self.loaded, [row.hiddens], self.vocoder)   # each row alone (engine/vocoder.py)
             assert row.tokens is not None                # a finished row's T (engine/generate.py)
             res = Result(key=row.key, audio=wav, tokens=row.tokens, refined=refined.get(row.key))
             if progress is not None:

@@ -37,6 +37,7 @@ class Row:
     end_at: int                    # steps to run at most (forced count, or the cap)
     forced: bool                   # end_at is exact: EOS masked before it
     order: int = 0                 # arrival index (ties in scheduling)
+    rank: int = 0                  # the request's rank: lower ranks are admitted first (engine.scheduler)
     codes: torch.Tensor | None = None   # [P, Q] a sample's audio codes after the text ids (clip/anchor voices)
     params: SamplingParams = CODE_SAMPLING   # its logits processing (rows of one batch share it)
     text_eos: int | None = None    # a text row (the refine pass): its end id, [Ebreak]; None: a code row

@@ -13,8 +13,10 @@ from typing import get_args
 
 from engine.api import EngineOptions
 from flows.params import GROUPS, TYPES, choices, cpu_count, flag, help_of, named
+from tasks.bookdir import DEFAULT_OUT
 from tasks.qa.options import QAOptions
 from tasks.qa.recordings import LANGUAGE_CHOICES
+from tasks.site.studio.uploads import MAX_UPLOAD_BYTES
 
 PROG = "chattts-render"
 # Exit statuses of every command (README, "Exit codes"):
@@ -22,6 +24,7 @@ EXIT_OK = 0               # done; `check`: no recording flagged
 EXIT_FAILED = 1           # a render failed (rerun resumes); `check`: a recording flagged
 EXIT_USAGE = 2            # a user mistake (bad option, file, book; a missing extra or model): one line
 EXIT_ENVIRONMENT = 3      # the machine: a tool missing (ffmpeg), no GPU for --device cuda, an unusable output folder
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765        # where the studio listens (flows/studio.py)
 ROOT = Path(__file__).resolve().parents[1]        # the checkout (pyproject.toml), for package_version()
 # Each command's render parameters, in the order its --help lists them: a parameter's or a group's name
 # (flows/params.py), with argparse's arguments where they differ for the command.  flows/cli.py adds them to the
@@ -173,3 +176,17 @@ def add_check_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per recording, one per line")
     p.set_defaults(run="check")
     return p
+
+
+def add_studio_command(sub) -> None:
+    """`studio`'s parser (flows/studio.py runs it)."""
+    p = sub.add_parser("studio", help="A local web app: open a book, choose a voice, render, listen and fix lines.",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--root", default=str(DEFAULT_OUT), help="the output root it works in (default ./output)")
+    p.add_argument("--host", default=DEFAULT_HOST, help="the address to listen on (default 127.0.0.1; any other "
+                                                        "needs the access token it prints)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default {DEFAULT_PORT})")
+    p.add_argument("--books", default=None, help="a folder of books (EPUB, TXT) the library offers to add")
+    p.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_BYTES / 1048576,
+                   help="the largest upload accepted, MB (default %(default)g)")
+    p.set_defaults(run="studio")

@@ -7,6 +7,7 @@ themselves: flows/commands.py).
     chattts-render voices [audition] BOOK [options] | voices save NAME --voice SPEC | voices list
     chattts-render catalogue OUT [--base-url URL]
     chattts-render check AUDIO... --text TEXT | --texts TSV [--voice-ref CLIP] [--json]
+    chattts-render studio [--root DIR] [--host 127.0.0.1] [--port N] [--books DIR]
     chattts-render check --acx BOOK_DIR | AUDIO... [--json]
     chattts-render --version
 
@@ -31,6 +32,7 @@ from flows.arguments import (
     PROG,
     UsageError,
     add_check_command,
+    add_studio_command,
     package_version,
 )
 from flows.params import BOOK_HELP
@@ -92,6 +94,7 @@ def build_parser() -> _Parser:
     actions.add_parser("list", help="the saved voices").set_defaults(run="voices list")
     _catalogue(sub)
     add_check_command(sub)
+    add_studio_command(sub)
     _fix(command("fix", "Fix single segments of a rendered book: a new take, an earlier take, or another text, seed or "
                  "voice; only their chapters are re-packaged."))
     top.commands = tuple(sub.choices)                # for main(): is argv[0] a command or a book?

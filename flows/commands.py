@@ -18,6 +18,7 @@ from flows.options import book_place, options, package_options
 from flows.params import RenderParams
 from flows.pipeline import audition, render
 from flows.progress import TqdmProgress
+from flows.studio import cmd_studio
 from manifests.lock import BookLock
 from manifests.store import load, summary
 from tasks import stages
@@ -183,4 +184,5 @@ def cmd_catalogue(a) -> int:
 
 COMMANDS = {"render": cmd_render, "status": cmd_status, "inspect": cmd_inspect, "package": cmd_package,
             "voices audition": cmd_voices, "voices save": cmd_voices_save, "voices list": cmd_voices_list,
-            "catalogue": cmd_catalogue, "check": cmd_check, "fix": cmd_fix}   # by flows/cli.py's command names
+            "catalogue": cmd_catalogue, "check": cmd_check, "fix": cmd_fix,
+            "studio": cmd_studio}                    # by flows/cli.py's command names

@@ -57,7 +57,7 @@ def render_options(p: RenderParams) -> RenderOptions:
                          cast=load_cast(p.cast) if p.cast else None, store=store, qa=qa, language=p.language,
                          matter=MatterOptions.parse(p.include, p.skip),
                          speed=p.speed, refine=refine_options(p),
-                         direction=load_direction(*direction_paths(path, p.direction)))
+                         direction=load_direction(*direction_paths(path, p.direction)), schedule=p.schedule)
 
 
 def refine_options(p: RenderParams) -> Refine | None:

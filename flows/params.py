@@ -17,7 +17,7 @@ from tasks.book import LanguageChoice
 from tasks.bookdir import DEFAULT_OUT
 from tasks.ingest.matter import ALL, SET_ASIDE
 from tasks.qa.options import QAMode
-from tasks.synthesize.options import GuardOptions
+from tasks.synthesize.options import GuardOptions, Schedule
 
 GROUPS = ("output", "engine", "voices", "render", "prosody", "text", "proof")   # the option groups commands take
                                                                                 # (arguments.py)
@@ -127,6 +127,8 @@ class RenderParams:
     direction: str | None = option("prosody", None,
                                    "a direction file: per-line speed, pauses, [laugh]/[uv_break] and sampling (after "
                                    "the book's <stem>.direction.txt beside it; format in the README)")
+    schedule: Schedule = option("render", "length", "the order segments start in: length (longest first, the fastest) "
+                                "or chapters (the earliest unfinished chapter first: chapter 1 plays early)")
     allow_gaps: bool = option("render", False,
                               "assemble chapters even if some segments failed (silence in their place)")
     guard_attempts: int = option("render", GuardOptions.max_attempts,

@@ -10,7 +10,7 @@ PauseKind = Literal["clause", "sentence", "paragraph", "chapter"]
 PAUSE_KINDS: tuple[str, ...] = get_args(PauseKind)
 # A manifest row's pause_after may carry the silence a direction set after it: "sentence@1.2" (seconds).
 PAUSE_SECONDS_SEP = "@"
-CROSSFADE_S = 0.040          # s, equal-power cross-fade at every join of assembled audio (a pause is 0 or >= 2x it)
+CROSSFADE_S = 0.040          # s, equal-power cross-fade at every join (tasks/audio/assemble.py): a pause is >= 2x
 
 
 def directed_pause(kind: str, seconds: float) -> str:

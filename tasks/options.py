@@ -16,7 +16,7 @@ from tasks.ingest.matter import MatterOptions
 from tasks.plan.direction import Direction
 from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
-from tasks.synthesize.options import GuardOptions
+from tasks.synthesize.options import SCHEDULES, GuardOptions, Schedule
 from tasks.text.lexicon import Lexicon
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import Cast
@@ -43,11 +43,14 @@ class RenderOptions:
     speed: int | None = None          # --speed: the book's pace (None: each voice's own, else 5)
     refine: Refine | None = None      # --refine at its levels; None: no refine-text pass
     direction: Direction | None = None   # per-line controls (tasks/plan/direction.py)
+    schedule: Schedule = "length"          # the order rows start in: length | chapters (tasks/synthesize/render.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid (its parts check their own on construction,
         the book's language and voices too: PrepareOptions)."""
         _ = self.prepare
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"--schedule {self.schedule!r}: must be one of {', '.join(SCHEDULES)}")
 
     @property
     def book_dir(self) -> Path:

@@ -62,7 +62,7 @@ def synthesize(book_dir: Path, opts: RenderOptions,
     if why:
         print(why, file=sys.stderr, flush=True)          # the one line that says what `--qa auto` picked
     counts = synthesize_book(Path(book_dir), engine, on_done=on_done, guard=opts.guard, shard=shard, qa=qa,
-                             checker=checker_for(qa) if qa.mode != "off" else None)
+                             checker=checker_for(qa) if qa.mode != "off" else None, schedule=opts.schedule)
     if shard is None:
         compact(book_dir)
     return counts

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from engine.api import Refined, Request, Result, Synthesizer
+from engine.api import DEFAULT_MAX_BATCH, Refined, Request, Result, Synthesizer
 from engine.units import HOP, SAMPLE_RATE, SAMPLES_PER_TOKEN, estimate_seconds
 from engine.voice import VoiceSpec, resolve_voice, sample_voice
 from tasks.plan.rows import derive_seed
@@ -238,6 +238,7 @@ class SpeechEngine:
     version = VERSION
     adopts: tuple[str, ...] = ()
     is_random = False
+    batch = DEFAULT_MAX_BATCH["cpu"]                 # rows a batch holds at most (a schedule's tail)
 
     def __init__(self, script: Mapping[str, Sequence[Clip] | Clip], version: str = VERSION):
         self.script = script

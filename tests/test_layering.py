@@ -54,7 +54,8 @@ LAYERS = (                   # lowest first; a module may import its own layer a
     ("flows",),
 )
 HEAVY = {"torch", "torchaudio", "transformers", "ChatTTS", "vocos", "huggingface_hub", "safetensors", "prefect",
-         "pyarrow", "s3fs", "scipy", "wetext", "jieba", "numpy", "soundfile"}
+         "pyarrow", "s3fs", "scipy", "wetext", "jieba", "numpy", "soundfile",
+         "starlette", "jinja2"}      # the studio's web stack (0.1-0.25 s): no other command pays for it
 MODEL = {"engine.engine"}    # the engine: loading it is torch and ChatTTS; what needs no model never imports it
 STDLIB = set(sys.stdlib_module_names)
 # Where programs start, and what each may not load at import (the loader below: HEAVY and MODEL).  A function-level
@@ -63,8 +64,9 @@ ENTRY_POINTS = {
     "flows.params": HEAVY | MODEL,       # the render schema: `--help`, prefect.yaml's parameters, the flows' signatures
     "flows.cli": HEAVY | MODEL,          # chattts-render: --help, --version and a usage error answer at once
     "manifests": HEAVY | MODEL,          # users' scripts: `import manifests` (the store loads on first use)
-    "flows.commands": {"prefect", "torch"} | MODEL,    # the commands: Prefect only with a server, the model only
-    "flows.render_book": {"torch"} | MODEL,            # to render (package, status, inspect never load it)
+    "flows.commands": {"prefect", "torch", "starlette", "jinja2"} | MODEL,   # the commands: Prefect only with a
+    "flows.render_book": {"torch"} | MODEL,            # server, the studio's web stack only for it, the model only
+                                                       # to render (package, status, inspect never load it)
     "flows.nightly": {"torch"} | MODEL,
 }
 LAZY = {                     # every function-level project import: the entry point that hoisting it would break
@@ -72,6 +74,7 @@ LAZY = {                     # every function-level project import: the entry po
     ("flows.commands", "flows.render_book"): "flows.commands",
     ("manifests", "manifests.store"): "manifests",
     ("tasks.stages", "engine.engine"): "flows.commands",
+    ("flows.studio", "tasks.site.studio.app"): "flows.commands",
 }
 TOOLS = {"benchmarks", "scripts", "tests"}   # developers' code (benchmarks/trtcheck.py, …): the package never imports
 FLOWS_MAX_LINES = 200        # a flows/ module longer than this holds more than composition

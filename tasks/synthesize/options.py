@@ -5,6 +5,7 @@ flows/arguments.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from engine.voice import MAX_SEED
 from tasks.plan.rows import MAX_ATTEMPTS
@@ -15,6 +16,8 @@ SLACK_S = 1.0             # s, absolute slack on both sides of the band (short t
 DEFAULT_COUNT = 12                 # an audition's seed candidates
 DEFAULT_FROM_SEED = 2222           # its first seed: the default voice (tasks.voice.voices.DEFAULT_VOICE)
 MAX_COUNT = 100
+Schedule = Literal["length", "chapters"]   # the order rows start in (tasks/synthesize/render.py); "length" the default
+SCHEDULES = get_args(Schedule)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import json
 import threading
 from collections.abc import Callable, Set
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -66,9 +66,9 @@ class _Segment:
 
 def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[dict]], qa: QAOptions,
                    guard: GuardOptions, checker: Checker, finish: Callable[[list[dict]], None],
-                   all_rows: list[dict]) -> dict:
-    """Render, hear and decide every key of by_key (see the module docstring).  finish(rows) commits decided
-    rows.  Returns counts {rendered, failed, retaken}."""
+                   all_rows: list[dict], ranks: dict[str, int] | None = None) -> dict:
+    """Render, hear and decide every key of by_key (the module docstring); finish(rows) commits decided rows;
+    `ranks`: each key's Request.rank (render.chapter_ranks).  Returns counts {rendered, failed, retaken}."""
     segs = {k: _Segment(rs, _takes_on_disk(book_dir, k)) for k, rs in by_key.items()}
     counts = {"rendered": 0, "failed": 0, "retaken": 0}
     refs = _read_references(book_dir)
@@ -84,7 +84,7 @@ def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[d
         new = {k: t for k in sorted({f.result()[0] for f in done})
                if (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes}
         counts["retaken"] += len(new)
-        return [_request(segs[k], k, t) for k, t in new.items()]
+        return [_request(segs[k], k, t, ranks) for k, t in new.items()]
 
     with _CheckerThread(book_dir, qa, guard, checker) as checking:
         while open_keys:
@@ -95,7 +95,7 @@ def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[d
             need = {k: t for k in sorted(open_keys) if (t := _next_take(segs[k], qa)) is not None
                     and t not in segs[k].takes}
             counts["retaken"] += sum(t > 1 for t in need.values())
-            requests = [_request(segs[k], k, t) for k, t in need.items()]
+            requests = [_request(segs[k], k, t, ranks) for k, t in need.items()]
             for res in engine.synthesize(requests, more=retakes):
                 k, take = key_and_take(res.key)
                 write_segment_audio(book_dir / take_relpath(k, take), res.audio, SAMPLE_RATE)
@@ -129,9 +129,9 @@ def key_and_take(request_key: str) -> tuple[str, int]:
     return key, int(take)
 
 
-def _request(seg: _Segment, key: str, take: int) -> Request:
+def _request(seg: _Segment, key: str, take: int, ranks: dict[str, int] | None = None) -> Request:
     row = seg.first
-    return row_request(row, f"{key}#{take}", reroll_seed(row["seed"], take))
+    return replace(row_request(row, f"{key}#{take}", reroll_seed(row["seed"], take)), rank=(ranks or {}).get(key, 0))
 
 
 class _CheckerThread:

@@ -4,13 +4,20 @@
 
 Three steps: the rows to render (select_rows: a shard's, or `fix`'s keys), the audio a crash left on disk adopted
 (adopt), and a renderer (renderer_for: the guarded one, or with proof on the proofed one, tasks/synthesize/proof.py)
-whose decided rows a Commits batches into the manifest.  Each finished segment's audio is written content-addressed
-(FLAC, 24-bit, atomic) before its row is committed, so a crash loses at most the uncommitted batch's rows — and not
-even their audio: a pending row whose file already exists is adopted without rendering.
+whose decided rows a Commits batches into the manifest — at once for the last row of a chapter, so a chapter is
+playable as soon as it is rendered.  Each segment's audio is written content-addressed (FLAC, 24-bit, atomic) before
+its row is committed, so a crash loses at most the uncommitted batch's rows — and not even their audio: a pending
+row whose file already exists is adopted without rendering.
+
+Schedules (the order the engine starts rows in; never the audio): "length" hands the engine every row alike and
+its scheduler starts the longest first (engine.scheduler); "chapters" ranks each row by its chapter, so the
+earliest unfinished chapter is rendered first while the batch stays full with the next ones — except that the
+chapters of the book's last batch-worth of rows share one rank, so the run drains longest first (chapter_ranks).
 """
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +36,7 @@ from tasks.plan.rows import row_request, to_render
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import check, reroll_seed
-from tasks.synthesize.options import GuardOptions
+from tasks.synthesize.options import GuardOptions, Schedule
 from tasks.synthesize.proof import key_and_take, reference_keys, render_proofed, render_takes
 from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
 
@@ -39,6 +46,7 @@ COMMIT_EVERY_S = 10.0          # seconds: commit at least this often when anythi
 Rows = list[dict]                                  # manifest rows
 Finish = Callable[[Rows], None]                    # a renderer hands each decided key's rows to this
 Attempt = tuple[str, np.ndarray, str | None, int]  # (key, audio, why the guard failed it or None, attempt)
+Ranks = Mapping[str, int]                          # content key -> its Request.rank (the "chapters" schedule)
 
 
 class RowSet(Protocol):
@@ -59,11 +67,22 @@ class Renderer(Protocol):
     @property
     def hears(self) -> bool: ...
 
-    def render(self, by_key: Mapping[str, Rows], finish: Finish) -> dict[str, int]:
-        """Counts {rendered, failed} (proof: retaken too), in rows."""
+    def render(self, by_key: Mapping[str, Rows], finish: Finish, ranks: Ranks | None = None) -> dict[str, int]:
+        """Counts {rendered, failed} (proof: retaken too), in rows; `ranks`: each key's Request.rank."""
 
     def takes(self, wanted: Mapping[str, tuple[dict, int]]) -> dict[str, dict]:
         """Take t of each key (key -> (a row of it, t)) into tasks.bookdir.take_relpath: key -> its record."""
+
+
+def chapter_ranks(rows: Rows, batch: int) -> dict[str, int]:
+    """The "chapters" schedule: each content key's rank, its chapter (a sentence repeated in two chapters: the
+    earlier), but the chapters holding the last `batch` of these rows (reading order) all rank as the first of
+    them: those rows start longest first, so the batch drains evenly at the end of the run."""
+    ranks: dict[str, int] = {}
+    for r in rows:
+        ranks.setdefault(r["content_key"], r["chapter"])
+    tail = rows[max(0, len(rows) - batch)]["chapter"] if rows else 0
+    return {k: min(c, tail) for k, c in ranks.items()}
 
 
 def render_guarded(engine: Synthesizer, items: Mapping[str, Request], guard: GuardOptions) -> Iterator[Attempt]:
@@ -95,8 +114,8 @@ class GuardedRenderer:
     guard: GuardOptions
     hears: bool = False
 
-    def render(self, by_key: Mapping[str, Rows], finish: Finish) -> dict[str, int]:
-        items = {k: row_request(rs[0]) for k, rs in by_key.items()}
+    def render(self, by_key: Mapping[str, Rows], finish: Finish, ranks: Ranks | None = None) -> dict[str, int]:
+        items = {k: replace(row_request(rs[0]), rank=(ranks or {}).get(k, 0)) for k, rs in by_key.items()}
         counts = {"rendered": 0, "failed": 0}
         for key, audio, reason, attempt in render_guarded(self.engine, items, self.guard):
             rows = by_key[key]
@@ -138,11 +157,11 @@ class ProofedRenderer:
     book_rows: Sequence[dict] = ()     # the whole book's, in reading order: a voice's reference is its first takes
     hears: bool = True
 
-    def render(self, by_key: Mapping[str, Rows], finish: Finish) -> dict[str, int]:
+    def render(self, by_key: Mapping[str, Rows], finish: Finish, ranks: Ranks | None = None) -> dict[str, int]:
         if by_key:
             self.checker.load()        # a missing extra or model: one line before anything renders
         return render_proofed(self.book_dir, self.engine, dict(by_key), self.qa, self.guard, self.checker, finish,
-                              list(self.book_rows))
+                              list(self.book_rows), dict(ranks) if ranks is not None else None)
 
     def takes(self, wanted: Mapping[str, tuple[dict, int]]) -> dict[str, dict]:
         return render_takes(self.book_dir, self.engine, dict(wanted), self.qa, self.guard, self.checker)
@@ -158,12 +177,14 @@ def renderer_for(book_dir: Path, engine: Synthesizer, guard: GuardOptions, qa: Q
 
 
 class Commits:
-    """Decided rows committed in small batches (every COMMIT_EVERY_ROWS rows or COMMIT_EVERY_S seconds, and what
-    is left on closing, also when the engine fails) as `writer`'s parts; on_done(done, total) after each add."""
+    """Decided rows committed in small batches (every COMMIT_EVERY_ROWS rows or COMMIT_EVERY_S seconds, at once with
+    the last row of a chapter, and what is left on closing, also when the engine fails) as `writer`'s parts;
+    on_done(done, total) after each add.  `pending`: the rows to render (their chapters' counts)."""
 
-    def __init__(self, book_dir: Path, writer: str, done: int, total: int,
+    def __init__(self, book_dir: Path, writer: str, done: int, total: int, pending: Sequence[dict] = (),
                  on_done: Callable[[int, int], None] | None = None) -> None:
         self.book_dir, self.writer, self.done, self.total, self.on_done = book_dir, writer, done, total, on_done
+        self.left = Counter(r["chapter"] for r in pending)          # rows still to finish, by chapter
         self._batch: Rows = []
         self._last = time.monotonic()
 
@@ -174,8 +195,12 @@ class Commits:
         self.flush()
 
     def add(self, rows: Rows, at_once: bool = False) -> None:
+        """Decided rows; `at_once`: committed now, and not among the pending (the audio a crash left, adopted)."""
         self._batch += rows
         self.done += len(rows)
+        if not at_once:
+            self.left.subtract(r["chapter"] for r in rows)
+            at_once = any(self.left[r["chapter"]] == 0 for r in rows)     # its chapter's last row: playable now
         if at_once or len(self._batch) >= COMMIT_EVERY_ROWS or time.monotonic() - self._last >= COMMIT_EVERY_S:
             self.flush()
         if self.on_done:
@@ -218,13 +243,14 @@ def by_content_key(rows: Rows) -> dict[str, Rows]:
 
 def synthesize_book(book_dir: Path, engine: Synthesizer, *, on_done: Callable[[int, int], None] | None = None,
                     guard: GuardOptions | None = None, shard: RowSet | None = None, qa: QAOptions | None = None,
-                    checker: Checker | None = None, keys: Set[str] | None = None) -> dict:
+                    checker: Checker | None = None, keys: Set[str] | None = None,
+                    schedule: Schedule = "length") -> dict:
     """Render every pending row of the book's manifest (and failed rows that may succeed on another try).
     Returns counts {rendered, adopted, already_done, failed, total} (with proof, retaken too).  `on_done(done,
     total)` is called as rows finish.  With shard: only its rows, committed as its parts, while other shards render
     the rest; with keys (content keys): only those rows (`chattts-render fix`).  With qa on (QAOptions, mode
     suspect or full): every take kept and heard, flagged takes re-taken (renderer_for; checker made from qa when
-    None)."""
+    None).  `schedule`: the order rows start in (the module docstring)."""
     guard = guard or GuardOptions()
     book_rows = load(book_dir).to_pylist()                  # reading order
     rows = select_rows(book_rows, shard, keys)
@@ -235,14 +261,15 @@ def synthesize_book(book_dir: Path, engine: Synthesizer, *, on_done: Callable[[i
     renderer = renderer_for(book_dir, engine, guard, qa, checker, book_rows)
     adopted, pending = ([], todo) if renderer.hears else adopt(book_dir, todo)   # proof hears takes on disk
     check_engine(book_dir, pending, engine.version)
-    with Commits(book_dir, shard.writer if shard is not None else "", counts["already_done"], len(rows),
+    ranks = chapter_ranks(pending, engine.batch) if schedule == "chapters" else None
+    with Commits(book_dir, shard.writer if shard is not None else "", counts["already_done"], len(rows), pending,
                  on_done) as commits:
         if adopted:
             commits.add(adopted, at_once=True)
             counts["adopted"] = len(adopted)
         by_key = by_content_key(pending)
         refine_pending(engine, by_key)          # --refine: the refine pass's text first, one batched pass
-        got = renderer.render(by_key, commits.add)
+        got = renderer.render(by_key, commits.add, ranks)
     counts["rendered"] += got["rendered"]
     counts["failed"] += got["failed"]
     return {**counts, **{k: v for k, v in got.items() if k not in counts}}

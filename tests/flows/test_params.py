@@ -163,13 +163,14 @@ def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypa
 
     seen = {}
     monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None, qa=None,
-                        checker=None: seen.update(guard=guard, qa=qa) or {"rendered": 0})
+                        checker=None, schedule="length": seen.update(guard=guard, qa=qa, schedule=schedule)
+                        or {"rendered": 0})
     random_model = SimpleNamespace(is_random=True)
     monkeypatch.setattr(stages, "get_engine", lambda o: random_model)
     stages.synthesize(tmp_path, opts)
     assert seen["guard"] is opts.guard and seen["qa"].mode == "off"      # random weights: nothing to hear
-    stages.synthesize(tmp_path, options_from_params(str(book), qa="suspect", asr_model="tiny"))
-    assert (seen["qa"].mode, seen["qa"].asr_model) == ("suspect", "tiny")
+    stages.synthesize(tmp_path, options_from_params(str(book), qa="suspect", asr_model="tiny", schedule="chapters"))
+    assert (seen["qa"].mode, seen["qa"].asr_model, seen["schedule"]) == ("suspect", "tiny", "chapters")
 
 
 def test_qa_auto_picks_by_cost_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
@@ -183,7 +184,7 @@ def test_qa_auto_picks_by_cost_and_says_so_in_one_line(tmp_path, monkeypatch, ca
     book.write_text("第一章\n一句话。\n", encoding="utf-8")
     seen, installed = {}, {"yes": True}
     monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None, qa=None,
-                        checker=None: seen.update(qa=qa) or {"rendered": 0})
+                        checker=None, schedule="length": seen.update(qa=qa) or {"rendered": 0})
     monkeypatch.setattr(stages, "checker_for", lambda qa: SimpleNamespace(available=lambda: installed["yes"]))
     monkeypatch.setattr(qa_opts, "BASE_SHARE", {"cpu": 0.2, "cuda": 0.05})
     real = SimpleNamespace(is_random=False)
