@@ -61,7 +61,8 @@ def test_sub_commands_and_the_default_command(tmp_path, capsys):
     from tasks.errors import BookError, GapsError, OutputError, ToolMissing
 
     parser = build_parser()
-    assert parser.commands == ("render", "status", "inspect", "package", "voices", "catalogue", "check", "fix")
+    assert parser.commands == ("render", "status", "inspect", "package", "voices", "catalogue", "check", "studio",
+                               "fix")
     a = parser.parse_args(["render", "b.epub", "--voice", "seed:3"])
     assert a.command == "render" and a.voice == "seed:3"
     assert main(["inspect", str(SAMPLE), "--json"]) == 0 and '"chapters"' in capsys.readouterr().out
