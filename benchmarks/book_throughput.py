@@ -59,47 +59,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.clock import EngineClock  # noqa: E402
 from benchmarks.engine_vs_upstream import CORPUS_FILE, finish, workload  # noqa: E402
 
 BATCHES = 3                        # default segments: this many batches' worth (refill in steady state)
 BASELINE_PATH = "fp32-avx2"        # --dtype auto's baseline in the same run (engine/cpupath.py's name)
 FORMATS = ("flac", "m4b")
-
-
-class EngineClock:
-    """Wall time spent inside Engine.synthesize's iterator (the engine's own work), however the caller paces it;
-    `method="refine"`: inside Engine.refine's (the refine-text pass)."""
-
-    def __init__(self, method: str = "synthesize"):
-        self.seconds = 0.0
-        self.method = method
-
-    def __enter__(self):
-        """The method (the class's: every stage loads its own Engine object) timed while inside."""
-        from engine.engine import Engine
-
-        self._inner = inner = getattr(Engine, self.method)
-        clock = self
-
-        def synthesize(engine, requests, *args, **kwargs):
-            it = inner(engine, requests, *args, **kwargs)
-            while True:
-                t0 = time.perf_counter()
-                try:
-                    res = next(it)
-                except StopIteration:
-                    clock.seconds += time.perf_counter() - t0
-                    return
-                clock.seconds += time.perf_counter() - t0
-                yield res
-
-        setattr(Engine, self.method, synthesize)
-        return self
-
-    def __exit__(self, *exc):
-        from engine.engine import Engine
-
-        setattr(Engine, self.method, self._inner)
 
 
 def timed_stages(opts) -> dict:

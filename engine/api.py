@@ -16,8 +16,14 @@ on CUDA its last bits can depend on the batch's shape (slot count, attention buc
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from engine.voice import VoiceSpec
 
 ModelSpec = str   # "hf" | "random-tiny" | "random-full" | a local asset directory
 RANDOM_MODELS = ("random-tiny", "random-full")
@@ -183,6 +189,19 @@ class EngineRecord:
                                    # another back-end must have to run it ("kernels-aten_avx2")
     version: str                   # the engine version the book's rows were planned with
 
+    @classmethod
+    def of_version(cls, version: str) -> EngineRecord | None:
+        """The record of the CPU engine that planned rows under `version` (engine.engine.engine_version's
+        `ours<N>-<fingerprint>-<dtype>-cpu-<back-end tag>[+extras]`: a book rendered before records has only its
+        rows' versions): its dtype, int8 and back-end's tag, the path unknown (follow takes the first back-end of
+        that tag).  None for a version that names no CPU back-end (before 6, CUDA, onnx, a test's stand-in)."""
+        base, _, extras = version.partition("+")
+        parts = base.split("-", 4)                   # ours<N>, fingerprint, dtype, device, the back-end's tag
+        if len(parts) < 5 or parts[3] != "cpu" or parts[4].startswith("onnx-") or parts[2] not in ("fp32", "bf16"):
+            return None
+        return cls(path="", dtype=parts[2], int8="int8" in extras.split("+"), kind="", backend=parts[4],
+                   version=version)
+
     def asked_otherwise(self, opts: EngineOptions) -> str:
         """The option of `opts` that asks for another engine than this one ("" where none does): a --dtype other
         than auto and this dtype, or --int8 where this one is not int8."""
@@ -206,7 +225,7 @@ class Request:
 @dataclass(frozen=True)
 class Result:
     key: str
-    audio: object                # numpy float32 mono at engine.units.SAMPLE_RATE, (2T-1)*256 samples
+    audio: np.ndarray              # float32 mono at engine.units.SAMPLE_RATE, (2T-1)*256 samples
     tokens: int                    # GPT steps generated (T)
     refined: str | None = None     # the text the code prompt spoke when the request was refined
 
@@ -218,6 +237,44 @@ class Refined:
     key: str
     text: str
     tokens: tuple[int, ...]
+
+
+class Synthesizer(Protocol):
+    """What the pipeline's stages ask of an engine (engine.engine.Engine; tests/speech_engine.py's stand-in):
+    tasks/ type their `engine` with it and reach nothing else of it."""
+
+    @property
+    def version(self) -> str:
+        """The engine version a content key hashes (engine.engine.engine_version)."""
+
+    @property
+    def adopts(self) -> tuple[str, ...]:
+        """Earlier versions whose done audio a plan keeps (engine.engine.adopted_versions)."""
+
+    @property
+    def record(self) -> EngineRecord | None:
+        """Its CPU back-end as a book keeps it (manifests/engine.py); None where the options alone decide the engine."""
+
+    @property
+    def is_random(self) -> bool:
+        """Random weights: their audio is noise, nothing to hear (QA off), the token count forced."""
+
+    @property
+    def batch(self) -> int:
+        """Rows decoded together at most (EngineOptions.batch): a schedule ranks the last batch-worth alike."""
+
+    def synthesize(self, requests: Iterable[Request], progress: Callable[[Result], None] | None = None,
+                   more: Callable[[bool], Iterable[Request]] | None = None) -> Iterator[Result]:
+        """A Result per request as rows finish (completion order); `more(idle)`: requests that join the pass."""
+
+    def refine(self, requests: Iterable[Request]) -> Iterator[Refined]:
+        """The refine-text pass over requests whose controls set `refine`: a Refined per request as rows finish."""
+
+    def resolve_voice(self, spec: VoiceSpec) -> str:
+        """The voice string of a parsed spec for this model (engine.voice.resolve_voice; VoiceError)."""
+
+    def anchor_voice(self, voice: str, rendering: np.ndarray, text: str) -> str:
+        """`voice` conditioned on its own `rendering` of `text` (a prompt voice string)."""
 
 
 def onnx_missing() -> list[str]:

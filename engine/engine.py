@@ -5,22 +5,10 @@
     for res in engine.synthesize([Request(key="a", text="你好。", spk_emb=voice, seed=7)]):
         res.audio   # float32 numpy, (2T-1)*256 samples at 24 kHz
 
-Text arrives normalized (ChatTTS's Normalizer is never run: it deletes digits); the prompt is upstream's
-`[Stts][spk_emb][speed_N]{text}[Ptts]` (N: the request's Controls.speed, 5 by default), token for token what its
-InferCodeParams(prompt="[speed_N]") builds; inline control tokens in the text ([uv_break], [laugh]) pass through
-as upstream's tokenizer reads them.  A voice with a sample (a clip or an anchored voice, engine.voice.Voice) gets
-upstream's `[Stts][spk_emb]{txt_smp}[speed_N]{text}[Ptts]` (`[empty_spk]` without a speaker embedding) followed by
-the sample's audio codes.  Random models get a forced token count from the text (engine.units.expected_tokens)
-unless the request sets one.  See engine/generate.py for why a result does not depend on the requests it was
-batched with.
-
-The refine-text pass (`Engine.refine`, and `synthesize` for a request whose controls ask for it and that carries
-no `refined` text) is upstream's Chat._refine_text through our decode loop: prompt
-`[Sbreak]{text}[Pbreak][oral_N][laugh_N][break_N]`, the text head, RefineTextParams' sampling (temperature 0.7,
-top-P 0.7, top-K 20, no repetition penalty) with our counter-based noise, at most 384 ids, ended by [Ebreak]; the
-ids below [break_0] decoded as upstream decodes them are the text the code pass speaks.  Two differences, both
-for determinism: [Ebreak] is masked at the first step (upstream regenerates an empty result), and random models
-are forced to as many ids as the text has tokens (they never end on their own).
+Text arrives normalized; the prompt is upstream's, token for token (a voice's sample and its codes, the request's
+[speed_N], inline control tokens), and the refine-text pass (`refine`) is upstream's through our decode loop, with
+two differences for determinism.  A result does not depend on the requests it was batched with (engine/generate.py).
+The prompts and the refine pass: docs/modules.md, "The Engine".
 """
 from __future__ import annotations
 
@@ -29,6 +17,9 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import torch
 
 from engine.api import (
     DEFAULT_SPEED,
@@ -45,11 +36,22 @@ from engine.api import (
     onnx_missing,
 )
 from engine.clip import sample_prompt
+from engine.codemodel import CodeModel, enable_cuda_graphs
+from engine.cpu import CpuBackend
+from engine.cpupath import candidates, choose, follow, runnable
+from engine.generate import CAP_FACTOR, MAX_NEW_TOKENS, Row
+from engine.llama import LlamaShape
 from engine.loader import load_chattts
+from engine.ortengine import backend_name as ort_backend, load_ort_model
+from engine.sampling import row_key
+from engine.scheduler import Scheduler
 from engine.units import expected_tokens
 from engine.vocoder import decode, vocoder_dtype
-from engine.voice import check_voice, sample_voice, speaker_vector
+from engine.voice import VoiceSpec, check_voice, resolve_voice, sample_voice, speaker_vector
 from engine.voicestring import Voice, decode_prompt, decode_voice
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENGINE_VERSION = "6"               # bump whenever generated audio would change (3: oneDNN packed linears on CPU;
                                    # 4: engine/kernels.c's linears on CPU; 5: its whole decode step; 6: it is built
@@ -96,14 +98,10 @@ def engine_version(fingerprint: str, opts: EngineOptions, dtype: str, version: s
     version = version or ENGINE_VERSION           # read when called (tests set an older one)
     backend = ""
     if opts.backend == "onnx":
-        from engine.ortengine import backend_name as ort_backend
-
         backend = f"-{ort_backend(opts.device)}"
     elif opts.device == "cpu" and int(version) >= 6:
         if cpu is None:
-            from engine.cpupath import runnable  # torch: engine.engine stays importable without it
-
-            cpu = runnable(dtype, opts.int8)[0]
+            cpu = runnable(dtype, opts.int8)[0]          # this process's first back-end for the dtype
         backend = f"-{cpu.tag}"
     if vocoder is None:
         vocoder = vocoder_dtype(cpu.path if cpu is not None else None) if opts.backend == "torch" else "fp32"
@@ -124,9 +122,6 @@ def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, cpu=None
         return ()
     out = [engine_version(fingerprint, opts, dtype, v) for v in ADOPTED_VERSIONS]
     if opts.device == "cpu" and cpu is not None:
-        from engine.cpu import CpuBackend
-        from engine.cpupath import candidates
-
         for p in candidates(opts.dtype, opts.int8):
             out += [engine_version(fingerprint, opts, p.dtype, cpu=CpuBackend.of(p), vocoder=v)
                     for v in dict.fromkeys(("fp32", vocoder_dtype(p)))]
@@ -138,26 +133,12 @@ def adopted_versions(fingerprint: str, opts: EngineOptions, dtype: str, cpu=None
     return tuple(v for v in dict.fromkeys(out) if v != mine)
 
 
-def version_record(version: str) -> EngineRecord | None:
-    """The record of a CPU engine that planned rows under `version` (a book rendered before records: its rows'
-    engine_version), for EngineOptions.record: its dtype, int8 and back-end's tag; the path unknown (the first
-    back-end of that tag is taken).  None for a version that names no CPU back-end (before 6, CUDA, onnx)."""
-    base, _, extras = version.partition("+")
-    parts = base.split("-", 4)                   # ours<N>, fingerprint, dtype, device, the back-end's tag
-    if len(parts) < 5 or parts[3] != "cpu" or parts[4].startswith("onnx-") or parts[2] not in ("fp32", "bf16"):
-        return None
-    return EngineRecord(path="", dtype=parts[2], int8="int8" in extras.split("+"), kind="", backend=parts[4],
-                        version=version)
-
-
 def _ort_model(loaded, opts: EngineOptions, dtype: str):
     """The onnx back-end's OrtCodeModel (graphs exported into the model cache once); ModelUnavailable (one line)
     when the onnx extra is not installed."""
     if missing := onnx_missing():
         raise ModelUnavailable(f"--backend onnx: {', '.join(missing)} not installed (pip install "
                                "'chattts-render[onnx]', or [onnx-gpu] for CUDA)")
-    from engine.ortengine import load_ort_model
-
     return load_ort_model(loaded, opts.device, dtype, opts.threads, opts.batch)
 
 
@@ -167,9 +148,6 @@ def _cpu_backend(opts: EngineOptions, loaded):
     engine/cpupath.py's choice at the model's shape and the engine's batch, once per machine."""
     if opts.device != "cpu" or opts.backend != "torch":
         return None
-    from engine.cpupath import choose, follow
-    from engine.llama import LlamaShape
-
     if opts.record is not None:
         return follow(opts.record, lambda b: engine_version(loaded.fingerprint, opts, b.dtype, cpu=b))
     shape = LlamaShape.from_hf(loaded.chat.gpt.gpt.config)
@@ -177,7 +155,7 @@ def _cpu_backend(opts: EngineOptions, loaded):
 
 
 class Engine:
-    """See engine/api.py for the contract."""
+    """See engine/api.py for the contract (engine.api.Synthesizer: what the stages use of it)."""
 
     def __init__(self, opts: EngineOptions, loaded, code_model, dtype: str, cpu=None):
         self.opts, self.loaded, self.model, self.dtype = opts, loaded, code_model, dtype
@@ -204,10 +182,6 @@ class Engine:
     def load(cls, opts: EngineOptions) -> Engine:
         """Load the model (once per process per settings) and build an engine.  Raises ModelUnavailable,
         DeviceUnavailable when torch cannot use CUDA, EngineMismatch when this process cannot run opts.record."""
-        import torch
-
-        from engine.codemodel import CodeModel, enable_cuda_graphs
-
         if opts.threads:
             torch.set_num_threads(opts.threads)
         if opts.device == "cuda" and not torch.cuda.is_available():
@@ -233,13 +207,25 @@ class Engine:
                 _MODELS[key] = model
             return cls(opts, loaded, _MODELS[key], dtype, cpu)
 
+    @property
+    def batch(self) -> int:
+        """Rows decoded together at most (EngineOptions.batch)."""
+        return self.opts.batch
+
+    @property
+    def is_random(self) -> bool:
+        """Random weights (random-tiny, random-full): noise, with token counts forced from the text."""
+        return bool(self.loaded.is_random)
+
     # ------------------------------------------------------------------------------------------- voices
     def sample_voice(self, seed: int) -> str:
         return sample_voice(self.loaded, seed)
 
-    def _speaker_vector(self, spk_emb: str):
-        import torch
+    def resolve_voice(self, spec: VoiceSpec) -> str:
+        """engine.voice.resolve_voice with this engine's model: sampled, a clip encoded, or a string checked."""
+        return resolve_voice(spec, self.loaded)
 
+    def _speaker_vector(self, spk_emb: str):
         if spk_emb not in self._spk_cache:
             self._spk_cache[spk_emb] = torch.from_numpy(speaker_vector(spk_emb, self.loaded).astype("float32"))
         return self._spk_cache[spk_emb]
@@ -247,8 +233,6 @@ class Engine:
     def _voice(self, voice: str) -> tuple:
         """(speaker vector [C] or None, sample codes [P, Q] long or None, sample transcript) of a voice string,
         checked against the model (VoiceError) once per string."""
-        import torch
-
         if voice not in self._voices:
             v = decode_voice(voice)
             check_voice(v, self.loaded)
@@ -259,7 +243,7 @@ class Engine:
             self._voices[voice] = (spk, codes, v.txt_smp)
         return self._voices[voice]
 
-    def anchor_voice(self, voice: str, rendering, text: str) -> str:
+    def anchor_voice(self, voice: str, rendering: np.ndarray, text: str) -> str:
         """`voice` (a spk_emb string) conditioned on its own `rendering` of `text` (a Result's audio): the
         DVAE-encoded rendering becomes the sample of every segment, as upstream's split-text infer anchors a
         long text on its first part."""
@@ -286,8 +270,6 @@ class Engine:
 
     def steps_for(self, req: Request) -> tuple[int, bool]:
         """(end_at, forced): the exact count for forced rows, else the runaway cap."""
-        from engine.generate import CAP_FACTOR, MAX_NEW_TOKENS
-
         forced = req.forced_tokens
         if forced is None and self.loaded.is_random:
             forced = expected_tokens(req.text)
@@ -298,11 +280,6 @@ class Engine:
         return min(MAX_NEW_TOKENS, math.ceil(CAP_FACTOR * expected_tokens(req.text))), False
 
     def _row(self, req: Request, order: int):
-        import torch
-
-        from engine.generate import Row
-        from engine.sampling import row_key
-
         spk, codes, txt_smp = self._voice(req.spk_emb)
         said = req.refined if req.refined and req.refined.strip() else req.text   # the refine pass's (not empty)
         ids = torch.tensor(self.prompt_ids(said, txt_smp if codes is not None else None, spk is not None,
@@ -318,11 +295,6 @@ class Engine:
 
     # ------------------------------------------------------------------------------------------ refine-text
     def _refine_row(self, req: Request, order: int):
-        import torch
-
-        from engine.generate import Row
-        from engine.sampling import row_key
-
         refine = req.controls.refine
         if refine is None:
             raise ValueError(f"request {req.key}: its controls ask for no refine pass")
@@ -342,8 +314,6 @@ class Engine:
         """Upstream's refine-text pass over requests whose controls set `refine` (see the module docstring),
         batched like the code pass; yields a Refined per request as rows finish.  The text depends on (text,
         levels, seed, engine version) only."""
-        from engine.scheduler import Scheduler
-
         rows = [self._refine_row(r, i) for i, r in enumerate(requests)]
         if not rows:
             return
@@ -370,8 +340,6 @@ class Engine:
         length) raise ValueError before any decoding.  `more(idle)` adds requests while it runs (a proof render's
         re-takes): asked before every decode step, and with idle=True once the engine has nothing left (it may
         block; nothing then ends the call); see engine.scheduler."""
-        from engine.scheduler import Scheduler
-
         requests = self._refined(list(requests))
         refined = {r.key: r.refined for r in requests if r.refined is not None}
         rows = [self._row(r, i) for i, r in enumerate(requests)]
@@ -402,8 +370,6 @@ class Engine:
         before each decode step, then the row's token count}: what two back-ends are compared on
         (benchmarks/onnx_equivalence.py, tests/engine/test_onnx.py).  The scheduler runs exact, `max_batch` rows
         at most together; no audio is decoded."""
-        from engine.scheduler import Scheduler
-
         rows = [self._row(r, i) for i, r in enumerate(requests)]
         seen: dict[str, list] = {r.key: [] for r in rows}
 

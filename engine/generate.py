@@ -1,36 +1,12 @@
 """The decode loop: rows in the KV cache's slots, prefill and decode steps over engine.codemodel.CodeModel.
 
-A *row* is one request being decoded.  Rows live in cache *slots*; a slot is refilled as soon as its row ends
-(continuous batching).  Step i of a row computes hidden_i (the GPT's last hidden state, which the Decoder turns
-into 2 mel frames) and samples the 4 codes of token i from it:
-
-    step 0  = prefill of the prompt `[Stts][spk_emb]text[Ptts]` (+ a sample's codes, engine.voicestring.Voice), run
-              for this row alone (no padding)
-    step i  = feed token i-1 (sum of the 4 code embeddings) at position L+i-1
-
-A row ends with T tokens when step T samples EOS (625) in any codebook (hidden_T is dropped), or when it has
-made `end_at` steps: its forced token count (EOS masked before it) or its cap of ~3x the expected length.
-
-A *text row* (`text_eos` set: upstream's refine-text pass, engine.engine.Engine.refine) runs the same loop with the
-GPT's text head: its prompt is `[Sbreak]text[Pbreak][oral_N][laugh_N][break_N]`, each step samples one text id
-(V = the text vocabulary, Q = 1) that is fed back through the text embedding, and it ends at `text_eos`
-([Ebreak]); it keeps its ids, not its hidden states.  A batch holds rows of one kind and one SamplingParams (a
-line's own temperature, top-P or top-K: tasks/plan/direction.py) — the scheduler groups them — so a row's
-processing never depends on its batch-mates'.
-
-**Batch invariance.**  A row's result must not depend on its batch-mates.  On CPU an fp32 GEMM row can depend
-on the number of rows M of the call and on the block of rows it lands in (MKL: gemv for M=1, another kernel for
-M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel on AVX2: rows go in blocks of 6, and a block of
-1-3 rows takes another kernel, so M = 4, 5, 6, 10, 11, 12, 16, ... give the same bits; on AVX-512 every M does),
-but, measured, not on its neighbours' values.  Which sizes hold is the CPU's and the library's business, never
-assumed.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
-sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer
-(engine.codemodel.invariant_sizes), and a decode step is one call over all active rows padded up to the smallest
-such size with a scratch slot; where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical
-shape: both ways give the same bits).  Attention runs per row over its own prefix (the model's exact strategy,
-engine/attention.py, taken once per DecodeBatch; the non-exact step takes Batched), and every per-row op (logits
-processing, sampling: engine/sampling.py) reduces over the row's own values only.  Sampling noise is counter-based
-— a hash of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
+A *row* is one request being decoded; rows live in cache *slots*, and a slot is refilled as soon as its row ends
+(continuous batching).  Step 0 prefills the row's prompt alone; step i feeds token i-1 and samples the 4 codes of
+token i.  A row ends at EOS or after `end_at` steps (its forced count, or its cap).  A *text row* (`text_eos`: the
+refine-text pass) runs the same loop with the text head and keeps its ids; a batch holds rows of one kind and one
+SamplingParams.  A row's result never depends on its batch-mates on CPU (`exact=True`): each step's call size is
+one measured to give every row the canonical bits, attention and sampling are per row, and sampling noise is
+counter-based.  How and why: docs/modules.md, "The decode loop and batch invariance".
 """
 from __future__ import annotations
 

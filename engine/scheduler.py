@@ -4,19 +4,10 @@
     for row in sched.run(rows):          # rows come back as they finish, row.hiddens [T, C] filled
         ...
 
-Pending rows are ordered by rank (the caller's priority, Request.rank: a book's chapter when it renders in
-reading order; 0 for all by default), then longest bucket first (a long row started last would hold the tail of
-the run alone), arrival order inside a bucket. A batch decodes rows of one kind (code or refine-text) and one
-SamplingParams (engine/generate.py): it is made for the first pending row's, and rows of another wait for the next
-batch. The batch is the number of slots that fit a token budget taken from free memory, capped by `max_batch`. When
-a row finishes its slot is refilled at once; the newcomer is prefilled alone, so the other rows' caches are
-untouched. A CUDA out-of-memory error halves the batch: the rows that were in flight restart from scratch in a
-smaller batch (rows depend only on their own inputs, so nothing changes), finished rows are kept.
-
-Rows may also arrive while it runs (`more`, a proof render's re-takes): `more(idle)` is asked before every step
-for rows to add (idle=False), and once nothing is pending or in flight (idle=True: it may block until it knows;
-nothing then ends the run).  A late row joins the pending queue after the rows already there; one that does not fit
-the running batch's cache waits until that batch drains, and the next batch is sized for what is pending.
+Pending rows start by rank (Request.rank), then longest first; a batch holds rows of one kind and one
+SamplingParams, as many as fit free memory (at most `max_batch`); a finished row's slot is refilled at once (the
+newcomer prefilled alone), a CUDA out-of-memory error halves the batch, and rows may join while it runs (`more`).
+The order, the batch, the backoff and late rows: docs/modules.md, "Continuous batching".
 """
 from __future__ import annotations
 

@@ -1,25 +1,9 @@
 """GPT output -> waveform: ChatTTS's Decoder (or DVAE) to a 100-bin mel, then Vocos, in fp32 or, on a bf16 CPU path,
-in bf16.
+in bf16 (`vocoder_dtype`; the engine version names it).
 
-Two inputs, as upstream `Chat._decode_to_wavs` takes them:
-- hidden states, float (T, hidden): the GPT's last hidden state at each generated step -> `Decoder`
-  (upstream's default, `use_decoder=True`; this is what the real model sounds best with);
-- codes, integer (T, num_vq): the sampled audio codes -> `DVAE` (FSQ codebooks; `use_decoder=False`).
-Each step becomes 2 mel frames; Vocos' centred ISTFT turns F frames into 256 * (F - 1) samples, so a row of T
-steps is exactly (2T - 1) * 256 samples (engine.units.samples_for_tokens).  Nothing is deleted or padded.
-
-**Every row is decoded alone, on every device.**  A segment's audio must not depend on its batch-mates, and
-batching does change bits (GEMM/convolution blocking by batch size: equal-length rows decoded together differ
-from the row alone in the last bits on CPU; cuDNN and cuBLAS pick algorithms by shape the same way); rows of
-unequal length cannot share a call at all (convolutions would carry the padding into a shorter row's tail).
-What batching would buy: benchmarks/README.md, `vocoder_batching.py`.
-
-**The dtype** (`vocoder_dtype`): fp32, as upstream, except on a CPU engine whose path (engine/cpupath.py) is bf16 —
-its CPU has native bf16 (AVX512_BF16 or AMX), where Decoder + Vocos were a fifth of the render — where the
-Decoder and Vocos' backbone and output linear run in bf16 (copies of the modules, weights rounded once; each op
-accumulates in fp32 as torch's bf16 CPU kernels do) and Vocos' ISTFT in fp32.  Still one row alone, so batch
-invariance is unchanged; the engine version names it (engine.engine.engine_version: `+vocoder_bf16`).  Its drift
-against fp32: benchmarks/vocoder_dtype.py.  Code rows (the DVAE) stay fp32.
+A row of T steps is exactly (2T - 1) * 256 samples (engine.units.samples_for_tokens), nothing deleted or padded.
+Every row is decoded alone, on every device: a segment's audio never depends on its batch-mates.  The two inputs,
+why rows are never batched, and the bf16 dtype: docs/modules.md, "GPT output to a waveform".
 """
 from __future__ import annotations
 

@@ -18,44 +18,11 @@ from tasks.bookdir import REPORT_NAME, read_report
 from tasks.errors import BookError
 from tasks.qa.asr import load_transcriber
 from tasks.qa.options import QAOptions
-from tasks.qa.recordings import LANGUAGE_CHOICES, check_recordings, read_recording, read_texts
+from tasks.qa.recordings import check_recordings, read_recording, read_texts
 from tasks.qa.speaker import load_encoder
 from tasks.qa.verdict import FLAG
 
 TRANSCRIPT_COLUMN = 48            # characters of the transcript the table shows
-
-
-def add_check_command(sub) -> argparse.ArgumentParser:
-    d = QAOptions()
-    p = sub.add_parser("check", help="Hear recordings and check them against their texts (ASR, voice drift).",
-                       description="Transcribe recordings with Whisper and compare them with what they should say; "
-                                   "with --voice-ref, also compare their speaker with a reference clip.",
-                       epilog="Exit status: 0 when every recording passes or is inconclusive (a short text "
-                              "heard in part, or Whisper too unsure to judge: reported, not a failure), 1 when any "
-                              "is flagged (--acx: misses a limit), 2 for bad input or usage or a missing qa extra or "
-                              "ASR model. The same with --json.")
-    p.add_argument("audio", nargs="*", help="recordings (any format soundfile or ffmpeg reads); with --acx, a rendered "
-                                            "book's folder or audio files")
-    p.add_argument("--acx", action="store_true",
-                   help="check ACX's published limits instead (RMS -23..-18 dBFS, peaks <= -3 dBFS, noise floor <= -60 "
-                        "dBFS RMS, as Audacity's ACX Check measures them): per chapter file of a rendered book, or "
-                        "per file given; no text needed")
-    texts = p.add_mutually_exclusive_group()
-    texts.add_argument("--text", default=None, help="what every recording given should say")
-    texts.add_argument("--texts", default=None, help="a file<TAB>text TSV (files relative to it); the recordings "
-                                                     "given on the command line, if any, are checked against it")
-    p.add_argument("--voice-ref", default=None, help="a recording of the intended voice: adds the drift gate "
-                                                     f"(similarity below {d.drift_floor:g} is flagged)")
-    p.add_argument("--asr-model", default=d.asr_model,
-                   help="a faster-whisper model name (tiny, base, small, …) or a local model directory "
-                        "(default %(default)s)")
-    p.add_argument("--language", choices=LANGUAGE_CHOICES, default="auto",
-                   help="the texts' language (default: detected from each text)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
-    p.add_argument("--threads", type=int, default=1, help="CPU threads for the ASR (default 1)")
-    p.add_argument("--json", action="store_true", help="one JSON object per recording, one per line")
-    p.set_defaults(func=cmd_check)
-    return p
 
 
 def cmd_check(a: argparse.Namespace) -> int:

@@ -8,20 +8,31 @@ from pathlib import Path
 
 from engine.api import DeviceUnavailable, EngineOptions, Refine, onnx_missing
 from engine.device import cuda_problem
+from flows.arguments import usage
 from flows.params import RenderParams
-from tasks.audio.loudness import loudness_preset
-from tasks.audio.options import PackageOptions
-from tasks.bookdir import book_slug
+from tasks.audio.options import PackageOptions, loudness_preset
+from tasks.bookdir import DEFAULT_OUT, book_slug
+from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.ingest.matter import MatterOptions
-from tasks.options import DEFAULT_OUT, RenderOptions, load_lexicon, parse_chapters
+from tasks.options import RenderOptions, load_lexicon, parse_chapters
 from tasks.plan.direction import direction_paths, load_direction
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.text.normalize import NormalizeOptions
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import load_cast
 from tasks.voice.voices import parse_voice
+
+
+def options(**params) -> RenderOptions:
+    """RenderOptions for a command that reads the book (ValueError → a usage error); the book must be a file
+    (BookError).  Commands that work from a book dir alone find it with book_place."""
+    with usage():
+        opts = options_from_params(**params)
+    if not opts.book.is_file():
+        raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
+    return opts
 
 
 def options_from_params(book: str, **params) -> RenderOptions:

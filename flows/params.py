@@ -1,27 +1,23 @@
 """A render's parameters, written once: RenderParams holds each one's type, default (the stage options' own),
 choices and help.  Everything else is derived from it: the command line's options (flows/arguments.py), the Prefect
-flows' parameters (`takes_render_params`: render_book.py, nightly.py; Prefect reads their types, defaults and
+flows' parameters (flows/signature.py: render_book.py, nightly.py; Prefect reads their types, defaults and
 descriptions from it, and prefect.yaml sets only what a deployment changes) and what they become
 (flows/options.py: RenderOptions).  Adding a render option is one field here, plus its use."""
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from engine.api import Backend, Dtype, EngineOptions, Refine
-from tasks.audio.loudness import LOUDNESS_PRESETS
 from tasks.audio.names import BOOK_FORMATS, FORMATS
-from tasks.audio.options import PackageOptions
-from tasks.audio.tempo import TEMPO_MAX, TEMPO_MIN
+from tasks.audio.options import LOUDNESS_PRESETS, TEMPO_MAX, TEMPO_MIN, PackageOptions
 from tasks.book import LanguageChoice
+from tasks.bookdir import DEFAULT_OUT
 from tasks.ingest.matter import ALL, SET_ASIDE
-from tasks.options import DEFAULT_OUT
 from tasks.qa.options import QAMode
-from tasks.synthesize.guard import GuardOptions
-from tasks.synthesize.render import Schedule
+from tasks.synthesize.options import GuardOptions, Schedule
 
 GROUPS = ("output", "engine", "voices", "render", "prosody", "text", "proof")   # the option groups commands take
                                                                                 # (arguments.py)
@@ -61,22 +57,22 @@ class RenderParams:
                         "(random weights, for tests and benchmarks)")
     device: Literal["cpu", "cuda", "auto"] = option("engine", EngineOptions.device, None, choices=("cpu", "cuda"))
     dtype: Dtype = option("engine", EngineOptions.dtype, None)
-    int8: bool = option("engine", False,
+    int8: bool = option("engine", EngineOptions.int8,
                         "CPU only: INT8 GPT weights (weight-only int8 with our CPU kernel, or W8A8 on AVX512_VNNI "
                         "where measured faster; W8A8 dynamic quantization without our kernel)")
     backend: Backend = option("engine", EngineOptions.backend,
                               "what runs the model: torch (our engine, default) or onnx (the same scheduler and "
                               "sampling, the model calls through ONNX Runtime: the onnx extra; docs/onnx.md)")
-    cuda_graphs: bool = option("engine", False, "CUDA only: the decode step as CUDA graphs",
+    cuda_graphs: bool = option("engine", EngineOptions.cuda_graphs, "CUDA only: the decode step as CUDA graphs",
                                old="--compile")
     reengine: bool = option("engine", False,
                             "CPU: render a book with this process's own choice of engine instead of the one the book "
                             "recorded at its first render (which a process that cannot run it refuses); what is done "
                             "stays, only what is left renders with the new one")
-    max_batch: int | None = option("engine", None,
+    max_batch: int | None = option("engine", EngineOptions.max_batch,
                                    "rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
                                    "memory is short)")
-    threads: int | None = option("engine", None,
+    threads: int | None = option("engine", EngineOptions.threads,
                                  lambda: f"torch CPU threads, >= 1 (default: torch's, one per core); more than the "
                                          f"{cpu_count()} CPUs here share them: slower, never faster")
     voice: str | None = option("voices", None,
@@ -156,18 +152,26 @@ class RenderParams:
     def __post_init__(self) -> None:
         """Raise ValueError naming the parameter as its flag: every instance is valid (the stage options that
         RenderOptions composes check the rest, each its own)."""
-        for f in PARAMS:
-            value = getattr(self, f.name)
-            if (allowed := choices(f)) and value not in allowed and not (value is None and optional(f)):
-                raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
-        if self.clip_text is not None and self.voice is None:
-            raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
-        levels = {"refine_oral": Refine.oral, "refine_laugh": Refine.laugh, "refine_break": Refine.brk}
-        if not self.refine and (changed := [n for n, v in levels.items() if getattr(self, n) != v]):
-            raise ValueError(f"{flag(BY_NAME[changed[0]])} is a level of the refine-text pass: add --refine")
-        if self.refine and self.backend == "onnx":
-            raise ValueError("--refine runs on the torch back-end (the onnx graphs hold no text head): drop "
-                             "--backend onnx")
+        check({f.name: getattr(self, f.name) for f in PARAMS})
+
+
+def check(values: Mapping[str, object]) -> None:
+    """RenderParams' validator over parameters by name, the others at their defaults (the book needs none of it):
+    ValueError naming the parameter as its flag.  The nightly flow checks the parameters it gives every book's run
+    with it, once."""
+    for name, value in values.items():
+        f = BY_NAME[name]
+        if (allowed := choices(f)) and value not in allowed and not (value is None and optional(f)):
+            raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
+    v = {**{f.name: f.default for f in PARAMS if f.default is not MISSING}, **values}
+    if v["clip_text"] is not None and v["voice"] is None:
+        raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
+    levels = {"refine_oral": Refine.oral, "refine_laugh": Refine.laugh, "refine_break": Refine.brk}
+    if not v["refine"] and (changed := [n for n, lv in levels.items() if v[n] != lv]):
+        raise ValueError(f"{flag(BY_NAME[changed[0]])} is a level of the refine-text pass: add --refine")
+    if v["refine"] and v["backend"] == "onnx":
+        raise ValueError("--refine runs on the torch back-end (the onnx graphs hold no text head): drop "
+                         "--backend onnx")
 
 
 PARAMS: tuple[Field, ...] = fields(RenderParams)
@@ -197,26 +201,3 @@ def help_of(f: Field) -> str | None:
 def named(*names: str) -> list[Field]:
     """The parameters named, in the schema's order; a group's name stands for its parameters."""
     return [f for f in PARAMS if f.name in names or f.metadata["group"] in names]
-
-
-def takes_render_params(exclude: tuple[str, ...] = (), own_first: bool = False):
-    """A flow's signature: the render parameters (but `exclude` and those it names itself) as keyword-only
-    parameters with the schema's types and defaults, before (own_first: after) its own; its docstring gains an
-    Args section from the schema's help (the descriptions Prefect shows).  The function takes them as **kwargs."""
-    def wrap(fn):
-        own = [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(fn, eval_str=True).parameters.values()
-               if p.kind is not p.VAR_KEYWORD]
-        render = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=TYPES[f.name],
-                                    default=inspect.Parameter.empty if f.default is MISSING else f.default)
-                  for f in PARAMS if f.name not in exclude and f.name not in {p.name for p in own}]
-        fn.__signature__ = inspect.Signature([*own, *render] if own_first else [*render, *own])
-        described = [f"    {p.name}: {d}" for p in render if (d := describe(BY_NAME[p.name]))]
-        fn.__doc__ = inspect.cleandoc(fn.__doc__ or "") + "\n\nArgs:\n" + "\n".join(described)
-        return fn
-    return wrap
-
-
-def describe(f: Field) -> str | None:
-    """A parameter's description in a flow: its help, and for a --no-NAME flag what False means."""
-    h = help_of(f)
-    return h and (f"false is {flag(f)}: {h}" if flag(f).startswith("--no-") else h)

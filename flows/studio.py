@@ -19,30 +19,15 @@ from engine.api import DeviceUnavailable, ModelUnavailable
 from engine.voice import VoiceError
 from flows.arguments import UsageError
 from flows.options import options_from_params
-from flows.params import PARAMS, TYPES, choices, describe, flag, named, optional
+from flows.params import PARAMS, TYPES, choices, flag, named, optional
+from flows.signature import describe
 from tasks.errors import BookError
-from tasks.options import DEFAULT_OUT
 from tasks.site.studio.security import LOOPBACK, allowed_hosts, confined, new_token
-from tasks.site.studio.uploads import MAX_UPLOAD_BYTES
 
-DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 STUDIO_SETS = ("book", "out", "scratch")          # the studio's own: the book it holds, its root, no store
 FILE_PARAMS = ("lexicon", "cast", "direction")    # files: under the root
 PRESET = {"schedule": "chapters", "formats": "flac,m4b"}   # the studio's choices: listen while it renders, an M4B
 VOICE_PATH = re.compile(r"[/\\]|^~|\.[A-Za-z0-9]{1,8}$")   # a voice spec that names a file (engine/voice.py's rule)
-
-
-def add_studio_command(sub) -> None:
-    p = sub.add_parser("studio", help="A local web app: open a book, choose a voice, render, listen and fix lines.",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("--root", default=str(DEFAULT_OUT), help="the output root it works in (default ./output)")
-    p.add_argument("--host", default=DEFAULT_HOST, help="the address to listen on (default 127.0.0.1; any other "
-                                                        "needs the access token it prints)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default {DEFAULT_PORT})")
-    p.add_argument("--books", default=None, help="a folder of books (EPUB, TXT) the library offers to add")
-    p.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_BYTES / 1048576,
-                   help="the largest upload accepted, MB (default %(default)g)")
-    p.set_defaults(func=cmd_studio)
 
 
 def form_fields() -> list[dict]:

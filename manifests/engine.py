@@ -12,6 +12,8 @@ from pathlib import Path
 
 from engine.api import EngineRecord
 from engine.atomic import write_bytes
+from manifests.status import STATUS_DONE
+from manifests.store import load, manifest_dir
 
 ENGINE_RECORD = "engine.json"          # in the book's manifest dir: the record of the book's CPU engine
 
@@ -32,8 +34,6 @@ def record_engine(book_dir: str | Path, record: EngineRecord) -> bool:
 def read_engine(book_dir: str | Path) -> EngineRecord | None:
     """The book's recorded engine; None without one (or an unreadable one: the book then behaves as one rendered
     before records, tasks/stages.py)."""
-    from manifests.store import manifest_dir
-
     try:
         data = json.loads((manifest_dir(book_dir) / ENGINE_RECORD).read_text(encoding="utf-8"))
         return EngineRecord(**{f.name: data[f.name] for f in fields(EngineRecord)})
@@ -43,8 +43,6 @@ def read_engine(book_dir: str | Path) -> EngineRecord | None:
 
 def row_versions(book_dir: str | Path) -> list[str]:
     """The engine versions of the book's manifest rows, those of rows still to render first, most rows first."""
-    from manifests.store import STATUS_DONE, load
-
     rows = load(book_dir).to_pylist() if Path(book_dir).is_dir() else []
     todo = Counter(r["engine_version"] for r in rows if r["status"] != STATUS_DONE)
     done = Counter(r["engine_version"] for r in rows if r["status"] == STATUS_DONE)

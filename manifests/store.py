@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from engine.atomic import atomic_path
 from engine.units import estimate_seconds
 from manifests.crashpoints import crashpoint
+from manifests.status import STATUS_DONE, STATUS_FAILED, STATUS_PENDING  # noqa: F401 — manifests.STATUS_* for scripts
 
 MANIFEST_DIRNAME = "manifest"
 # part-<seq>.parquet, or part-<seq>-<writer>.parquet for one of several concurrent writers (shards): seq is one
@@ -22,10 +23,6 @@ MANIFEST_DIRNAME = "manifest"
 # names apart (locally and in a store) and orders them after the untagged part of that seq.
 PART_RE = re.compile(r"^part-(\d{8})(?:-([0-9a-z]+))?\.parquet$")
 WRITER_RE = re.compile(r"^[0-9a-z]+$")
-
-STATUS_PENDING = "pending"
-STATUS_DONE = "done"
-STATUS_FAILED = "failed"
 
 SCHEMA = pa.schema([
     ("plan_id", pa.string()),          # the plan this row belongs to (a new plan replaces the segment set)

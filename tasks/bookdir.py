@@ -31,6 +31,7 @@ from pathlib import Path
 from engine.atomic import read_json
 from tasks.book import LANGUAGES, Book, BookMeta, Chapter, Language
 
+DEFAULT_OUT = Path("output")              # OUT when none is given, relative to the working directory
 BOOK_JSON = "book.json"
 READING_LANGUAGE = "reading_language"     # book.json's key: the language the text was segmented in
 TEXT_JSON = "text.json"

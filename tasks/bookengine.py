@@ -9,28 +9,28 @@ worker or a moment chose differently.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from engine.api import EngineMismatch, EngineOptions
+from engine.api import EngineMismatch, EngineOptions, EngineRecord, Synthesizer
 from manifests.engine import read_engine, record_engine, row_versions
 from tasks.errors import RenderFailed
 
 
-def book_engine(opts: EngineOptions, book_dir: Path, reengine: bool, load):
+def book_engine(opts: EngineOptions, book_dir: Path, reengine: bool,
+                load: Callable[[EngineOptions], Synthesizer]) -> Synthesizer:
     """The engine (load(options)) that renders the book in book_dir.  On CPU (torch): the back-end its record names,
     never measured again; a book without one (rendered before records) the back-end of its rows' engine versions
     where this process has one, else a first choice.  Where this process cannot run the book's engine:
     RenderFailed, one line naming the book and both engines (nothing rendered).  This process's own choice
     instead, with a note, where `reengine` (a render's planning or `fix`: a shard only follows) or an explicit
     --dtype or --int8 asks for another engine than the book's."""
-    from engine.engine import version_record  # the engine's gateway: loaded with the model
-
     if opts.device != "cpu" or opts.backend != "torch":
         return load(opts)
     record = read_engine(book_dir)
     if record is None:                           # rendered before records: its rows say which engine
-        for r in filter(None, map(version_record, row_versions(book_dir))):
+        for r in filter(None, map(EngineRecord.of_version, row_versions(book_dir))):
             if not r.asked_otherwise(opts):
                 try:
                     return load(replace(opts, record=r, int8=r.int8))
@@ -54,7 +54,7 @@ def book_engine(opts: EngineOptions, book_dir: Path, reengine: bool, load):
     return engine
 
 
-def keep_engine(book_dir: Path, engine) -> None:
+def keep_engine(book_dir: Path, engine: Synthesizer) -> None:
     """Record `engine` as the book's (manifests/engine.py) where it has a CPU back-end: the first render's choice,
     or the one the book switched to."""
     if (record := engine.record) is not None:

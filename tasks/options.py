@@ -11,18 +11,15 @@ from engine.api import EngineOptions, Refine
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
-from tasks.bookdir import book_slug
+from tasks.bookdir import DEFAULT_OUT, book_slug
 from tasks.ingest.matter import MatterOptions
 from tasks.plan.direction import Direction
 from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import GuardOptions
-from tasks.synthesize.render import SCHEDULES, Schedule
+from tasks.synthesize.options import SCHEDULES, GuardOptions, Schedule
 from tasks.text.lexicon import Lexicon
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import Cast
-
-DEFAULT_OUT = Path("output")          # relative to the working directory
 
 
 @dataclass(frozen=True)

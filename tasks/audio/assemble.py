@@ -1,35 +1,9 @@
 """Assembly: one chapter's segment audio -> one chapter waveform plus exact cue timings.
 
-Every segment is trimmed of leading/trailing silence (level-based, keeping a short pre-roll and a natural
-decay), then the chapter is laid out as a sequence of *clips*:
-
-    [lead-in silence] piece_0 [pause_0] piece_1 [pause_1] ... piece_n-1 [tail silence]
-
-A silence clip is present only when its length is > 0.  Every two adjacent clips overlap by
-N = crossfade samples and are joined with an equal-power cross-fade (cos/sin gains, cos² + sin² = 1).
-Crossfading into a silence clip is a fade-out into the pause; crossfading out of one is a fade-in from it.
-Every piece fades in over its first N samples and out over its last N, also at the chapter's edges (no
-click at the file's start or end).
-The pause after the last piece is the chapter's tail and is always the "chapter" pause (1.5 s), whatever that
-piece's `pause_after` says: a chapter ends at a chapter boundary, and concatenated chapters (M4B) are
-separated by lead-in + tail = 2.0 s.
-
-The exact length formula (all quantities in samples; see `expected_length`):
-
-    L_i'   = max(L_i, 2N)                      trimmed piece length, zero-padded up to 2N
-    P_i    = round(pause_s(kind_i) * sr)       pause after piece i; the last one is the tail, kind "chapter";
-                                               at least round(voice_change_pause_s * sr) where piece i+1 is
-                                               spoken in another voice (a cast): voices never cross-fade
-    H      = round(lead_in_s * sr)             lead-in silence
-    clips  = n + #{P_i > 0} + [H > 0]
-    length = H + sum(L_i') + sum(P_i) - N * (clips - 1)
-
-With `trim=False` L_i is the stored segment length, so the chapter is exactly
-sum(segments) + lead-in + pauses - N * (number of joins); with trimming, L_i = `trimmed_length(audio)`.
-Defaults at 24 kHz: N = 960, H = 12 000, P = 6 000 / 10 800 / 19 200 / 36 000 for clause / sentence /
-paragraph / chapter.  Packaging at another sample rate resamples the finished chapter with torchaudio:
-ceil(length * sr_out / 24 000) samples.  A non-zero pause must be >= 2N (validated) so that two pieces
-never overlap across a pause; with a zero pause the two pieces cross-fade directly.
+Each segment is trimmed of silence, then the chapter is laid out as lead-in silence, the pieces with their pauses,
+and the chapter's tail, every two clips joined by an equal-power cross-fade (a fade-in and a fade-out at the
+chapter's edges too); `expected_length` gives the chapter's exact length in samples before it is built, and the
+cues are exact.  The layout, the length formula and the defaults: docs/modules.md, "Chapter assembly".
 """
 from __future__ import annotations
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.atomic import read_json
+from engine.atomic import file_sha256, read_json
 from manifests.crashpoints import crashpoint
-from manifests.store import STATUS_DONE, load
+from manifests.status import STATUS_DONE
+from manifests.store import load
 from tasks.audio.assemble import (
     AssembleOptions,
     ChapterAudio,
@@ -146,8 +147,7 @@ def _chapter_unchanged(book_dir: Path, state: dict, index: int, sig: str) -> boo
 
 def _sha_file(path: Path) -> str | None:
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+        return file_sha256(path)
     except OSError:
         return None
 

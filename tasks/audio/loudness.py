@@ -8,8 +8,7 @@ True peak is the maximum of a 4x polyphase oversampling (scipy.signal.resample_p
 suggests.  The same pass measures what ACX's limits are written in (tasks.audio.acx): the unweighted RMS of the whole
 signal, its sample peak, and its noise floor (the RMS of its quietest 0.4 s window, windows every 0.1 s).
 
-Loudness presets (LOUDNESS_PRESETS, `--loudness NAME`): a target and a true-peak ceiling named for where a book is
-published (docs/loudness.md has the sources).
+The loudness presets (`--loudness NAME`) are packaging's options: tasks/audio/options.py.
 """
 from __future__ import annotations
 
@@ -20,8 +19,8 @@ from functools import cache
 
 import numpy as np
 
-TARGET_LUFS = -18.0            # LUFS, integrated loudness of every final file
-TRUE_PEAK_DBTP = -1.5          # dBTP, ceiling for every final file
+from tasks.audio.options import TARGET_LUFS, TRUE_PEAK_DBTP
+
 OVERSAMPLE = 4                 # true-peak oversampling factor
 BLOCK_S = 0.400                # s, BS.1770 gating block
 STEP_S = 0.100                 # s, block hop (75 % overlap)
@@ -41,38 +40,6 @@ _HALF_SUPPORT = 11             # input samples on each side that one oversampled
 DENORMAL_GUARD = 1e-15         # +-1e-15 at the Nyquist frequency keeps the K-filters out of subnormal floats
                                # in digital silence (20x faster there); its energy is 270 dB under the gate
 FLOOR_WINDOW_STEPS = 4         # steps of STEP_S in a noise-floor window: 0.4 s every 0.1 s (Audacity's ACX Check)
-
-
-@dataclass(frozen=True)
-class LoudnessPreset:
-    target_lufs: float         # LUFS, integrated loudness
-    true_peak_dbtp: float      # dBTP, ceiling
-    what: str                  # where it comes from (the help and docs/loudness.md)
-
-
-# `--loudness NAME`: the targets of where people publish (docs/loudness.md cites each).
-LOUDNESS_PRESETS: dict[str, LoudnessPreset] = {
-    "acx": LoudnessPreset(-18.0, -3.5, "an ACX/Audible-style audiobook: RMS -23..-18 dBFS, peaks <= -3 dBFS"),
-    "podcast": LoudnessPreset(-16.0, -1.0, "a podcast: -16 LUFS, true peak -1 dBTP (Apple Podcasts, AES TD1004)"),
-    "ebu-r128": LoudnessPreset(-23.0, -1.0, "broadcast, EBU R 128: -23 LUFS, true peak -1 dBTP"),
-}
-
-
-def loudness_preset(value: float | str) -> tuple[float, float | None]:
-    """(target LUFS, true-peak ceiling dBTP or None for the default) of `--loudness`: a preset's name or a number of
-    LUFS.  ValueError naming the choices for anything else."""
-    if isinstance(value, str):
-        name = value.strip().lower()
-        if name in LOUDNESS_PRESETS:
-            return LOUDNESS_PRESETS[name].target_lufs, LOUDNESS_PRESETS[name].true_peak_dbtp
-        try:
-            value = float(name)
-        except ValueError:
-            raise ValueError(f"--loudness {value!r}: a number of LUFS or one of {', '.join(LOUDNESS_PRESETS)}") \
-                from None
-    if not math.isfinite(value):
-        raise ValueError(f"--loudness {value!r}: a number of LUFS or one of {', '.join(LOUDNESS_PRESETS)}")
-    return float(value), None
 
 
 def db_to_gain(db: float) -> float:

@@ -26,8 +26,6 @@ from tasks.audio.assemble import ChapterAudio, Cue
 from tasks.audio.ffmpeg import BITEXACT, FFmpegFailed, find_tool, pcm_input
 from tasks.errors import ToolMissing
 
-TEMPO_MIN = 0.8               # slowest --tempo (x): below it speech drags and the stretch smears
-TEMPO_MAX = 1.5               # fastest --tempo (x): above it syllables blur (and [speed_9] is the model's own)
 FILTER = "rubberband"         # ffmpeg's filter: pitch kept, length exact
 # Rubber Band's options: its default "crisp" transients reset phases at every onset it detects, which turns a steady
 # 440 Hz tone at 1.25x into a smear (4.7 % of its energy within +-5 Hz of 440); "mixed" transients with independent

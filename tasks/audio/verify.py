@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from engine.atomic import atomic_path
-from tasks.audio.encode import BITRATES_KBPS, LOSSLESS, encode_lossy, write_lossless
+from tasks.audio.encode import LOSSLESS, encode_lossy, write_lossless
 from tasks.audio.ffmpeg import CHUNK_SAMPLES, chunks, decode
 from tasks.audio.loudness import Meter, db_to_gain, limit
+from tasks.audio.options import BITRATES_KBPS
 from tasks.book import BookMeta
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from engine.api import DEFAULT_SPEED, SPEEDS, Controls, Refine
+from engine.api import DEFAULT_SPEED, SPEEDS, Controls, Refine, Synthesizer
 from engine.atomic import write_bytes
 from engine.voice import VoiceSpec
 from manifests.crashpoints import crashpoint
@@ -46,7 +46,7 @@ from tasks.voice.voices import book_voice
 
 UNDETERMINED = ("", "und")               # language tags that say nothing: the reading language replaces them
 
-Anchor = Callable[[str, "str | None", object], str]   # (voice, stored voice, engine) -> the anchored voice string
+Anchor = Callable[[str, "str | None", Synthesizer], str]   # (voice, stored voice, engine) -> the anchored voice string
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,8 @@ class PrepareOptions:
                              "keep one")
 
 
-def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts: int = MAX_ATTEMPTS,
+def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine: Callable[[], Synthesizer],
+                 max_attempts: int = MAX_ATTEMPTS,
                  anchor: Anchor | None = None) -> Path:
     """Ingest, normalize, segment and audit the book, then commit a new plan into book_dir when it changed; returns
     book_dir.  `max_attempts`: the duration guard's (a row it failed that often stays failed); `anchor`: conditions
@@ -97,7 +98,7 @@ def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts:
     spk_emb = book_voice(opts.voice or (opts.cast.narrator if opts.cast else None), stored, engine)
     if anchor is not None:                           # the narrator's (a cast's dialogue has its own voices)
         spk_emb = anchor(spk_emb, stored, engine)
-    voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of if opts.cast else None
+    voice_of = resolve_cast(opts.cast, spk_emb, engine.resolve_voice).voice_of if opts.cast else None
     overrides, dropped = match_fixes(fixes, segments)
     rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
                      previous={r["content_key"]: r for r in old}, max_attempts=max_attempts, voice_of=voice_of,

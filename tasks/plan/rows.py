@@ -25,6 +25,7 @@ from pathlib import Path
 
 from engine.api import Controls, Request
 from engine.units import without_controls
+from manifests.status import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
 from tasks.book import Book, Segment
 from tasks.bookdir import audio_relpath
 from tasks.plan.fixes import Fix
@@ -80,7 +81,7 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
     """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
     a key that was done and whose audio is on disk stays done with its sample count and attempts; a key the
     guard failed after all of its `max_attempts` (GuardOptions') stays failed.  Every segment speaks with
-    `spk_emb`, or with voice_of(role, speaker) (a cast: tasks/cast.CastVoices.voice_of).  A segment not done
+    `spk_emb`, or with voice_of(role, speaker) (a cast: tasks.voice.cast.CastVoices.voice_of).  A segment not done
     under `engine_version` whose key under one of the `adopts` versions is done (audio on disk) keeps that row's
     key, audio and engine version.  `fixes`: overrides by 0-based (chapter, segment) (tasks.plan.fixes.match_fixes):
     the row speaks the fix's text (source_text and subtitles stay the book's), voice and seed.  `previous_at`: the
@@ -88,8 +89,6 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
     in the book shares its key, and each place may keep another take: `chattts-render fix --take`).  `directed`:
     each segment's controls and pause_after by (chapter, segment) (tasks/plan/direction.directed_segments); a
     segment without an entry gets the defaults and its own pause."""
-    from manifests.store import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
-
     titles = {c.index: c.title for c in book.chapters}
     plan_id = uuid.uuid4().hex[:12]
     previous = previous or {}
@@ -132,12 +131,10 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
 
 def is_final_failure(row: dict, max_attempts: int = MAX_ATTEMPTS) -> bool:
     """A row the guard already failed after all its attempts: rendering it again gives the same audio."""
-    return (row.get("status") == "failed" and (row.get("error") or "").startswith(GUARD_REASON_PREFIX)
+    return (row.get("status") == STATUS_FAILED and (row.get("error") or "").startswith(GUARD_REASON_PREFIX)
             and (row.get("attempts") or 0) >= max_attempts)
 
 
 def to_render(rows: list[dict], max_attempts: int = MAX_ATTEMPTS) -> list[dict]:
     """The rows a render still renders: not done, and not failed for good (is_final_failure)."""
-    from manifests.store import STATUS_DONE
-
     return [r for r in rows if r["status"] != STATUS_DONE and not is_final_failure(r, max_attempts)]

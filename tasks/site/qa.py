@@ -22,6 +22,7 @@ import statistics
 from pathlib import Path
 
 from engine.atomic import write_bytes
+from manifests.store import load
 from tasks.audio.names import inside
 from tasks.book import segment_name as book_segment_name
 from tasks.bookdir import PAGE_NAME, QA_PAGE, READING_LANGUAGE, read_book_json
@@ -246,8 +247,6 @@ def _segment(row: dict, language: str, book: str, folder: Path) -> str:
 
 def qa_page(book_dir: Path) -> str:
     """qa.html of a book (see the module docstring)."""
-    from manifests.store import load
-
     book_dir = Path(book_dir)
     info = read_book_json(book_dir)
     rows = load(book_dir).to_pylist()

@@ -1,33 +1,10 @@
 """Telephone numbers and codes inside Chinese text, read digit by digit in their groups (issue 33).
 
 `find_codes(text, start, end, say)` returns `(start, end, reading)` for every telephone number or code in
-text[start:end], before the number windows of tasks/text/normalize.py see them (wetext and our rules read them as
-amounts, ranges or subtractions: `(010) 6552-1234` -> 零一零，六千五百五十二减一千二百三十四).  Only shapes that are
-nothing else are taken; what a decision depends on is inside the span (a keyword and the marks after it: `邮编：`),
-so a segment cut between spans reads the same alone.  `say` renders the plain text a span takes in (keywords and
-marks) exactly as the rest of the paragraph is rendered.
-
-The conventions (tests/data/tn/codes/README.md, docs/text-frontend.md) follow the golden sets: every digit is read,
-no pause between the groups of one number (`010-64035547` -> 零一零六四零三五五四七), the `+` of a country code is
-read 加 as a Chinese reader says it (PLUS, issue 41), letters stay as written; 1 is 幺 in mobile numbers and in the
-service numbers wetext's grammar knows (110, 12306, 12345, 10086 ...), 一 everywhere else.
-
-Shapes, in order of precedence at a position:
-- a keyword then the number (`_KEYWORDS`: 电话, 热线, 编号, 邮编, 账号, QQ群, 区号 ... up to three characters
-  between, marks included; dial verbs 拨打/致电/呼叫 only right before the digits): digit by digit, grouped account
-  numbers whole (`银行帐户:1125 0101 0400 1012 9`);
-- telephone numbers (`_phone_reading`): `+cc` and what follows (`+86-10-6552-1234`, `+(86)(10) 8531-4000`,
-  `+1-202-4952216`), an area code with a dash or in brackets before a 7-8 digit number, a mobile or a service number
-  (`0755-8888 6666`, `(010) 6552-1234`, `010-13812345678`, `0451-12345`), an international prefix (`011-86-10-…`),
-  an American `(212) 555-0199`, dashed 3-3-4 groups (`400-810-5888`), mobiles in 3-4-4 groups (`138 0013 8000`),
-  a bare `400`/`800` number; an extension after it (`转821`);
-- codes without a keyword: 17 digits or more (ID-card and bank-card numbers, `11010519491231002X`), a number with a
-  leading zero (`021`, `007`), a postcode after a place and a space at the end of a bracket (`北京 100850)`), train
-  numbers paired by a slash (`K967/966`) and ranges of codes with one prefix (`G1001-G9998` -> G一零零一到G九九九八);
-- room and flat numbers (issue 41): three to five digits before 室, 房, 号房, 房间, 寝室 (`1502室` -> 一五零二室, `601
-  号房`, `1305A室`, a range `2606-2607室` -> 二六零六到二六零七室), and three to five digits that end an address after
-  its building, unit or floor (栋, 幢, 单元, 座, 号楼, 楼, 大厦: `5栋8楼803` -> 五栋八楼八零三, `B座1103`), where no
-  measure word follows (`B座14层`, `大楼300米` stay numbers).  One or two digits stay cardinals (`12号房` -> 十二号房).
+text[start:end], before the number windows of tasks/text/normalize.py see them.  Only shapes that are nothing else
+are taken, and what a decision depends on is inside the span, so a segment cut between spans reads the same alone;
+`say` renders the plain text a span takes in as the rest of the paragraph is.  The conventions and the shapes, in
+order of precedence: docs/modules.md, "Telephone numbers and codes".
 """
 from __future__ import annotations
 

@@ -20,12 +20,12 @@ voice, segments, characters and share, and the speaker names the text gives, so 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.voice import VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
+from engine.voice import VoiceError, VoiceSpec, parse_voice_spec
 from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR
 from tasks.errors import BookError
 from tasks.text.quotes import fold, speaker_counts
@@ -129,13 +129,13 @@ class CastVoices:
         return {ROLE_NARRATOR: self.narrator, ROLE_DIALOGUE: self.dialogue}.get(part) or self.characters[part]
 
 
-def resolve_cast(cast: Cast, narrator: str, model: Any) -> CastVoices:
-    """Each part's voice for this model (engine/voice.resolve_voice); `narrator` is the narrator's spk_emb
+def resolve_cast(cast: Cast, narrator: str, resolve_voice: Callable[[VoiceSpec], str]) -> CastVoices:
+    """Each part's voice for this model (`resolve_voice`: the engine's); `narrator` is the narrator's spk_emb
     (the cast's own narrator, resolved by the caller like any book voice).  A part without a voice speaks
     in the narrator's."""
 
     def resolve(spec: VoiceSpec | None) -> str:
-        return narrator if spec is None else resolve_voice(spec, model)
+        return narrator if spec is None else resolve_voice(spec)
 
     return CastVoices(cast, narrator, resolve(cast.dialogue), {name: resolve(s) for name, s in cast.characters})
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
+from engine.api import Synthesizer
 from engine.atomic import write_bytes
 from engine.clip import clip_origin
 from engine.voice import (
@@ -29,7 +30,6 @@ from engine.voice import (
     VoiceSpec,
     decode_voice,
     parse_voice_spec,
-    resolve_voice,
     saved_voice_file,
     voices_dir,
 )
@@ -60,14 +60,14 @@ def voice_id(spk_emb: str) -> str:
     return hashlib.sha256(spk_emb.encode()).hexdigest()[:16]
 
 
-def book_voice(spec: VoiceSpec | None, stored: str | None, engine) -> str:
+def book_voice(spec: VoiceSpec | None, stored: str | None, engine: Synthesizer) -> str:
     """The book's voice string: an explicit spec wins, else the stored voice, else DEFAULT_VOICE.  A spec the
     stored voice was made from keeps the stored string (see the module docstring).  An anchored stored voice is
     kept as it is when no spec is given."""
     if spec is None and stored:
         return stored
     spec = spec or parse_voice_spec(DEFAULT_VOICE)
-    return _made_from(spec, stored) or resolve_voice(spec, engine.loaded)
+    return _made_from(spec, stored) or engine.resolve_voice(spec)
 
 
 def _made_from(spec: VoiceSpec, stored: str | None) -> str | None:

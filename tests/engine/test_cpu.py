@@ -12,11 +12,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from engine import cpu, kernels  # noqa: E402
-from engine.api import EngineOptions  # noqa: E402
+from engine.api import EngineOptions, EngineRecord  # noqa: E402
 from engine.attention import CStep, PerRow  # noqa: E402
 from engine.cpu import NO_KERNELS, CpuBackend, Int8Linear, PackedLinear, onednn_available  # noqa: E402
 from engine.cpupath import BY_NAME, random_state  # noqa: E402
-from engine.engine import engine_version, version_record  # noqa: E402
+from engine.engine import engine_version  # noqa: E402
 from engine.llama import LlamaShape, build_llama  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.engine.kinds import why_not  # noqa: E402
@@ -85,15 +85,15 @@ def test_every_back_ends_engine_version_is_the_one_it_had(machine, where, dtype,
     assert engine_version("fp", opts, b.dtype, cpu=b) == version
     v5 = f"ours5-fp-{b.dtype}-cpu" + "+int8" * int8 + "+vocoder_bf16" * version.endswith("+vocoder_bf16")
     assert engine_version("fp", opts, b.dtype, "5", cpu=b) == v5
-    r = version_record(version)                         # a book's rows, read back as the back-end they name
+    r = EngineRecord.of_version(version)                         # a book's rows, read back as the back-end they name
     assert r is not None and (r.dtype, r.int8, r.backend, r.version) == (b.dtype, int8, b.tag, version)
 
 
 def test_versions_that_name_no_cpu_back_end_give_no_record():
-    assert version_record("ours5-fp-fp32-cpu") is None                       # before back-ends were named
-    assert version_record("ours6-fp-bf16-cuda+compile") is None
-    assert version_record("ours6-fp-fp32-cpu-onnx-ort1.32-cpu") is None
-    assert version_record("speech-standin-1") is None                        # a test's stand-in engine
+    assert EngineRecord.of_version("ours5-fp-fp32-cpu") is None                       # before back-ends were named
+    assert EngineRecord.of_version("ours6-fp-bf16-cuda+compile") is None
+    assert EngineRecord.of_version("ours6-fp-fp32-cpu-onnx-ort1.32-cpu") is None
+    assert EngineRecord.of_version("speech-standin-1") is None                        # a test's stand-in engine
 
 
 @pytest.fixture

@@ -62,8 +62,8 @@ def short_crusoe(monkeypatch):
 
     load = prepare.load_book
 
-    def first_paragraphs(path):
-        book = load(path)
+    def first_paragraphs(path, **kw):
+        book = load(path, **kw)
         return replace(book, chapters=tuple(replace(c, paragraphs=c.paragraphs[:PARAGRAPHS]) for c in book.chapters))
 
     monkeypatch.setattr(prepare, "load_book", first_paragraphs)

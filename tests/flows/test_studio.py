@@ -9,7 +9,9 @@ import pytest
 
 from flows.arguments import render_params
 from flows.cli import build_parser
-from flows.params import PARAMS, RenderParams, describe, flag
+from flows.commands import COMMANDS
+from flows.params import PARAMS, RenderParams, flag
+from flows.signature import describe
 from flows.studio import PRESET, STUDIO_SETS, argv, form_fields, validate
 from tests.flows.helpers import SAMPLE
 
@@ -72,7 +74,7 @@ def test_only_loopback_goes_without_a_token(monkeypatch, tmp_path, capsys, host,
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(kw, app=app))
     monkeypatch.setattr("flows.studio._check_port", lambda host, port: None)      # (192.0.2.7 is not here)
     args = build_parser().parse_args(["studio", "--root", str(tmp_path / "r"), "--host", host, "--port", "9"])
-    assert args.func(args) == 0
+    assert COMMANDS[args.run](args) == 0
     out = capsys.readouterr().out
     assert served["host"] == host and served["port"] == 9
     assert ("?token=" in out) == token and (served["app"].token is not None) == token

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote, urldefrag
 
@@ -162,10 +163,7 @@ class _Extractor:
         else:
             self.text(el.text)
         kind_here = self.kind
-        for c in el:
-            if isinstance(c.tag, str):
-                self.walk(c)
-            self.text(c.tail)
+        each_child(el, self.walk, self.text)
         self.in_link -= link
         if block:
             if kind_here != "p" and self.kind == "p" and self.buf:
@@ -189,12 +187,12 @@ class _Extractor:
 
     def note_mode(self, el):
         # Inside a single note nested notes are just text.
-        for c in el:
-            if isinstance(c.tag, str):
-                tag = local_name(c.tag)
-                if tag and tag not in SKIP_TAGS and not (element_types(c) & NOTEREF_TYPES):
-                    self._walk_plain(c)
-            self.text(c.tail)
+        def plain(c) -> None:
+            tag = local_name(c.tag)
+            if tag and tag not in SKIP_TAGS and not (element_types(c) & NOTEREF_TYPES):
+                self._walk_plain(c)
+
+        each_child(el, plain, self.text)
         if el.text:
             self.buf.insert(0, el.text)
 
@@ -211,19 +209,13 @@ class _Extractor:
             self.flush()
         else:
             self.text(el.text)
-        for c in el:
-            if isinstance(c.tag, str):
-                self._walk_plain(c)
-            self.text(c.tail)
+        each_child(el, self._walk_plain, self.text)
         if block:
             self.flush()
 
     def walk_children(self, el):
         self.text(el.text)
-        for c in el:
-            if isinstance(c.tag, str):
-                self.walk(c)
-            self.text(c.tail)
+        each_child(el, self.walk, self.text)
 
 
 def extract(root, doc: str) -> tuple[list[Block], list[Note], bool]:
@@ -322,19 +314,26 @@ def visible_text(el) -> list[str]:
     """Text pieces of an element without ruby annotations, scripts, etc."""
     out: list[str] = []
 
+    def text(t: str | None) -> None:
+        if t:
+            out.append(t)
+
     def rec(e):
-        if local_name(e.tag) in SKIP_TAGS:
-            return
-        if e.text:
-            out.append(e.text)
-        for c in e:
-            if isinstance(c.tag, str):
-                rec(c)
-            if c.tail:
-                out.append(c.tail)
+        if local_name(e.tag) not in SKIP_TAGS:
+            text(e.text)
+            each_child(e, rec, text)
 
     rec(el)
     return out
+
+
+def each_child(el, visit: Callable, text: Callable[[str | None], None]) -> None:
+    """The EPUB walkers' step: visit(child) for every element child of `el` in document order, text(its tail)
+    after each (a comment's or processing instruction's tail too)."""
+    for c in el:
+        if isinstance(c.tag, str):
+            visit(c)
+        text(c.tail)
 
 
 def _looks_like_noteref(el, tag: str) -> bool:

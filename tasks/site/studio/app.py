@@ -35,12 +35,14 @@ from engine.atomic import read_json
 from engine.voice import VoiceError, parse_voice_spec
 from tasks.bookdir import PAGE_NAME, QA_PAGE, VOICES_DIRNAME, book_slug, read_book_json, read_report
 from tasks.errors import BookError
+from tasks.site.player import book_page as player_page
 from tasks.site.studio import pages
 from tasks.site.studio.books import Library
 from tasks.site.studio.jobs import OPEN, Jobs
 from tasks.site.studio.progress import Watch, book_progress, chapter_preview, downloads, manifest_rows
 from tasks.site.studio.security import Guard, confined
 from tasks.site.studio.uploads import MAX_UPLOAD_BYTES, UploadError, receive
+from tasks.synthesize.pickups import find_rows, take_entries
 from tasks.voice.voices import save_voice, saved_voices
 
 EVENT_EVERY_S = 1.0             # s between the event stream's looks at the jobs and the book's progress
@@ -131,8 +133,6 @@ def create_app(config: StudioConfig):
                             headers={"cache-control": "no-cache"})
 
     def _player(book_id: str, d: Path) -> Response:
-        from tasks.site.player import book_page as player_page
-
         if not read_report(d):
             return RedirectResponse(f"/books/{quote(book_id, safe='')}/render", 303)
         rows = manifest_rows(d)
@@ -292,8 +292,6 @@ def create_app(config: StudioConfig):
 
     async def takes(request: Request):
         book_id, d = book_or_404(request)
-        from tasks.synthesize.pickups import find_rows, take_entries
-
         name = request.query_params.get("segment", "")
         if not SEGMENT_RE.match(name):
             return _error(422, "name the segment as C.S")

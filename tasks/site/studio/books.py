@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from engine.atomic import read_json, write_bytes
+from manifests.store import manifest_dir
 from tasks.bookdir import book_slug, json_bytes, read_book_json
 from tasks.site.library import book_entry
 from tasks.site.studio.security import confined
@@ -68,8 +69,6 @@ class Library:
 
     def ids(self) -> list[str]:
         """Every book's id: folders with a manifest, uploads, added books; sorted."""
-        from manifests.store import manifest_dir
-
         found = {p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
                  and manifest_dir(p).is_dir()}
         found |= {book_slug(p) for p in self.uploads.iterdir() if p.suffix in BOOK_SUFFIXES and p.is_file()}

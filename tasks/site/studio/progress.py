@@ -12,6 +12,9 @@ from pathlib import Path
 
 from engine.units import estimate_seconds
 from manifests.lock import render_in_flight
+from manifests.status import STATUS_DONE, STATUS_FAILED
+from manifests.store import load
+from tasks.audio.assemble import AssembleOptions, Piece, assemble_chapter
 from tasks.book import segment_name
 from tasks.bookdir import read_report
 
@@ -23,8 +26,6 @@ READ_ATTEMPTS = 3               # a manifest read that meets a compaction is tri
 def manifest_rows(book_dir: Path) -> list[dict]:
     """The book's manifest rows (reading order); [] when there is none.  A read that meets a compaction (its
     parts replaced under it) is tried again."""
-    from manifests.store import load
-
     for attempt in range(READ_ATTEMPTS):
         try:
             return load(book_dir).to_pylist()
@@ -39,8 +40,6 @@ def book_progress(book_dir: Path, rows: list[dict] | None = None) -> dict | None
     """{chapters: [{index, number, title, total, done, failed, done_s, left_s, playable}], total, done, failed,
     done_s, left_s, percent, rendering (a live process holds the book), packaged (report.json)}; None before the
     book was planned."""
-    from manifests.store import STATUS_DONE, STATUS_FAILED
-
     rows = manifest_rows(book_dir) if rows is None else rows
     if not rows:
         return None
@@ -123,9 +122,6 @@ def chapter_preview(book_dir: Path, chapter: int, rows: list[dict] | None = None
     """Chapter `chapter` (0-based) assembled from its segments as packaging assembles it, as 16-bit WAV bytes, and
     its cues [{start, end, text, segment}] (seconds; the book's text); None unless every segment is done."""
     import soundfile as sf
-
-    from manifests.store import STATUS_DONE
-    from tasks.audio.assemble import AssembleOptions, Piece, assemble_chapter
 
     rows = [r for r in (manifest_rows(book_dir) if rows is None else rows) if r["chapter"] == chapter]
     if not rows or any(r["status"] != STATUS_DONE for r in rows):

@@ -13,8 +13,8 @@ import pytest
 from flows.cli import main
 from tasks.audio.acx import NOISE_FLOOR_MAX_DBFS, PEAK_MAX_DBFS, RMS_MAX_DBFS, RMS_MIN_DBFS, check_audio, check_report
 from tasks.audio.ffmpeg import decode
-from tasks.audio.loudness import LOUDNESS_PRESETS, Meter, loudness_preset
-from tasks.audio.options import PackageOptions
+from tasks.audio.loudness import Meter
+from tasks.audio.options import LOUDNESS_PRESETS, PackageOptions, loudness_preset
 from tasks.audio.package import package_book
 from tasks.book import BookMeta
 from tests.conftest import corpus_path

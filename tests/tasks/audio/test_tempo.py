@@ -17,9 +17,9 @@ import soundfile as sf
 from flows.cli import main
 from tasks.audio.assemble import ChapterAudio, Cue
 from tasks.audio.ffmpeg import probe
-from tasks.audio.options import PackageOptions
+from tasks.audio.options import TEMPO_MAX, TEMPO_MIN, PackageOptions
 from tasks.audio.package import package_book
-from tasks.audio.tempo import TEMPO_MAX, TEMPO_MIN, check_tool, move, stretch, stretch_chapter
+from tasks.audio.tempo import check_tool, move, stretch, stretch_chapter
 from tasks.book import BookMeta
 from tasks.errors import ToolMissing
 from tests.conftest import corpus_path, unavailable

@@ -60,7 +60,7 @@ def render(planned, tmp_path, monkeypatch, schedule: str) -> tuple[dict[int, int
         whole.update({c: done[0] for c, n in left.items() if n == 0 and c not in whole})
         return real(where, rows, **kw)
 
-    monkeypatch.setattr(manifests.store, "commit", commit)
+    monkeypatch.setattr("tasks.synthesize.render.commit", commit)        # the stage's commits (its Commits)
     from engine.api import EngineOptions
 
     counts = synthesize_book(book_dir, stages.get_engine(EngineOptions(model="random-tiny", max_batch=2)),
