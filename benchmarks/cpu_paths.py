@@ -8,9 +8,12 @@ random_state), each path's whole decode step (engine.kernels.DecodeStep: every l
 rows each attending over `keys` keys of its KV cache (the path's dtype), the paths' steps in turn `--rounds` times,
 the best of each with its split (GEMM, attention, the rest: the step's own timers).  Then the linears alone at the
 decode step's shapes (the four projections of one layer, distinct weights of 20 layers streamed): our bf16 kind
-against torch's bf16 linear (oneDNN, AVX512_CORE_BF16 here), which keeps a row's bits only at some call sizes —
-what an `--exact off` would run (docs/architecture.md, "CPU paths").  Compare paths within one run, not across
-runs: on a shared machine the neighbours' load moves every number.
+against torch's bf16 linear (oneDNN, AVX512_CORE_BF16 here; AMX on an AMX CPU), which keeps a row's bits only at
+some call sizes — what an `--exact off` would run (docs/architecture.md, "CPU paths") — and, where the CPU has
+AMX, our amx_bf16 kind beside them.  Each size ends with every path's step as a multiple of the fastest fp32 path's
+(`vs_fp32`: fp32-avx512 where the CPU has it, else fp32-avx2): on an AMX CPU, bf16-amx's is the number issue 43
+asks >= 2.5 of.  Compare paths within one run, not across runs: on a shared machine the neighbours' load moves
+every number.
 """
 from __future__ import annotations
 
@@ -58,9 +61,15 @@ def step_times(paths, s, rows: int, keys: int, rounds: int) -> dict:
     return out
 
 
+def fp32_baseline(times: dict) -> str | None:
+    """The fastest-ISA fp32 path timed (fp32-avx512, else fp32-avx2): what the others are a multiple of."""
+    return next((p for p in ("fp32-avx512", "fp32-avx2") if p in times), None)
+
+
 def bf16_linears(s, rows: int, rounds: int) -> dict:
     """ms for one layer's four projections at `rows` rows (20 layers' distinct weights in turn, streamed from
-    memory as in a step): ours ("bf16" kind) and torch's bf16 linear (oneDNN), the best of `rounds` passes."""
+    memory as in a step): ours ("bf16" kind, "amx_bf16" where the CPU has them) and torch's bf16 linear (oneDNN),
+    the best of `rounds` passes."""
     import torch
     import torch.nn.functional as F
 
@@ -72,9 +81,10 @@ def bf16_linears(s, rows: int, rounds: int) -> dict:
     weights = [[torch.randn(n, k, generator=g) * 0.02 for n, k in shapes] for _ in range(s.layers)]
     xs = {k: torch.randn(rows, k, generator=g) for _, k in shapes}
     sides = {"torch_bf16": [(F.linear, xs[w.shape[1]].bfloat16(), w.bfloat16()) for ws in weights for w in ws]}
-    if "bf16" in kernels.kinds():
-        sides["ours_bf16"] = [(lambda x, lin: lin(x), xs[w.shape[1]], kernels.GemmBf16Linear(w))
-                              for ws in weights for w in ws]
+    for kind in ("bf16", "amx_bf16"):
+        if kind in kernels.kinds():
+            sides[f"ours_{kind}"] = [(lambda x, lin: lin(x), xs[w.shape[1]], kernels.GemmBf16Linear(w, kind))
+                                     for ws in weights for w in ws]
     best = {name: float("inf") for name in sides}
     for _ in range(rounds):
         for name, calls in sides.items():
@@ -118,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
             for name, t in times.items():
                 print(f"{rows:3d} rows, {keys} keys, {name:12s} {t['step_ms']:8.1f} ms a step: gemm {t['gemm_ms']:.1f}"
                       f", attention {t['attention_ms']:.1f}, rest {t['rest_ms']:.1f}", flush=True)
+            if base := fp32_baseline(times):
+                ratios = {name: round(times[base]["step_ms"] / t["step_ms"], 3) for name, t in times.items()}
+                result["steps"][-1]["vs_fp32"] = {"path": base, "ratio": ratios}
+                print(f"{rows:3d} rows, {keys} keys, vs {base} (its step / each path's): "
+                      + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()), flush=True)
         lin = bf16_linears(s, rows, args.rounds)
         result["bf16_linears"].append({"rows": rows, "ms_per_layer": lin})
         print(f"{rows:3d} rows, one layer's projections in bf16: "

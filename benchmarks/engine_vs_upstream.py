@@ -21,9 +21,10 @@ returns more: every row padded to its batch's longest; that is reported as retur
 exclude model loading and a short warm-up; peak RSS is sampled every 10 ms during the side's run.
 ratio = ours / sorted upstream throughput (audio seconds per wall second); ratio_doc_order against document order;
 ratio_onnx (--with-onnx) = ours through ONNX Runtime (engine/ortengine.py) / sorted upstream, in the same run.
-Distance to the limit (benchmarks/limits.py): peak GEMM per dtype, the memory bandwidth, FLOPs per audio second,
-the roofline (min of compute and bandwidth at the batch) at the best float dtype this CPU has and at each side's own
-path, limit_fraction = ours / the former; a per-step profile of each of our sides.
+Distance to the limit (benchmarks/limits.py): peak GEMM per dtype, the memory bandwidth (copy and read-only), FLOPs
+per audio second, the roofline (min of compute and read bandwidth at the batch, the KV cache's bytes counted) at the
+best float dtype this CPU has and at each side's own path, limit_fraction = ours / the former (and
+limit_fraction_weights_only: the same without the KV cache); a per-step profile of each of our sides.
 """
 from __future__ import annotations
 
@@ -429,9 +430,9 @@ def finish(result: dict, start: float, path: Path | None, log) -> int:
 
 
 def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str, result: dict, log) -> dict:
-    """Peak GEMM per CPU dtype, the memory bandwidth, FLOPs per audio second, the roofline and limit_fraction of
-    each of our sides (at the best float dtype and at its own path), and the per-step profile of each
-    (benchmarks/limits.py)."""
+    """Peak GEMM per CPU dtype, the memory bandwidth (copy and read-only), FLOPs per audio second, the roofline and
+    limit fractions of each of our sides (at the best float dtype and at its own path; with the KV cache's bytes and
+    with the weights' alone), and the per-step profile of each (benchmarks/limits.py)."""
     from benchmarks.limits import (
         PEAK_N,
         PEAK_REPS,
@@ -442,6 +443,7 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
         format_profile,
         memory_bandwidth,
         peak_gemm,
+        read_bandwidth,
         side_limits,
         step_profile,
     )
@@ -449,6 +451,7 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
     cpu = args.device == "cpu"
     peaks = {d: round(peak_gemm(d, args.threads) / 1e9, 1) for d in dtypes_of(engines.values()) if cpu}
     bandwidth = memory_bandwidth(args.threads) if cpu else 0.0
+    read = read_bandwidth(args.threads) if cpu else 0.0
     first = next(iter(engines.values()))
     lens = [len(first.prompt_ids(t)) for t in texts]
     cost = flops_per_audio_s(first, lens, forced)
@@ -457,13 +460,14 @@ def limits(args, engines: dict, texts: list[str], forced: list[int], voice: str,
         + format_peaks(peaks))
     if cpu:
         out["memory_bandwidth_gbs"] = round(bandwidth / 1e9, 2)
-        log(format_bandwidth(bandwidth))
+        out["read_bandwidth_gbs"] = round(read / 1e9, 2)
+        log(format_bandwidth(bandwidth, read))
     log("GFLOP per audio second: " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()))
     for name, e in engines.items():
         entry: dict = {"profile": step_profile(e, texts, forced, voice, args.batch)}
         log(f"{name}: " + format_profile(entry["profile"]))
         if peaks:
-            entry.update(side_limits(name, e, (lens, forced, cost), args.batch, bandwidth, peaks,
+            entry.update(side_limits(name, e, (lens, forced, cost), args.batch, read, peaks,
                                      result[name]["audio_s_per_wall_s"], log))
         out["limits"][name] = entry
     return out

@@ -7,7 +7,7 @@
 #   onnx.txt          benchmarks/onnx_gpu_check.py (issue 26): engine/onnxgraph.py's graphs of $ONNX_MODEL (default
 #                     random-tiny), fp32 and fp16, exported here; each graph's torch module on CUDA against
 #                     onnxruntime's CPU provider on the same small inputs (cosine, max abs diff, SNR);
-#                     engine/trtcheck.py on every graph (TensorRT's parser table, profiles, integer positions)
+#                     benchmarks/trtcheck.py on every graph (TensorRT's parser table, profiles, integer positions)
 #                     with its trtexec line.
 #                     The image has onnx 1.23.1, onnxscript 0.7.2 and a CPU-only onnxruntime 1.30.0: nothing to carry.
 #                     For the dev venv's versions, the cp312 wheels in .whl/ are onnx 1.23.2 8.5 MiB, onnxscript

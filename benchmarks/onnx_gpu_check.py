@@ -7,7 +7,7 @@ TensorRT — what a lent GPU without TensorRT or onnxruntime-gpu can add.
 Per dtype: engine/onnxgraph.py exports prefill, decode, heads and vocoder (on this machine); each graph's torch
 module runs on `--device` (CUDA on the lent GPU; cudnn/cuBLAS TF32 off, so fp32 is fp32) and the same small
 example inputs (engine.onnxgraph's) go through onnxruntime's CPU provider; every output is compared (cosine, max
-abs diff; SNR for the waveform) and must clear COSINE_MIN of its dtype.  Then engine/trtcheck.py checks every
+abs diff; SNR for the waveform) and must clear COSINE_MIN of its dtype.  Then benchmarks/trtcheck.py checks every
 graph (operators and dtypes against TensorRT's parser table, optimization profiles, integer positions) and
 prints the trtexec build line.  One result line per graph and output; exit 1 when any comparison or check
 fails, 2 when something it needs is missing (one line).  `--device cpu` runs the same path without a GPU.
@@ -53,7 +53,8 @@ def check_dtype(model: str, dtype: str, device: str, out: Path | None, lines: li
     import onnxruntime as ort
     import torch
 
-    from engine import onnxgraph, trtcheck
+    from benchmarks import trtcheck
+    from engine import onnxgraph
     from engine.loader import load_chattts
 
     t0 = time.perf_counter()

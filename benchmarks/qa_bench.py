@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.book_throughput import EngineClock  # noqa: E402
+from benchmarks.clock import EngineClock  # noqa: E402
 from benchmarks.engine_vs_upstream import finish  # noqa: E402
 
 MODES = ("off", "suspect", "full")

@@ -6,28 +6,15 @@
     with atomic_dir(final) as tmp: build(tmp)       # a whole folder (the random-asset cache)
     with scratch(folder, ".f32") as tmp: ...        # a work file that never becomes an output
     for p in find_temps(book_dir): remove_temp(p)   # what a killed run left behind
-    read_json(path)                                 # what a write left: a JSON object, or {} (never raises)
+    read_json(path), file_sha256(path)              # what a write left: a JSON object ({} never raises), a hash
 
-Temp names: every temp is `.tmp-<random><suffix>` in its destination's folder (same filesystem, so the rename
-is atomic; the destination's suffix is kept because encoders pick their format from it).  Readers ignore them
-(manifest parts match `part-NNNNNNNN.parquet` only) and `find_temps` finds them all by that one prefix.
-
-Mode: temps are created with `os.open(..., 0o666)` / `os.mkdir(..., 0o777)`, so the kernel applies the umask
-and a final file gets the mode any other new file would (mkstemp's 0600 would make outputs private).
-
-fsync (`durable=True`): the temp file is fsynced before the rename and its folder after it, so that after a
-power cut the file is either the old or the complete new one and the rename itself is on disk.  Callers ask
-for it where a resume trusts the file's existence: manifest parts and the source record (a committed row is
-never re-rendered) and segment audio (a done row names it; audio on disk is adopted as done).  Everything
-else (packaged outputs, book.json, caches) is rebuilt from those by the next run, so it is written atomically
-but not fsynced: a power cut costs at most a repackage, and packaging pays no fsync per file.
-
-`before_replace` is called when the temp is complete, just before the rename (tests kill the process there
-through manifests.crashpoints; engine/ does not import manifests, so callers pass the hook).
+Temps are `.tmp-<random><suffix>` beside their destination; `durable=True` fsyncs the file and its folder.  Names,
+modes, when to fsync and the crash hook: docs/modules.md, "Crash-safe writes".
 """
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
@@ -184,6 +171,12 @@ def find_temps(root: Path) -> list[Path]:
         found += [Path(folder) / d for d in temp_dirs]
         found += [Path(folder) / f for f in files if f.startswith(TEMP_PREFIX) or LEGACY_TEMP_RE.match(f)]
     return sorted(found)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 (hex) of a file's bytes, read in chunks (OSError when it cannot be read)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_json(path: Path) -> dict:

@@ -6,6 +6,7 @@ sizes (invariant_sizes).
     call = model.llama.attention.begin(cache, pos, slots, lens)     # engine/attention.py: chosen with the back-end
     h = model.llama(x, call)                                        # engine/generate.py's decode loop drives it
     logits = model.logits(h[:, -1])                                 # [B, Q, V]
+    text = model.text_logits(h[:, -1])                              # [B, 1, V_text]: the refine pass's head
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class CodeModel:
     Embeddings and heads stay fp32 (as upstream); the Llama runs in `dtype`."""
 
     def __init__(self, llama: Llama, emb_text: torch.Tensor, emb_code: torch.Tensor, head_code: torch.Tensor,
-                 spk_emb_id: int):
+                 spk_emb_id: int, head_text=None):
         self.llama = llama                            # hidden C
         self.emb_text = emb_text                      # [V_text, C] fp32
         self.emb_code = emb_code                      # [Q, V, C] fp32
@@ -37,20 +38,57 @@ class CodeModel:
         self.device = emb_text.device
         self.graphs = False                           # decode steps as CUDA graphs (enable_cuda_graphs)
         self.cells = hash32(torch.arange(self.Q * self.V, device=self.device, dtype=torch.long) + 1)
-        self._sizes: dict[tuple[int, int], tuple[int, ...]] = {}  # (threads, max_rows) -> invariant_sizes
+        self._sizes: dict[tuple, tuple[int, ...]] = {}   # (threads, max_rows[, "text"]) -> invariant_sizes
+        self._head_text = head_text                  # [V_text, C] fp32, or a function making it (first use)
+        self._text_cells: torch.Tensor | None = None
 
-    def linears(self) -> list:
-        """One (fn, in_features) per distinct linear shape the decode step runs: the block projections, the heads."""
+    # ---- the text head: upstream's refine-text pass (engine.engine.Engine.refine), made on first use
+    @property
+    def head_text(self) -> torch.Tensor:
+        """[V_text, C] fp32: the weight-normed text head, evaluated once."""
+        if callable(self._head_text):
+            self._head_text = self._head_text()
+        if self._head_text is None:
+            raise ValueError("this model has no text head (the refine-text pass needs one)")
+        return self._head_text
+
+    @property
+    def V_text(self) -> int:
+        return self.emb_text.shape[0]
+
+    @property
+    def text_cells(self) -> torch.Tensor:
+        """[V_text]: the noise cells of text tokens, numbered after the code cells (no draw shares a cell)."""
+        if self._text_cells is None:
+            self._text_cells = hash32(torch.arange(self.V_text, device=self.device, dtype=torch.long)
+                                      + self.Q * self.V + 1)
+        return self._text_cells
+
+    def text_embedding(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B] text ids -> [B, 1, C] in the Llama dtype: the token fed back at a refine step."""
+        return self.emb_text[tokens][:, None].to(self.dtype)
+
+    def text_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [B, C] -> logits [B, 1, V_text] fp32 (upstream's head_text)."""
+        return F.linear(hidden.float(), self.head_text)[:, None]
+
+    def linears(self, text: bool = False) -> list:
+        """One (fn, in_features) per distinct linear shape the decode step runs: the block projections, the heads
+        (with `text`: the refine pass's text head too)."""
         b = self.llama.layers[0]
         out = [(getattr(b, n), getattr(b, n).in_features) for n in ("wqkv", "wo", "w13", "w2")]
-        return out + [(lambda x: self.head_linear(x.float()), self.head.shape[1])]   # heads run fp32
+        out.append((lambda x: self.head_linear(x.float()), self.head.shape[1]))   # heads run fp32
+        if text:
+            out.append((lambda x: self.text_logits(x)[:, 0], self.head_text.shape[1]))
+        return out
 
-    def call_size(self, rows: int, max_rows: int) -> int | None:
+    def call_size(self, rows: int, max_rows: int, text: bool = False) -> int | None:
         """The smallest batch-invariant call size >= rows (`invariant_sizes` for this thread count and
-        max_rows, measured once); None when there is none (then: canonical chunks)."""
-        key = (torch.get_num_threads(), max_rows)
+        max_rows, measured once; `text`: a refine step's, its text head included); None when there is none
+        (then: canonical chunks)."""
+        key = (torch.get_num_threads(), max_rows, *(("text",) if text else ()))
         if key not in self._sizes:
-            self._sizes[key] = invariant_sizes(self, max_rows)
+            self._sizes[key] = invariant_sizes(self, max_rows, text)
         return next((m for m in self._sizes[key] if m >= rows), None)
 
     @classmethod
@@ -62,7 +100,11 @@ class CodeModel:
         with torch.no_grad():
             emb_code = torch.stack([e.weight.detach().float() for e in embed.emb_code]).to(device)
             head = torch.stack([h.weight.detach().float() for h in embed.head_code]).to(device)  # g·v/|v|
-        return cls(llama, embed.emb_text.weight.detach().float().to(device), emb_code, head, spk_emb_id)
+
+        def head_text() -> torch.Tensor:                 # 65 MB at the real size: only when a refine runs
+            with torch.no_grad():
+                return embed.head_text.weight.detach().float().to(device)
+        return cls(llama, embed.emb_text.weight.detach().float().to(device), emb_code, head, spk_emb_id, head_text)
 
     def prompt_embedding(self, ids: torch.Tensor, spk: torch.Tensor | None,
                          codes: torch.Tensor | None = None) -> torch.Tensor:
@@ -111,7 +153,7 @@ class CodeModel:
 
 
 @torch.no_grad()
-def invariant_sizes(model: CodeModel, max_rows: int) -> tuple[int, ...]:
+def invariant_sizes(model: CodeModel, max_rows: int, text: bool = False) -> tuple[int, ...]:
     """The call sizes M (ascending, from 1 up to max_rows rounded up to EXACT_ROWS, plus EXACT_ROWS) for which
     every row of every linear layer of `model` comes out bit-identical to the canonical calls of EXACT_ROWS rows.
     Kernel choice depends on shapes (and the thread split), not on values, so random inputs settle it for this
@@ -123,7 +165,7 @@ def invariant_sizes(model: CodeModel, max_rows: int) -> tuple[int, ...]:
     top = -(-max_rows // EXACT_ROWS) * EXACT_ROWS + EXACT_ROWS
     gen = torch.Generator(device="cpu").manual_seed(0)
     layers = []
-    for fn, k in model.linears():
+    for fn, k in (model.linears(text=True) if text else model.linears()):
         x = torch.randn(top, k, generator=gen).to(model.device, model.dtype)
         layers.append((fn, x, torch.cat([fn(c) for c in x.split(EXACT_ROWS)])))   # every row in a canonical call
     return tuple(m for m in range(1, top + 1) if all(torch.equal(fn(x[:m]), ref[:m]) for fn, x, ref in layers))

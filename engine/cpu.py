@@ -107,9 +107,9 @@ def kind_linear(kind: str):
     if kind in kernels.GemmLinear.RUNS:
         return lambda w: kernels.GemmLinear(w, kind)
     if kind in kernels.GemmBf16Linear.RUNS:
-        return kernels.GemmBf16Linear
+        return lambda w: kernels.GemmBf16Linear(w, kind)
     if kind in kernels.GemmW8A8Linear.RUNS:
-        return lambda w: kernels.GemmW8A8Linear(*quantize_weight(w))
+        return lambda w: kernels.GemmW8A8Linear(*quantize_weight(w), kind)
     return lambda w: kernels.GemmInt8Linear(*quantize_weight(w), kind)
 
 

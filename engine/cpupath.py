@@ -20,9 +20,10 @@ request, the model's shape, the rows and the kernels' source, so later loads pay
 then reads the one answer, so the processes of one machine never run different paths for the same request.
 
 `CHATTTS_RENDER_KERNELS` (engine.kernels.ENV): `off` — none of our kernels (oneDNN, MKL, torch's bf16); a comma
-list of path names — only those (a request none of them runs is a ValueError).  The AMX paths are the next step
-(amx_bf16 / amx_int8 tiles, whose sums are again one chain per output in a fixed order, so as exact): not written,
-since no CPU with AMX has run this code; a CPU with it runs the AVX-512 paths below.
+list of path names — only those (a request none of them runs is a ValueError).  The AMX paths (bf16-amx, int8-amx:
+engine/kernels.c's tiles, whose sums are again one chain per output in a fixed order, rows padded to whole tiles,
+so as exact) are candidates only where kernels.kinds() has their kinds: an AMX CPU whose self-check in a child
+process passed (engine/kernels.py).  No AMX CPU has run them yet.
 """
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ PATHS = (
     CpuPath("int8-avx2", "fp32", True, "q8", "f32", "kernels"),
     CpuPath("int8-avx512", "fp32", True, "q8_512", "f32_512", "kernels"),          # int8-avx2's bits
     CpuPath("int8-vnni", "fp32", True, "i8", "f32_512", "kernels_avx512vnni"),
+    CpuPath("bf16-amx", "bf16", False, "amx_bf16", "f32_512", "kernels_amxbf16"),     # its own rounding order
+    CpuPath("int8-amx", "fp32", True, "amx_i8", "f32_512", "kernels_avx512vnni"),     # int8-vnni's bits (exact)
 )
 BY_NAME = {p.name: p for p in PATHS}
 FLOAT_DTYPES = ("fp32", "bf16")   # what --dtype auto may take on CPU

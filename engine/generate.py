@@ -1,29 +1,12 @@
 """The decode loop: rows in the KV cache's slots, prefill and decode steps over engine.codemodel.CodeModel.
 
-A *row* is one request being decoded.  Rows live in cache *slots*; a slot is refilled as soon as its row ends
-(continuous batching).  Step i of a row computes hidden_i (the GPT's last hidden state, which the Decoder turns
-into 2 mel frames) and samples the 4 codes of token i from it:
-
-    step 0  = prefill of the prompt `[Stts][spk_emb]text[Ptts]` (+ a sample's codes, engine.voicestring.Voice), run
-              for this row alone (no padding)
-    step i  = feed token i-1 (sum of the 4 code embeddings) at position L+i-1
-
-A row ends with T tokens when step T samples EOS (625) in any codebook (hidden_T is dropped), or when it has
-made `end_at` steps: its forced token count (EOS masked before it) or its cap of ~3x the expected length.
-
-**Batch invariance.**  A row's result must not depend on its batch-mates.  On CPU an fp32 GEMM row can depend
-on the number of rows M of the call and on the block of rows it lands in (MKL: gemv for M=1, another kernel for
-M=2-3, every multiple of 4 the same bits; oneDNN's packed kernel on AVX2: rows go in blocks of 6, and a block of
-1-3 rows takes another kernel, so M = 4, 5, 6, 10, 11, 12, 16, ... give the same bits; on AVX-512 every M does),
-but, measured, not on its neighbours' values.  Which sizes hold is the CPU's and the library's business, never
-assumed.  So on CPU (`exact=True`) the engine measures, once per (model, thread count, batch), the call
-sizes M whose every row equals the canonical call of EXACT_ROWS rows in every linear layer
-(engine.codemodel.invariant_sizes), and a decode step is one call over all active rows padded up to the smallest
-such size with a scratch slot; where none fits it falls back to chunks of exactly EXACT_ROWS rows (the canonical
-shape: both ways give the same bits).  Attention runs per row over its own prefix (the model's exact strategy,
-engine/attention.py, taken once per DecodeBatch; the non-exact step takes Batched), and every per-row op (logits
-processing, sampling: engine/sampling.py) reduces over the row's own values only.  Sampling noise is counter-based
-— a hash of (row seed, step, codebook, token) — so no RNG state is shared between rows or depends on the device.
+A *row* is one request being decoded; rows live in cache *slots*, and a slot is refilled as soon as its row ends
+(continuous batching).  Step 0 prefills the row's prompt alone; step i feeds token i-1 and samples the 4 codes of
+token i.  A row ends at EOS or after `end_at` steps (its forced count, or its cap).  A *text row* (`text_eos`: the
+refine-text pass) runs the same loop with the text head and keeps its ids; a batch holds rows of one kind and one
+SamplingParams.  A row's result never depends on its batch-mates on CPU (`exact=True`): each step's call size is
+one measured to give every row the canonical bits, attention and sampling are per row, and sampling noise is
+counter-based.  How and why: docs/modules.md, "The decode loop and batch invariance".
 """
 from __future__ import annotations
 
@@ -36,6 +19,8 @@ from engine.attention import Batched
 from engine.codemodel import EXACT_ROWS, CodeModel
 from engine.llama import KVCache
 from engine.sampling import EOS, SamplingParams, candidates, sample_candidates
+
+CODE_SAMPLING = SamplingParams()   # upstream's InferCodeParams: every row's unless its controls say otherwise
 
 MAX_NEW_TOKENS = 2048              # hard cap per row (upstream's default: 43.7 s)
 CAP_FACTOR = 3.0                   # a row that never samples EOS stops at CAP_FACTOR x its expected tokens
@@ -52,11 +37,15 @@ class Row:
     end_at: int                    # steps to run at most (forced count, or the cap)
     forced: bool                   # end_at is exact: EOS masked before it
     order: int = 0                 # arrival index (ties in scheduling)
+    rank: int = 0                  # the request's rank: lower ranks are admitted first (engine.scheduler)
     codes: torch.Tensor | None = None   # [P, Q] a sample's audio codes after the text ids (clip/anchor voices)
+    params: SamplingParams = CODE_SAMPLING   # its logits processing (rows of one batch share it)
+    text_eos: int | None = None    # a text row (the refine pass): its end id, [Ebreak]; None: a code row
     slot: int = -1
     steps: int = 0                 # steps done
     tokens: int | None = None      # T once finished
-    hiddens: torch.Tensor | None = field(default=None, repr=False)   # [T, C] fp32 once finished
+    hiddens: torch.Tensor | None = field(default=None, repr=False)   # [T, C] fp32 once finished (a code row)
+    out_ids: list[int] | None = None   # the T generated text ids once finished (a text row)
 
     @property
     def prompt_len(self) -> int:
@@ -74,17 +63,22 @@ class DecodeBatch:
     one token and returns the rows that finished (slot freed).  Prefill never touches other slots."""
 
     def __init__(self, model: CodeModel, slots: int, max_len: int, max_steps: int, exact: bool,
-                 params: SamplingParams = SamplingParams()):
-        dev, C, Q = model.device, model.llama.s.hidden, model.Q
-        self.model, self.params, self.exact = model, params, exact
+                 params: SamplingParams = CODE_SAMPLING, text_eos: int | None = None):
+        dev, C = model.device, model.llama.s.hidden
+        self.model, self.params, self.exact, self.text_eos = model, params, exact, text_eos
+        text = text_eos is not None                            # a refine pass: text head, one id per step
+        Q, self.V = (1, model.V_text) if text else (model.Q, model.V)
+        self.eos = EOS if text_eos is None else text_eos
+        self.cells = model.text_cells if text else model.cells
         self.slots, self.max_len, self.max_steps = slots, max_len, max_steps
         self.scratch = slots                                   # a spare slot that padding rows write into
         self.attention = model.llama.attention if exact else Batched()     # engine/attention.py, for every call
         kv_dtype = self.attention.kv_dtype or model.dtype                   # (bf16 kernels: a bf16 cache)
         self.cache = KVCache(model.llama.s, slots + 1, max_len, dev, kv_dtype)
-        self.hid = torch.zeros(slots + 1, max_steps, C, device=dev, dtype=torch.float32)   # hidden_i per slot
+        self.hid = None if text else torch.zeros(slots + 1, max_steps, C, device=dev, dtype=torch.float32)  # hidden_i
+        self.ids = torch.zeros(slots + 1, max_steps, dtype=torch.long, device=dev) if text else None    # text id i
         self.last = torch.zeros(slots + 1, Q, dtype=torch.long, device=dev)        # token of the last step
-        self.hist = torch.full((slots + 1, Q, params.penalty_window), model.V, dtype=torch.long, device=dev)
+        self.hist = torch.full((slots + 1, Q, params.penalty_window), self.V, dtype=torch.long, device=dev)
         self.rows: dict[int, Row] = {}                          # slot -> row
         if exact and not self.attention.exact:
             raise ValueError(f"exact decoding needs an exact attention strategy, not {self.attention!r}")
@@ -94,7 +88,16 @@ class DecodeBatch:
         return [s for s in range(self.slots) if s not in self.rows]
 
     def fits(self, row: Row) -> bool:
-        return row.prompt_len + row.end_at <= self.max_len and row.end_at <= self.max_steps
+        return (row.prompt_len + row.end_at <= self.max_len and row.end_at <= self.max_steps
+                and row.text_eos == self.text_eos and row.params == self.params)
+
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The last step's tokens [n, Q] -> the next input [n, 1, C]."""
+        return self.model.code_embedding(tokens) if self.hid is not None else self.model.text_embedding(tokens[:, 0])
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        """h [n, C] -> logits [n, Q, V] fp32 (the code heads, or the text head)."""
+        return self.model.logits(h) if self.hid is not None else self.model.text_logits(h)
 
     # ---- one row alone: prefill = step 0
     @torch.no_grad()
@@ -103,7 +106,7 @@ class DecodeBatch:
         assert slot not in self.rows and self.fits(row)
         dev, L = self.model.device, row.prompt_len
         row.slot, row.steps = slot, 0
-        self.hist[slot].fill_(self.model.V)
+        self.hist[slot].fill_(self.V)
         prompt = self.model.prompt_embedding(row.ids, row.spk, row.codes)        # [1, L, C]
         pos = torch.arange(L, device=dev)[None]                                   # [1, L]
         sl = torch.tensor([slot], device=dev)
@@ -122,7 +125,8 @@ class DecodeBatch:
         if self.graphs is not None:                          # not exact: all slots in one call (CUDA graphs
             h, tok = self.graphs.run(active)                 # when compiled)
             return self._record(active, h, tok)
-        size = self.model.call_size(len(active), self.slots)
+        size = (self.model.call_size(len(active), self.slots) if self.hid is not None        # a code step
+                else self.model.call_size(len(active), self.slots, text=True))                # a refine step
         if size is None:                                     # chunks of the canonical shape
             return [r for i in range(0, len(active), EXACT_ROWS)
                     for r in self._decode(active[i:i + EXACT_ROWS], EXACT_ROWS)]
@@ -135,7 +139,7 @@ class DecodeBatch:
         slots = torch.tensor([r.slot for r in rows] + [self.scratch] * pad, device=dev)          # [n]
         pos_list = [r.prompt_len + r.steps - 1 for r in rows] + [0] * pad                       # token i-1 at L+i-1
         pos = torch.tensor(pos_list, device=dev)[:, None]                                        # [n, 1]
-        x = self.model.code_embedding(self.last[slots])                                          # [n, 1, C]
+        x = self._embed(self.last[slots])                                                        # [n, 1, C]
         lengths = [p + 1 for p in pos_list[:len(rows)]] + [0] * pad
         h = self.model.llama(x, self.attention.begin(self.cache, pos, slots, lengths))
         return self._sample(rows, h[:, 0], slots)
@@ -149,10 +153,10 @@ class DecodeBatch:
         steps = torch.tensor([r.steps for r in rows] + [0] * pad, device=dev)
         keys = torch.tensor([r.rng for r in rows] + [0] * pad, device=dev)
         eos_ok = torch.tensor([eos_allowed(r) for r in rows] + [False] * pad, device=dev)
-        logits = self.model.logits(h)                                                            # [n, Q, V]
+        logits = self._logits(h)                                                                 # [n, Q, V]
         with torch.profiler.record_function("sampling"):    # a range for benchmarks/limits.step_profile
-            cx, ci = candidates(logits, self.hist[slots], eos_ok, self.params)                   # [n, Q, K]
-            tok = sample_candidates(cx, ci, keys, steps, self.model.cells, self.model.V)          # [n, Q]
+            cx, ci = candidates(logits, self.hist[slots], eos_ok, self.params, self.eos)         # [n, Q, K]
+            tok = sample_candidates(cx, ci, keys, steps, self.cells, self.V)                      # [n, Q]
         return self._record(rows, h[:len(rows)], tok[:len(rows)])
 
     def _record(self, rows: list[Row], h: torch.Tensor, tok: torch.Tensor) -> list[Row]:
@@ -160,10 +164,13 @@ class DecodeBatch:
         dev = self.model.device
         live = torch.tensor([r.slot for r in rows], device=dev)
         steps = torch.tensor([r.steps for r in rows], device=dev)
-        self.hid[live, steps] = h.float()
+        if self.hid is not None:
+            self.hid[live, steps] = h.float()
+        elif self.ids is not None:
+            self.ids[live, steps] = tok[:, 0]
         self.last[live] = tok
         self.hist[live] = torch.cat([self.hist[live, :, 1:], tok[:, :, None]], 2)
-        eos = tok.eq(EOS).any(1).tolist()
+        eos = tok.eq(self.eos).any(1).tolist()
         finished = []
         for r, e in zip(rows, eos):
             r.steps += 1
@@ -173,8 +180,11 @@ class DecodeBatch:
         return finished
 
     def release(self, row: Row) -> Row:
-        """Take a finished row out of its slot, with a copy of its hidden states [T, C]."""
-        row.hiddens = self.hid[row.slot, :row.tokens].clone()
+        """Take a finished row out of its slot, with a copy of its hidden states [T, C] (a text row: its ids)."""
+        if self.hid is not None:
+            row.hiddens = self.hid[row.slot, :row.tokens].clone()
+        elif self.ids is not None:
+            row.out_ids = self.ids[row.slot, :row.tokens].tolist()
         del self.rows[row.slot]
         return row
 
@@ -203,20 +213,20 @@ class GraphStep:
         self.keys = torch.zeros(B, dtype=torch.long, device=dev)
         self.eos_ok = torch.zeros(B, dtype=torch.bool, device=dev)
         self.h = torch.zeros(B, batch.model.llama.s.hidden, dtype=torch.float32, device=dev)
-        self.tok = torch.zeros(B, batch.model.Q, dtype=torch.long, device=dev)
+        self.tok = torch.zeros(B, batch.last.shape[1], dtype=torch.long, device=dev)
         self.capture = capture
         self.graphs: dict[int, object] = {}
         self.pool: Any = None                            # torch.cuda.graph_pool_handle(): the first capture's
 
     def _body(self, S: int) -> None:
         b, m = self.batch, self.batch.model
-        x = m.code_embedding(b.last[:self.B])                                          # [B, 1, C]
+        x = b._embed(b.last[:self.B])                                                   # [B, 1, C]
         call = b.attention.begin(b.cache, self.pos, None, [S] * self.B)   # Batched: slots 0..B-1 over S positions
         h = m.llama(x, call)[:, 0]                                                      # [B, C]
-        logits = m.logits(h)
+        logits = b._logits(h)
         with torch.profiler.record_function("sampling"):
-            cx, ci = candidates(logits, b.hist[:self.B], self.eos_ok, b.params)
-            self.tok.copy_(sample_candidates(cx, ci, self.keys, self.steps, m.cells, m.V))
+            cx, ci = candidates(logits, b.hist[:self.B], self.eos_ok, b.params, b.eos)
+            self.tok.copy_(sample_candidates(cx, ci, self.keys, self.steps, b.cells, b.V))
         self.h.copy_(h.float())
 
     def _graph(self, S: int):

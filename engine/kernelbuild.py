@@ -4,28 +4,10 @@ checked (engine/kernels.py wraps its entry points).
     lib = load()                      # the ctypes library, or None (a warning says why)
     path = build(cache, strict=True)  # the tests' build: -Wall -Wextra -Werror
 
-**The build.**  The shared library is compiled from kernels.c (package data: it ships in the wheel) with `$CC`
-(or cc/gcc) into `<cache_root()>/kernels/kernels-<key>.so` on first use and loaded with ctypes.  The key hashes
-everything the bits or the load depend on: the source, the flags, the compiler's path and `--version` line,
-the machine architecture and the C library's version.  `-ffp-contract=off`: the compiler may not fuse a
-multiply and an add on its own (the FMAs are the intrinsics'), so the bits do not depend on its contraction
-choices.  A failed build is remembered beside it (`kernels-<key>.failed`, holding the reason): another process
-does not run the compiler again (delete the file to retry).  `$CHATTTS_RENDER_KERNELS_LIB` names a library built
-ahead instead (the container image builds it in its build stage, which has the compiler its final stage lacks):
-it is loaded as it is, never built, and checked like a built one.  At load the library's ABI version and the layout
-of its per-layer table (struct chattts_layer) must equal what this module passes (ABI_VERSION, Layer),
-else it is not used (a warning names the mismatch).  Every entry point checks its tensors (shape, dtype,
-device, contiguity, slot and length ranges, the cache's geometry) and raises ValueError before C sees them.
-
-**OpenMP.**  The library's threads are OpenMP's, and the process has one OpenMP runtime: torch's.  torch's
-wheel bundles its libgomp under torch/lib; the library is linked against that file itself (with an rpath to
-it), not against the compiler's libgomp.  Measured on this project's Debian 12 machines (torch 2.11.0+cu130,
-gcc 12.2): torch/lib/libgomp.so.1 has the soname libgomp.so.1, as the system's /lib/x86_64-linux-gnu/libgomp.so.1
-does, so even a library linked the plain way (`-fopenmp`) got torch's copy (the loader reuses a loaded soname):
-/proc/<pid>/maps of a process that imported torch and loaded the kernel lists torch/lib/libgomp.so.1 only.  A
-wheel whose libgomp carries a hashed soname (libgomp-<hash>.so.1) would instead have loaded the system's beside
-it — two thread pools, each spinning while the other works — which the explicit link avoids.  Without a
-bundled libgomp (another torch build) the library links the compiler's (`-fopenmp`).
+The cache key hashes everything the bits or the load depend on (source, flags, compiler, machine, C library);
+`-ffp-contract=off`; a failed build is remembered; `$CHATTTS_RENDER_KERNELS_LIB` names a library built ahead.  The
+library's OpenMP is torch's own libgomp.  The build, the checks at load and OpenMP: docs/modules.md, "The kernels'
+shared library".
 """
 from __future__ import annotations
 
@@ -47,7 +29,7 @@ SOURCE = Path(__file__).with_name("kernels.c")
 CFLAGS = ("-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fopenmp", "-fPIC")   # no -ffast-math: the FMA chains stay
                                   # in order; no contraction the source does not write
 STRICT_FLAGS = ("-Wall", "-Wextra", "-Werror")   # build(strict=True): the tests' build
-ABI_VERSION = 2                   # kernels.c's CHATTTS_ABI: the entry points' signatures and struct chattts_layer
+ABI_VERSION = 3                   # kernels.c's CHATTTS_ABI: the entry points' signatures and struct chattts_layer
 FAILED_SUFFIX = ".failed"         # kernels-<key>.failed: a failed build, remembered (its reason inside)
 VERSION_TIMEOUT = 20              # s: `cc --version`
 LIB_ENV = "CHATTTS_RENDER_KERNELS_LIB"   # a library built ahead (build()'s output): loaded instead of building
@@ -125,15 +107,16 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"{cmd[0]} {SOURCE.name}: {last}")
 
 
-def build(cache: Path | None = None, strict: bool = False) -> Path:
+def build(cache: Path | None = None, strict: bool = False, extra: tuple[str, ...] = ()) -> Path:
     """Compile kernels.c (once per build_key) into `cache` (default <cache_root()>/kernels) and return the shared
-    library's path; `strict`: with STRICT_FLAGS (-Wall -Wextra -Werror).  Raises RuntimeError when there is no
+    library's path; `strict`: with STRICT_FLAGS (-Wall -Wextra -Werror); `extra`: more compiler arguments (the
+    tests' -DCHATTTS_AMX_EMULATE: never a library load() builds).  Raises RuntimeError when there is no
     compiler or the build fails — and remembers a failure in kernels-<key>.failed, so that later calls (in any
     process) raise it again without running the compiler."""
     cc = _compiler()
     if cc is None:
         raise RuntimeError("no C compiler (cc, gcc or $CC)")
-    compile_args = CFLAGS + (STRICT_FLAGS if strict else ())
+    compile_args = CFLAGS + (STRICT_FLAGS if strict else ()) + tuple(extra)
     link_args = _openmp_link()
     folder = Path(cache) if cache is not None else cache_root() / "kernels"
     lib = folder / f"kernels-{build_key(cc, compile_args, link_args)}.so"
@@ -210,11 +193,12 @@ def load():
     P, L, N = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
     for name, args in (("chattts_pack", [P, L, L, P]), ("chattts_pack_q8", [P, L, L, P]),
                        ("chattts_pack_bf16", [P, L, L, P]), ("chattts_pack_i8", [P, L, L, P, P]),
+                       ("chattts_pack_amx_bf16", [P, L, L, P]), ("chattts_pack_amx_i8", [P, L, L, P, P]),
                        ("chattts_linear", [N, P, L, L, P, P, P, L, P, N]),
                        ("chattts_attend", [P, P, P, L, L, L, L, L, P, P, ctypes.c_float, P, N]),
                        ("chattts_step", [P, L, L, L, L, L, L, L, ctypes.c_float, P, P, P, N, P, N, L, P, P, P, P, P,
                                          P, N, P]),
-                       ("chattts_kinds", [])):
+                       ("chattts_kinds", []), ("chattts_amx_enable", [])):
         fn = getattr(lib, name)
-        fn.argtypes, fn.restype = args, (N if name == "chattts_kinds" else None)
+        fn.argtypes, fn.restype = args, (N if name in ("chattts_kinds", "chattts_amx_enable") else None)
     return lib

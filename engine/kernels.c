@@ -13,8 +13,11 @@
  *                   (AVX512_BF16's vdpbf16ps: two products a step)
  *     KIND_I8       W8A8: int8 weights, each row quantized to int8 when it enters (its absmax / 127), exact int32
  *                   sums (AVX512_VNNI's vpdpbusd: four products a step), one fp32 rescale
- * The AVX-512 kinds are functions compiled for their instructions (__attribute__((target))), called only where the
- * CPU has them: the rest of the file, and the library's load, need AVX2 + FMA only.
+ *     KIND_AMX_BF16 KIND_BF16's operands on AMX tiles (tdpbf16ps: 16 rows x 16 columns x 32 k an instruction), fp32
+ *                   sums in the tile's order: its own bits
+ *     KIND_AMX_I8   KIND_I8's operands on AMX tiles (tdpbusd: 16 x 16 x 64), exact int32 sums: KIND_I8's bits
+ * The AVX-512 and AMX kinds are functions compiled for their instructions (__attribute__((target))), called only
+ * where the CPU has them: the rest of the file, and the library's load, need AVX2 + FMA only.
  *
  * chattts_linear: y[M][N] = x[M][K] . W[N][K]^T.
  * W is packed once into blocks of 16 output columns, each K-major: Wp[n0 .. n0+16)[k] at Wp + n0*K + 16*k (a last
@@ -30,10 +33,15 @@
  * chain exactly as KIND_F32 and KIND_Q8 do, so they give the same bits.  Int8 weights convert to float exactly,
  * so the same holds for the int8 kinds; a column scale multiplies the finished sum.
  */
+#include <errno.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #define MR 6                                  /* rows per chunk */
 #define NB 16                                 /* columns per block (a last block may be 8) */
@@ -131,6 +139,15 @@ static void gemm_for(const kernel *k16, const kernel *k8, long bytes, const floa
 #else
 #define HAVE_BF16 0
 #define HAVE_VNNI 0
+#endif
+#if defined(CHATTTS_AMX_EMULATE)                   /* the tests' emulated tiles (the AMX section) */
+#define HAVE_AMX 1
+#elif defined(__x86_64__) && defined(__clang__)
+#define HAVE_AMX (__clang_major__ >= 12)
+#elif defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_AMX (__GNUC__ >= 11)
+#else
+#define HAVE_AMX 0
 #endif
 #define ISA512 "avx2,fma,avx512f,avx512bw,avx512vl,avx512dq"
 #define T512 __attribute__((target(ISA512)))
@@ -334,15 +351,15 @@ static inline unsigned short bf16(float f) {
     return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-#if HAVE_BF16
-static void bf16_row(const float *x, long K, long Kp, unsigned short *out) {     /* Kp: K padded to even, zeros */
+#if HAVE_BF16 || HAVE_AMX
+static void bf16_row(const float *x, long K, long Kp, unsigned short *out) {     /* Kp: K padded (even, a tile), zeros */
     for (long k = 0; k < K; k++) out[k] = bf16(x[k]);
     for (long k = K; k < Kp; k++) out[k] = 0;
 }
 #endif
-#if HAVE_VNNI
+#if HAVE_VNNI || HAVE_AMX
 
-static void quant_row(const float *x, long K, long Kq, unsigned char *out, float *scale) {   /* Kq: K to 4 */
+static void quant_row(const float *x, long K, long Kq, unsigned char *out, float *scale) {   /* Kq: K to 4 (a tile) */
     float m = 0.0f;
     for (long k = 0; k < K; k++) m = fabsf(x[k]) > m ? fabsf(x[k]) : m;
     float s = m / 127.0f;
@@ -359,28 +376,32 @@ static void quant_row(const float *x, long K, long Kq, unsigned char *out, float
 
 static long pairs_of(long K) { return (K + 1) / 2; }
 static long quads_of(long K) { return (K + 3) / 4; }
+#define TILE_ROWS 16                          /* an AMX tile: 16 rows of 64 bytes (1 KiB) */
+#define TILE_BYTES 64
+static long round16(long n) { return (n + 15) / 16 * 16; }
+static long tile_bytes(long bytes) { return (bytes + TILE_BYTES - 1) / TILE_BYTES * TILE_BYTES; }   /* whole tiles */
 
-/* W [N][K] fp32 (N % 8 == 0) -> Wp [N * Kp] bf16 in the pair layout above */
-void chattts_pack_bf16(const float *W, long N, long K, unsigned short *Wp) {
-    long Kp = 2 * pairs_of(K);
-    for (long n0 = 0; n0 < N; n0 += NB) {
-        long nb = N - n0 >= NB ? NB : 8;
+/* W [N][K] fp32 (N % 8 == 0) -> Wp [Np * Kp] bf16 in the pair layout above: K padded to Kp (even), N to Np (columns
+ * of zeros; Np == N, or a multiple of 16 for the AMX kind) */
+static void pack_pairs(const float *W, long N, long K, long Np, long Kp, unsigned short *Wp) {
+    for (long n0 = 0; n0 < Np; n0 += NB) {
+        long nb = Np - n0 >= NB ? NB : 8;
         unsigned short *dst = Wp + n0 * Kp;
         for (long k = 0; k < Kp; k++)
             for (long j = 0; j < nb; j++)
-                dst[(k / 2) * 2 * nb + 2 * j + k % 2] = k < K ? bf16(W[(n0 + j) * K + k]) : 0;
+                dst[(k / 2) * 2 * nb + 2 * j + k % 2] = k < K && n0 + j < N ? bf16(W[(n0 + j) * K + k]) : 0;
     }
 }
 
-/* W [N][K] int8 (N % 8 == 0) -> Wp [N * Kq] in the quad layout above, and comp[n] = -128 x sum_k W[n][k] */
-void chattts_pack_i8(const signed char *W, long N, long K, signed char *Wp, int *comp) {
-    long Kq = 4 * quads_of(K);
-    for (long n0 = 0; n0 < N; n0 += NB) {
-        long nb = N - n0 >= NB ? NB : 8;
+/* W [N][K] int8 (N % 8 == 0) -> Wp [Np * Kq] in the quad layout above (K padded to Kq, N to Np as pack_pairs), and
+ * comp[n] = -128 x sum_k W[n][k] (n < N) */
+static void pack_quads(const signed char *W, long N, long K, long Np, long Kq, signed char *Wp, int *comp) {
+    for (long n0 = 0; n0 < Np; n0 += NB) {
+        long nb = Np - n0 >= NB ? NB : 8;
         signed char *dst = Wp + n0 * Kq;
         for (long k = 0; k < Kq; k++)
             for (long j = 0; j < nb; j++)
-                dst[(k / 4) * 4 * nb + 4 * j + k % 4] = k < K ? W[(n0 + j) * K + k] : 0;
+                dst[(k / 4) * 4 * nb + 4 * j + k % 4] = k < K && n0 + j < N ? W[(n0 + j) * K + k] : 0;
     }
     for (long n = 0; n < N; n++) {
         int sum = 0;
@@ -389,10 +410,239 @@ void chattts_pack_i8(const signed char *W, long N, long K, signed char *Wp, int 
     }
 }
 
+void chattts_pack_bf16(const float *W, long N, long K, unsigned short *Wp) {
+    pack_pairs(W, N, K, N, 2 * pairs_of(K), Wp);
+}
+
+void chattts_pack_i8(const signed char *W, long N, long K, signed char *Wp, int *comp) {
+    pack_quads(W, N, K, N, 4 * quads_of(K), Wp, comp);
+}
+
+/* The AMX kinds' weights: N padded to a multiple of 16, K to whole tiles (32 bf16 or 64 int8): Wp [round16(N) *
+ * Kt] (Kt = tile_bytes(2 K) / 2 bf16, or tile_bytes(K) bytes), comp [N] */
+void chattts_pack_amx_bf16(const float *W, long N, long K, unsigned short *Wp) {
+    pack_pairs(W, N, K, round16(N), tile_bytes(2 * K) / 2, Wp);
+}
+
+void chattts_pack_amx_i8(const signed char *W, long N, long K, signed char *Wp, int *comp) {
+    pack_quads(W, N, K, round16(N), tile_bytes(K), Wp, comp);
+}
+
+/* ------------------------------------------------------------------------------------------------ AMX
+ * KIND_AMX_BF16 and KIND_AMX_I8: Intel AMX tiles.  A tile register holds 16 rows of 64 bytes; tdpbf16ps adds to a
+ * 16 x 16 fp32 tile C the products of a row tile A (16 rows x 16 bf16 pairs) and a weight tile B (16 pairs x 16
+ * columns, each pair's two values side by side), tdpbusd the exact int32 products of unsigned bytes (A: 16 quads a
+ * row) and signed ones (B: 16 quads x 16 columns).  A weight tile is thus 16 pairs (32 k) or 16 quads (64 k) of one
+ * 16-column block in exactly the pair and quad layouts above, so with K padded to whole tiles and N to whole blocks
+ * (chattts_pack_amx_*) block b's tile t is the 1 KiB at Wp + (b T + t) KiB.  The rows are converted as KIND_BF16's
+ * and KIND_I8's (bf16_row, quant_row: u8 = q + 128) into whole row tiles: M padded to 16 with zero rows (their
+ * results are never stored), each row K padded to whole tiles.
+ *
+ * Tiles: C in tmm0-3 ((row tile 0, block 0), (0, 1), (1, 0), (1, 1)), A in tmm4-5, B in tmm6-7; a thread takes pairs
+ * of column blocks (a lone last block), and per pair row groups of 32 rows (a last of 16).  Every output is one chain
+ * of tile products over t = 0 .. T-1 in order, from zero, its row of A against its column of B: the same
+ * instructions whichever row tile, row group or thread computes it and whatever M is (rows are always whole tiles),
+ * so batch- and thread-invariant as every kind.  KIND_AMX_I8 rescales each exact sum as KIND_I8 does,
+ * float(acc + comp) * (row scale x column scale), and so gives KIND_I8's bits; KIND_AMX_BF16's fp32 sums round in
+ * the tile's order (the ISA reference's pseudo-code: per pair of k, the even product added, then the odd one; DAZ
+ * and FTZ), not vdpbf16ps's: its own bits, within the same bound.
+ *
+ * Linux gives a process the tile registers only after arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA):
+ * chattts_amx_enable (engine/kernels.py asks for it, and checks the kinds, in a child process first).  Each thread
+ * loads the tile configuration (ldtilecfg: palette 1, 8 tiles of 16 rows x 64 bytes) at the start of a linear and
+ * releases the tiles (tilerelease) at its end.  The loads and stores are written as asm with a memory clobber (gcc's
+ * _tile_loadd names no memory operand, and its _tile_loadconfig only the configuration's first 8 bytes).
+ *
+ * CHATTTS_AMX_EMULATE (the tests' build, never one the engine loads: tests/engine/test_amx.py): the tile
+ * instructions as C over thread-local tiles, following the ISA reference's pseudo-code, so the layouts, the padding,
+ * the epilogues and the thread split run on any CPU. */
+#if HAVE_AMX
+struct tile_config {                          /* ldtilecfg's 64 bytes */
+    unsigned char palette, start_row, reserved[14];
+    unsigned short colsb[16];                 /* bytes per row of tile i */
+    unsigned char rows[16];
+};
+
+#ifndef CHATTTS_AMX_EMULATE
+#define TAMX __attribute__((target("amx-tile,amx-bf16,amx-int8")))
+TAMX static void tile_config(const struct tile_config *c) { __asm__ volatile("ldtilecfg %0" :: "m"(*c) : "memory"); }
+#define TZERO(t) _tile_zero(t)
+#define TLOAD(t, p, s) __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t :: "r"((const void *)(p)), "r"((long)(s)) \
+                                        : "memory")
+#define TSTORE(t, p, s) __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" :: "r"((void *)(p)), "r"((long)(s)) \
+                                         : "memory")
+#define TDOT_BF16(c, a, b) _tile_dpbf16ps(c, a, b)
+#define TDOT_U8S8(c, a, b) _tile_dpbusd(c, a, b)
+TAMX static void tile_release(void) { _tile_release(); }
+#define TRELEASE() tile_release()
+#else
+#define TAMX
+static _Thread_local unsigned char emu[8][TILE_ROWS][TILE_BYTES];
+static _Thread_local int emu_ready;           /* a valid configuration loaded (else an instruction faults: abort) */
+static void tile_config(const struct tile_config *c) {
+    emu_ready = c->palette == 1;
+    for (int i = 0; i < 8; i++) emu_ready &= c->rows[i] == TILE_ROWS && c->colsb[i] == TILE_BYTES;
+}
+static void emu_check(void) { if (!emu_ready) abort(); }
+static void emu_zero(int t) { emu_check(); memset(emu[t], 0, sizeof emu[t]); }
+static void emu_load(int t, const void *p, long s) {
+    emu_check();
+    for (int r = 0; r < TILE_ROWS; r++) memcpy(emu[t][r], (const char *)p + r * s, TILE_BYTES);
+}
+static void emu_store(int t, void *p, long s) {
+    emu_check();
+    for (int r = 0; r < TILE_ROWS; r++) memcpy((char *)p + r * s, emu[t][r], TILE_BYTES);
+}
+static float emu_bf16(const unsigned char *p) {          /* a bf16 (little-endian) widened; DAZ: denormals are 0 */
+    unsigned u = (unsigned)(p[0] | p[1] << 8) << 16;
+    float f;
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static float emu_ftz(float f) { return fabsf(f) < 1.17549435e-38f ? copysignf(0.0f, f) : f; }
+static void emu_dpbf16(int c, int a, int b) {            /* C[m][n] += A[m] pair k . B[k] pair of column n */
+    emu_check();
+    for (int m = 0; m < TILE_ROWS; m++)
+        for (int k = 0; k < 16; k++)
+            for (int n = 0; n < 16; n++) {
+                float acc;
+                memcpy(&acc, &emu[c][m][4 * n], sizeof acc);
+                acc = emu_ftz(acc + emu_bf16(&emu[a][m][4 * k]) * emu_bf16(&emu[b][k][4 * n]));
+                acc = emu_ftz(acc + emu_bf16(&emu[a][m][4 * k + 2]) * emu_bf16(&emu[b][k][4 * n + 2]));
+                memcpy(&emu[c][m][4 * n], &acc, sizeof acc);
+            }
+}
+static void emu_dpbusd(int c, int a, int b) {            /* C[m][n] += A[m] quad k (unsigned) . B[k] quad n (signed) */
+    emu_check();
+    for (int m = 0; m < TILE_ROWS; m++)
+        for (int k = 0; k < 16; k++)
+            for (int n = 0; n < 16; n++) {
+                unsigned acc;
+                memcpy(&acc, &emu[c][m][4 * n], sizeof acc);
+                for (int i = 0; i < 4; i++)
+                    acc += (unsigned)((int)emu[a][m][4 * k + i] * (int)(signed char)emu[b][k][4 * n + i]);
+                memcpy(&emu[c][m][4 * n], &acc, sizeof acc);
+            }
+}
+#define TZERO(t) emu_zero(t)
+#define TLOAD(t, p, s) emu_load(t, p, s)
+#define TSTORE(t, p, s) emu_store(t, p, s)
+#define TDOT_BF16(c, a, b) emu_dpbf16(c, a, b)
+#define TDOT_U8S8(c, a, b) emu_dpbusd(c, a, b)
+#define TRELEASE() (emu_ready = 0)
+#endif
+
+/* NR row tiles (1, 2) x NC column blocks (1, 2) of C over T k-tiles: the rows at x (ldx bytes a row), the blocks'
+ * weight tiles at wa, wb (1 KiB each, in order of t); C stored to out[0..3] (16 x 16 fp32 or int32, in tmm0-3's
+ * order).  The tile numbers are literals (they are the instructions' operands). */
+#define AMX_TILES(name, DOT, NR, NC) \
+TAMX static void name(const char *x, long ldx, const char *wa, const char *wb, long T, int (*out)[256]) { \
+    TZERO(0); \
+    if (NC > 1) TZERO(1); \
+    if (NR > 1) TZERO(2); \
+    if (NR > 1 && NC > 1) TZERO(3); \
+    for (long t = 0; t < T; t++) { \
+        TLOAD(4, x + t * TILE_BYTES, ldx); \
+        TLOAD(6, wa + t * 1024, TILE_BYTES); \
+        DOT(0, 4, 6); \
+        if (NC > 1) { TLOAD(7, wb + t * 1024, TILE_BYTES); DOT(1, 4, 7); } \
+        if (NR > 1) { TLOAD(5, x + TILE_ROWS * ldx + t * TILE_BYTES, ldx); DOT(2, 5, 6); } \
+        if (NR > 1 && NC > 1) DOT(3, 5, 7); \
+    } \
+    TSTORE(0, out[0], TILE_BYTES); \
+    if (NC > 1) TSTORE(1, out[1], TILE_BYTES); \
+    if (NR > 1) TSTORE(2, out[2], TILE_BYTES); \
+    if (NR > 1 && NC > 1) TSTORE(3, out[3], TILE_BYTES); \
+}
+AMX_TILES(tb11, TDOT_BF16, 1, 1) AMX_TILES(tb12, TDOT_BF16, 1, 2)
+AMX_TILES(tb21, TDOT_BF16, 2, 1) AMX_TILES(tb22, TDOT_BF16, 2, 2)
+AMX_TILES(ti11, TDOT_U8S8, 1, 1) AMX_TILES(ti12, TDOT_U8S8, 1, 2)
+AMX_TILES(ti21, TDOT_U8S8, 2, 1) AMX_TILES(ti22, TDOT_U8S8, 2, 2)
+typedef void (*tile_kernel)(const char *, long, const char *, const char *, long, int (*)[256]);
+static const tile_kernel TILES_BF16[2][2] = {{tb11, tb12}, {tb21, tb22}}, TILES_I8[2][2] = {{ti11, ti12}, {ti21, ti22}};
+
+/* One C tile out: `rows` rows and `width` (16 or 8) columns into y (ldy floats a row): fp32 sums as they are
+ * (bf16), or exact int32 sums rescaled as KIND_I8's VOUT does (s, c: the columns' scales and offsets; xs: the rows'
+ * scales) — elementwise, so 8 lanes give the same bits as 16. */
+static void tile_out(int i8, const int *acc, long rows, long width, float *y, long ldy, const float *s, const int *c,
+                     const float *xs) {
+    for (long i = 0; i < rows; i++)
+        for (long j = 0; j < width; j += 8) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(acc + 16 * i + j));
+            __m256 v = i8 ? _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a, _mm256_loadu_si256(
+                                (const __m256i *)(c + j)))), _mm256_mul_ps(_mm256_set1_ps(xs[i]), _mm256_loadu_ps(s + j)))
+                          : _mm256_castsi256_ps(a);
+            _mm256_storeu_ps(y + i * ldy + j, v);
+        }
+}
+
+/* An AMX kind's linear as orphaned `omp for`s (see gemm_for): the rows converted into xc (round16(M) rows of
+ * tile_bytes(K) int8 or tile_bytes(2 K) bytes of bf16; xs: M row scales), then the column tiles. */
+static void gemm_amx_for(int i8, const float *x, long M, long K, const void *Wp, const float *scale, const int *comp,
+                         long N, float *y, void *xc, float *xs) {
+    long kb = i8 ? tile_bytes(K) : tile_bytes(2 * K), T = kb / TILE_BYTES, Mp = round16(M);   /* bytes a row */
+    unsigned char *xb = xc;
+    #pragma omp for schedule(static)
+    for (long m = 0; m < Mp; m++) {
+        if (m >= M)
+            memset(xb + m * kb, i8 ? 128 : 0, kb);                                 /* a padding row: zeros */
+        else if (i8)
+            quant_row(x + m * K, K, kb, xb + m * kb, xs + m);
+        else
+            bf16_row(x + m * K, K, kb / 2, (unsigned short *)(xb + m * kb));
+    }
+    struct tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        cfg.colsb[i] = TILE_BYTES;
+        cfg.rows[i] = TILE_ROWS;
+    }
+    tile_config(&cfg);
+    int out[4][256] __attribute__((aligned(64)));
+    long blocks = (N + NB - 1) / NB, pairs = (blocks + 1) / 2;
+    #pragma omp for schedule(static)
+    for (long p = 0; p < pairs; p++) {
+        long b = 2 * p, two_cols = b + 1 < blocks, nc = 1 + two_cols;
+        const char *wa = (const char *)Wp + b * T * 1024;
+        for (long m0 = 0; m0 < M; m0 += 2 * TILE_ROWS) {
+            long two_rows = M - m0 > TILE_ROWS, nr = 1 + two_rows;
+            (i8 ? TILES_I8 : TILES_BF16)[two_rows][two_cols]((const char *)xb + m0 * kb, kb, wa, wa + T * 1024, T, out);
+            for (long r = 0; r < nr; r++)
+                for (long c = 0; c < nc; c++) {
+                    long m = m0 + r * TILE_ROWS, n0 = (b + c) * NB;
+                    long rows = M - m < TILE_ROWS ? M - m : TILE_ROWS, width = N - n0 < NB ? N - n0 : NB;
+                    tile_out(i8, out[2 * r + c], rows, width, y + m * N + n0, N, i8 ? scale + n0 : 0,
+                             i8 ? comp + n0 : 0, i8 ? xs + m : 0);
+                }
+        }
+    }
+    TRELEASE();
+}
+#endif
+
+/* Process permission to use the tile registers (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), once
+ * per process before any AMX kind runs: 0, or the errno (ENOSYS without AMX in this build or outside Linux). */
+int chattts_amx_enable(void) {
+#if HAVE_AMX && defined(CHATTTS_AMX_EMULATE)
+    return 0;
+#elif HAVE_AMX && defined(__linux__)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 0 : errno;
+#else
+    return ENOSYS;
+#endif
+}
+
 /* ------------------------------------------------------------------------------------------------ a linear
- * One linear of any kind as orphaned `omp for`s (see gemm_for): KIND_BF16 and KIND_I8 first convert the rows into
- * xc (at least M x 2 x quads_of(K) x 4 bytes; xs: M row scales), each row by one thread, then the tiles. */
-enum { KIND_F32, KIND_Q8, KIND_F32_512, KIND_Q8_512, KIND_BF16, KIND_I8, KINDS };
+ * One linear of any kind as orphaned `omp for`s (see gemm_for): KIND_BF16, KIND_I8 and the AMX kinds first convert
+ * the rows into xc (xc_bytes(M, K); xs: M row scales), each row by one thread, then the tiles. */
+enum { KIND_F32, KIND_Q8, KIND_F32_512, KIND_Q8_512, KIND_BF16, KIND_I8, KIND_AMX_BF16, KIND_AMX_I8, KINDS };
+
+static long xc_bytes(long M, long K) {        /* the converted rows of any kind: pairs, quads or whole tiles */
+    long units = sizeof(int) * M * 2 * quads_of(K), tiles = round16(M) * tile_bytes(2 * K);
+    return units > tiles ? units : tiles;
+}
 
 static void linear_for(int kind, const float *x, long M, long K, const void *Wp, const float *scale, const int *comp,
                        long N, float *y, void *xc, float *xs) {
@@ -420,6 +670,10 @@ static void linear_for(int kind, const float *x, long M, long K, const void *Wp,
         return;
     }
 #endif
+#if HAVE_AMX
+    case KIND_AMX_BF16: gemm_amx_for(0, x, M, K, Wp, 0, 0, N, y, xc, xs); return;
+    case KIND_AMX_I8: gemm_amx_for(1, x, M, K, Wp, scale, comp, N, y, xc, xs); return;
+#endif
     default:                                  /* a kind this build lacks: kernels.py never calls it */
         #pragma omp for schedule(static)
         for (long m = 0; m < M; m++)
@@ -427,14 +681,16 @@ static void linear_for(int kind, const float *x, long M, long K, const void *Wp,
     }
 }
 
-static int converts(int kind) { return kind == KIND_BF16 || kind == KIND_I8; }
+static int converts(int kind) {
+    return kind == KIND_BF16 || kind == KIND_I8 || kind == KIND_AMX_BF16 || kind == KIND_AMX_I8;
+}
 
-/* x [M][K] fp32, Wp packed as `kind` packs it (N % 8 == 0), scale [N] (int8 kinds) or NULL, comp [N] (KIND_I8) or
- * NULL, y [M][N] */
+/* x [M][K] fp32, Wp packed as `kind` packs it (N % 8 == 0), scale [N] (int8 kinds) or NULL, comp [N] (KIND_I8,
+ * KIND_AMX_I8) or NULL, y [M][N] */
 void chattts_linear(int kind, const float *x, long M, long K, const void *Wp, const float *scale, const int *comp,
                     long N, float *y, int threads) {
     if (M < 1) return;
-    void *xc = converts(kind) ? malloc(sizeof(int) * M * 2 * quads_of(K)) : NULL;
+    void *xc = converts(kind) ? malloc(xc_bytes(M, K)) : NULL;
     float *xs = converts(kind) ? malloc(sizeof(float) * M) : NULL;
     if (converts(kind) && (xc == NULL || xs == NULL)) {
         for (long i = 0; i < M * N; i++) y[i] = NAN;
@@ -448,7 +704,7 @@ void chattts_linear(int kind, const float *x, long M, long K, const void *Wp, co
 
 int chattts_kinds(void) {                     /* the kinds this build has, one bit each */
     return 1 << KIND_F32 | 1 << KIND_Q8 | 1 << KIND_F32_512 | 1 << KIND_Q8_512 | HAVE_BF16 << KIND_BF16
-        | HAVE_VNNI << KIND_I8;
+        | HAVE_VNNI << KIND_I8 | HAVE_AMX << KIND_AMX_BF16 | HAVE_AMX << KIND_AMX_I8;
 }
 
 /* ------------------------------------------------------------------------------------------------ attention
@@ -630,7 +886,7 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
                   float *out, int threads, double *times) {
     long Nqkv = (H + 2 * Hkv) * D, Kmax = C > H * D ? (C > F ? C : F) : (H * D > F ? H * D : F);
     float *h = malloc(sizeof(float) * B * (C + Nqkv + H * D + 3 * F + C));   /* h, qkv (then o), q, g, a, y */
-    void *xc = converts(kind) ? malloc(sizeof(int) * B * 2 * quads_of(Kmax)) : NULL;   /* rows converted */
+    void *xc = converts(kind) ? malloc(xc_bytes(B, Kmax)) : NULL;                       /* rows converted */
     float *xs = converts(kind) ? malloc(sizeof(float) * B) : NULL;                      /* and their scales */
     if (h == NULL || (converts(kind) && (xc == NULL || xs == NULL))) {
         for (long i = 0; i < B * C; i++) out[i] = NAN;
@@ -717,7 +973,7 @@ void chattts_step(float *x, long B, long C, long H, long Hkv, long D, long F, lo
  * engine/kernels.py checks these at load (a library built from another kernels.c is not used):
  * chattts_abi_version() == its ABI_VERSION, and chattts_layout(out) == what ctypes computes for its mirror of
  * struct chattts_layer and the C types it passes (every `long *` argument is an int64 tensor). */
-#define CHATTTS_ABI 2
+#define CHATTTS_ABI 3
 #define LAYOUT_VALUES 9
 
 int chattts_abi_version(void) { return CHATTTS_ABI; }

@@ -7,6 +7,7 @@
         q8 = GemmInt8Linear(wq, scale)    # --int8: int8 weights, fp32 activations (a quarter of the bytes)
         b16 = GemmBf16Linear(weight)      # bf16 weights and activations, fp32 sums (AVX512_BF16)
         w8a8 = GemmW8A8Linear(wq, scale)  # int8 weights and activations, exact int32 sums (AVX512_VNNI)
+        tiles = GemmBf16Linear(weight, "amx_bf16")   # the same operands on AMX tiles (where kinds() has it)
         attend = decode_attention(slots, lens)     # one step's rows: cache slots [B], valid lengths
         o = attend(q, k_cache, v_cache)            # q [B, H, 1, D] -> [B, H, 1, D], each row over its own prefix
         step = DecodeStep(llama)                   # a Llama whose projections are all one kind of ours
@@ -22,38 +23,62 @@ call: any call size is batch-invariant (no padding rows) and the thread count do
 instructions that multiply them, engine/kernels.c's header): fp32 and int8 weights on AVX2 ("f32", "q8") or
 AVX-512 ("f32_512", "q8_512": the same chains, so the same bits — checked at load), bf16 weights and activations
 ("bf16": AVX512_BF16's vdpbf16ps, half the bytes of fp32 and twice its products per instruction), int8 weights
-and activations ("i8": AVX512_VNNI's vpdpbusd, exact int32 sums).  `kinds()` is what this CPU and this build
-have; engine/cpupath.py chooses among them.
+and activations ("i8": AVX512_VNNI's vpdpbusd, exact int32 sums), and the last two on AMX tiles ("amx_bf16":
+tdpbf16ps, its own rounding order; "amx_i8": tdpbusd, exact, so "i8"'s bits; every row count padded to whole
+tiles).  `kinds()` is what this CPU and this build have; engine/cpupath.py chooses among them.
+
+**The self-checks.**  Every kind must agree with float64 over its rounded operands (within the fp32 sums' bound),
+give a row the same bits alone as in a call of 14 or 35 rows, the W8A8 kinds the exact W8A8 reference's bits
+(engine.cpu.Int8Linear's arithmetic, w8a8_reference), a kind of SAME_BITS its twin's where the CPU has the twin
+(`kind_problem`).  The AMX kinds are checked in a child process first (`_tile_kinds`): Linux lets a process use
+the tiles only after it asks (arch_prctl, engine/kernels.c's chattts_amx_enable), and a refused permission, an
+illegal instruction or a wrong kernel there kills or fails the child, never a render; only kinds the child passed
+are enabled and offered here.  **No AMX CPU has run the AMX kinds yet**: they are written against the ISA
+reference and compile with gcc >= 11 / clang >= 12, their layouts, padding, epilogues and thread split are
+tested on any CPU through a build that emulates the tile instructions in C (CHATTTS_AMX_EMULATE,
+tests/engine/test_amx.py), and the kinds themselves are tested where the CPU has AMX (skipped elsewhere).
 
 Not available — and the engine falls back to oneDNN's linear and per-row SDPA — without AVX2/FMA, without a C
 compiler, when the build, the ABI check or a self-check fails, or with CHATTTS_RENDER_KERNELS=off.  A kind is
 left out of kinds() (the others stay) where the CPU lacks its flags, this compiler cannot build it (gcc < 10 has
-no AVX512_BF16: chattts_kinds says what was built) or its self-check against float64 fails; no code of a kind
+no AVX512_BF16, gcc < 11 no AMX: chattts_kinds says what was built) or its self-check fails; no code of a kind
 the CPU lacks is ever called (its functions are compiled for their instructions alone, __attribute__((target))).
 """
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
+import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import torch  # imported lazily (by engine.cpu users), never by engine.api
 import torch.nn as nn
 import torch.nn.functional as F
 
-from engine.kernelbuild import Layer, cpu_flags, load
+from engine.kernelbuild import LIB_ENV, Layer, cpu_flags, load
 
 ENV = "CHATTTS_RENDER_KERNELS"    # "off": never use these kernels (the engine then uses oneDNN and SDPA)
 GEMM_RANGE = "gemm"               # record_function name of a linear while the torch profiler runs (benchmarks/limits;
                                   # the attention runs inside engine/llama.py's "attention" range)
 COLUMN_ALIGN = 8                  # the kernel's output columns come in blocks of 16 and a last block of 8
 AVX512 = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
+AMX = frozenset({"amx_tile"})
 # kernels.c's kinds: name -> (its KIND_* number, the /proc/cpuinfo flags it needs beyond AVX2 + FMA, weight dtype)
 KINDS = {"f32": (0, frozenset(), "fp32"), "q8": (1, frozenset(), "int8"),
          "f32_512": (2, AVX512, "fp32"), "q8_512": (3, AVX512, "int8"),
-         "bf16": (4, AVX512 | {"avx512_bf16"}, "bf16"), "i8": (5, AVX512 | {"avx512_vnni"}, "int8")}
-SAME_BITS = {"f32_512": "f32", "q8_512": "q8"}   # kinds that run another's chains exactly (checked at load)
+         "bf16": (4, AVX512 | {"avx512_bf16"}, "bf16"), "i8": (5, AVX512 | {"avx512_vnni"}, "int8"),
+         "amx_bf16": (6, AMX | {"amx_bf16"}, "bf16"), "amx_i8": (7, AMX | {"amx_int8"}, "int8")}
+SAME_BITS = {"f32_512": "f32", "q8_512": "q8", "amx_i8": "i8"}   # kinds that run another's chains exactly
+ACTIVATIONS = {"bf16": "bf16", "amx_bf16": "bf16", "i8": "int8", "amx_i8": "int8"}   # kinds that round their rows
+W8A8 = ("i8", "amx_i8")           # int8 weights and rows, exact int32 sums: w8a8_reference's bits
+TILE_KINDS = ("amx_bf16", "amx_i8")   # checked in a child process first (_tile_kinds)
+TILE_CHECK_TIMEOUT = 300          # s: the child's import of torch, the library's load and the checks
+CHECK_ROWS = 35                   # rows of the self-check's batch-invariance call (three row tiles, a ragged one)
 
 log = logging.getLogger(__name__)
 _LOCK = threading.RLock()         # kinds() holds it while library() takes it
@@ -78,13 +103,15 @@ _KINDS: list = []                 # [the usable kinds] once checked
 
 def kinds() -> tuple[str, ...]:
     """The kinds (KINDS order) usable here: built by this compiler (chattts_kinds), the CPU has their flags, and
-    each passes its self-check (a kind of SAME_BITS gives its twin's bits).  () without the kernels."""
+    each passes its self-check (kind_problem; the AMX kinds in a child process first: _tile_kinds).  () without
+    the kernels."""
     with _LOCK:
         if not _KINDS:
             lib, flags = library(), cpu_flags()
             built = lib.chattts_kinds() if lib is not None else 0
             have = [k for k, (i, need, _) in KINDS.items() if built >> i & 1 and need <= flags]
-            _KINDS.append(tuple(k for k in have if _kind_check(lib, k)))
+            tiles = _tile_kinds(lib, [k for k in have if k in TILE_KINDS]) if lib is not None else ()
+            _KINDS.append(tuple(k for k in have if k in tiles or (k not in TILE_KINDS and _kind_check(lib, k))))
         return _KINDS[0]
 
 
@@ -118,36 +145,132 @@ def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def rounded_operands(kind: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x, weight) in float64 as `kind` rounds them before it multiplies (fp32 kinds: as they are; bf16: both to
-    bf16; int8 kinds: the weight quantized per column, "i8" the rows too): the operands of a reference product."""
+    """(x, weight) in float64 as `kind` rounds them before it multiplies (fp32 kinds: as they are; bf16 kinds: both
+    to bf16; int8 kinds: the weight quantized per column, the W8A8 ones the rows too): a reference's operands."""
     wdtype = KINDS[kind][2]
     if wdtype == "int8":
         wq, scale = quantize_weight(weight)
         weight = wq.double() * scale.double()[:, None]
-    if kind == "bf16":
+    if ACTIVATIONS.get(kind) == "bf16":
         x, weight = x.bfloat16(), weight.bfloat16()
-    if kind == "i8":
+    if ACTIVATIONS.get(kind) == "int8":
         xq, s = quantize_rows(x)
         x = xq.double() * s.double()
     return x.double(), weight.double()
 
 
-def _kind_check(lib, kind: str) -> bool:
-    """One kind on a small problem (33 columns: two 16-column blocks, a lone one, a tail of 8 after padding; K = 37:
-    odd, not a multiple of 4; 14 rows: a ragged chunk of every width) against float64 over the operands as the kind
-    rounds them (rounded_operands), within 1e-5 of the sum of the products' magnitudes (the fp32 sums' rounding); a
-    kind of SAME_BITS equal to its twin bit for bit.  A kind that fails is not used (a warning says so)."""
+def w8a8_reference(x: torch.Tensor, wq: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x [M, K] fp32 times int8 weights wq [N, K] with column scales [N] as the W8A8 kinds define it (engine.cpu.
+    Int8Linear's arithmetic): each row quantized (quantize_rows), the product in int64 (exact), one fp32 rescale."""
+    xq, s = quantize_rows(x)
+    return (xq.to(torch.int64) @ wq.t().to(torch.int64)).float() * (s * scale)
+
+
+def kind_problem(kind: str, multiply, twin=None) -> str | None:
+    """What is wrong with `multiply(weight, scale, x) -> y` as `kind`'s linear, or None.  A small problem (33
+    columns: two 16-column blocks, a lone one, a tail of 8 after padding; K = 37: odd, not a multiple of 4; 14 rows:
+    a ragged chunk of every width) against float64 over the operands as the kind rounds them (rounded_operands),
+    within 1e-5 of the sum of the products' magnitudes (the fp32 sums' rounding); the W8A8 kinds bit for bit
+    against w8a8_reference; `twin` (another kind's multiply: SAME_BITS) bit for bit; and every row of a call of
+    CHECK_ROWS alone, and the first 14 of them, with the same bits as in that call (batch invariance: the AMX kinds
+    pad rows to whole tiles)."""
     g = torch.Generator().manual_seed(1)
-    w, x = torch.randn(33, 37, generator=g), torch.randn(14, 37, generator=g)
+    w, x = torch.randn(33, 37, generator=g), torch.randn(CHECK_ROWS, 37, generator=g)
     weight, scale = quantize_weight(w) if KINDS[kind][2] == "int8" else (w, None)
-    y = Packed(lib, weight, kind, scale).multiply(x).double()
-    xr, wr = rounded_operands(kind, x, w)
-    ok = bool(((y - xr @ wr.t()).abs() <= 1e-5 * (xr.abs() @ wr.abs().t())).all())
-    if ok and kind in SAME_BITS:
-        ok = torch.equal(y, Packed(lib, weight, SAME_BITS[kind], scale).multiply(x).double())
-    if not ok:
-        log.warning("engine/kernels.c's %s kernel disagrees with its reference here: not used", kind)
-    return ok
+    y = multiply(weight, scale, x[:14])
+    xr, wr = rounded_operands(kind, x[:14], w)
+    if not bool(((y.double() - xr @ wr.t()).abs() <= 1e-5 * (xr.abs() @ wr.abs().t())).all()):
+        return "its products are off the float64 reference by more than the fp32 sums' rounding"
+    if kind in W8A8 and scale is not None and not torch.equal(y, w8a8_reference(x[:14], weight, scale)):
+        return "its W8A8 products are not the exact reference's bits"
+    if twin is not None and not torch.equal(y, twin(weight, scale, x[:14])):
+        return f"it does not give {SAME_BITS.get(kind, 'its twin')}'s bits"
+    full = multiply(weight, scale, x)
+    if not torch.equal(full[:14], y) or not all(torch.equal(multiply(weight, scale, x[i:i + 1]), full[i:i + 1])
+                                                 for i in range(CHECK_ROWS)):
+        return "a row's bits depend on the other rows of its call"
+    return None
+
+
+def _kind_check(lib, kind: str) -> bool:
+    """kind_problem for engine/kernels.c's `kind` (its SAME_BITS twin compared where this CPU has the twin's flags).
+    A kind that fails is not used (a warning says why)."""
+    def make(k):
+        return lambda weight, scale, x: Packed(lib, weight, k, scale).multiply(x)
+
+    twin = SAME_BITS.get(kind)
+    twin_here = twin is not None and KINDS[twin][1] <= cpu_flags() and lib.chattts_kinds() >> KINDS[twin][0] & 1
+    problem = kind_problem(kind, make(kind), make(twin) if twin_here else None)
+    if problem is not None:
+        log.warning("engine/kernels.c's %s kernel fails its self-check here (%s): not used", kind, problem)
+    return problem is None
+
+
+ROOT = Path(__file__).resolve().parents[1]      # where `engine` is importable from (the tile check's child)
+
+
+def _tile_command(kinds: list[str]) -> list[str]:
+    """The child process of _tile_kinds (its last line of output: tile_child's JSON)."""
+    return [sys.executable, "-c", "from engine.kernels import tile_child; tile_child()", *kinds]
+
+
+def tile_child(kinds: list[str] | None = None) -> dict:
+    """The AMX self-check's child process (_tile_kinds runs it; the kinds are its arguments): asks for the tiles
+    (chattts_amx_enable) and runs _kind_check on each kind, printing {"kinds": {kind: passed}} as one JSON line, or
+    {"error": why} where the library or the permission is missing.  Returns what it printed."""
+    names = list(sys.argv[1:] if kinds is None else kinds)
+    lib = library()
+    if lib is None:
+        out: dict = {"error": "engine/kernels.c is not available in the child process"}
+    elif (err := lib.chattts_amx_enable()) != 0:
+        out = {"error": f"the OS refused the tiles (arch_prctl ARCH_REQ_XCOMP_PERM: {os.strerror(err)})"}
+    else:
+        out = {"kinds": {k: k in TILE_KINDS and _kind_check(lib, k) for k in names}}
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def _tile_kinds(lib, kinds: list[str]) -> tuple[str, ...]:
+    """The AMX kinds (of `kinds`) this process may run: each passed its self-check in a child process (on this
+    CPU, with the same library: a refused permission, an illegal instruction or a wrong kernel there ends or fails
+    the child, never this process), then the tiles were enabled here.  () and a warning otherwise."""
+    if not kinds:
+        return ()
+    env = {**os.environ, LIB_ENV: str(lib._name),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    try:
+        r = subprocess.run(_tile_command(kinds), capture_output=True, text=True, timeout=TILE_CHECK_TIMEOUT, env=env)
+    except subprocess.TimeoutExpired:
+        why = f"took over {TILE_CHECK_TIMEOUT} s"
+    except OSError as e:
+        why = f"could not start ({e.strerror or e})"
+    else:
+        lines = (r.stdout or "").strip().splitlines()
+        try:
+            verdict = json.loads(lines[-1]) if lines else {}
+        except ValueError:
+            verdict = {}
+        if r.returncode != 0 or not isinstance(verdict, dict) or not ("kinds" in verdict or "error" in verdict):
+            rc = r.returncode
+            died = (f"was killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
+                    else f"exited with status {rc}" if rc else "printed no verdict")
+            last = ((r.stderr or "").strip().splitlines() or [""])[-1][:200]
+            why = f"{died}{': ' + last if last else ''}"
+        elif "error" in verdict:
+            why = str(verdict["error"])
+        else:
+            passed = tuple(k for k in kinds if verdict["kinds"].get(k) is True)
+            for k in kinds:
+                if k not in passed:
+                    log.warning("engine/kernels.c's %s kernel failed its self-check (in a child process): not used", k)
+            if passed and (err := lib.chattts_amx_enable()) != 0:
+                log.warning("engine/kernels.c's AMX kinds are not used: the OS refused this process the tiles "
+                            "(arch_prctl ARCH_REQ_XCOMP_PERM: %s)", os.strerror(err))
+                return ()
+            return passed
+    log.warning("engine/kernels.c's AMX kinds (%s) are not used: their self-check's child process %s",
+                ", ".join(kinds), why)
+    return ()
 
 
 def _pad_rows(t: torch.Tensor, fill: float = 0) -> torch.Tensor:
@@ -181,8 +304,9 @@ FP32, INT8, INTS = (torch.float32,), (torch.int8,), (torch.int64, torch.int32, t
 
 class Packed:
     """A weight [N, K] packed once for one kind (engine/kernels.c's layouts; N padded with zero columns to a multiple
-    of COLUMN_ALIGN): `packed` flat (fp32, int8, or bf16 bits as int16), `scale` [N_pad] fp32 column scales (int8
-    kinds: weight ~ scale[n] * wq[n]), `comp` [N_pad] int32 column offsets ("i8"), and multiply(x)."""
+    of COLUMN_ALIGN, the AMX kinds' packed copy to whole tiles): `packed` flat (fp32, int8, or bf16 bits as int16),
+    `scale` [N_pad] fp32 column scales (int8 kinds: weight ~ scale[n] * wq[n]), `comp` [N_pad] int32 column offsets
+    (W8A8), and multiply(x)."""
 
     def __init__(self, lib, weight: torch.Tensor, kind: str = "f32", scale: torch.Tensor | None = None):
         if kind not in KINDS:
@@ -202,13 +326,15 @@ class Packed:
         w = _pad_rows(weight.detach())                                   # [N_pad, K], contiguous
         n, k = w.shape
         self.comp = None
-        if kind == "bf16":
-            self.packed = torch.empty(_packed_size(kind, n, k), dtype=torch.int16)    # K padded to even
-            lib.chattts_pack_bf16(w.data_ptr(), n, k, self.packed.data_ptr())
-        elif kind == "i8":
-            self.packed = torch.empty(_packed_size(kind, n, k), dtype=torch.int8)     # K padded to 4
+        if wdtype == "bf16":
+            self.packed = torch.empty(_packed_size(kind, n, k), dtype=torch.int16)    # K padded (even, tiles)
+            pack = lib.chattts_pack_amx_bf16 if kind in TILE_KINDS else lib.chattts_pack_bf16
+            pack(w.data_ptr(), n, k, self.packed.data_ptr())
+        elif kind in W8A8:
+            self.packed = torch.empty(_packed_size(kind, n, k), dtype=torch.int8)     # K padded (to 4, tiles)
             self.comp = torch.empty(n, dtype=torch.int32)
-            lib.chattts_pack_i8(w.data_ptr(), n, k, self.packed.data_ptr(), self.comp.data_ptr())
+            pack = lib.chattts_pack_amx_i8 if kind in TILE_KINDS else lib.chattts_pack_i8
+            pack(w.data_ptr(), n, k, self.packed.data_ptr(), self.comp.data_ptr())
         else:
             self.packed = torch.empty(w.numel(), dtype=w.dtype)
             (lib.chattts_pack_q8 if wdtype == "int8" else lib.chattts_pack)(w.data_ptr(), n, k, self.packed.data_ptr())
@@ -239,7 +365,7 @@ class Packed:
             raise ValueError(f"engine/kernels.c: the packed weight holds {self.packed.numel()} values, not "
                              f"{_packed_size(self.kind, n_pad, k)} ({n_pad} x {k}, {self.kind})")
         for name, t, dtypes, need in (("column scales", self.scale, FP32, wdtype == "int8"),
-                                      ("column offsets", self.comp, (torch.int32,), self.kind == "i8")):
+                                      ("column offsets", self.comp, (torch.int32,), self.kind in W8A8)):
             if need != (t is not None):
                 raise ValueError(f"engine/kernels.c: {self.kind} weights {'need' if need else 'take no'} {name}")
             if t is not None:
@@ -249,7 +375,10 @@ class Packed:
 
 
 def _packed_size(kind: str, n: int, k: int) -> int:
-    """Values in a packed weight of n (padded) columns and K = k: bf16 pads K to even, "i8" to a multiple of 4."""
+    """Values in a packed weight of n (padded) columns and K = k: bf16 pads K to even, "i8" to a multiple of 4; the
+    AMX kinds pad n to 16 and K to whole tiles (32 bf16, 64 int8)."""
+    if kind in TILE_KINDS:
+        return -(-n // 16) * 16 * (32 * -(-k // 32) if kind == "amx_bf16" else 64 * -(-k // 64))
     return n * {"bf16": 2 * (-(-k // 2)), "i8": 4 * (-(-k // 4))}.get(kind, k)
 
 
@@ -350,13 +479,14 @@ class GemmLinear(nn.Module, Packed):
 
 class GemmBf16Linear(GemmLinear):
     """bf16 weights (rounded once, at load) and activations (each row rounded as it enters), fp32 sums in a fixed
-    order (AVX512_BF16's vdpbf16ps): half the bytes of fp32 and twice the products per instruction; every row's
-    bits its own, as GemmLinear's.  The dense fp32 `weight` stays, as GemmLinear's."""
+    order (AVX512_BF16's vdpbf16ps, "bf16"; or AMX tiles' tdpbf16ps, "amx_bf16": its own order): half the bytes of
+    fp32 and twice (tiles: far more) the products per instruction; every row's bits its own, as GemmLinear's.  The
+    dense fp32 `weight` stays, as GemmLinear's."""
 
-    RUNS = ("bf16",)
+    RUNS = ("bf16", "amx_bf16")
 
-    def __init__(self, weight: torch.Tensor):
-        super().__init__(weight, "bf16")
+    def __init__(self, weight: torch.Tensor, kind: str = "bf16"):
+        super().__init__(weight, kind)
 
 
 class GemmInt8Linear(GemmLinear):
@@ -373,14 +503,15 @@ class GemmInt8Linear(GemmLinear):
 
 
 class GemmW8A8Linear(GemmInt8Linear):
-    """W8A8 through AVX512_VNNI's vpdpbusd ("i8"): int8 weights per output column as GemmInt8Linear's, each row
-    quantized to int8 as it enters (quantize_rows: its absmax / 127), exact int32 sums, one fp32 rescale — the
-    arithmetic of engine.cpu.Int8Linear (torch), so the same bits, at the speed of four products an instruction."""
+    """W8A8 through AVX512_VNNI's vpdpbusd ("i8") or AMX tiles' tdpbusd ("amx_i8"): int8 weights per output column
+    as GemmInt8Linear's, each row quantized to int8 as it enters (quantize_rows: its absmax / 127), exact int32
+    sums, one fp32 rescale — the arithmetic of engine.cpu.Int8Linear (torch), so the same bits (w8a8_reference), at
+    the speed of four products an instruction (tiles: a 16 x 16 x 64 block)."""
 
-    RUNS = ("i8",)
+    RUNS = ("i8", "amx_i8")
 
-    def __init__(self, wq: torch.Tensor, scale: torch.Tensor):
-        super().__init__(wq, scale, "i8")
+    def __init__(self, wq: torch.Tensor, scale: torch.Tensor, kind: str = "i8"):
+        super().__init__(wq, scale, kind)
 
 
 PROJECTIONS = ("wqkv", "wo", "w13", "w2")   # a Block's linears, in chattts_step's table order
@@ -402,7 +533,7 @@ class DecodeStep:
             raise ValueError("chattts_step needs engine/kernels.c and projections all of one kind of ours")
         blocks = model.layers
         self.kind = blocks[0].wqkv.kind
-        self.kv_dtype = torch.bfloat16 if self.kind == "bf16" else torch.float32   # the KV cache it reads
+        self.kv_dtype = torch.bfloat16 if KINDS[self.kind][2] == "bf16" else torch.float32   # the KV cache it reads
         self.norm, self.cos, self.sin = model.norm.weight, model.cos, model.sin   # [C]; [P, D] RoPE tables
         for name, w in (("norm", self.norm), ("cos", self.cos), ("sin", self.sin)):
             _check(name, w, FP32, dims=1 if name == "norm" else 2, contiguous=True)

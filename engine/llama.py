@@ -1,22 +1,12 @@
 """A minimal Llama forward (gpt-fast style) over a preallocated KV cache, for ChatTTS's GPT: the model only.
 
-ChatTTS's GPT is a plain HF `LlamaModel` fed with input embeddings (its `embed_tokens` is unused).  This module
-re-implements that forward so we control the cache and the batch:
-
-* the KV cache is preallocated, [slots, H, S_max, D] per layer; every slot holds one sequence from index 0;
-* positions are per row and integer (RoPE tables are indexed, never computed from a half-precision position);
-* how a call attends is a strategy object (engine/attention.py), chosen when the model is built
-  (`Llama.attention`: per-row SDPA by default, engine/cpu.py's engine/kernels.c strategies once the projections are
-  its) or by the decode loop (batched, for GPUs): each call it makes the call's state, which every block writes its
-  keys and values through and attends through (or which runs the whole call: engine/kernels.c's decode step).
-
     call = llama.attention.begin(cache, pos, slots, lengths)      # engine/attention.py: the rows' slots, lengths
     h = llama(x, call)                                            # x [B, L, C] -> final-normed hidden [B, L, C]
 
-Weights are taken from the HF state dict (q/k/v and gate/up fused).  What the projections run on the CPU
-(oneDNN's packed linears, engine/kernels.c's, int8) is engine/cpu.py's choice: it replaces a Block's nn.Linear
-projections and sets the strategy.  `tests/engine/test_llama.py` proves the forward equals transformers'
-LlamaModel on random weights, with MKL's linears, oneDNN's packed ones and our own kernel.
+The KV cache is [slots, H, S_max, D] per layer, one sequence a slot from index 0; positions are per row and
+integer; how a call attends is a strategy object (engine/attention.py).  Weights come from the HF state dict (q/k/v
+and gate/up fused); it equals transformers' LlamaModel (tests/engine/test_llama.py).  Why it exists and what
+engine/cpu.py replaces in it: docs/modules.md, "A minimal Llama forward".
 """
 from __future__ import annotations
 

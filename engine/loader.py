@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 from engine.api import RANDOM_MODELS, ModelUnavailable
 from engine.assets import ASSET_FILES, INFO_FILE, SPK_STAT_FILE, cache_root, ensure_random_assets
-from engine.atomic import write_bytes
+from engine.atomic import file_sha256, write_bytes
 
 HF_REPO = "2Noise/ChatTTS"
 HF_PATTERNS = ["*.yaml", "*.json", "*.safetensors"]
@@ -258,11 +258,7 @@ def _file_sha256(p: Path) -> str:
             known = {}
         if key in known:
             return known[key]
-        digest = hashlib.sha256()
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 22), b""):
-                digest.update(chunk)
-        known[key] = digest.hexdigest()
+        known[key] = file_sha256(p)
         try:
             store.parent.mkdir(parents=True, exist_ok=True)
             write_bytes(store, json.dumps(known, indent=0, sort_keys=True).encode("utf-8"))

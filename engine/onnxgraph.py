@@ -4,37 +4,10 @@
     paths = export_graphs(loaded, out_dir, dtype="fp16") # a LoadedModel (engine.loader), into a folder of your own
     python -m engine.onnxgraph random-tiny [--out DIR] [--dtype fp32|fp16]
 
-The graphs are exported with `torch.onnx.export(..., dynamo=True, opset_version=OPSET)` from OUR modules
-(engine/llama.py's Block.project / Block.finish, engine/codemodel.py's heads, ChatTTS's Decoder and Vocos'
-backbone): the same weights and shapes the torch engine runs.  Embedding look-ups (text ids, the 4 code
-embeddings fed back each step) and sampling stay in torch (engine/sampling.py), so both back-ends sample alike.
-
-Graphs (inputs -> outputs; B batch, L prompt length, S cache length, N layers, H kv heads, D head dim, C hidden,
-Q·V code cells, T steps; every one of B, L, S, T is a dynamic axis):
-
-    prefill  x [B, L, C] (dtype), pos [B, L] int64            -> hidden [B, C] fp32 (last position),
-                                                                 k_i, v_i [B, H, L, D] (dtype) per layer i < N
-    decode   x [B, 1, C], pos [B, 1] int64,                     -> hidden [B, C] fp32, k_i, v_i [B, H, 1, D]:
-             past_k_i, past_v_i [B, H, S, D] per layer i < N       the new token's keys/values
-    heads    hidden [B, C] fp32                                 -> logits [B, Q, V] fp32 (every code head)
-    vocoder  hidden [B, T, C] fp32                              -> wav [B, 256·(2T-1)] fp32 (Decoder + Vocos)
-
-The KV cache is an explicit input/output, one tensor per layer (input_axes / output_axes name them all): the caller
-(engine/ortengine.py) keeps it in its own tensors and writes the returned keys at `pos`. A decode step attends over
-the past and the new key without concatenating them (scores of both, one softmax, then the past's weighted sum plus
-the new value's share), so the past is read once and never copied inside the graph. A row's past is valid below its
-position (a slot holds its sequence from index 0): decode masks past keys at index >= pos, so rows of different
-lengths share one call with S the longest. Positions are int64 inputs in every dtype (RoPE tables are fp32 constants
-indexed by them, never computed from a half-precision position: upstream's trap); norms, RoPE and the heads
-run in fp32 as in the torch engine. Vocos' ISTFT (torch.istft, centre padding) is exported as a real inverse-DFT
-MatMul and an overlap-add of hop-sized chunks (no DFT op, which TensorRT's parser lacks); its output matches
-torch.istft to float rounding.
-
-Files: `<cache_root()>/onnx/<fingerprint>-<dtype>-o<OPSET>-g<GRAPH_VERSION>/{prefill,decode,heads,vocoder}.onnx`
-and `graphs.json` (names, opset, versions, axis names), written as one folder (engine.atomic.atomic_dir): a
-half-written export is never used.  Dynamic axes carry names ("batch", "length", "cache", "steps") so a
-TensorRT optimization profile maps min/opt/max onto each (engine/trtcheck.py derives it; engine/ortengine.py's
-trt_options passes it on).
+Exported with torch.onnx.export(dynamo=True) from OUR modules, the same weights and shapes the torch engine runs;
+embeddings and sampling stay in torch.  A folder is written whole (engine.atomic.atomic_dir): a half-written export
+is never used.  The graphs' inputs and outputs, the KV cache, positions, the ISTFT and the files: docs/modules.md,
+"The ONNX graphs".
 """
 from __future__ import annotations
 
@@ -50,9 +23,16 @@ import warnings
 from pathlib import Path
 from typing import Any, cast
 
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.export import Dim
+
 from engine.api import ModelUnavailable
 from engine.assets import cache_root
 from engine.atomic import atomic_dir
+from engine.codemodel import CodeModel
+from engine.llama import Block, _rms_norm
 from engine.loader import load_chattts
 
 OPSET = 18                          # ONNX opset: TensorRT 10's parser and onnxruntime >= 1.14 take it
@@ -99,13 +79,6 @@ def graph_paths(folder: Path) -> dict[str, Path]:
 # ------------------------------------------------------------------------------------------ the modules exported
 def modules(loaded, dtype: str) -> dict[str, Any]:
     """The torch modules behind each graph, built from `loaded` (a fresh, unpacked CodeModel in `dtype`)."""
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    from engine.codemodel import CodeModel
-    from engine.llama import Block, _rms_norm
-
     tdtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
     cm = CodeModel.from_chattts(loaded.chat.gpt, loaded.embed, loaded.tokenizer.spk_emb_ids, "cpu", tdtype)
     llama = cm.llama
@@ -181,8 +154,6 @@ def modules(loaded, dtype: str) -> dict[str, Any]:
 def _istft_basis(n_fft: int, window):
     """(re, im) [n_fft, n_fft/2 + 1] fp32: frame = re @ Re(X) + im @ Im(X) is torch.fft.irfft(X, n_fft) * window
     (DC and Nyquist bins count once and lose their imaginary part, as irfft does)."""
-    import torch
-
     n = torch.arange(n_fft, dtype=torch.float64)[:, None]
     k = torch.arange(n_fft // 2 + 1, dtype=torch.float64)[None, :]
     ang = 2 * math.pi * ((n * k) % n_fft) / n_fft
@@ -195,9 +166,6 @@ def _istft_basis(n_fft: int, window):
 
 
 def _vocoder_class():
-    import torch
-    import torch.nn as nn
-
     class _Vocoder(nn.Module):
         """ChatTTS's Decoder (GPT hidden -> mel) and Vocos (backbone, ISTFT head) as one exportable module.  The
         head's torch.istft (centre padding) becomes an inverse-DFT MatMul, an overlap-add of n_fft/hop shifted
@@ -252,8 +220,6 @@ def Vocoder(decoder, vocos):
 
 
 def examples(name: str, cm, dtype) -> tuple:
-    import torch
-
     s, B, L, S = cm.llama.s, EXAMPLE_BATCH, EXAMPLE_LEN, EXAMPLE_CACHE
     gen = torch.Generator().manual_seed(0)
     if name == "prefill":
@@ -268,9 +234,6 @@ def examples(name: str, cm, dtype) -> tuple:
 
 
 def _export(module, args: tuple, name: str, path: Path, layers: int) -> None:
-    import torch
-    from torch.export import Dim
-
     ins = input_axes(name, layers)
     flat = [dict.fromkeys(axes, Dim.DYNAMIC) for axes in ins.values()]
     shapes = tuple(flat) if name != "decode" else (flat[0], flat[1], flat[2:2 + layers], flat[2 + layers:])
@@ -306,8 +269,6 @@ def export_graphs(model_name_or_loaded, out_dir: Path | str | None = None, dtype
     """Export (once) the graphs of a model: `model_name_or_loaded` an EngineOptions.model spec ("random-tiny",
     "hf", an asset dir) or a LoadedModel; into `out_dir` (default: the model cache, graph_dir).  A complete
     folder is reused as it is.  Returns {name: path of the .onnx file} for NAMES."""
-    import torch
-
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: the graphs are exported in one of {', '.join(DTYPES)}")
     loaded = load_chattts(model_name_or_loaded) if isinstance(model_name_or_loaded, str) else model_name_or_loaded

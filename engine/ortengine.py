@@ -5,22 +5,8 @@ model calls (GPT prefill, decode step, code heads, Decoder + Vocos) run through 
     Scheduler(model, opts.batch, exact=True)        # engine/scheduler.py, unchanged: OrtCodeModel is a CodeModel
     wav = model.vocode(row.hiddens)                 # float32 numpy, samples_for_tokens(T) samples
 
-OrtCodeModel keeps the embeddings (text ids, the 4 code embeddings fed back each step) and the KV cache
-(engine.llama.KVCache) in torch; `OrtLlama` stands in for engine.llama.Llama: a prefill sends the prompt, a
-decode step runs over slots 0 .. its highest row's slot with those slots' per-layer buffers bound in place as
-the past (IO binding: no copy; gathering the rows' pasts instead costs a copy per layer per step: docs/onnx.md),
-slots without a row at position 0, and writes the returned keys at each row's position.  Sampling is
-engine/sampling.py's, with the same counter-based noise, so both back-ends draw alike wherever their logits
-agree.
-
-Providers by device: cpu -> CPUExecutionProvider (`onnxruntime`); cuda -> TensorrtExecutionProvider (FP16
-engines cached in the graph folder's trt/, an optimization profile per graph for batch and cache length:
-trt_options, from engine.trtprofile) with CUDAExecutionProvider behind it, or CUDA alone (`onnxruntime-gpu`).
-The CUDA paths are written but have not been run by us (no GPU with onnxruntime-gpu): docs/onnx.md.  A provider
-error saying the memory ran out becomes torch.OutOfMemoryError, so the scheduler's OOM backoff works unchanged.
-
-Batch invariance on the CPU provider is measured, not assumed (tests/engine/test_onnx.py: batched == alone
-bitwise); docs/onnx.md has the numbers and the reasons it holds.
+Batch invariance on the CPU provider is measured (tests/engine/test_onnx.py).  The cache and IO binding, the
+providers by device and what is untested: docs/modules.md, "The onnx back-end", and docs/onnx.md.
 """
 from __future__ import annotations
 
@@ -78,7 +64,7 @@ def trt_options(name: str, folder: Path, max_batch: int, max_len: int) -> dict |
     1..max_len (opt TRT_OPT_LEN), vocoder steps 1..max_len; FP16 only for a graph holding half tensors.  None (and a
     warning) when no profile can be derived: the graph then runs on the CUDA provider.  What TensorRT's parser
     does not take of a graph the provider hands to CUDA itself; the static check of operators, dtypes and integer
-    positions (engine/trtcheck.py) runs on these graphs in the tests (tests/engine/test_trtcheck.py)."""
+    positions (benchmarks/trtcheck.py) runs on these graphs in the tests (tests/benchmarks/test_trtcheck.py)."""
     opt = min(TRT_OPT_LEN, max_len)
     batch = (1, 1, 1) if name == "vocoder" else (1, max(1, max_batch // 2), max_batch)
     report = graph_profile(Path(folder) / f"{name}.onnx",
@@ -200,6 +186,7 @@ class OrtCodeModel(CodeModel):
         self.graphs = False
         self.cells = hash32(torch.arange(self.Q * self.V, device=device, dtype=torch.long) + 1)
         self._sizes = {}
+        self._head_text, self._text_cells = None, None   # no text head: the refine pass runs on torch only
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [B, C] -> logits [B, Q, V] fp32 through the heads graph."""
@@ -207,11 +194,11 @@ class OrtCodeModel(CodeModel):
         out = torch.empty(h.shape[0], self.Q, self.V, dtype=torch.float32, device=h.device)
         return self._heads.run({"hidden": h}, {"logits": out})["logits"]
 
-    def call_size(self, rows: int, max_rows: int) -> int:
+    def call_size(self, rows: int, max_rows: int, text: bool = False) -> int:
         """Every decode step is one call over exactly the active rows (no padding rows: docs/onnx.md)."""
         return rows
 
-    def linears(self) -> list:
+    def linears(self, text: bool = False) -> list:
         raise NotImplementedError("the onnx back-end's projections run inside onnxruntime")
 
     def vocode(self, hiddens: torch.Tensor):

@@ -8,23 +8,12 @@ RNG state is shared between rows or depends on the device (engine/generate.py's 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch  # imported lazily by engine.engine, never by engine.api
+
+from engine.api import SamplingParams  # upstream's defaults (the code pass's; REFINE_SAMPLING the refine pass's)
 
 EOS = 625                          # ChatTTS audio EOS id (num_audio_tokens - 1)
 _M32 = 0xFFFF_FFFF
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """Upstream ChatTTS's InferCodeParams defaults."""
-    temperature: float = 0.3
-    top_p: float = 0.7
-    top_k: int = 20
-    repetition_penalty: float = 1.05
-    penalty_window: int = 16       # tokens of the row's own history the penalty looks at
-    min_keep: int = 3              # top-P / top-K keep at least this many (upstream: min_tokens_to_keep=3)
 
 
 # ------------------------------------------------------------------------------------------- counter-based RNG
@@ -58,10 +47,11 @@ def gumbel_noise(keys: torch.Tensor, steps: torch.Tensor, cells: torch.Tensor) -
 
 
 def candidates(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.Tensor,
-               p: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+               p: SamplingParams, eos: int = EOS) -> tuple[torch.Tensor, torch.Tensor]:
     """Upstream's logits processing, in its order: /temperature, repetition penalty, top-P, top-K, EOS mask —
     computed on the K = top_k best tokens only (top-K keeps at most those; top-P keeps a prefix of them).
-    logits [B, Q, V] fp32; history [B, Q, W] long, the row's last W codes (V = empty); eos_allowed [B] bool.
+    logits [B, Q, V] fp32; history [B, Q, W] long, the row's last W codes (V = empty); eos_allowed [B] bool;
+    `eos` the pass's end token (the code pass's EOS; the refine pass's [Ebreak], with Q = 1).
     Returns (x [B, Q, K] processed logits, descending, -inf = removed; idx [B, Q, K] their token ids)."""
     B, Q, V = logits.shape
     x = logits / p.temperature
@@ -79,7 +69,7 @@ def candidates(logits: torch.Tensor, history: torch.Tensor, eos_allowed: torch.T
         prob = (top_x - x.logsumexp(-1, keepdim=True)).exp()
         keep = (prob.cumsum(-1) - prob) < p.top_p
         keep[..., :p.min_keep] = True
-    keep &= (top_i != EOS) | eos_allowed[:, None, None]
+    keep &= (top_i != eos) | eos_allowed[:, None, None]
     return top_x.masked_fill(~keep, -torch.inf), top_i
 
 

@@ -4,17 +4,10 @@
     for row in sched.run(rows):          # rows come back as they finish, row.hiddens [T, C] filled
         ...
 
-Pending rows are ordered longest bucket first (a long row started last would hold the tail of the run alone),
-arrival order inside a bucket.  The batch is the number of slots that fit a token budget taken from free memory,
-capped by `max_batch`.  When a row finishes its slot is refilled at once; the newcomer is prefilled alone, so the
-other rows' caches are untouched.  A CUDA out-of-memory error halves the batch: the rows that were in flight
-restart from scratch in a smaller batch (rows depend only on their own inputs, so nothing changes), finished
-rows are kept.
-
-Rows may also arrive while it runs (`more`, a proof render's re-takes): `more(idle)` is asked before every step
-for rows to add (idle=False), and once nothing is pending or in flight (idle=True: it may block until it knows;
-nothing then ends the run).  A late row joins the pending queue after the rows already there; one that does not fit
-the running batch's cache waits until that batch drains, and the next batch is sized for what is pending.
+Pending rows start by rank (Request.rank), then longest first; a batch holds rows of one kind and one
+SamplingParams, as many as fit free memory (at most `max_batch`); a finished row's slot is refilled at once (the
+newcomer prefilled alone), a CUDA out-of-memory error halves the batch, and rows may join while it runs (`more`).
+The order, the batch, the backoff and late rows: docs/modules.md, "Continuous batching".
 """
 from __future__ import annotations
 
@@ -33,8 +26,8 @@ LEN_ROUND = 64                     # cache length rounded up to this many positi
 
 
 def bucket_order(rows: Iterable[Row]) -> list[Row]:
-    """Longest bucket first, then arrival order."""
-    return sorted(rows, key=lambda r: (-((r.prompt_len + r.end_at) // BUCKET_TOKENS), r.order))
+    """Lowest rank first, then longest bucket first, then arrival order."""
+    return sorted(rows, key=lambda r: (r.rank, -((r.prompt_len + r.end_at) // BUCKET_TOKENS), r.order))
 
 
 def free_memory(device: torch.device) -> int:
@@ -99,10 +92,13 @@ class Scheduler:
             touched: list[Row] = []                  # rows whose state this iteration may leave half-done
             try:
                 if batch is None or (not batch.rows and not any(batch.fits(r) for r in pending)):
-                    max_len = -(-max(r.prompt_len + r.end_at for r in pending) // LEN_ROUND) * LEN_ROUND
-                    max_steps = max(r.end_at for r in pending)
-                    size = batch_for_budget(self.model, min(cap, len(pending)), max_len, max_steps, self.free_bytes)
-                    batch = DecodeBatch(self.model, size, max_len, max_steps, self.exact)
+                    kind = (pending[0].text_eos, pending[0].params)
+                    group = [r for r in pending if (r.text_eos, r.params) == kind]
+                    max_len = -(-max(r.prompt_len + r.end_at for r in group) // LEN_ROUND) * LEN_ROUND
+                    max_steps = max(r.end_at for r in group)
+                    size = batch_for_budget(self.model, min(cap, len(group)), max_len, max_steps, self.free_bytes)
+                    batch = DecodeBatch(self.model, size, max_len, max_steps, self.exact, params=kind[1],
+                                        text_eos=kind[0])
                     self.batch_sizes.append(size)
                 for slot in batch.free_slots():
                     row = _pop_fitting(pending, batch)

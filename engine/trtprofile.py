@@ -3,7 +3,7 @@ loaded): an optimization profile — the min/opt/max shape of every dynamic inpu
 cache, length, steps, frames: DIM_ROLES, or an expression of them) —, whether it holds half tensors (FP16 on), and
 the provider options built from those (`ort_trt_options`).  engine/ortengine.py opens TensorRT sessions with them;
 the static TensorRT check of the same graphs (operators, dtypes, integer positions: a developer tool with a CLI)
-is engine/trtcheck.py, which reports the same profile.  Needs the `onnx` package (imported on first use)."""
+is benchmarks/trtcheck.py, which reports the same profile.  Needs the `onnx` package (imported on first use)."""
 from __future__ import annotations
 
 import ast

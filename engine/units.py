@@ -15,6 +15,10 @@ WORDS_PER_MINUTE = 155.0
 WORDS_PER_SECOND = WORDS_PER_MINUTE / 60       # 2.58 words per second
 SPELLED_MAX_LETTERS = 3            # an all-capital word this short (BBC, USA, TV) is spelled: a syllable per letter
 MIN_SECONDS = 0.6                  # the shortest segment we ever expect
+CONTROL_PAUSE_S = 0.15             # s, what an inline control token ([uv_break], [laugh] ...) adds: a comma's pause
+# ChatTTS's control tokens in a text: [uv_break], [lbreak], [laugh], [speed_5] ... (normalized text never holds
+# brackets, so only a direction's insertions or the refine pass's output match)
+CONTROL_TOKEN = re.compile(r"\[[a-z]+(?:_[a-z0-9]+)*\]")
 
 
 def samples_for_tokens(tokens: int) -> int:
@@ -47,11 +51,27 @@ def latin_words(text: str) -> tuple[int, int, int]:
     return words, spelled, letters
 
 
+def compact(text: str) -> str:
+    """`text` without the spaces upstream's decoding of the refine pass puts around every non-ASCII character (Han,
+    CJK punctuation) and control token: "你 好 [uv_break] 世 界" -> "你好[uv_break]世界"."""
+    out = re.sub(r"(?<=[^\x00-\x7f\]]) +| +(?=[^\x00-\x7f\[])", "", " ".join(text.split()))
+    return re.sub(r"(?<=\]) +(?=[^\x00-\x7f])|(?<=[^\x00-\x7f]) +(?=\[)", "", out)
+
+
+def without_controls(text: str) -> str:
+    """`text` without ChatTTS's inline control tokens, compacted (`compact`): what a listener hears said."""
+    return compact(" ".join(CONTROL_TOKEN.sub(" ", text).split()))
+
+
 def estimate_seconds(text: str) -> float:
     """Expected speech duration of normalized text: Latin-script words at WORDS_PER_SECOND; every other speakable
     character (Han, digits) and each spelled letter at CHARS_PER_SECOND (a syllable); punctuation adds short
-    pauses.  Text without Latin words of two letters or more (Chinese) is estimated exactly as by characters."""
+    pauses, and so does each inline control token (CONTROL_PAUSE_S).  Text without Latin words of two letters or
+    more (Chinese) is estimated exactly as by characters."""
+    controls = len(CONTROL_TOKEN.findall(text))
+    text = CONTROL_TOKEN.sub(" ", text) if controls else text
     pauses = sum(1 for c in text if c in "，、；：,;:") * 0.15 + sum(1 for c in text if c in "。！？!?.…") * 0.3
+    pauses += controls * CONTROL_PAUSE_S
     words, spelled, letters = latin_words(text)
     speech = (speakable_chars(text) - letters + spelled) / CHARS_PER_SECOND + words / WORDS_PER_SECOND
     return max(MIN_SECONDS, speech + pauses)

@@ -7,8 +7,8 @@ A user's voice goes through two steps, the one parser of the project:
     voice = resolve_voice(spec, model)          # once the model is loaded: sample, encode, or check the size
 
 Specs: `seed:N`; `clip:PATH` (a 3-30 s recording and its transcript, engine/clip.py); a saved voice's NAME
-(`~/.config/chattts-render/voices/NAME.voice`, or $CHATTTS_RENDER_VOICES); a file holding a voice string; a
-voice string itself.
+(`~/.config/chattts-render/voices/NAME.voice`, or $CHATTTS_RENDER_VOICES: its first line the voice, then optionally
+`speed=N`, the voice's own pace); a file holding a voice string; a voice string itself.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 VOICES_ENV = "CHATTTS_RENDER_VOICES"
 VOICES_DIR = Path("~/.config/chattts-render/voices")   # saved voices: NAME.voice (+ a clip and its transcript)
 VOICE_SUFFIX = ".voice"
+SPEED_KEY = "speed"                       # a saved voice's optional second line: speed=N
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class VoiceSpec:
     clip: str | None = None           # a recording (any format ffmpeg decodes), checked (engine/clip.py)
     clip_text: str | None = None      # the recording's transcript
     name: str | None = None
+    speed: int | None = None          # the voice's own pace, ChatTTS's [speed_N] (a saved voice's, a cast part's)
 
 
 def voices_dir() -> Path:
@@ -149,7 +151,16 @@ def _parse_saved(name: str, clip_text: str | None) -> VoiceSpec:
                          "shows them)") from None
     except (OSError, UnicodeDecodeError) as e:
         raise VoiceError(f"{f}: cannot read the saved voice ({type(e).__name__})") from None
-    return replace(_parse(text, clip_text, saved=f.parent), source=name, name=name)
+    voice, *settings = text.splitlines() or [""]
+    speed = None
+    for n, line in enumerate(settings, 2):
+        key, eq, value = line.strip().partition("=")
+        if not line.strip():
+            continue
+        if key.strip() != SPEED_KEY or not eq or not value.strip().isdigit() or int(value) > 9:
+            raise VoiceError(f"{f}: line {n}: expected {SPEED_KEY}=0..9 (the voice's own pace), not {line.strip()!r}")
+        speed = int(value)
+    return replace(_parse(voice.strip(), clip_text, saved=f.parent), source=name, name=name, speed=speed)
 
 
 def resolve_voice(spec: VoiceSpec, model: Any) -> str:

@@ -1,6 +1,6 @@
-"""The command line's side of a render's parameters (flows/params.py): each command's options made from the schema
-(`add`, by parameter or group; flows/cli.py builds the parser), the parameters read back from the parsed options, a
-command's RenderOptions, and the notes and the version the CLI prints.  No command runs here (flows/commands.py)."""
+"""The command line's side of a render's parameters (flows/params.py): each command's table of them (COMMAND_PARAMS:
+flows/cli.py adds them to its parser, the command reads them back with params_of), and the exit codes, notes and
+version the CLI prints.  No command runs here (flows/commands.py), and nothing heavy loads: `--help` is instant."""
 from __future__ import annotations
 
 import argparse
@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import get_args
 
 from engine.api import EngineOptions
-from flows.options import options_from_params
 from flows.params import GROUPS, TYPES, choices, cpu_count, flag, help_of, named
-from tasks.errors import BookError
+from tasks.bookdir import DEFAULT_OUT
+from tasks.qa.options import QAOptions
+from tasks.qa.recordings import LANGUAGE_CHOICES
+from tasks.site.studio.uploads import MAX_UPLOAD_BYTES
 
 PROG = "chattts-render"
 # Exit statuses of every command (README, "Exit codes"):
@@ -22,7 +24,28 @@ EXIT_OK = 0               # done; `check`: no recording flagged
 EXIT_FAILED = 1           # a render failed (rerun resumes); `check`: a recording flagged
 EXIT_USAGE = 2            # a user mistake (bad option, file, book; a missing extra or model): one line
 EXIT_ENVIRONMENT = 3      # the machine: a tool missing (ffmpeg), no GPU for --device cuda, an unusable output folder
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765        # where the studio listens (flows/studio.py)
 ROOT = Path(__file__).resolve().parents[1]        # the checkout (pyproject.toml), for package_version()
+# Each command's render parameters, in the order its --help lists them: a parameter's or a group's name
+# (flows/params.py), with argparse's arguments where they differ for the command.  flows/cli.py adds them to the
+# command's parser (add_params) and the command reads them back (params_of): one list, read by both.
+COMMAND_PARAMS: dict[str, tuple[str | tuple[str, dict], ...]] = {
+    "render": GROUPS,
+    "status": ("output",),
+    "inspect": (("chapters", {"help": "only these chapters, 1-based: e.g. 1-2,5"}), "text", "cast", "include", "skip",
+                "speed", "direction",
+                ("out", {"help": "with --segments: the output root of a render of the book, whose manifest adds "
+                                 "each segment's status and refined text (default: ./output)"})),
+    "package": ("output", "formats", "loudness", "tempo",
+                ("allow_gaps", {"help": "assemble chapters even if some segments are not rendered (silence in their "
+                                        "place)"})),
+    "voices audition": ("output", "engine", "text"),
+    "voices save": (("voice", {"required": True}), "clip_text",
+                    ("speed", {"help": "the voice's own pace, 0..9 (ChatTTS's [speed_N]): a render with this voice "
+                                       "speaks at it, whatever --speed says"})),
+    "fix": (("allow_gaps", {"help": "re-package even if other segments are not rendered (silence in their place)"}),
+            "output", "engine", "text", "proof"),
+}
 
 
 class UsageError(Exception):
@@ -37,6 +60,13 @@ def add(p: argparse.ArgumentParser, *names: str, **kw) -> None:
         if old := f.metadata.get("old"):                 # a renamed flag: the old spelling does the same, with a note
             p.add_argument(old, dest=_dest(f), action=_Renamed, new=flag(f),
                            help=argparse.SUPPRESS)
+
+
+def add_params(p: argparse.ArgumentParser, command: str) -> None:
+    """The command's render parameters (COMMAND_PARAMS) as options of its parser."""
+    for entry in COMMAND_PARAMS[command]:
+        name, kw = (entry, {}) if isinstance(entry, str) else entry
+        add(p, name, **kw)
 
 
 def _dest(f) -> str:
@@ -71,10 +101,10 @@ def _argparse(f) -> dict:
     return out
 
 
-def params_of(a: argparse.Namespace, *names: str) -> dict:
-    """The render parameters `names` (as for `add`) by their Python names, from a command's parsed options."""
+def params_of(a: argparse.Namespace, command: str) -> dict:
+    """The command's render parameters (COMMAND_PARAMS) by their Python names, from its parsed options."""
     out = {}
-    for f in named(*names):
+    for f in named(*(e if isinstance(e, str) else e[0] for e in COMMAND_PARAMS[command])):
         value = getattr(a, _dest(f))
         if flag(f).startswith("--no-"):
             value = not value                        # --no-t2s: t2s False
@@ -86,17 +116,7 @@ def params_of(a: argparse.Namespace, *names: str) -> dict:
 
 def render_params(a: argparse.Namespace) -> dict:
     """The parameters of a render (the flow's and the deployment's parameters too): every one of the schema."""
-    return {"book": str(a.book), **params_of(a, *GROUPS)}
-
-
-def options(**params):
-    """RenderOptions for a command that reads the book (flows/options.py; ValueError → a usage error); the book must
-    be a file (BookError).  Commands that work from a book dir alone find it with flows.options.book_place."""
-    with usage():
-        opts = options_from_params(**params)
-    if not opts.book.is_file():
-        raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
-    return opts
+    return {"book": str(a.book), **params_of(a, "render")}
 
 
 @contextmanager
@@ -122,3 +142,51 @@ def package_version() -> str:
         return version(PROG)
     except PackageNotFoundError:
         return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+def add_check_command(sub) -> argparse.ArgumentParser:
+    """`check`'s parser (flows/check.py runs it)."""
+    d = QAOptions()
+    p = sub.add_parser("check", help="Hear recordings and check them against their texts (ASR, voice drift).",
+                       description="Transcribe recordings with Whisper and compare them with what they should say; "
+                                   "with --voice-ref, also compare their speaker with a reference clip.",
+                       epilog="Exit status: 0 when every recording passes or is inconclusive (a short text "
+                              "heard in part, or Whisper too unsure to judge: reported, not a failure), 1 when any "
+                              "is flagged (--acx: misses a limit), 2 for bad input or usage or a missing qa extra or "
+                              "ASR model. The same with --json.")
+    p.add_argument("audio", nargs="*", help="recordings (any format soundfile or ffmpeg reads); with --acx, a rendered "
+                                            "book's folder or audio files")
+    p.add_argument("--acx", action="store_true",
+                   help="check ACX's published limits instead (RMS -23..-18 dBFS, peaks <= -3 dBFS, noise floor <= -60 "
+                        "dBFS RMS, as Audacity's ACX Check measures them): per chapter file of a rendered book, or "
+                        "per file given; no text needed")
+    texts = p.add_mutually_exclusive_group()
+    texts.add_argument("--text", default=None, help="what every recording given should say")
+    texts.add_argument("--texts", default=None, help="a file<TAB>text TSV (files relative to it); the recordings "
+                                                     "given on the command line, if any, are checked against it")
+    p.add_argument("--voice-ref", default=None, help="a recording of the intended voice: adds the drift gate "
+                                                     f"(similarity below {d.drift_floor:g} is flagged)")
+    p.add_argument("--asr-model", default=d.asr_model,
+                   help="a faster-whisper model name (tiny, base, small, …) or a local model directory "
+                        "(default %(default)s)")
+    p.add_argument("--language", choices=LANGUAGE_CHOICES, default="auto",
+                   help="the texts' language (default: detected from each text)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
+    p.add_argument("--threads", type=int, default=1, help="CPU threads for the ASR (default 1)")
+    p.add_argument("--json", action="store_true", help="one JSON object per recording, one per line")
+    p.set_defaults(run="check")
+    return p
+
+
+def add_studio_command(sub) -> None:
+    """`studio`'s parser (flows/studio.py runs it)."""
+    p = sub.add_parser("studio", help="A local web app: open a book, choose a voice, render, listen and fix lines.",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--root", default=str(DEFAULT_OUT), help="the output root it works in (default ./output)")
+    p.add_argument("--host", default=DEFAULT_HOST, help="the address to listen on (default 127.0.0.1; any other "
+                                                        "needs the access token it prints)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default {DEFAULT_PORT})")
+    p.add_argument("--books", default=None, help="a folder of books (EPUB, TXT) the library offers to add")
+    p.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_BYTES / 1048576,
+                   help="the largest upload accepted, MB (default %(default)g)")
+    p.set_defaults(run="studio")

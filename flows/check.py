@@ -1,9 +1,11 @@
-"""`chattts-render check AUDIO... --text TEXT | --texts TSV`: the QA checks (tasks/qa/) on any recordings.
+"""`chattts-render check AUDIO... --text TEXT | --texts TSV`: the QA checks (tasks/qa/) on any recordings;
+`chattts-render check --acx BOOK_DIR | AUDIO...`: ACX's published limits (tasks/audio/acx.py) on a rendered book's
+chapter files (measured when they were packaged, read from report.json) or on any files (measured now).
 
-Exit 1 when any recording's verdict is flag, 0 when every one passes or is inconclusive (reported, not a failure:
-the render's re-takes follow the same rule).  Every input is read and checked before a model loads; a bad one is
-one line naming it and exit 2, as is a missing qa extra or ASR model (QAUnavailable).  --json prints one object
-per recording, one per line (the exit status is the same)."""
+Exit 1 when any recording's verdict is flag (or any file misses an ACX limit), 0 when every one passes or is
+inconclusive (reported, not a failure: the render's re-takes follow the same rule).  Every input is read and checked
+before a model loads; a bad one is one line naming it and exit 2, as is a missing qa extra or ASR model
+(QAUnavailable).  --json prints one object per recording, one per line (the exit status is the same)."""
 from __future__ import annotations
 
 import argparse
@@ -11,45 +13,23 @@ import json
 from pathlib import Path
 
 from flows.arguments import EXIT_FAILED, EXIT_OK, UsageError
+from tasks.audio.acx import check_audio, check_report, format_acx
+from tasks.bookdir import REPORT_NAME, read_report
 from tasks.errors import BookError
 from tasks.qa.asr import load_transcriber
 from tasks.qa.options import QAOptions
-from tasks.qa.recordings import LANGUAGE_CHOICES, check_recordings, read_recording, read_texts
+from tasks.qa.recordings import check_recordings, read_recording, read_texts
 from tasks.qa.speaker import load_encoder
 from tasks.qa.verdict import FLAG
 
 TRANSCRIPT_COLUMN = 48            # characters of the transcript the table shows
 
 
-def add_check_command(sub) -> argparse.ArgumentParser:
-    d = QAOptions()
-    p = sub.add_parser("check", help="Hear recordings and check them against their texts (ASR, voice drift).",
-                       description="Transcribe recordings with Whisper and compare them with what they should say; "
-                                   "with --voice-ref, also compare their speaker with a reference clip.",
-                       epilog="Exit status: 0 when every recording passes or is inconclusive (a short text "
-                              "heard in part, or Whisper too unsure to judge: reported, not a failure), 1 when any "
-                              "is flagged, 2 for bad input or usage or a missing qa extra or ASR model. The same "
-                              "with --json.")
-    p.add_argument("audio", nargs="*", help="recordings (any format soundfile or ffmpeg reads)")
-    texts = p.add_mutually_exclusive_group(required=True)
-    texts.add_argument("--text", default=None, help="what every recording given should say")
-    texts.add_argument("--texts", default=None, help="a file<TAB>text TSV (files relative to it); the recordings "
-                                                     "given on the command line, if any, are checked against it")
-    p.add_argument("--voice-ref", default=None, help="a recording of the intended voice: adds the drift gate "
-                                                     f"(similarity below {d.drift_floor:g} is flagged)")
-    p.add_argument("--asr-model", default=d.asr_model,
-                   help="a faster-whisper model name (tiny, base, small, …) or a local model directory "
-                        "(default %(default)s)")
-    p.add_argument("--language", choices=LANGUAGE_CHOICES, default="auto",
-                   help="the texts' language (default: detected from each text)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
-    p.add_argument("--threads", type=int, default=1, help="CPU threads for the ASR (default 1)")
-    p.add_argument("--json", action="store_true", help="one JSON object per recording, one per line")
-    p.set_defaults(func=cmd_check)
-    return p
-
-
 def cmd_check(a: argparse.Namespace) -> int:
+    if a.acx:
+        return _acx(a)
+    if a.text is None and a.texts is None:
+        raise UsageError("check: give --text TEXT or --texts TSV (or --acx for ACX's limits)")
     items = _items(a)
     audio = [read_recording(path) for path, _ in items]
     ref_audio = read_recording(Path(a.voice_ref)) if a.voice_ref else None
@@ -71,6 +51,30 @@ def cmd_check(a: argparse.Namespace) -> int:
     else:
         _table(results, with_similarity=reference is not None)
     return EXIT_FAILED if any(r.verdict == FLAG for r in results) else EXIT_OK
+
+
+def _acx(a: argparse.Namespace) -> int:
+    """--acx: a book folder's chapter files from its report.json, or the files given, measured now."""
+    if a.text is not None or a.texts is not None or a.voice_ref is not None:
+        raise UsageError("check --acx measures levels only: --text, --texts and --voice-ref do not apply")
+    if not a.audio:
+        raise UsageError("check --acx: give a rendered book's folder or audio files")
+    paths = [Path(p) for p in a.audio]
+    if len(paths) == 1 and paths[0].is_dir():
+        if not (paths[0] / REPORT_NAME).is_file():
+            raise BookError(str(paths[0]), f"no {REPORT_NAME}: not a packaged book's folder")
+        results = check_report(read_report(paths[0]))
+        if not results:
+            raise BookError(str(paths[0] / REPORT_NAME), "lists no chapter files")
+    else:
+        audio = [read_recording(p) for p in paths]     # a bad file: one line naming it, before any is measured
+        results = [check_audio(str(p), *a) for p, a in zip(paths, audio, strict=True)]
+    if a.json:
+        for r in results:
+            print(json.dumps(r.as_json(), ensure_ascii=False))
+    else:
+        print(format_acx(results))
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
 
 
 def _items(a: argparse.Namespace) -> list[tuple[Path, str]]:

@@ -1,19 +1,24 @@
 """What each `chattts-render` command does: a thin shell over flows.pipeline and the tasks' plain functions.
-Each returns the exit code 0 or raises; flows/cli.py parses the arguments and turns errors into exit codes."""
+Each returns the exit code 0 or raises; flows/cli.py parses the arguments, runs COMMANDS[its name] and turns
+errors into exit codes."""
 from __future__ import annotations
 
 import json
 import os
 import time
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 from engine.voice import parse_voice_spec
-from flows.arguments import EXIT_OK, note_threads, options, params_of, render_params, usage
-from flows.options import book_place, package_options
+from flows.arguments import EXIT_OK, note_threads, params_of, render_params, usage
+from flows.check import cmd_check
+from flows.fix import cmd_fix
+from flows.options import book_place, options, package_options
 from flows.params import RenderParams
 from flows.pipeline import audition, render
 from flows.progress import TqdmProgress
+from flows.studio import cmd_studio
 from manifests.lock import BookLock
 from manifests.store import load, summary
 from tasks import stages
@@ -22,11 +27,11 @@ from tasks.errors import BookError
 from tasks.fleet import storage
 from tasks.fleet.attach import attached, load_manifest
 from tasks.ingest import load_book
-from tasks.plan.prepare import select_chapters
-from tasks.site.audition import AuditionOptions
+from tasks.plan.prepare import direct_book, select_chapters
 from tasks.site.catalogue import FEED_NAME, PAGE_NAME, SiteOptions, write_catalogue, write_store_catalogue
 from tasks.site.qa import qa_line
 from tasks.site.status import format_status, summary_line
+from tasks.synthesize.options import AuditionOptions
 from tasks.text.inspect import format_inspect, inspect_book
 from tasks.text.quotes import attribute_book, book_runs
 from tasks.text.segment import book_options
@@ -54,10 +59,10 @@ def cmd_render(a) -> int:
     t0 = time.monotonic()
     progress = TqdmProgress()
     try:
-        if prefect_server_configured():
+        if prefect_server_configured():       # the flow renders the book as fetched here: a URL is fetched once
             from flows.render_book import render_book_flow
 
-            result = {"book_dir": Path(render_book_flow(**params))}
+            result = {"book_dir": Path(render_book_flow(**{**params, "book": str(opts.book)}))}
         else:
             result = render(opts, on_done=progress)
     finally:
@@ -73,27 +78,43 @@ def cmd_render(a) -> int:
 
 
 def cmd_status(a) -> int:
-    print(format_status(summary(_rendered(a.book, *book_place(a.book, a.out, a.scratch)))))
+    p = params_of(a, "status")
+    print(format_status(summary(_rendered(a.book, *book_place(a.book, p["out"], p["scratch"])))))
     return EXIT_OK
 
 
 def cmd_inspect(a) -> int:
-    opts = options(book=a.book, **params_of(a, "text", "cast", "chapters"))
-    book = load_book(opts.book)
+    opts = options(book=a.book, **params_of(a, "inspect"))
+    book = load_book(opts.book, matter=opts.matter)
     seg = book_options(book, opts.segment, opts.language)                          # from the whole book
     runs = book_runs(book, quotes := attribute_book(book)) if opts.cast else None   # the whole book's names
     if opts.chapters:
         book = select_chapters(book, opts.chapters)
-    report = inspect_book(book, seg, runs, segments=a.segments, polyphones=a.polyphones)
+    report = inspect_book(book, seg, runs, segments=a.segments, polyphones=a.polyphones,
+                          direct=lambda segs: direct_book(opts.prepare, segs))
+    if a.segments:
+        rendered(report["segments"], load_manifest(opts.book_dir, opts.store).to_pylist())
     if opts.cast:
         report["cast"] = cast_report(opts.cast, report.pop("parts"), quotes)
     print(json.dumps(report, ensure_ascii=False, indent=1) if a.json else format_inspect(report))
     return EXIT_OK
 
 
+def rendered(entries: list[dict], rows: list[dict]) -> None:
+    """Add to inspect's segment entries what a render of the book holds for them (a row at the same C.S with the
+    same book text): its status, and the refine pass's text when it ran."""
+    at = {(r["chapter"], r["segment"]): r for r in rows}
+    for e in entries:
+        r = at.get((e["chapter"], e["segment"]))
+        if r is not None and r["source_text"] == e["source_text"]:
+            e["status"] = r["status"]
+            if r.get("refined"):
+                e["refined"] = r["refined"]
+
+
 def cmd_package(a) -> int:
     with usage():
-        p = RenderParams(book=a.book, **params_of(a, "output", "formats", "loudness", "allow_gaps"))
+        p = RenderParams(book=a.book, **params_of(a, "package"))
         pkg = package_options(p)
     book_dir, store = book_place(p.book, p.out, p.scratch)
     _rendered(a.book, book_dir, store)
@@ -105,7 +126,7 @@ def cmd_package(a) -> int:
 
 def cmd_voices(a) -> int:
     """Audition: candidate voices read one passage into OUT/<book>/voices/ (index.html, voices.json)."""
-    opts = options(book=a.book, **params_of(a, "output", "engine", "text"))
+    opts = options(book=a.book, **params_of(a, "voices audition"))
     note_threads(opts.engine)
     with usage():
         aud = AuditionOptions(count=a.count, from_seed=a.from_seed, text=a.text)
@@ -120,7 +141,9 @@ def cmd_voices(a) -> int:
 
 
 def cmd_voices_save(a) -> int:
-    path = save_voice(a.name, parse_voice_spec(a.voice, clip_text=a.clip_text), force=a.force)
+    p = params_of(a, "voices save")
+    spec = parse_voice_spec(p["voice"], clip_text=p["clip_text"])
+    path = save_voice(a.name, spec if p["speed"] is None else replace(spec, speed=p["speed"]), force=a.force)
     print(f"saved voice {a.name} ({path}); render with --voice {a.name}")
     return EXIT_OK
 
@@ -157,3 +180,9 @@ def cmd_catalogue(a) -> int:
     print(f"{page}, {feed}: {len(entries)} books "
           f"({', '.join(f'{n} {s}' for s, n in counts.items())})")
     return EXIT_OK
+
+
+COMMANDS = {"render": cmd_render, "status": cmd_status, "inspect": cmd_inspect, "package": cmd_package,
+            "voices audition": cmd_voices, "voices save": cmd_voices_save, "voices list": cmd_voices_list,
+            "catalogue": cmd_catalogue, "check": cmd_check, "fix": cmd_fix,
+            "studio": cmd_studio}                    # by flows/cli.py's command names

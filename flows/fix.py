@@ -13,7 +13,6 @@ a temp mirror of the store's book and holds nothing.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from flows.pipeline import locked
 from manifests.store import compact, load
 from tasks import stages
 from tasks.audio.assemble import AssembleOptions
+from tasks.audio.options import LOUDNESS_PRESETS
 from tasks.book import LanguageChoice, segment_name
 from tasks.bookdir import read_report, reading_language
 from tasks.errors import BookError
@@ -38,29 +38,11 @@ from tasks.voice.voices import parse_voice
 ACTIONS = ("--retake", "--take", "--takes", "--text/--seed/--voice")
 
 
-def arguments(p: argparse.ArgumentParser) -> None:
-    """The fix command's own arguments (flows/cli.py registers the command with its BOOK)."""
-    p.add_argument("segments", nargs="*", metavar="SEGMENT",
-                   help="CHAPTER.SEGMENT, both counted from 1, as the player and the QA page show them")
-    p.add_argument("--from", dest="from_file", default=None, metavar="FILE",
-                   help="more segments: one CHAPTER.SEGMENT a line (blank lines and # comments allowed)")
-    p.add_argument("--retake", action="store_true", help="render a new take of each segment and keep it")
-    p.add_argument("--takes", action="store_true", help="list each segment's takes (the model is not loaded)")
-    p.add_argument("--take", type=int, default=None, metavar="K", help="keep take K (the model is not loaded)")
-    p.add_argument("--text", default=None, help="what the segment says instead (the subtitles keep the book's)")
-    p.add_argument("--seed", type=int, default=None, help="render the segment with this seed")
-    arg.add(p, "voices")
-    arg.add(p, "formats", default=None, help="output formats (default: those of the book's last packaging)")
-    arg.add(p, "loudness", default=None, help="LUFS (default: the book's last packaging's)")
-    arg.add(p, "allow_gaps", help="re-package even if other segments are not rendered (silence in their place)")
-    arg.add(p, "output", "engine", "text", "proof")
-
-
 def cmd_fix(a) -> int:
     names = _names(a)
     action = _action(a)
     with usage():                                    # the options a fix reads: checked before the book is looked at
-        p = RenderParams(book=a.book, **arg.params_of(a, "output", "engine", "text", "proof", "allow_gaps"))
+        p = RenderParams(book=a.book, **arg.params_of(a, "fix"))
         engine = engine_options(p)
         segment = segment_options(p, book_path(p.book, p.scratch))
     book_dir, store = book_place(p.book, p.out, p.scratch)
@@ -93,8 +75,18 @@ def cmd_fix(a) -> int:
 def _packaging(a, p: RenderParams, report: dict) -> RenderParams:
     """p with the packaging options the fix names, else those of the book's last packaging (its report.json)."""
     return replace(p, formats=tuple(a.format.split(",")) if a.format else tuple(report.get("formats") or p.formats),
-                   loudness=report.get("loudness", {}).get("target_lufs", p.loudness) if a.loudness is None
-                   else a.loudness)
+                   loudness=_last_loudness(report.get("loudness", {}), p.loudness) if a.loudness is None
+                   else a.loudness, tempo=report.get("tempo", p.tempo) if a.tempo is None else a.tempo)
+
+
+def _last_loudness(head: dict, default: float | str) -> float | str:
+    """The --loudness of the last packaging (report.json's "loudness"): the preset whose target and ceiling it has,
+    else its target."""
+    target, ceiling = head.get("target_lufs"), head.get("true_peak_ceiling_dbtp")
+    if target is None:
+        return default
+    return next((name for name, pr in LOUDNESS_PRESETS.items()
+                 if (pr.target_lufs, pr.true_peak_dbtp) == (target, ceiling)), target)
 
 
 def _rows(book_dir: Path, names: list[str], book: str, store) -> list[dict]:

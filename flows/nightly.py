@@ -28,10 +28,11 @@ from prefect.client.schemas.objects import StateType
 from prefect.context import get_run_context
 from prefect.deployments import run_deployment
 
-from flows.params import BY_NAME, RenderParams, takes_render_params
+from flows.params import BY_NAME, check
 from flows.progress import table_artifact
 from flows.render_book import catalogue_task
 from flows.shards import wait_for
+from flows.signature import takes_render_params
 from tasks.fleet.shards import segments_left, shard_count
 from tasks.fleet.storage import is_url
 from tasks.intake.scan import INCOMPLETE, BookState, scan_books
@@ -59,9 +60,9 @@ def _waiting_books(deployment: str) -> set[str]:
 
 @flow(name="nightly-catalogue")
 @takes_render_params(exclude=("book",), own_first=True)
-def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", deployment: str = RENDER_DEPLOYMENT,
-                           wait: bool = False, base_url: str | None = None, segments_per_shard: int | None = None,
-                           max_shards: int = 8, **render) -> list[dict]:
+def nightly_catalogue_flow(catalogue: str = "catalogue", deployment: str = RENDER_DEPLOYMENT, wait: bool = False,
+                           base_url: str | None = None, segments_per_shard: int | None = None, max_shards: int = 8,
+                           **render) -> list[dict]:
     """Start a `deployment` run for every book in `catalogue` that is new, changed or incomplete in `out` (a
     folder or a store URL), with the render parameters given here (flows/params.py: every book in this voice, with
     this model …).  Relative paths are taken from the working directory (the repo root for the deployments).  With
@@ -70,8 +71,9 @@ def nightly_catalogue_flow(catalogue: str = "catalogue", out: str = "output", de
     several workers (render-book's shards: one per segments_per_shard, at most max_shards)."""
     log = get_run_logger()
     site = SiteOptions(base_url=base_url)
-    RenderParams(book=catalogue, out=out, **render)            # a bad value fails here, not in every book's run
-    changed = {k: v for k, v in render.items() if v != BY_NAME[k].default}     # the rest: render-book's defaults
+    check(render)                                              # a bad value fails here, not in every book's run
+    out = render["out"]
+    changed = {k: v for k, v in render.items() if k != "out" and v != BY_NAME[k].default}   # the rest: defaults
     in_store = is_url(out)             # a store: its books' state is read there; no catalogue page (a folder's)
     catalogue_dir, out_root = Path(catalogue).resolve(), out if in_store else str(Path(out).resolve())
     states = scan_task(str(catalogue_dir), out_root)

@@ -6,19 +6,33 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from engine.api import DeviceUnavailable, EngineOptions, onnx_missing
+from engine.api import DeviceUnavailable, EngineOptions, Refine, onnx_missing
 from engine.device import cuda_problem
+from flows.arguments import usage
 from flows.params import RenderParams
-from tasks.audio.options import PackageOptions
-from tasks.bookdir import book_slug
+from tasks.audio.options import PackageOptions, loudness_preset
+from tasks.bookdir import DEFAULT_OUT, book_slug
+from tasks.errors import BookError
 from tasks.fleet import storage
-from tasks.options import DEFAULT_OUT, RenderOptions, load_lexicon, parse_chapters
+from tasks.ingest.matter import MatterOptions
+from tasks.options import RenderOptions, load_lexicon, parse_chapters
+from tasks.plan.direction import direction_paths, load_direction
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.text.normalize import NormalizeOptions
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import load_cast
 from tasks.voice.voices import parse_voice
+
+
+def options(**params) -> RenderOptions:
+    """RenderOptions for a command that reads the book (ValueError → a usage error); the book must be a file
+    (BookError).  Commands that work from a book dir alone find it with book_place."""
+    with usage():
+        opts = options_from_params(**params)
+    if not opts.book.is_file():
+        raise BookError(str(opts.book), "no such file" if not opts.book.exists() else "not a file")
+    return opts
 
 
 def options_from_params(book: str, **params) -> RenderOptions:
@@ -40,7 +54,16 @@ def render_options(p: RenderParams) -> RenderOptions:
     return RenderOptions(book=path, out=out, voice=voice, engine=engine, segment=segment, package=package, guard=guard,
                          allow_gaps=p.allow_gaps,
                          chapters=parse_chapters(p.chapters) if p.chapters else (), voice_anchor=p.voice_anchor,
-                         cast=load_cast(p.cast) if p.cast else None, store=store, qa=qa, language=p.language)
+                         cast=load_cast(p.cast) if p.cast else None, store=store, qa=qa, language=p.language,
+                         matter=MatterOptions.parse(p.include, p.skip),
+                         speed=p.speed, refine=refine_options(p),
+                         direction=load_direction(*direction_paths(path, p.direction)), schedule=p.schedule)
+
+
+def refine_options(p: RenderParams) -> Refine | None:
+    """--refine's levels, None without --refine."""
+    levels = Refine(oral=p.refine_oral, laugh=p.refine_laugh, brk=p.refine_break)    # checked either way
+    return levels if p.refine else None
 
 
 def engine_options(p: RenderParams) -> EngineOptions:
@@ -68,8 +91,11 @@ def segment_options(p: RenderParams, book: Path) -> SegmentOptions:
 
 
 def package_options(p: RenderParams) -> PackageOptions:
-    """The outputs: their formats (a list as given: spaces and case do not matter) and loudness."""
-    return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()), target_lufs=p.loudness)
+    """The outputs: their formats (a list as given: spaces and case do not matter), loudness (LUFS, or a preset
+    with its own true-peak ceiling: tasks.audio.loudness.LOUDNESS_PRESETS) and tempo."""
+    target, ceiling = loudness_preset(p.loudness)
+    return PackageOptions(formats=tuple(f.strip().lower() for f in p.formats if f.strip()), target_lufs=target,
+                          true_peak_dbtp=PackageOptions.true_peak_dbtp if ceiling is None else ceiling, tempo=p.tempo)
 
 
 def qa_options(p: RenderParams, device: str) -> QAOptions:

@@ -1,25 +1,26 @@
 """A render's parameters, written once: RenderParams holds each one's type, default (the stage options' own),
 choices and help.  Everything else is derived from it: the command line's options (flows/arguments.py), the Prefect
-flows' parameters (`takes_render_params`: render_book.py, nightly.py; Prefect reads their types, defaults and
+flows' parameters (flows/signature.py: render_book.py, nightly.py; Prefect reads their types, defaults and
 descriptions from it, and prefect.yaml sets only what a deployment changes) and what they become
 (flows/options.py: RenderOptions).  Adding a render option is one field here, plus its use."""
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Literal, TypeVar, get_args, get_origin, get_type_hints
 
-from engine.api import Backend, Dtype, EngineOptions
+from engine.api import Backend, Dtype, EngineOptions, Refine
 from tasks.audio.names import BOOK_FORMATS, FORMATS
-from tasks.audio.options import PackageOptions
+from tasks.audio.options import LOUDNESS_PRESETS, TEMPO_MAX, TEMPO_MIN, PackageOptions
 from tasks.book import LanguageChoice
-from tasks.options import DEFAULT_OUT
+from tasks.bookdir import DEFAULT_OUT
+from tasks.ingest.matter import ALL, SET_ASIDE
 from tasks.qa.options import QAMode
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions, Schedule
 
-GROUPS = ("output", "engine", "voices", "render", "text", "proof")   # the option groups commands take (arguments.py)
+GROUPS = ("output", "engine", "voices", "render", "prosody", "text", "proof")   # the option groups commands take
+                                                                                # (arguments.py)
 BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
 Help = str | Callable[[], str] | None    # a callable: help that depends on the machine (its CPUs)
 T = TypeVar("T")
@@ -56,18 +57,18 @@ class RenderParams:
                         "(random weights, for tests and benchmarks)")
     device: Literal["cpu", "cuda", "auto"] = option("engine", EngineOptions.device, None, choices=("cpu", "cuda"))
     dtype: Dtype = option("engine", EngineOptions.dtype, None)
-    int8: bool = option("engine", False,
+    int8: bool = option("engine", EngineOptions.int8,
                         "CPU only: INT8 GPT weights (weight-only int8 with our CPU kernel, or W8A8 on AVX512_VNNI "
                         "where measured faster; W8A8 dynamic quantization without our kernel)")
     backend: Backend = option("engine", EngineOptions.backend,
                               "what runs the model: torch (our engine, default) or onnx (the same scheduler and "
                               "sampling, the model calls through ONNX Runtime: the onnx extra; docs/onnx.md)")
-    cuda_graphs: bool = option("engine", False, "CUDA only: the decode step as CUDA graphs",
+    cuda_graphs: bool = option("engine", EngineOptions.cuda_graphs, "CUDA only: the decode step as CUDA graphs",
                                old="--compile")
-    max_batch: int | None = option("engine", None,
+    max_batch: int | None = option("engine", EngineOptions.max_batch,
                                    "rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
                                    "memory is short)")
-    threads: int | None = option("engine", None,
+    threads: int | None = option("engine", EngineOptions.threads,
                                  lambda: f"torch CPU threads, >= 1 (default: torch's, one per core); more than the "
                                          f"{cpu_count()} CPUs here share them: slower, never faster")
     voice: str | None = option("voices", None,
@@ -79,9 +80,18 @@ class RenderParams:
     formats: tuple[str, ...] = option("render", PackageOptions.formats,
                                       f"comma-separated output formats: {','.join(FORMATS + BOOK_FORMATS)} (default "
                                       f"{','.join(PackageOptions.formats)})", flag="--format")
-    loudness: float = option("render", PackageOptions.target_lufs,
-                             "LUFS: the integrated loudness of every output file (EBU R128; default "
-                             f"{PackageOptions.target_lufs:g}; podcasts -16, broadcast -23)", metavar="LUFS")
+    loudness: float | str = option("render", PackageOptions.target_lufs,
+                                   "the integrated loudness of every output file: LUFS (EBU R128; default "
+                                   f"{PackageOptions.target_lufs:g}), or where it is published, with its own "
+                                   "true-peak ceiling: " + "; ".join(f"{k}: {v.target_lufs:g} LUFS, "
+                                                                     f"{v.true_peak_dbtp:g} dBTP ({v.what})"
+                                                                     for k, v in LOUDNESS_PRESETS.items()),
+                                   metavar="LUFS|" + "|".join(LOUDNESS_PRESETS), type=str)
+    tempo: float = option("render", PackageOptions.tempo,
+                          "play the finished audio this many times as fast, its pitch kept "
+                          f"({TEMPO_MIN:g}..{TEMPO_MAX:g}; default 1): faster than the model's own speed allows; "
+                          "subtitles, chapter marks and the read-along text move with it; changing it re-packages "
+                          "without re-rendering", metavar="X")
     lexicon: str | None = option("text", None,
                                  "a word<TAB>replacement file (after the global ~/.config/chattts-render/lexicon.tsv "
                                  "and the book's <stem>.lexicon.tsv)")
@@ -93,6 +103,32 @@ class RenderParams:
     cast: str | None = option("render", None,
                               "a cast file (TOML): voices for the narrator, quoted speech and named characters")
     chapters: str | None = option("render", None, "render only these chapters, 1-based: e.g. 1-3,7 (a preview)")
+    include: str | None = option("render", None,
+                                 "bring back what is set aside by default (front and back matter nobody listens "
+                                 f"to): kinds ({', '.join([*SET_ASIDE, ALL])}) or items as `inspect` numbers them, "
+                                 "comma-separated", metavar="KINDS|N")
+    skip: str | None = option("render", None,
+                              "set more aside: kinds (preface, acknowledgments, appendix, …) or chapters as read "
+                              "(1-based), comma-separated; `inspect` lists what is set aside and why",
+                              metavar="KINDS|N")
+    speed: int | None = option("prosody", None,
+                               "ChatTTS's pace, 0..9 (its [speed_N] token; default 5): the book's, for every voice "
+                               "without its own (a saved voice's or a cast part's speed); a direction file's line "
+                               "overrides both", metavar="0..9")
+    refine: bool = option("prosody", False,
+                          "run ChatTTS's refine-text pass first: the model writes pauses, laughter and oral fillers "
+                          "into each segment's text (stored with it: inspect --segments shows it after a render)")
+    refine_oral: int = option("prosody", Refine.oral, f"--refine's oral fillers, 0..9 (default {Refine.oral})",
+                              metavar="0..9")
+    refine_laugh: int = option("prosody", Refine.laugh, f"--refine's laughter, 0..2 (default {Refine.laugh})",
+                               metavar="0..2")
+    refine_break: int = option("prosody", Refine.brk, f"--refine's pauses, 0..7 (default {Refine.brk})",
+                               metavar="0..7")
+    direction: str | None = option("prosody", None,
+                                   "a direction file: per-line speed, pauses, [laugh]/[uv_break] and sampling (after "
+                                   "the book's <stem>.direction.txt beside it; format in the README)")
+    schedule: Schedule = option("render", "length", "the order segments start in: length (longest first, the fastest) "
+                                "or chapters (the earliest unfinished chapter first: chapter 1 plays early)")
     allow_gaps: bool = option("render", False,
                               "assemble chapters even if some segments failed (silence in their place)")
     guard_attempts: int = option("render", GuardOptions.max_attempts,
@@ -112,12 +148,26 @@ class RenderParams:
     def __post_init__(self) -> None:
         """Raise ValueError naming the parameter as its flag: every instance is valid (the stage options that
         RenderOptions composes check the rest, each its own)."""
-        for f in PARAMS:
-            value = getattr(self, f.name)
-            if (allowed := choices(f)) and value not in allowed and not (value is None and optional(f)):
-                raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
-        if self.clip_text is not None and self.voice is None:
-            raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
+        check({f.name: getattr(self, f.name) for f in PARAMS})
+
+
+def check(values: Mapping[str, object]) -> None:
+    """RenderParams' validator over parameters by name, the others at their defaults (the book needs none of it):
+    ValueError naming the parameter as its flag.  The nightly flow checks the parameters it gives every book's run
+    with it, once."""
+    for name, value in values.items():
+        f = BY_NAME[name]
+        if (allowed := choices(f)) and value not in allowed and not (value is None and optional(f)):
+            raise ValueError(f"{flag(f)} {value!r}: must be one of {', '.join(allowed)}")
+    v = {**{f.name: f.default for f in PARAMS if f.default is not MISSING}, **values}
+    if v["clip_text"] is not None and v["voice"] is None:
+        raise ValueError("--clip-text is the transcript of a --voice clip:PATH recording")
+    levels = {"refine_oral": Refine.oral, "refine_laugh": Refine.laugh, "refine_break": Refine.brk}
+    if not v["refine"] and (changed := [n for n, lv in levels.items() if v[n] != lv]):
+        raise ValueError(f"{flag(BY_NAME[changed[0]])} is a level of the refine-text pass: add --refine")
+    if v["refine"] and v["backend"] == "onnx":
+        raise ValueError("--refine runs on the torch back-end (the onnx graphs hold no text head): drop "
+                         "--backend onnx")
 
 
 PARAMS: tuple[Field, ...] = fields(RenderParams)
@@ -147,26 +197,3 @@ def help_of(f: Field) -> str | None:
 def named(*names: str) -> list[Field]:
     """The parameters named, in the schema's order; a group's name stands for its parameters."""
     return [f for f in PARAMS if f.name in names or f.metadata["group"] in names]
-
-
-def takes_render_params(exclude: tuple[str, ...] = (), own_first: bool = False):
-    """A flow's signature: the render parameters (but `exclude` and those it names itself) as keyword-only
-    parameters with the schema's types and defaults, before (own_first: after) its own; its docstring gains an
-    Args section from the schema's help (the descriptions Prefect shows).  The function takes them as **kwargs."""
-    def wrap(fn):
-        own = [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(fn, eval_str=True).parameters.values()
-               if p.kind is not p.VAR_KEYWORD]
-        render = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=TYPES[f.name],
-                                    default=inspect.Parameter.empty if f.default is MISSING else f.default)
-                  for f in PARAMS if f.name not in exclude and f.name not in {p.name for p in own}]
-        fn.__signature__ = inspect.Signature([*own, *render] if own_first else [*render, *own])
-        described = [f"    {p.name}: {d}" for p in render if (d := describe(BY_NAME[p.name]))]
-        fn.__doc__ = inspect.cleandoc(fn.__doc__ or "") + "\n\nArgs:\n" + "\n".join(described)
-        return fn
-    return wrap
-
-
-def describe(f: Field) -> str | None:
-    """A parameter's description in a flow: its help, and for a --no-NAME flag what False means."""
-    h = help_of(f)
-    return h and (f"false is {flag(f)}: {h}" if flag(f).startswith("--no-") else h)

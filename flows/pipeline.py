@@ -14,7 +14,9 @@ from tasks.errors import disk_full_error
 from tasks.fleet import shards
 from tasks.fleet.attach import attached, attached_audition, attached_shard
 from tasks.options import RenderOptions
-from tasks.site.audition import audition as run
+from tasks.site.audition import write_audition
+from tasks.synthesize.audition import audition as render_audition
+from tasks.synthesize.options import AuditionOptions
 
 Call = Callable[..., Any]     # call(stage_function, *args) -> result
 
@@ -53,13 +55,15 @@ def render_shard(opts: RenderOptions, index: int, token: str, *, call: Call = di
         return call(stages.synthesize, book_dir, opts, on_done, shards.shard(book_dir, index, token))
 
 
-def audition(opts: RenderOptions, aud) -> dict:
-    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/site/audition.py), under the book's lock;
-    with a store (--out URL), in the scratch folder and published to the store's OUT/<book>/voices/."""
+def audition(opts: RenderOptions, aud: AuditionOptions) -> dict:
+    """`chattts-render voices BOOK`: candidate voices read one passage (tasks/synthesize/audition.py) into voices/ and
+    its page (tasks/site/audition.py), under the book's lock; with a store (--out URL), in the scratch folder and
+    published to the store's OUT/<book>/voices/."""
 
     with locked(opts.book_dir), attached_audition(opts.book_dir, opts.store) as store:
-        result = run(opts.book, opts.book_dir, aud, lambda: stages.get_engine(opts.engine), opts.segment, opts.language,
-                     opts.guard)
+        heard = render_audition(opts.book, opts.book_dir, aud, lambda: stages.get_engine(opts.engine), opts.segment,
+                                opts.language, opts.guard)
+        result = write_audition(opts.book_dir, heard)
     if store is not None:
         result.update(store=f"{store.store.url}/{opts.book_dir.name}/voices", published=store.puts)
     return result

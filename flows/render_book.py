@@ -17,8 +17,8 @@ from prefect.states import Completed
 from flows import pipeline, shards as shards_flow
 from flows.concurrency import one_run_per_book
 from flows.options import options_from_params
-from flows.params import takes_render_params
 from flows.progress import ArtifactProgress, table_artifact
+from flows.signature import takes_render_params
 from manifests.lock import BookLocked
 from tasks import stages
 from tasks.fleet.shards import check_count

@@ -6,9 +6,9 @@ segment set is the one of the latest plan.  A torn or unreadable part (a crash m
 `.tmp-` file, which readers never look at) is skipped with a warning on read.  `compact()` folds all parts into
 one.  Queries are plain functions over the `pyarrow.Table` that `load()` returns.
 
-Project code imports what it uses from manifests.store (importing `manifests` or manifests.lock loads no
-pyarrow); `manifests.load(...)` and the other names below still work as users' scripts write them (README), loaded
-on first use.
+Project code imports what it uses from manifests.store, and a row's status values from manifests.status
+(importing `manifests`, manifests.status or manifests.lock loads no pyarrow); `manifests.load(...)` and the other
+names below still work as users' scripts write them (README), loaded on first use.
 """
 STORE_NAMES = ("COLUMN_DEFAULTS", "SCHEMA", "STATUS_DONE", "STATUS_FAILED", "STATUS_PENDING", "commit", "compact",
                "load", "manifest_dir", "summary")

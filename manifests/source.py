@@ -2,28 +2,22 @@
 catalogue scan compares it with the file's current hash; the CLI and the flow record it after a render."""
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from engine.atomic import write_bytes
+from engine.atomic import file_sha256, write_bytes
+from manifests.store import manifest_dir
 
 SOURCE_RECORD = "source.json"          # in the book's manifest dir: the sha256 of the rendered source
-HASH_CHUNK = 1 << 20                   # bytes read at a time when hashing a book
 
 
 def source_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    """The sha256 of a book's source file (what the nightly scan compares)."""
+    return file_sha256(Path(path))
 
 
 def record_source_hash(book_dir: str | Path, book: str | Path, sha256: str) -> None:
     """Remember which source content book_dir was rendered from (manifest/source.json, atomically)."""
-    from manifests.store import manifest_dir
-
     data = {"source_path": str(Path(book).resolve()), "sha256": sha256}
     mdir = manifest_dir(book_dir)
     mdir.mkdir(parents=True, exist_ok=True)
@@ -31,8 +25,6 @@ def record_source_hash(book_dir: str | Path, book: str | Path, sha256: str) -> N
 
 
 def read_source_hash(book_dir: str | Path) -> str | None:
-    from manifests.store import manifest_dir
-
     try:
         return json.loads((manifest_dir(book_dir) / SOURCE_RECORD).read_text(encoding="utf-8"))["sha256"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from engine.atomic import atomic_path
 from engine.units import estimate_seconds
 from manifests.crashpoints import crashpoint
+from manifests.status import STATUS_DONE, STATUS_FAILED, STATUS_PENDING  # noqa: F401 — manifests.STATUS_* for scripts
 
 MANIFEST_DIRNAME = "manifest"
 # part-<seq>.parquet, or part-<seq>-<writer>.parquet for one of several concurrent writers (shards): seq is one
@@ -23,10 +24,6 @@ MANIFEST_DIRNAME = "manifest"
 PART_RE = re.compile(r"^part-(\d{8})(?:-([0-9a-z]+))?\.parquet$")
 WRITER_RE = re.compile(r"^[0-9a-z]+$")
 
-STATUS_PENDING = "pending"
-STATUS_DONE = "done"
-STATUS_FAILED = "failed"
-
 SCHEMA = pa.schema([
     ("plan_id", pa.string()),          # the plan this row belongs to (a new plan replaces the segment set)
     ("chapter", pa.int32()),           # chapter index, 0-based, reading order
@@ -34,8 +31,8 @@ SCHEMA = pa.schema([
     ("segment", pa.int32()),           # segment index within the chapter, 0-based
     ("text", pa.string()),             # normalized text the engine speaks
     ("source_text", pa.string()),      # the original text (subtitles)
-    ("pause_after", pa.string()),      # clause | sentence | paragraph | chapter
-    ("content_key", pa.string()),      # hash(text, voice, seed, engine version): names the audio file
+    ("pause_after", pa.string()),      # clause | sentence | paragraph | chapter (+ "@seconds" a direction set)
+    ("content_key", pa.string()),      # hash(text, voice, seed, engine version[, controls]): names the audio file
     ("status", pa.string()),           # pending | done | failed
     ("audio_path", pa.string()),       # relative to the book dir
     ("samples", pa.int64()),           # at SAMPLE_RATE
@@ -58,10 +55,14 @@ SCHEMA = pa.schema([
     ("transcript", pa.string()),       # what the ASR heard in the kept take ("" when not transcribed)
     ("cer", pa.float64()),             # the kept take's error rate against `text` (null: not transcribed)
     ("similarity", pa.float64()),      # its speaker-embedding cosine to the voice's reference (null: not measured)
+    # controls (--speed, --refine, a direction file: tasks/plan/direction.py)
+    ("controls", pa.string()),         # engine.api.Controls.key(): the settings that differ from the defaults ("")
+    ("refined", pa.string()),          # the refine pass's text the engine spoke ("" : not refined)
 ])
 # Columns added after the first manifests, and the value a part written without them means.  A done row of a
 # manifest before takes is take 1 (its audio is audio_relpath(content_key)): load() fills `take` from status.
-COLUMN_DEFAULTS = {"role": "narrator", "speaker": "", "takes": "[]", "qa": "", "qa_checks": "", "transcript": ""}
+COLUMN_DEFAULTS = {"role": "narrator", "speaker": "", "takes": "[]", "qa": "", "qa_checks": "", "transcript": "",
+                   "controls": "", "refined": ""}
 
 
 def manifest_dir(book_dir: str | Path) -> Path:

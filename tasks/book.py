@@ -8,6 +8,25 @@ from typing import Literal, get_args
 # The boundary that follows a segment; assembly chooses the pause from it.
 PauseKind = Literal["clause", "sentence", "paragraph", "chapter"]
 PAUSE_KINDS: tuple[str, ...] = get_args(PauseKind)
+# A manifest row's pause_after may carry the silence a direction set after it: "sentence@1.2" (seconds).
+PAUSE_SECONDS_SEP = "@"
+CROSSFADE_S = 0.040          # s, equal-power cross-fade at every join (tasks/audio/assemble.py): a pause is >= 2x
+
+
+def directed_pause(kind: str, seconds: float) -> str:
+    """A row's pause_after for a boundary of `kind` followed by `seconds` of silence (tasks/plan/direction.py)."""
+    return f"{pause_kind(kind)}{PAUSE_SECONDS_SEP}{seconds:g}"
+
+
+def pause_kind(value: str) -> str:
+    """The boundary kind of a row's pause_after ("sentence@1.2" -> "sentence")."""
+    return value.split(PAUSE_SECONDS_SEP, 1)[0]
+
+
+def pause_seconds(value: str) -> float | None:
+    """The silence a direction set in a row's pause_after, in seconds; None: the kind's own."""
+    _, sep, secs = value.partition(PAUSE_SECONDS_SEP)
+    return float(secs) if sep else None
 # Who speaks a segment (a cast, --cast): the narrator, or quoted speech with the speaker the text names.
 ROLE_NARRATOR, ROLE_DIALOGUE = "narrator", "dialogue"
 # The languages ChatTTS speaks: a book's reading language, and a run of text inside a sentence.
@@ -35,12 +54,30 @@ class Chapter:
     index: int                       # 0-based position in reading order
     title: str                       # original (unnormalized) title text
     paragraphs: tuple[str, ...]      # original text, one entry per paragraph, never empty strings
+    breaks: tuple[int, ...] = ()     # paragraphs no segment reaches back across: where matter was set aside or
+                                     # brought back (tasks/ingest/matter.py), so the body's segments stay the same
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """Front or back matter nobody listens to, left out of the book read aloud (tasks/ingest/matter.py)."""
+    number: int                      # 1-based, as `inspect` lists it: `--include N` brings it back
+    kind: str                        # index, bibliography, copyright-page, toc, …, pg-license; "chapter" (--skip N)
+    title: str
+    paragraphs: tuple[str, ...]      # its text, as it would have been read
+    after: int                       # chapters (as read) before it: 0, before the first
+    reason: str                      # how it was recognized: "epub:type bibliography", "the guide's index", …
+
+    @property
+    def characters(self) -> int:
+        return sum(len(p) for p in self.paragraphs)
 
 
 @dataclass(frozen=True)
 class Book:
     meta: BookMeta
     chapters: tuple[Chapter, ...]
+    set_aside: tuple[SetAside, ...] = ()   # what is not read aloud, in reading order
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ next.  Every stage names these files through this module (and manifests/ for man
       book.json                 BOOK_JSON: title, author, language, source, cover file, chapter titles (book_json);
                                 READING_LANGUAGE: the language prepare read the text in (zh | en: reading_language)
       text.json                 TEXT_JSON: each chapter's original title and paragraphs (read-along, the player)
-      coverage.json             COVERAGE_JSON: the text audit's per-chapter report
+      coverage.json             COVERAGE_JSON: the text audit's per-chapter report and what was set aside, why
       cover.png|jpg             the book's cover, as the book had it
       manifest/                 manifests/: the Parquet parts, source.json, the lock
       segments/<k[:2]>/<k>.flac audio_relpath(content key): every segment's audio, content-addressed;
@@ -31,6 +31,7 @@ from pathlib import Path
 from engine.atomic import read_json
 from tasks.book import LANGUAGES, Book, BookMeta, Chapter, Language
 
+DEFAULT_OUT = Path("output")              # OUT when none is given, relative to the working directory
 BOOK_JSON = "book.json"
 READING_LANGUAGE = "reading_language"     # book.json's key: the language the text was segmented in
 TEXT_JSON = "text.json"

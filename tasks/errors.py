@@ -1,5 +1,5 @@
 """What can go wrong in a render, named by whose problem it is.  Each error's message is one line for the user
-and names the file or folder concerned; the CLI maps the class to its exit code (flows/cli.py, EXIT_CODES).
+and names the file or folder concerned; the CLI maps the class to its exit code (flows/cli.py, exit_codes()).
 
     BookError      bad input: the book, a lexicon, a voice file, a chapter selection   -> exit 2
     ToolMissing    a program an output needs is not installed (ffmpeg, ffprobe)          -> exit 3

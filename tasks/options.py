@@ -7,19 +7,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.api import EngineOptions
+from engine.api import EngineOptions, Refine
 from engine.voice import VoiceSpec
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.options import PackageOptions
-from tasks.bookdir import book_slug
+from tasks.bookdir import DEFAULT_OUT, book_slug
+from tasks.ingest.matter import MatterOptions
+from tasks.plan.direction import Direction
 from tasks.plan.prepare import PrepareOptions
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import SCHEDULES, GuardOptions, Schedule
 from tasks.text.lexicon import Lexicon
 from tasks.text.segment import SegmentOptions
 from tasks.voice.cast import Cast
-
-DEFAULT_OUT = Path("output")          # relative to the working directory
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,18 @@ class RenderOptions:
     store: str | None = None          # an output root URL (tasks/fleet/storage.py); `out` is then its scratch folder
     qa: QAOptions | None = None       # proof of every segment (tasks/qa); None: auto (tasks.stages.resolve_qa)
     language: str = "auto"            # --language: auto | zh | en, resolved per book by prepare (segment.book_options)
+    matter: MatterOptions = field(default_factory=MatterOptions)   # --include / --skip (tasks/ingest/matter.py)
+    speed: int | None = None          # --speed: the book's pace (None: each voice's own, else 5)
+    refine: Refine | None = None      # --refine at its levels; None: no refine-text pass
+    direction: Direction | None = None   # per-line controls (tasks/plan/direction.py)
+    schedule: Schedule = "length"          # the order rows start in: length | chapters (tasks/synthesize/render.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid (its parts check their own on construction,
         the book's language and voices too: PrepareOptions)."""
         _ = self.prepare
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"--schedule {self.schedule!r}: must be one of {', '.join(SCHEDULES)}")
 
     @property
     def book_dir(self) -> Path:
@@ -52,7 +59,8 @@ class RenderOptions:
     @property
     def prepare(self) -> PrepareOptions:
         return PrepareOptions(book=self.book, language=self.language, segment=self.segment, voice=self.voice,
-                              cast=self.cast, chapters=self.chapters)
+                              cast=self.cast, chapters=self.chapters, matter=self.matter, speed=self.speed,
+                              refine=self.refine, direction=self.direction)
 
 
 def parse_chapters(spec: str) -> tuple[int, ...]:

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from engine.api import EngineOptions
+from engine.api import EngineOptions, Synthesizer
 from engine.atomic import find_temps, remove_temp
 from engine.voice import VoiceSpec
-from manifests.store import STATUS_DONE, compact, load
+from manifests.status import STATUS_DONE
+from manifests.store import compact, load
 from tasks.audio.assemble import AssembleOptions
 from tasks.audio.incremental import package_changed
 from tasks.audio.options import PackageOptions
@@ -26,12 +27,12 @@ from tasks.site.player import write_book_page
 from tasks.site.qa import qa_summary, write_qa_page
 from tasks.synthesize import pickups
 from tasks.synthesize.anchor import anchored
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.render import render_references, synthesize_book
 from tasks.voice.voices import book_voice
 
 
-def get_engine(opts: EngineOptions):
+def get_engine(opts: EngineOptions) -> Synthesizer:
     """The engine for these options.  Engine.load keeps one model per process and settings, behind a lock,
     so every stage and thread shares it."""
     from engine.engine import Engine  # the model's gateway: torch, ChatTTS (packaging never loads it)
@@ -61,7 +62,7 @@ def synthesize(book_dir: Path, opts: RenderOptions,
     if why:
         print(why, file=sys.stderr, flush=True)          # the one line that says what `--qa auto` picked
     counts = synthesize_book(Path(book_dir), engine, on_done=on_done, guard=opts.guard, shard=shard, qa=qa,
-                             checker=checker_for(qa) if qa.mode != "off" else None)
+                             checker=checker_for(qa) if qa.mode != "off" else None, schedule=opts.schedule)
     if shard is None:
         compact(book_dir)
     return counts
@@ -77,12 +78,12 @@ def freeze_references(book_dir: Path, opts: RenderOptions) -> dict:
     return {"rendered": render_references(Path(book_dir), engine, guard=opts.guard, qa=qa, checker=checker)}
 
 
-def qa_options(qa: QAOptions | None, device: str, engine) -> QAOptions:
+def qa_options(qa: QAOptions | None, device: str, engine: Synthesizer) -> QAOptions:
     """The render's proof: `qa` as asked, `auto` (None too) resolved (resolve_qa)."""
     return resolve_qa(qa, device, engine)[0]
 
 
-def resolve_qa(qa: QAOptions | None, device: str, engine) -> tuple[QAOptions, str]:
+def resolve_qa(qa: QAOptions | None, device: str, engine: Synthesizer) -> tuple[QAOptions, str]:
     """(the proof, one line saying what `auto` picked and why; "" when `qa` asked for a mode or the weights are
     random).  auto (the default;
     None too): off for random weights (their audio is noise) and where the QA extra or its ASR model is missing
@@ -91,7 +92,7 @@ def resolve_qa(qa: QAOptions | None, device: str, engine) -> tuple[QAOptions, st
     qa = qa if qa is not None else QAOptions(mode="auto", device=device)
     if qa.mode != "auto":
         return qa, ""
-    if engine.loaded.is_random:
+    if engine.is_random:
         return replace(qa, mode="off"), ""           # their audio is noise: nothing to hear, nothing to say
     mode, share = auto_mode(qa.device, qa.asr_model)
     picked = replace(qa, mode=mode)

@@ -16,22 +16,24 @@ not name is refused, like a bad request, before anything is yielded.
 
 Each Result's audio is its clip padded with silence to (2T-1)*256 samples, T the fewest steps that hold it (the
 real engine's length rule); results come in completion order, shortest first, as a batch of rows would finish.
-The model it carries (`loaded`) is enough for what prepare asks of one: sampling and checking spk_emb voices.
-It has no DVAE, so no clip voices, no --voice-anchor (anchor_voice raises).
+It is an engine.api.Synthesizer (mypy checks it: pyproject's files), the contract the stages use of an engine; its
+speaker statistics are enough to sample and check spk_emb voices.  It has no DVAE, so no clip voices, no
+--voice-anchor (anchor_voice raises); no text head, so no --refine (refine raises).
 """
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-from engine.api import Request, Result
+from engine.api import DEFAULT_MAX_BATCH, Refined, Request, Result, Synthesizer
 from engine.units import HOP, SAMPLE_RATE, SAMPLES_PER_TOKEN, estimate_seconds
+from engine.voice import VoiceSpec, resolve_voice, sample_voice
 from tasks.plan.rows import derive_seed
 from tasks.synthesize.guard import reroll_seed
 from tasks.voice.voices import voice_id
@@ -219,8 +221,7 @@ def _speaker_model():
 
     speaker = SimpleNamespace(dim=SPEAKER_DIM, mean=torch.zeros(SPEAKER_DIM), std=torch.ones(SPEAKER_DIM))
     gpt = SimpleNamespace(num_vq=4, num_audio_tokens=626)
-    return SimpleNamespace(speaker=speaker, config=SimpleNamespace(gpt=gpt), is_random=False,
-                           fingerprint="speech-standin", spec="speech-standin", device="cpu")
+    return SimpleNamespace(speaker=speaker, config=SimpleNamespace(gpt=gpt))
 
 
 def padded(audio: np.ndarray) -> tuple[np.ndarray, int]:
@@ -237,11 +238,12 @@ class SpeechEngine:
     version = VERSION
     adopts: tuple[str, ...] = ()
     is_random = False
+    batch = DEFAULT_MAX_BATCH["cpu"]                 # rows a batch holds at most (a schedule's tail)
 
     def __init__(self, script: Mapping[str, Sequence[Clip] | Clip], version: str = VERSION):
         self.script = script
         self.version = version
-        self.loaded = _speaker_model()
+        self.model = _speaker_model()          # engine.voice samples and checks voices with it
         self.calls: list[tuple[str, str, int | None, str]] = []   # (key, text, take or None, clip name) per request
         self.last_batch_sizes: list[int] = []
         self.passes: list[list[list[tuple[str, int | None]]]] = []   # per synthesize call, its rounds' (text, take)
@@ -251,11 +253,15 @@ class SpeechEngine:
         return (got,) if isinstance(got, Clip) else tuple(got)
 
     def sample_voice(self, seed: int) -> str:
-        from engine.voice import sample_voice
+        return sample_voice(self.model, seed)
 
-        return sample_voice(self.loaded, seed)
+    def resolve_voice(self, spec: VoiceSpec) -> str:
+        return resolve_voice(spec, self.model)
 
-    def anchor_voice(self, voice: str, rendering, text: str) -> str:
+    def refine(self, requests: Iterable[Request]) -> Iterator[Refined]:
+        raise NotImplementedError("the speech stand-in has no text head: render without --refine")
+
+    def anchor_voice(self, voice: str, rendering: np.ndarray, text: str) -> str:
         raise NotImplementedError("the speech stand-in has no DVAE: render without --voice-anchor")
 
     @staticmethod
@@ -270,7 +276,8 @@ class SpeechEngine:
         take = self.take_of(req)
         return take, takes[min(take or len(takes), len(takes)) - 1]
 
-    def synthesize(self, requests: Iterable[Request], progress=None, more=None) -> Iterator[Result]:
+    def synthesize(self, requests: Iterable[Request], progress: Callable[[Result], None] | None = None,
+                   more: Callable[[bool], Iterable[Request]] | None = None) -> Iterator[Result]:
         """A Result per request, shortest first (then in request order).  A text the script lacks raises
         ValueError before anything of its round is yielded.  `more` (as engine.engine.Engine.synthesize's): once
         a round is yielded, more(True)'s requests are the next round of this call, until it gives none.
@@ -296,3 +303,8 @@ class SpeechEngine:
                     progress(res)
                 yield res
             requests = []
+
+
+def _is_an_engine(engine: SpeechEngine) -> Synthesizer:
+    """mypy's check that the stand-in has the engine's surface the stages use (engine.api.Synthesizer)."""
+    return engine

@@ -15,11 +15,13 @@ indirectly.  A function-level (lazy) import is only for what defers a cost: a pr
 heavy library (HEAVY: each of these takes 0.25-4 s to import here, against 0.05 s for Python itself) or the
 engine itself (MODEL: `package`, `status`, `inspect` never import it, tested in tests/flows) that the importing
 module does not load already, or a HEAVY library it does not import already; never the standard library (its
-place is the top).  And one way to rename a file into place: os.replace (or Path.replace/rename) in exactly one
-module."""
+place is the top); and a lazy project import only where a program starts light for it: ENTRY_POINTS says what
+each entry point may not load, LAZY which one each function-level project import keeps light.  And one way to
+rename a file into place: os.replace (or Path.replace/rename) in exactly one module."""
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,10 +54,29 @@ LAYERS = (                   # lowest first; a module may import its own layer a
     ("flows",),
 )
 HEAVY = {"torch", "torchaudio", "transformers", "ChatTTS", "vocos", "huggingface_hub", "safetensors", "prefect",
-         "pyarrow", "s3fs", "scipy", "wetext", "jieba", "numpy", "soundfile"}
+         "pyarrow", "s3fs", "scipy", "wetext", "jieba", "numpy", "soundfile",
+         "starlette", "jinja2"}      # the studio's web stack (0.1-0.25 s): no other command pays for it
 MODEL = {"engine.engine"}    # the engine: loading it is torch and ChatTTS; what needs no model never imports it
 STDLIB = set(sys.stdlib_module_names)
-TOOLS = {"engine.trtcheck"}  # developer tools with a CLI of their own: no package module imports one
+# Where programs start, and what each may not load at import (the loader below: HEAVY and MODEL).  A function-level
+# project import is kept only where hoisting it would break one of these (LAZY names which).
+ENTRY_POINTS = {
+    "flows.params": HEAVY | MODEL,       # the render schema: `--help`, prefect.yaml's parameters, the flows' signatures
+    "flows.cli": HEAVY | MODEL,          # chattts-render: --help, --version and a usage error answer at once
+    "manifests": HEAVY | MODEL,          # users' scripts: `import manifests` (the store loads on first use)
+    "flows.commands": {"prefect", "torch", "starlette", "jinja2"} | MODEL,   # the commands: Prefect only with a
+    "flows.render_book": {"torch"} | MODEL,            # server, the studio's web stack only for it, the model only
+                                                       # to render (package, status, inspect never load it)
+    "flows.nightly": {"torch"} | MODEL,
+}
+LAZY = {                     # every function-level project import: the entry point that hoisting it would break
+    ("flows.cli", "flows.commands"): "flows.cli",
+    ("flows.commands", "flows.render_book"): "flows.commands",
+    ("manifests", "manifests.store"): "manifests",
+    ("tasks.stages", "engine.engine"): "flows.commands",
+    ("flows.studio", "tasks.site.studio.app"): "flows.commands",
+}
+TOOLS = {"benchmarks", "scripts", "tests"}   # developers' code (benchmarks/trtcheck.py, …): the package never imports
 FLOWS_MAX_LINES = 200        # a flows/ module longer than this holds more than composition
 RENAMES = {"replace", "rename", "renames"}
 
@@ -178,16 +199,17 @@ def upward_imports(root: Path = ROOT, packages=PACKAGES, layers=LAYERS) -> list[
     return bad
 
 
-def loads(root: Path = ROOT, packages=PACKAGES) -> dict[str, set[str]]:
+def loads(root: Path = ROOT, packages=PACKAGES, hoisted: frozenset[tuple[str, str]] = frozenset()
+          ) -> dict[str, set[str]]:
     """module -> what importing it loads of HEAVY and MODEL: the heavy libraries of its own module-level imports, of
     its parent packages' and of every project module it imports at module level (a fixed point), and the engine
-    when it is or imports it."""
+    when it is or imports it.  `hoisted`: (module, project module) lazy imports counted as if at the top."""
     mods = modules(root, packages)
     got, deps = {}, {}
     for m, p in mods.items():
         found = [(name, where) for name, _, where in imports_in(p) if where == "module"]
         got[m] = {name.split(".")[0] for name, _ in found} & HEAVY | ({m} & MODEL)
-        deps[m] = {t for t, _, where in imports_of(m, p, mods) if where == "module"} | \
+        deps[m] = {t for t, _, where in imports_of(m, p, mods) if where == "module" or (m, t) in hoisted} | \
             ({".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)} & set(mods))
     changed = True
     while changed:
@@ -198,6 +220,19 @@ def loads(root: Path = ROOT, packages=PACKAGES) -> dict[str, set[str]]:
                 got[m] |= more
                 changed = True
     return got
+
+
+def lazy_project_imports(root: Path = ROOT, packages=PACKAGES) -> set[tuple[str, str]]:
+    """(module, project module) for every function-level import of a project module."""
+    mods = modules(root, packages)
+    return {(m, t) for m, p in mods.items() for t, _, where in imports_of(m, p, mods) if where == "function"}
+
+
+def entry_point_breaches(root: Path = ROOT, packages=PACKAGES, hoisted: frozenset = frozenset(),
+                         entry_points=None) -> dict[str, list[str]]:
+    """entry point -> what it loads at import that ENTRY_POINTS says it must not (empty: none)."""
+    got = loads(root, packages, hoisted)
+    return {e: sorted(got[e] & banned) for e, banned in (entry_points or ENTRY_POINTS).items() if got[e] & banned}
 
 
 def heavy_modules(root: Path = ROOT, packages=PACKAGES) -> set[str]:
@@ -242,14 +277,39 @@ def test_imports_follow_the_layer_order():
 
 
 def test_no_package_module_imports_a_developer_tool():
-    """engine/trtcheck.py (the static TensorRT check, `python -m engine.trtcheck`) is run by hand, by the tests and
-    by benchmarks/onnx_gpu_check.py; the runtime takes the TensorRT profiles from engine/trtprofile.py."""
-    g = graph()
-    assert {m: sorted(g[m] & TOOLS) for m in g if g[m] & TOOLS} == {}
+    """benchmarks/trtcheck.py (the static TensorRT check, `python -m benchmarks.trtcheck`) is run by hand, by the tests
+    and by benchmarks/onnx_gpu_check.py; the runtime takes the TensorRT profiles from engine/trtprofile.py."""
+    bad = {f.relative_to(ROOT).as_posix(): sorted(imported_roots(f) & TOOLS)
+           for p in PACKAGES for f in package_files(p)}
+    assert {k: v for k, v in bad.items() if v} == {}
 
 
 def test_lazy_imports_are_only_for_heavy_libraries():
     assert needless_lazy_imports() == []
+
+
+def test_where_programs_start_they_load_only_what_they_need():
+    """ENTRY_POINTS: the render schema, the CLI and `import manifests` load nothing heavy; the commands and the flows
+    never the engine; the commands never Prefect."""
+    assert entry_point_breaches() == {}
+
+
+def test_every_lazy_project_import_keeps_an_entry_point_light():
+    """The function-level project imports are LAZY's, and each is needed: hoisted to the top of its module, the
+    entry point LAZY names would load what it must not."""
+    assert lazy_project_imports() == set(LAZY)
+    for lazy, entry in LAZY.items():
+        assert entry in entry_point_breaches(hoisted=frozenset({lazy})), lazy
+
+
+def test_the_cli_and_the_schema_load_no_heavy_library_when_run():
+    """What the loader above reads from the source holds in a fresh interpreter: importing the CLI (and with it the
+    schema) loads no pyarrow, numpy, torch or Prefect."""
+    code = ("import sys, flows.cli, flows.params; "
+            "print(sorted(m for m in ('pyarrow', 'numpy', 'torch', 'prefect', 'engine.engine') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_the_stage_that_renders_audio_is_the_only_one_that_calls_the_engine():
@@ -293,6 +353,11 @@ def test_the_checks_fail_on_a_cycle_an_upward_import_and_a_needless_lazy_import(
         "pkg.low.d -> pkg.high (line 5)"]            # its numpy: already loaded by pkg.low.d
     # pkg.low.d's torch (heavy, not loaded yet) and pydub (not heavy: an optional library) and pkg.low.e's pkg.high
     # (numpy, not loaded by pkg.low.e) defer a library: they are what a lazy import is for
+    assert lazy_project_imports(tmp_path, ("pkg",)) >= {("pkg.low.e", "pkg.high"), ("pkg.low.d", "pkg.high")}
+    light = {"pkg.low.e": {"numpy"}}                  # an entry point that must not load numpy
+    assert entry_point_breaches(tmp_path, ("pkg",), entry_points=light) == {}
+    assert entry_point_breaches(tmp_path, ("pkg",), frozenset({("pkg.low.e", "pkg.high")}), light) == \
+        {"pkg.low.e": ["numpy"]}                     # its lazy import hoisted: it would load numpy
 
 
 def test_package_code_takes_the_manifest_from_manifests_store():

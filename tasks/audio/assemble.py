@@ -1,35 +1,9 @@
 """Assembly: one chapter's segment audio -> one chapter waveform plus exact cue timings.
 
-Every segment is trimmed of leading/trailing silence (level-based, keeping a short pre-roll and a natural
-decay), then the chapter is laid out as a sequence of *clips*:
-
-    [lead-in silence] piece_0 [pause_0] piece_1 [pause_1] ... piece_n-1 [tail silence]
-
-A silence clip is present only when its length is > 0.  Every two adjacent clips overlap by
-N = crossfade samples and are joined with an equal-power cross-fade (cos/sin gains, cos² + sin² = 1).
-Crossfading into a silence clip is a fade-out into the pause; crossfading out of one is a fade-in from it.
-Every piece fades in over its first N samples and out over its last N, also at the chapter's edges (no
-click at the file's start or end).
-The pause after the last piece is the chapter's tail and is always the "chapter" pause (1.5 s), whatever that
-piece's `pause_after` says: a chapter ends at a chapter boundary, and concatenated chapters (M4B) are
-separated by lead-in + tail = 2.0 s.
-
-The exact length formula (all quantities in samples; see `expected_length`):
-
-    L_i'   = max(L_i, 2N)                      trimmed piece length, zero-padded up to 2N
-    P_i    = round(pause_s(kind_i) * sr)       pause after piece i; the last one is the tail, kind "chapter";
-                                               at least round(voice_change_pause_s * sr) where piece i+1 is
-                                               spoken in another voice (a cast): voices never cross-fade
-    H      = round(lead_in_s * sr)             lead-in silence
-    clips  = n + #{P_i > 0} + [H > 0]
-    length = H + sum(L_i') + sum(P_i) - N * (clips - 1)
-
-With `trim=False` L_i is the stored segment length, so the chapter is exactly
-sum(segments) + lead-in + pauses - N * (number of joins); with trimming, L_i = `trimmed_length(audio)`.
-Defaults at 24 kHz: N = 960, H = 12 000, P = 6 000 / 10 800 / 19 200 / 36 000 for clause / sentence /
-paragraph / chapter.  Packaging at another sample rate resamples the finished chapter with torchaudio:
-ceil(length * sr_out / 24 000) samples.  A non-zero pause must be >= 2N (validated) so that two pieces
-never overlap across a pause; with a zero pause the two pieces cross-fade directly.
+Each segment is trimmed of silence, then the chapter is laid out as lead-in silence, the pieces with their pauses,
+and the chapter's tail, every two clips joined by an equal-power cross-fade (a fade-in and a fade-out at the
+chapter's edges too); `expected_length` gives the chapter's exact length in samples before it is built, and the
+cues are exact.  The layout, the length formula and the defaults: docs/modules.md, "Chapter assembly".
 """
 from __future__ import annotations
 
@@ -40,10 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.units import SAMPLE_RATE
-from tasks.book import PAUSE_KINDS, PauseKind
+from tasks.book import CROSSFADE_S, PAUSE_KINDS, pause_kind, pause_seconds
 from tasks.errors import RenderFailed
 
-CROSSFADE_S = 0.040          # s, equal-power cross-fade at every join
 PAUSES_S: Mapping[str, float] = {   # s, silence after a segment by the boundary that follows it
     "clause": 0.25,
     "sentence": 0.45,
@@ -63,7 +36,7 @@ POSTROLL_S = 0.080           # s, kept after the last loud frame (a natural deca
 class Piece:
     """One segment's stored audio and what follows it."""
     audio_path: Path
-    pause_after: PauseKind = "sentence"
+    pause_after: str = "sentence"    # a PauseKind, or "kind@seconds" a direction set (tasks/book.py)
     source_text: str = ""
     voice: str = ""                  # the voice id: a change of voice is a pause, never a cross-fade
 
@@ -107,7 +80,9 @@ class AssembleOptions:
         return int(round(self.crossfade_s * self.sample_rate))
 
     def pause_samples(self, kind: str) -> int:
-        return int(round(self.pauses_s[kind] * self.sample_rate))
+        """The silence after a boundary of `kind`, or the seconds a direction set in it ("sentence@1.2")."""
+        secs = pause_seconds(kind)
+        return int(round((self.pauses_s[pause_kind(kind)] if secs is None else secs) * self.sample_rate))
 
     def lead_in_samples(self) -> int:
         return int(round(self.lead_in_s * self.sample_rate))
@@ -229,7 +204,7 @@ def assemble_arrays(arrays: Sequence[np.ndarray], pauses: Sequence[str], texts: 
     if not (len(arrays) == len(pauses) == len(texts)):
         raise ValueError("arrays, pauses and texts must have the same length")
     for k in pauses:
-        if k not in opts.pauses_s:
+        if pause_kind(k) not in opts.pauses_s:
             raise ValueError(f"unknown pause kind {k!r}")
     sr = opts.sample_rate
     n = opts.crossfade_samples()

@@ -6,8 +6,9 @@ from __future__ import annotations
 import base64
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,8 +18,6 @@ from tasks.book import BookMeta
 
 LOSSLESS = ("flac", "wav")    # written by soundfile; every other format by ffmpeg
 FLAC_SUBTYPE = "PCM_24"       # FLAC/WAV sample format
-BITRATES_KBPS = {"mp3": 64, "opus": 48, "m4a": 64, "m4b": 64}   # kbit/s, mono speech
-MP3_RATES = frozenset([16_000, 22_050, 24_000, 32_000, 44_100, 48_000])   # Hz that MPEG audio stores
 OPUS_RATES = frozenset([8_000, 12_000, 16_000, 24_000, 48_000])          # Hz libopus accepts; else 48 kHz
 OPUS_FALLBACK_RATE = 48_000   # Hz, the rate opus audio is resampled to when its own is not in OPUS_RATES
 CONTAINERS = {"mp3": "mp3", "opus": "ogg", "m4a": "mp4", "m4b": "mp4"}  # ffmpeg's -f per format
@@ -92,12 +91,17 @@ def _write_flac(path: Path, audio: np.ndarray, sr: int, tags: dict[str, str], me
     from mutagen.flac import FLAC
 
     sf.write(str(path), audio, sr, format="FLAC", subtype=FLAC_SUBTYPE)
-    f = FLAC(str(path))
+    _vorbis_comments(FLAC(str(path)), tags, meta, lambda f, pic: f.add_picture(pic))
+
+
+def _vorbis_comments(f, tags: dict[str, str], meta: BookMeta, add_cover: Callable[[Any, Any], None]) -> None:
+    """A FLAC's or an Opus file's Vorbis comments (mutagen's file `f`): every tag with a value, the cover as the
+    container carries it (`add_cover(f, picture)`); saved."""
     for k, v in tags.items():
         if v:
             f[k] = v
     if meta.cover:
-        f.add_picture(_picture(meta))
+        add_cover(f, _picture(meta))
     f.save()
 
 
@@ -192,9 +196,8 @@ def _tag_opus(path: Path, tags: dict[str, str], meta: BookMeta) -> None:
 
     f = OggOpus(str(path))
     f.clear()
-    for k, v in tags.items():
-        if v:
-            f[k] = v
-    if meta.cover:
-        f["METADATA_BLOCK_PICTURE"] = base64.b64encode(_picture(meta).write()).decode("ascii")
-    f.save()
+
+    def add_cover(f, pic) -> None:
+        f["METADATA_BLOCK_PICTURE"] = base64.b64encode(pic.write()).decode("ascii")
+
+    _vorbis_comments(f, tags, meta, add_cover)

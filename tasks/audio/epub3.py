@@ -1,22 +1,9 @@
-"""`--format epub`: a read-along EPUB 3 — the chapters' original text with Media Overlays (SMIL) that play
-the chapter audio and highlight each segment while it is spoken.
-
-    mimetype, META-INF/container.xml
-    EPUB/package.opf     title, author, language, cover, media:duration per overlay and for the book,
-                         media:active-class
-    EPUB/nav.xhtml       the chapter titles
-    EPUB/cover.xhtml, EPUB/images/cover.<png|jpg>   when the book has a JPEG or PNG cover
-    EPUB/text/cNNN.xhtml one per chapter: the original text (tasks.audio.readalong), each segment's text in a
-                         <span id="sK"> (K: the segment's position in the chapter)
-    EPUB/smil/cNNN.smil  one <par> per segment: text -> #sK, audio -> the chapter audio, clipBegin/clipEnd
-                         the segment's cue (the same milliseconds as the SRT)
-    EPUB/audio/cNNN.m4a  the chapter audio, AAC in MP4 (audio/mp4, an EPUB core media type), loudness-
-                         normalized and verified like every other output (tasks.audio.verify)
+"""`--format epub`: a read-along EPUB 3 — the chapters' original text with Media Overlays (SMIL) that play the
+chapter audio and highlight each segment while it is spoken.
 
 The package loop (tasks.audio.package) calls `encode_chapter` for every chapter, in reading order, into a work
-folder, then `write_epub`.  The ZIP's bytes depend only on the inputs: fixed entry dates and attributes, a
-fixed dcterms:modified, an identifier derived from the book's title and author.  A media overlay's duration is
-the sum of its clips; the book's is the sum of the overlays'.
+folder, then `write_epub`.  The ZIP's bytes depend only on the inputs (fixed dates, attributes and identifier).
+Its files and durations: docs/modules.md, "The read-along EPUB's files".
 """
 from __future__ import annotations
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.atomic import read_json
+from engine.atomic import file_sha256, read_json
 from manifests.crashpoints import crashpoint
-from manifests.store import STATUS_DONE, load
+from manifests.status import STATUS_DONE
+from manifests.store import load
 from tasks.audio.assemble import (
     AssembleOptions,
     ChapterAudio,
@@ -35,7 +36,7 @@ from tasks.bookdir import CHAPTERS_JSON, REPORT_NAME, load_meta
 from tasks.errors import GapsError
 from tasks.synthesize.guard import gap_seconds
 
-SIGNATURE_VERSION = 2                 # bump when the signature's inputs or report.json's rows change
+SIGNATURE_VERSION = 3                 # bump when the signature's inputs or report.json's rows change
 
 
 def package_changed(book_dir: Path, assemble: AssembleOptions, package: PackageOptions, allow_gaps: bool = False,
@@ -146,8 +147,7 @@ def _chapter_unchanged(book_dir: Path, state: dict, index: int, sig: str) -> boo
 
 def _sha_file(path: Path) -> str | None:
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+        return file_sha256(path)
     except OSError:
         return None
 

@@ -5,7 +5,10 @@ pyloudnorm designs them) and gating, computed in a streaming way (chunk by chunk
 so that a 20-hour M4B is measured without holding it in memory; on a whole array it equals
 `pyloudnorm.Meter(sr).integrated_loudness(x)` (tested: pyloudnorm is the tests' reference, not imported here).
 True peak is the maximum of a 4x polyphase oversampling (scipy.signal.resample_poly), as BS.1770-4 Annex 2
-suggests.
+suggests.  The same pass measures what ACX's limits are written in (tasks.audio.acx): the unweighted RMS of the whole
+signal, its sample peak, and its noise floor (the RMS of its quietest 0.4 s window, windows every 0.1 s).
+
+The loudness presets (`--loudness NAME`) are packaging's options: tasks/audio/options.py.
 """
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ from functools import cache
 
 import numpy as np
 
-TARGET_LUFS = -18.0            # LUFS, integrated loudness of every final file
-TRUE_PEAK_DBTP = -1.5          # dBTP, ceiling for every final file
+from tasks.audio.options import TARGET_LUFS, TRUE_PEAK_DBTP
+
 OVERSAMPLE = 4                 # true-peak oversampling factor
 BLOCK_S = 0.400                # s, BS.1770 gating block
 STEP_S = 0.100                 # s, block hop (75 % overlap)
@@ -36,6 +39,7 @@ _TP_CONTEXT = 64               # samples of neighbour context for chunked oversa
 _HALF_SUPPORT = 11             # input samples on each side that one oversampled value depends on
 DENORMAL_GUARD = 1e-15         # +-1e-15 at the Nyquist frequency keeps the K-filters out of subnormal floats
                                # in digital silence (20x faster there); its energy is 270 dB under the gate
+FLOOR_WINDOW_STEPS = 4         # steps of STEP_S in a noise-floor window: 0.4 s every 0.1 s (Audacity's ACX Check)
 
 
 def db_to_gain(db: float) -> float:
@@ -82,6 +86,9 @@ class Meter:
         self._step = STEP_S * sample_rate             # samples per 100 ms step
         self._energy: list[float] = []                 # per complete step: sum of squares, K-weighted
         self._acc = 0.0                                # the current, incomplete step
+        self._raw: list[float] = []                    # per complete step: sum of squares, unweighted (ACX)
+        self._raw_acc = 0.0
+        self._sample_peak = 0.0
         self.samples = 0
         # true peak: peaks are final up to absolute sample `_done`; `_ctx` is the last samples seen
         self._peak = 0.0
@@ -105,17 +112,20 @@ class Meter:
             y, zf = lfilter(b, a, y, zi=zi)
             new.append((b, a, zf))
         self._filters = new
-        sq = y * y
+        sq, raw = y * y, x * x
+        self._sample_peak = max(self._sample_peak, float(np.abs(x).max()))
         start, end = self.samples, self.samples + len(sq)
         pos = start
         while pos < end:                               # step k covers [round(k*step), round((k+1)*step))
             step_end = int(round((len(self._energy) + 1) * self._step))
             take = min(end, step_end) - pos
             self._acc += float(sq[pos - start:pos - start + take].sum())
+            self._raw_acc += float(raw[pos - start:pos - start + take].sum())
             pos += take
             if pos == step_end:
                 self._energy.append(self._acc)
-                self._acc = 0.0
+                self._raw.append(self._raw_acc)
+                self._acc = self._raw_acc = 0.0
         self.samples = end
 
     def _true_peak_feed(self, x: np.ndarray) -> None:
@@ -134,6 +144,25 @@ class Meter:
 
     def true_peak_dbtp(self) -> float:
         return gain_to_db(max(self._peak, self._pending))
+
+    def rms_dbfs(self) -> float:
+        """The unweighted RMS of everything fed, in dBFS (20 log10; -inf for silence)."""
+        total = sum(self._raw) + self._raw_acc
+        return gain_to_db(math.sqrt(total / self.samples)) if self.samples else -math.inf
+
+    def sample_peak_dbfs(self) -> float:
+        """The largest |sample| fed, in dBFS."""
+        return gain_to_db(self._sample_peak)
+
+    def noise_floor_dbfs(self) -> float:
+        """The RMS of the quietest full window of FLOOR_WINDOW_STEPS steps (0.4 s, one every 0.1 s), in dBFS: as
+        Audacity's ACX Check measures a noise floor; -inf for digital silence; nan when shorter than one window."""
+        e = np.asarray(self._raw, dtype=np.float64)                          # (complete steps,)
+        if len(e) < FLOOR_WINDOW_STEPS:
+            return math.nan
+        windows = np.convolve(e, np.ones(FLOOR_WINDOW_STEPS), mode="valid")  # (steps - 3,) sum of squares
+        width = int(round(FLOOR_WINDOW_STEPS * self._step))
+        return gain_to_db(math.sqrt(float(windows.min()) / width))
 
     def integrated_lufs(self) -> float:
         """Gated integrated loudness; -inf for silence or audio shorter than one block."""

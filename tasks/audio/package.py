@@ -3,7 +3,8 @@
 
 The orchestration: each chapter is resampled and loudness-normalized once (prepare_chapter), then written in
 every chapter format (tasks.audio.verify encodes and measures, tasks.audio.encode writes, tasks.audio.names
-names) and its subtitles; the M4B and the EPUB are built from every chapter's audio in reading order.  A chapter's
+names) and its subtitles; the M4B and the EPUB are built from every chapter's audio in reading order.  Each output
+is a writer (ChapterFileWriter, M4BWriter, ReadAlongWriter: add(chapter) in reading order, then close()).  A chapter's
 files are encoded on a second thread (CHAPTER_ENCODERS) while the next chapter is prepared and, after the last, the
 M4B is encoded: ffmpeg's encoders run on one core each, and a book's M4B and its chapter files are independent.
 Every output is written atomically (engine.atomic) and its bytes depend only on the inputs (ffmpeg runs bit-exact
@@ -14,10 +15,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from tasks.audio.names import BOOK_FORMATS, book_stem, chapter_file_names, chapt
 from tasks.audio.options import PackageOptions, PreparedChapter
 from tasks.audio.readalong import read_along
 from tasks.audio.subtitles import by_sentence, render, timed
+from tasks.audio.tempo import check_tool as check_tempo_tool, stretch_chapter
 from tasks.audio.verify import PRE_LIMIT_MARGIN_DB, FileReport, encode_verified
 from tasks.book import BookMeta
 from tasks.bookdir import REPORT_NAME
@@ -61,11 +64,13 @@ def _output_folder(book_dir: Path) -> Path:
 
 
 def prepare_chapter(chapter: ChapterAudio, opts: PackageOptions) -> PreparedChapter:
-    """Resample to opts.sample_rate, then normalize this chapter to the target and limit its true peak.
+    """Stretch to opts.tempo (its cues with it: tasks.audio.tempo), resample to opts.sample_rate, then normalize
+    this chapter to the target and limit its true peak.
 
     Normalization is per chapter: the gain is computed on the final chapter audio (never per segment), so
     every chapter file lands on the target; a book is one voice, so chapter gains stay close together.
     """
+    chapter = stretch_chapter(chapter, opts.tempo)
     y = resample(chapter.audio, chapter.sample_rate, opts.sample_rate)
     gain = 0.0
     if opts.normalize and len(y):
@@ -91,6 +96,8 @@ def check_tools(opts: PackageOptions) -> None:
     if any(f not in LOSSLESS for f in opts.formats):
         find_tool("ffmpeg")
         find_tool("ffprobe")
+    if opts.tempo != 1.0:
+        check_tempo_tool()
 
 
 def _chapter_outputs(book_dir: Path, chapter_index: int, n_chapters: int, title: str,
@@ -131,6 +138,9 @@ class _InPlace:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    def shutdown(self, wait: bool = True) -> None:
+        return None
+
     def submit(self, fn: Callable[..., ChapterFiles], /, *args: object) -> Future[ChapterFiles]:
         done: Future[ChapterFiles] = Future()
         done.set_result(fn(*args))
@@ -149,6 +159,198 @@ class Report:
         return self.book_dir / REPORT_NAME
 
 
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter as the writers take it."""
+    index: int
+    title: str
+    prepared: PreparedChapter | None   # None: its outputs are current and no book-wide output needs its audio
+    cues: list                         # its subtitles' timed items (milliseconds)
+    current: bool                      # its outputs are current (incremental): carried over, not written again
+
+
+class Writer(Protocol):
+    """An output built chapter by chapter (in reading order), finished by close(); a context manager for what it
+    holds while it writes (a thread, temp files)."""
+
+    def __enter__(self) -> Writer: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def add(self, ch: Chapter) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Outputs:
+    """What the writers made, in the report's order: per chapter its files and reports (a chapter's files being
+    encoded: a Future), then the book's files (the EPUB, the M4B, the book's subtitles) and the M4B's report."""
+
+    def __init__(self) -> None:
+        self.parts: list[Future[ChapterFiles] | ChapterFiles] = []
+        self.book_files: list[Path] = []
+        self.book_reports: list[FileReport] = []
+
+    def settle(self) -> ChapterFiles:
+        """Every file and report, the chapters' encoding waited for (its error raised here)."""
+        files: list[Path] = []
+        reports: list[FileReport] = []
+        for paths, reps in _settle(self.parts):
+            files += paths
+            reports += reps
+        return files + self.book_files, reports + self.book_reports
+
+
+class ChapterFileWriter:
+    """Each chapter's files (its formats and subtitles), encoded on the chapter-files thread (CHAPTER_ENCODERS)
+    while the next chapter is prepared; a current chapter's files and report rows carried over from `previous`."""
+
+    def __init__(self, book_dir: Path, n_total: int, meta: BookMeta, opts: PackageOptions, previous: Mapping,
+                 out: Outputs) -> None:
+        self.book_dir, self.n_total, self.meta, self.opts, self.previous, self.out = \
+            book_dir, n_total, meta, opts, previous, out
+        self.rows: list[dict] = []                   # report.json's "chapters", in reading order
+        self._encoder: ThreadPoolExecutor | _InPlace = (
+            ThreadPoolExecutor(CHAPTER_ENCODERS, thread_name_prefix="chapter-files") if CHAPTER_ENCODERS
+            else _InPlace())
+
+    def __enter__(self) -> ChapterFileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._encoder.shutdown(wait=True)            # the file being encoded: finished, or failed
+
+    def add(self, ch: Chapter) -> None:
+        if ch.current:                               # outputs current: carry the report rows over
+            self.rows += [r for r in self.previous["chapters"] if r["index"] == ch.index]
+            names = chapter_file_names(ch.index, self.n_total, ch.title, self.opts.formats, self.opts.subtitles)
+            self.out.parts.append(([p for p in (inside(self.book_dir, n) for n in names) if p.exists()],
+                                   [FileReport.from_json(r) for r in self.previous["files"]
+                                    if r["chapter"] == ch.index and r["format"] != "epub"]))
+            return
+        assert ch.prepared is not None
+        _settle(self.out.parts)                      # the previous chapter's files first: two chapters at most
+        self.out.parts.append(self._encoder.submit(_chapter_outputs, self.book_dir, ch.index, self.n_total, ch.title,
+                                                   ch.prepared, self.meta, self.opts))
+        p = ch.prepared
+        self.rows.append({"index": ch.index, "title": ch.title, "seconds": round(len(p.audio) / p.sample_rate, 3),
+                          "gain_db": round(p.gain_db, 3), "cues_ms": [[t.start_ms, t.end_ms] for t in ch.cues]})
+
+    def close(self) -> None:
+        _settle(self.out.parts)
+
+
+class M4BWriter:
+    """`<book>.m4b`: every chapter's audio appended to a temp file (<f4), encoded once with chapter marks at the
+    exact chapter starts (while the last chapter's files are encoded), then the book's subtitles."""
+
+    def __init__(self, book_dir: Path, meta: BookMeta, opts: PackageOptions, out: Outputs) -> None:
+        self.book_dir, self.meta, self.opts, self.out = book_dir, meta, opts, out
+        self.marks: list[tuple[int, int, str]] = []     # (start, end, title) at opts.sample_rate
+        self.items: list = []                            # the book's subtitles, timed on the M4B
+        self.pos = 0
+
+    def __enter__(self) -> M4BWriter:
+        with ExitStack() as stack:                   # both or neither
+            self._raw_path = stack.enter_context(scratch(self.book_dir, ".f32"))   # the M4B's audio, <f4
+            self._raw = stack.enter_context(open(self._raw_path, "wb"))
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def add(self, ch: Chapter) -> None:
+        p = ch.prepared
+        assert p is not None
+        self._raw.write(np.ascontiguousarray(p.audio, dtype="<f4").tobytes())
+        self.marks.append((self.pos, self.pos + len(p.audio), ch.title))
+        self.items += timed(p.cues, p.source_rate, Fraction(self.pos, p.sample_rate))
+        self.pos += len(p.audio)
+
+    def close(self) -> None:
+        self._raw.close()
+        if self.pos == 0:
+            return
+        m4b = inside(self.book_dir, f"{book_stem(self.meta.title)}.m4b")
+        audio = np.memmap(self._raw_path, dtype="<f4", mode="r")                     # (pos,)
+        self.out.book_reports.append(encode_verified(m4b, "m4b", audio, self.opts.sample_rate,
+                                                     chapter_tags(0, 1, self.meta.title, self.meta), self.meta,
+                                                     self.opts, None, self.marks, before_replace=_at_package_file))
+        del audio
+        self.out.book_files.append(m4b)
+        if self.opts.subtitles and self.items:
+            stem = book_stem(self.meta.title)
+            taken = {p.name for p in self.out.settle()[0]}
+            sub_stem = stem if not any(f"{stem}.{f}" in taken for f in self.opts.subtitles) else f"{stem} (book)"
+            self.out.book_files += _write_subtitles(self.book_dir, sub_stem, self.items, self.opts, self.meta.title,
+                                                    self.meta)
+
+
+class ReadAlongWriter:
+    """`<book>.epub`, read-along (tasks.audio.epub3): each chapter's audio encoded into a temp folder with its
+    text (`texts`, else its segments' source texts) and timing, the EPUB written from them at the end."""
+
+    def __init__(self, book_dir: Path, n_total: int, meta: BookMeta, opts: PackageOptions,
+                 texts: Mapping[int, Sequence[str]], out: Outputs) -> None:
+        self.book_dir, self.n_total, self.meta, self.opts, self.texts, self.out = \
+            book_dir, n_total, meta, opts, texts, out
+        self.name = f"{book_stem(meta.title, 'epub')}.epub"
+        self.chapters: list = []
+
+    def __enter__(self) -> ReadAlongWriter:
+        self._stack = ExitStack()
+        self._work = self._stack.enter_context(scratch(self.book_dir, directory=True))   # the EPUB's audio
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def add(self, ch: Chapter) -> None:
+        assert ch.prepared is not None
+        text = read_along(ch.title, self.texts.get(ch.index), ch.cues)
+        ech, rep = encode_chapter(self._work, self.name, ch.index, self.n_total, ch.title, ch.prepared, text,
+                                  self.meta, self.opts)
+        self.chapters.append(ech)
+        self.out.parts.append(([], [rep]))
+
+    def close(self) -> None:
+        if self.chapters:
+            epub = inside(self.book_dir, self.name)
+            write_epub(epub, self.meta, self.chapters, before_replace=_at_package_file)
+            self.out.book_files.append(epub)
+
+
+def book_writers(book_dir: Path, n_total: int, meta: BookMeta, opts: PackageOptions,
+                 texts: Mapping[int, Sequence[str]] | None, out: Outputs) -> list[Writer]:
+    """The writers built from every chapter's audio that opts.formats asks for, in the order they take a chapter."""
+    wanted: list[Writer] = []
+    if "m4b" in opts.formats:
+        wanted.append(M4BWriter(book_dir, meta, opts, out))
+    if "epub" in opts.formats:
+        wanted.append(ReadAlongWriter(book_dir, n_total, meta, opts, texts or {}, out))
+    return wanted
+
+
+def load_chapter(index: int, title: str, item: ChapterInput, opts: PackageOptions, current: bool,
+                 audio: bool) -> Chapter:
+    """The chapter for the writers: its audio assembled (`item` called) and prepared unless it is current and no
+    book-wide output needs it (`audio` False)."""
+    if current and not audio:
+        return Chapter(index, title, None, [], current)
+    prepared = prepare_chapter(item() if callable(item) else item, opts)
+    return Chapter(index, title, prepared, timed(prepared.cues, prepared.source_rate), current)
+
+
+def chapter_count(chapters: Sequence[tuple[int, str, ChapterInput]]) -> int:
+    """The chapters the files are numbered for: the highest index + 1, at least how many are given (ValueError
+    for an index given twice)."""
+    n = len(chapters)
+    if len({i for i, _, _ in chapters}) != n:
+        raise ValueError("chapter indices must be unique")
+    return max([i + 1 for i, _, _ in chapters] + [n])
+
+
 def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput]], meta: BookMeta,
                  opts: PackageOptions = PackageOptions(), *, skip: Collection[int] = (),
                  previous: Mapping | None = None, extra: Mapping | None = None,
@@ -158,9 +360,9 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
 
     `chapters` is (chapter index, title, ChapterAudio or a zero-argument function returning it), in reading
     order; with functions at most two chapters are in memory at a time, one being prepared and one being encoded
-    (CHAPTER_ENCODERS; the M4B's audio goes through a temp file).
-    No engine import: this works from stored segment audio alone.  A killed run's temp files are not removed
-    here (another writer may be alive): tasks.stages.package removes them under the book's lock first.
+    (CHAPTER_ENCODERS; the M4B's audio goes through a temp file).  No engine import: this works from stored segment
+    audio alone.  A killed run's temp files are not removed here (another writer may be alive): tasks.stages.package
+    removes them under the book's lock first.
 
     Incremental (tasks.audio.incremental decides): chapters in `skip` already have current output files; their
     report rows come from `previous` (the last report.json) and their files are not written again.  Their
@@ -170,93 +372,25 @@ def package_book(book_dir: Path, chapters: Sequence[tuple[int, str, ChapterInput
     """
     check_tools(opts)
     book_dir = _output_folder(book_dir)
-    skip = frozenset(skip) if previous else frozenset()
-    previous = previous or {}
-    n = len(chapters)
-    if len({i for i, _, _ in chapters}) != n:
-        raise ValueError("chapter indices must be unique")
-    n_total = max([i + 1 for i, _, _ in chapters] + [n])
-    want_m4b = "m4b" in opts.formats
-    want_epub = "epub" in opts.formats
-    book_wide = want_m4b or want_epub                     # built from every chapter's audio
-    stem = book_stem(meta.title)
-    epub_name = f"{book_stem(meta.title, 'epub')}.epub"
-    epub_chapters = []
-    files: list[Path] = []
-    reports: list[FileReport] = []
-    parts: list[Future[ChapterFiles] | ChapterFiles] = []    # per chapter, in reading order: its files, its EPUB report
-    book_files: list[Path] = []                           # the EPUB and the M4B, listed after every chapter's files
-    chapter_rows: list[dict] = []
-    marks: list[tuple[int, int, str]] = []               # (start, end, title) at opts.sample_rate
-    book_items = []
-    pos = 0
-    with (ThreadPoolExecutor(CHAPTER_ENCODERS, thread_name_prefix="chapter-files") if CHAPTER_ENCODERS
-          else _InPlace() as encoder,
-          scratch(book_dir, ".f32") if want_m4b else nullcontext() as raw_path,   # the M4B's audio, <f4
-          scratch(book_dir, directory=True) if want_epub else nullcontext() as epub_work):   # the EPUB's audio
-        with open(raw_path, "wb") if raw_path is not None else nullcontext() as raw:
-            for index, title, item in chapters:
-                if index in skip:                         # outputs current: carry the report rows over
-                    chapter_rows += [r for r in previous["chapters"] if r["index"] == index]
-                    parts.append(([p for p in (inside(book_dir, name) for name in chapter_file_names(
-                        index, n_total, title, opts.formats, opts.subtitles)) if p.exists()],
-                        [FileReport(**r) for r in previous["files"]
-                         if r["chapter"] == index and r["format"] != "epub"]))
-                    if not book_wide:
-                        continue
-                ch = item() if callable(item) else item
-                prepared = prepare_chapter(ch, opts)
-                del ch
-                cues = timed(prepared.cues, prepared.source_rate)    # the subtitles' milliseconds
-                if index not in skip:
-                    _settle(parts)                        # the previous chapter's files first: two chapters at most
-                    parts.append(encoder.submit(_chapter_outputs, book_dir, index, n_total, title, prepared, meta,
-                                                opts))
-                    chapter_rows.append({"index": index, "title": title,
-                                         "seconds": round(len(prepared.audio) / prepared.sample_rate, 3),
-                                         "gain_db": round(prepared.gain_db, 3),
-                                         "cues_ms": [[t.start_ms, t.end_ms] for t in cues]})
-                if raw is not None:
-                    raw.write(np.ascontiguousarray(prepared.audio, dtype="<f4").tobytes())
-                    marks.append((pos, pos + len(prepared.audio), title))
-                    book_items += timed(prepared.cues, prepared.source_rate,
-                                        Fraction(pos, prepared.sample_rate))
-                    pos += len(prepared.audio)
-                if epub_work is not None:
-                    text = read_along(title, (texts or {}).get(index), cues)
-                    ech, rep = encode_chapter(epub_work, epub_name, index, n_total, title, prepared, text, meta, opts)
-                    epub_chapters.append(ech)
-                    parts.append(([], [rep]))
-        if epub_chapters:
-            epub = inside(book_dir, epub_name)
-            write_epub(epub, meta, epub_chapters, before_replace=_at_package_file)
-            book_files.append(epub)
-        book_reports = []
-        if raw_path is not None and pos > 0:              # while the last chapter's files are encoded
-            m4b = inside(book_dir, f"{stem}.m4b")
-            audio = np.memmap(raw_path, dtype="<f4", mode="r")                     # (pos,)
-            book_reports.append(encode_verified(m4b, "m4b", audio, opts.sample_rate,
-                                                chapter_tags(0, 1, meta.title, meta), meta, opts, None, marks,
-                                                before_replace=_at_package_file))
-            del audio
-            book_files.append(m4b)
-        for part in _settle(parts):
-            files += part[0]
-            reports += part[1]
-        files += book_files
-        reports += book_reports
-        if raw_path is not None and pos > 0 and opts.subtitles and book_items:
-            taken = {p.name for p in files}
-            sub_stem = stem if not any(f"{stem}.{f}" in taken for f in opts.subtitles) else f"{stem} (book)"
-            files += _write_subtitles(book_dir, sub_stem, book_items, opts, meta.title, meta)
-    names = [p.name for p in files]
-    if len({x.casefold() for x in names}) != len(names):
+    current = frozenset(skip) if previous else frozenset()
+    n_total, out = chapter_count(chapters), Outputs()
+    with ExitStack() as stack:
+        files = stack.enter_context(ChapterFileWriter(book_dir, n_total, meta, opts, previous or {}, out))
+        book_wide = [stack.enter_context(w) for w in book_writers(book_dir, n_total, meta, opts, texts, out)]
+        for index, title, item in chapters:
+            ch = load_chapter(index, title, item, opts, index in current, bool(book_wide))
+            for w in [files, *book_wide]:
+                w.add(ch)
+        for w in [*reversed(book_wide), files]:       # the EPUB, the M4B (the last chapter's files encoding), then
+            w.close()                                 # the chapter files waited for
+    paths, reports = out.settle()
+    if len({p.name.casefold() for p in paths}) != len(paths):
         raise AssertionError(f"two outputs share a name in {book_dir}")
-    data = {**_report_data(meta, opts), "chapters": chapter_rows, "files": [r.as_json() for r in reports],
+    data = {**_report_data(meta, opts), "chapters": files.rows, "files": [r.as_json() for r in reports],
             **(extra or {})}
     report_path = inside(book_dir, REPORT_NAME)
     write_output(report_path, report_bytes(data))
-    return Report(book_dir, files + [report_path], reports, data)
+    return Report(book_dir, paths + [report_path], reports, data)
 
 
 def _settle(parts: list[Future[ChapterFiles] | ChapterFiles]) -> list[ChapterFiles]:
@@ -278,6 +412,7 @@ def _report_data(meta: BookMeta, opts: PackageOptions) -> dict:
         "author": meta.author,
         "sample_rate": opts.sample_rate,
         "formats": list(opts.formats),
+        "tempo": opts.tempo,
         "loudness": {"standard": "ITU-R BS.1770-4 / EBU R128 (pyloudnorm K-weighting, gated)",
                      "normalization": "per chapter" if opts.normalize else "off",
                      "target_lufs": opts.target_lufs, "true_peak_ceiling_dbtp": opts.true_peak_dbtp,

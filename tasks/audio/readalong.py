@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tasks.audio.subtitles import TimedText
+from tasks.book import pause_kind
 from tasks.bookdir import load_chapters
 from tasks.text.segment import chapter_units
 
@@ -74,7 +75,7 @@ def units_from_segments(texts: Sequence[str], pauses: Sequence[str] | None = Non
     units, cur = [], ""
     for i, text in enumerate(texts):
         cur += text
-        if pauses is None or pauses[i] in PARAGRAPH_PAUSES or i == len(texts) - 1:
+        if pauses is None or pause_kind(pauses[i]) in PARAGRAPH_PAUSES or i == len(texts) - 1:
             units += cur.split("\n")
             cur = ""
     return units

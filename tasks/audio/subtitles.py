@@ -12,8 +12,7 @@ from fractions import Fraction
 
 from engine.units import speakable_chars
 from tasks.audio.assemble import Cue
-
-SUBTITLE_FORMATS = ("srt", "vtt", "lrc")
+from tasks.audio.options import SUBTITLE_FORMATS
 
 
 @dataclass(frozen=True)

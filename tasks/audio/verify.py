@@ -8,14 +8,15 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from engine.atomic import atomic_path
-from tasks.audio.encode import BITRATES_KBPS, LOSSLESS, encode_lossy, write_lossless
+from tasks.audio.encode import LOSSLESS, encode_lossy, write_lossless
 from tasks.audio.ffmpeg import CHUNK_SAMPLES, chunks, decode
 from tasks.audio.loudness import Meter, db_to_gain, limit
+from tasks.audio.options import BITRATES_KBPS
 from tasks.book import BookMeta
 
 if TYPE_CHECKING:
@@ -40,6 +41,9 @@ class FileReport:
     true_peak_dbtp: float | None
     correction_db: float = 0.0     # extra gain applied after encoding + measuring (lossy loudness drift)
     limiter_dbtp: float | None = None  # tightened limiter ceiling after a lossy overshoot (None: not needed)
+    rms_dbfs: float | None = None      # what ACX's limits are written in (tasks.audio.acx): unweighted RMS,
+    peak_dbfs: float | None = None     # sample peak,
+    noise_floor_dbfs: float | None = None   # the quietest 0.4 s window's RMS (-inf: digital silence)
 
     def as_json(self) -> dict:
         def r(v):
@@ -47,11 +51,30 @@ class FileReport:
         return {"file": self.file, "format": self.format, "chapter": self.chapter, "seconds": r(self.seconds),
                 "integrated_lufs": r(self.integrated_lufs), "true_peak_dbtp": r(self.true_peak_dbtp),
                 "correction_db": round(self.correction_db, 3),
-                "limiter_dbtp": None if self.limiter_dbtp is None else round(self.limiter_dbtp, 3)}
+                "limiter_dbtp": None if self.limiter_dbtp is None else round(self.limiter_dbtp, 3),
+                "rms_dbfs": r(self.rms_dbfs), "peak_dbfs": r(self.peak_dbfs),
+                "noise_floor_dbfs": "-inf" if self.noise_floor_dbfs == -math.inf else r(self.noise_floor_dbfs)}
+
+    @classmethod
+    def from_json(cls, row: dict) -> FileReport:
+        """A report.json row read back (a row written before a field existed lacks it: None)."""
+        floor = row.get("noise_floor_dbfs")
+        return cls(**{**{k: v for k, v in row.items() if k in cls.__dataclass_fields__},
+                      "noise_floor_dbfs": -math.inf if floor == "-inf" else floor})
 
 
-def measure_file(path: Path, sample_rate: int | None = None) -> tuple[float, float, float]:
-    """(integrated LUFS, true peak dBTP, seconds) of a final file, decoded (soundfile or ffmpeg)."""
+class Measured(NamedTuple):
+    """A final file as decoded: BS.1770 loudness and true peak, its length, and ACX's measures (Meter)."""
+    lufs: float
+    true_peak: float
+    seconds: float
+    rms_dbfs: float = math.nan
+    peak_dbfs: float = math.nan
+    noise_floor_dbfs: float = math.nan
+
+
+def measure_file(path: Path, sample_rate: int | None = None) -> Measured:
+    """A final file's measures, decoded (soundfile or ffmpeg)."""
     if path.suffix in (".flac", ".wav"):
         import soundfile as sf
 
@@ -64,7 +87,8 @@ def measure_file(path: Path, sample_rate: int | None = None) -> tuple[float, flo
         m = Meter(sr)
         for c in it:
             m.feed(c)
-    return m.integrated_lufs(), m.true_peak_dbtp(), m.samples / m.sr
+    return Measured(m.integrated_lufs(), m.true_peak_dbtp(), m.samples / m.sr, m.rms_dbfs(), m.sample_peak_dbfs(),
+                    m.noise_floor_dbfs())
 
 
 def shaped_chunks(audio: np.ndarray, sr: int, gain_db: float = 0.0,
@@ -100,7 +124,8 @@ def encode_verified(path: Path, fmt: str, audio: np.ndarray, sr: int, tags: dict
             else:
                 encode_lossy(tmp, fmt, shaped_chunks(audio, sr, gain_db, ceiling), sr, tags, meta,
                              int(opts.bitrates_kbps.get(fmt, BITRATES_KBPS[fmt])), chapters)
-            lufs, tp, secs = measure_file(tmp, OPUS_DECODE_RATE if fmt == "opus" else sr)
+            measured = measure_file(tmp, OPUS_DECODE_RATE if fmt == "opus" else sr)
+            lufs, tp, secs = measured.lufs, measured.true_peak, measured.seconds
             if lossless or not opts.normalize or not math.isfinite(tp) or round_ == VERIFY_ROUNDS - 1:
                 break
             over = tp - (opts.true_peak_dbtp - LOSSY_SAFETY_DB / 2)
@@ -116,4 +141,5 @@ def encode_verified(path: Path, fmt: str, audio: np.ndarray, sr: int, tags: dict
                 gain_db += off
                 if ceiling is None and off > 0:
                     ceiling = opts.true_peak_dbtp - PRE_LIMIT_MARGIN_DB
-    return FileReport(path.name, fmt, chapter, secs, lufs, tp, gain_db, ceiling)
+    return FileReport(path.name, fmt, chapter, secs, lufs, tp, gain_db, ceiling, measured.rms_dbfs,
+                      measured.peak_dbfs, measured.noise_floor_dbfs)

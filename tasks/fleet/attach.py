@@ -8,6 +8,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+from manifests.store import load, on_commit
 from tasks.bookdir import BOOK_JSON, QA_JSON, SHARD_FILE, VOICES_DIRNAME
 from tasks.fleet.lease import Lease
 from tasks.fleet.mirror import Publisher, book_view
@@ -29,8 +30,6 @@ def attached(book_dir: Path, store: str | None):
     """Around a render (or `package`, `fix`) of book_dir (a store's scratch folder), under its local lock: with a
     store (its URL), check it, take the book's lease, pull, publish every commit, and publish the outputs at the
     end.  Without one, nothing happens (the local render is exactly what it was)."""
-    from manifests.store import on_commit
-
     if (pub := _publisher(book_dir, store)) is None:
         yield None
         return
@@ -72,8 +71,6 @@ def attached_shard(book_dir: Path, store: str | None, writer: str):
         yield book_dir
         return
 
-    from manifests.store import on_commit
-
     checked = Store(store)
     checked.check()
     root = book_dir.parent / ".shards" / writer
@@ -89,8 +86,6 @@ def attached_shard(book_dir: Path, store: str | None, writer: str):
 
 def load_manifest(book_dir: Path, store: str | None):
     """The book's manifest table as the store holds it (`status BOOK --out URL`), read through a temp folder."""
-    from manifests.store import load
-
     with viewed(book_dir, store) as (view, _):
         return load(view)
 

@@ -1,34 +1,24 @@
-"""A book dir mirrored to and from its place in a store (OUT_URL/<slug>/), by a `Publisher`; and read-only
-views of a store's books (`book_view`, `catalogue_view`).  The render itself is the local one, unchanged, in a
-scratch folder (tasks/fleet/storage.py): atomic renames, the flock, the crash points.  Around it
-(tasks/fleet/attach.py):
-
-    pull      before the run: the store's manifest parts replace the scratch's (the store is the truth), its
-              book records (book.json, text.json, coverage.json, qa.json's frozen drift references, fixes.json,
-              .chapters.json) too, and the audio of every done row that the scratch lacks is downloaded (atomic,
-              fsynced); `fix` also pulls every take and check record of the segments it names (pull_takes)
-    publish   after every manifest commit (manifests.store.on_commit): first the audio of the part's rows that
-              the store does not hold yet (the kept take and every take listed in `takes`), then their check
-              records (<key>[.t<k>].qa.json), then qa.json and fixes.json where they changed (the rows were judged
-              against, or planned from, them), then the part itself; so a part in the store never names a file
-              that is not there.  After the run: the outputs (chapter files, report.json, pages …), and the
-              store's manifest parts that compaction folded away are deleted (the compacted part was uploaded
-              first)
-
-An upload that fails stops the render (RenderFailed, exit 1): what the store holds is a consistent earlier state
-and a rerun on any machine resumes from it (a part committed locally but never published is adopted there from
-its audio, as after any crash)."""
+"""A book dir mirrored to and from its place in a store (OUT_URL/<slug>/), by a `Publisher`; and read-only views of
+a store's books (`book_view`, `catalogue_view`).  The render itself is the local one, unchanged, in a scratch folder
+(tasks/fleet/storage.py); around it (tasks/fleet/attach.py) the store's state is pulled before the run and every
+commit published after it, the files a part names before the part, so a part in the store never names a file that
+is not there.  An upload that fails stops the render (RenderFailed): the store holds a consistent earlier state
+and a rerun anywhere resumes from it.  The pull and publish steps: docs/modules.md, "A book mirrored to a store".
+"""
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from engine.atomic import TEMP_PREFIX, read_json, scratch as temp_in
+import pyarrow.parquet as pq
+
+from engine.atomic import TEMP_PREFIX, file_sha256, read_json, scratch as temp_in
 from manifests.source import SOURCE_RECORD
+from manifests.status import STATUS_DONE
+from manifests.store import PART_RE, load, manifest_dir
 from tasks.bookdir import (
     BOOK_JSON,
     CHAPTERS_JSON,
@@ -97,8 +87,6 @@ class Publisher:
     def pull_manifest(self) -> None:
         """Make the scratch's manifest parts and source record the store's (the store is the truth: a part only
         the scratch holds was never published, and its rows' audio is adopted from the scratch if it is there)."""
-        from manifests.store import manifest_dir
-
         mdir = manifest_dir(self.book_dir)
         remote = [n for n in self.store.names(self.key("manifest")) if _mirrored(n)]
         for p in (mdir.iterdir() if mdir.is_dir() else ()):
@@ -120,7 +108,7 @@ class Publisher:
         committed row depends on it yet: it goes up with the next commit)."""
 
         held = self.pull_files(*BOOK_RECORDS)
-        self.digests.update({rel: _digest(self.book_dir / rel) for rel in COMMIT_RECORDS if rel in held})
+        self.digests.update({rel: file_sha256(self.book_dir / rel) for rel in COMMIT_RECORDS if rel in held})
         if cover := read_json(self.book_dir / BOOK_JSON).get("cover_file"):
             self.pull_files(cover)
 
@@ -130,8 +118,6 @@ class Publisher:
         again, not downloaded (pull_takes, for the segments `fix` names).  records=False: the manifest and audio
         only (a sharded render's parent after its shards: its own records, which it may have rewritten in
         prepare and not published yet, stay)."""
-        from manifests.store import load
-
         t0 = time.monotonic()
         self.pull_manifest()
         if records:
@@ -161,8 +147,6 @@ class Publisher:
     def on_commit(self, part: Path) -> None:
         """A manifest part was committed: publish its rows' audio (kept, then every take), their check records,
         the commit records that changed, then the part."""
-        import pyarrow.parquet as pq
-
         rows = pq.read_table(part, columns=["status", "content_key", "audio_path", "takes"]).to_pylist()
         kept, takes, records = segment_files(rows)
         for rel in kept:                              # must be here: a done row's audio
@@ -171,7 +155,7 @@ class Publisher:
             if (self.book_dir / rel).is_file():
                 self._put_once(rel)
         for rel in COMMIT_RECORDS if self.records else ():
-            if (self.book_dir / rel).is_file() and self.digests.get(rel) != (d := _digest(self.book_dir / rel)):
+            if (self.book_dir / rel).is_file() and self.digests.get(rel) != (d := file_sha256(self.book_dir / rel)):
                 self._put(rel)
                 self.digests[rel] = d
         self._put(f"manifest/{part.name}")
@@ -184,8 +168,6 @@ class Publisher:
     def finish(self) -> None:
         """After the run: delete the store's parts that compaction folded away, publish the source record and
         the outputs."""
-        from manifests.store import PART_RE, manifest_dir
-
         local = {p.name for p in manifest_dir(self.book_dir).iterdir()}
         for name in self.store.names(self.key("manifest")):
             if PART_RE.match(name) and name not in local:
@@ -201,8 +183,6 @@ class Publisher:
 def segment_files(rows: list[dict]) -> tuple[list[str], list[str], list[str]]:
     """The segments/ files that manifest rows name, each once: (the done rows' kept audio, the audio of every take
     their `takes` list, those takes' check records)."""
-    from manifests.store import STATUS_DONE
-
     kept: dict[str, None] = {}                 # dicts as ordered sets
     takes: dict[str, None] = {}
     records: dict[str, None] = {}
@@ -217,14 +197,8 @@ def segment_files(rows: list[dict]) -> tuple[list[str], list[str], list[str]]:
     return list(kept), [t for t in takes if t not in kept], list(records)
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _mirrored(name: str) -> bool:
     """A file of the manifest folder that the store holds: a part or the source record."""
-    from manifests.store import PART_RE
-
     return bool(PART_RE.match(name)) or name == SOURCE_RECORD
 
 

@@ -22,12 +22,16 @@ from pathlib import Path
 
 from engine.atomic import read_json, write_bytes
 from engine.units import expected_tokens
+from manifests.status import STATUS_DONE, STATUS_FAILED
+from manifests.store import compact, load
 from tasks.bookdir import SHARD_FILE
 from tasks.errors import RenderFailed
 from tasks.fleet.mirror import book_view
 from tasks.fleet.storage import Store, is_url
 from tasks.ingest import load_book
+from tasks.plan.prepare import segment_book
 from tasks.plan.rows import to_render
+from tasks.synthesize.options import GuardOptions
 from tasks.text.segment import SegmentOptions, book_options
 
 MAX_SHARDS = 64               # shards of one book at most
@@ -86,8 +90,6 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
     """The segments a render of book into book_dir (a folder, or a book's URL in a store: OUT_URL/<slug>) has
     left: with planned (its manifest plans this very source), its rows still to render; else the book's segments
     (read and segmented with default options, in its reading language as --language auto resolves it)."""
-    from manifests.store import load
-
     def left(folder: str | Path) -> int:
         return len(to_render(load(folder).to_pylist()))
 
@@ -97,8 +99,6 @@ def segments_left(book: Path, book_dir: str | Path, planned: bool) -> int:
             return left(view)
     if planned and (Path(book_dir) / "manifest").is_dir():
         return left(book_dir)
-    from tasks.plan.prepare import segment_book
-
     whole = load_book(book)
     return len(segment_book(whole, book_options(whole, SegmentOptions()))[0])
 
@@ -118,10 +118,8 @@ def split(rows: list[dict], n: int) -> list[list[str]]:
     return shards
 
 
-def start(book_dir: Path, n: int, guard) -> ShardPlan:
+def start(book_dir: Path, n: int, guard: GuardOptions) -> ShardPlan:
     """Split what is left to render into n shards and write the shard file (a new token)."""
-    from manifests.store import STATUS_DONE, load
-
     rows = load(book_dir).to_pylist()
     plan = ShardPlan(secrets.token_hex(TOKEN_BYTES), rows[0]["plan_id"] if rows else "",
                      tuple(tuple(keys) for keys in split(to_render(rows, guard.max_attempts), n)),
@@ -143,11 +141,9 @@ def shard(book_dir: Path, index: int, token: str) -> Shard:
     return ShardPlan(token, data["plan_id"], tuple(tuple(s) for s in data["shards"]), data["done"]).shard(index)
 
 
-def gather(book_dir: Path, plan: ShardPlan, guard) -> dict:
+def gather(book_dir: Path, plan: ShardPlan, guard: GuardOptions) -> dict:
     """After every shard ended: counts for the whole book (RenderFailed when rows are still to render, e.g.
     a shard was refused); the shard file is removed and the manifest compacted."""
-    from manifests.store import STATUS_DONE, STATUS_FAILED, compact, load
-
     rows = load(book_dir).to_pylist()
     left = to_render(rows, guard.max_attempts)
     if left:

@@ -5,8 +5,11 @@ alone; a ZIP holding a single .txt is read as that text.  Every problem with the
 `BookError(path, problem)`; no other exception escapes for any input file (unexpected parser errors are
 converted at this boundary as "unreadable book (...)"; the fuzz tests treat those as bugs).
 
+What not to read (tasks/ingest/matter.py): front and back matter — tables of contents, indexes, bibliographies,
+copyright pages, colophons, Gutenberg's header and licence — set aside by default and listed in Book.set_aside.
+
 EPUB (tasks/ingest/epub/): spine order, TOC titles (nav, else NCX), continuation chunks merged, notes at
-chapter end or skipped, ruby base text only, Gutenberg boilerplate dropped; hardened against XXE, entity
+chapter end or skipped, ruby base text only, Gutenberg boilerplate set aside; hardened against XXE, entity
 bombs, zip bombs, path traversal, duplicate entries and DRM.  TXT (tasks/ingest/txt.py; txt_decode.py: BOM/UTF-8/
 charset-normalizer detection recorded in meta.encoding, Gutenberg header/footer and HTML leftovers removed;
 Chinese text (txt_zh.py): 第X回/章 and named headings or essay title lines, hard-wrap unwrapping; English text
@@ -23,6 +26,7 @@ from typing import Literal
 from tasks.book import Book
 from tasks.errors import BookError
 from tasks.ingest.epub import read_epub
+from tasks.ingest.matter import MatterOptions, apply_skips
 from tasks.ingest.txt import read_txt
 
 MAX_FILE_BYTES = 512 * 1024 * 1024  # bytes; input files larger than this are refused before reading
@@ -31,19 +35,19 @@ ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")  # local header, empt
 NotesMode = Literal["end", "skip"]
 
 
-def load_book(path: str | Path, *, notes: NotesMode = "end") -> Book:
+def load_book(path: str | Path, *, notes: NotesMode = "end", matter: MatterOptions = MatterOptions()) -> Book:
     """Read an EPUB or UTF-8/UTF-16/GB18030/Big5 TXT book.  notes="end": EPUB foot/endnotes are read at the end of
-    their chapter; "skip": dropped."""
+    their chapter; "skip": dropped.  `matter`: what is set aside (tasks/ingest/matter.py; Book.set_aside lists it)."""
     if notes not in ("end", "skip"):
         raise ValueError(f"notes must be 'end' or 'skip', not {notes!r}")
     p = str(path)
     data = _read_bytes(p)
     try:
         if data.startswith(ZIP_MAGICS):
-
-            return read_epub(data, p, notes=notes)
-
-        return read_txt(data, p)
+            book = read_epub(data, p, notes=notes, matter=matter)
+        else:
+            book = read_txt(data, p, matter=matter)
+        return apply_skips(book, matter, p)
     except BookError:
         raise
     except RecursionError:

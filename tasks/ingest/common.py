@@ -1,5 +1,5 @@
-"""Helpers shared by the EPUB and TXT readers: whitespace collapsing, control characters, Gutenberg
-boilerplate markers, title cleanup.  Plain functions, no I/O."""
+"""Helpers shared by the EPUB and TXT readers (and the text front-end): whitespace collapsing, control characters,
+Gutenberg boilerplate markers, title cleanup, Roman numerals.  Plain functions, no I/O."""
 from __future__ import annotations
 
 import re
@@ -20,6 +20,19 @@ PG_END_RE = re.compile(r"\*{3}\s*END OF (?:THE |THIS )?PROJECT GUTENBERG", re.I)
 PG_END_LINE_RE = re.compile(r"^\s*(?:\*{3}\s*)?END OF (?:THE |THIS )?PROJECT GUTENBERG|^\s*End of (?:the )?Project "
                             r"Gutenberg(?:'s)?\b", re.I)
 PG_LICENSE_TITLE_RE = re.compile(r"PROJECT GUTENBERG.{0,5}LICEN[CS]E|^\s*(?:The )?Project Gutenberg eBook of\b", re.I)
+
+
+ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
+
+
+def roman_sum(s: str) -> int:
+    """The value of Roman digits (upper case) by the subtractive rule: a digit before a larger one subtracts
+    (IV 4, XC 90).  Whether `s` is a well-formed numeral is the caller's to check."""
+    total = 0
+    for a, b in zip(s, s[1:] + " "):
+        v = ROMAN_VALUES[a]
+        total += -v if b != " " and ROMAN_VALUES[b] > v else v
+    return total
 
 
 def is_wide(ch: str) -> bool:

@@ -1,16 +1,19 @@
 """Plain-text books: `read_txt(data, path)` (bytes in, Book out).  The bytes are decoded and cleaned
 (txt_decode.py: encoding, HTML leftovers, Gutenberg boilerplate), double spacing collapsed, then the letters are
 counted (credit lines left out): text whose Han characters are a fifth of its letters or more takes the Chinese
-path (txt_zh.py), other text the English one (txt_en.py)."""
+path (txt_zh.py), other text the English one (txt_en.py).  Gutenberg's header and footer (its licence) are matter
+"pg-license" (tasks/ingest/matter.py): set aside, or with `--include pg-license` read as the first and last
+chapters."""
 from __future__ import annotations
 
 import re
 from dataclasses import replace
 from pathlib import Path
 
-from tasks.book import Book, BookMeta, Chapter, book_language, guess_language
+from tasks.book import Book, BookMeta, Chapter, SetAside, book_language, guess_language
 from tasks.errors import BookError
-from tasks.ingest.common import clean_title
+from tasks.ingest.common import clean_title, collapse_ws
+from tasks.ingest.matter import PG_TITLES, MatterOptions, Numbering, reason
 from tasks.ingest.txt_decode import PG_CREDIT_RE, Gutenberg, decode_text, looks_binary, strip_gutenberg, strip_html
 from tasks.ingest.txt_en import double_spaced_wraps, english_chapters, title_lines
 from tasks.ingest.txt_zh import chinese_book, indent
@@ -20,7 +23,7 @@ _HAN_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN_RE = re.compile(r"[A-Za-z\u00c0-\u024f]")
 
 
-def read_txt(data: bytes, path: str) -> Book:
+def read_txt(data: bytes, path: str, matter: MatterOptions = MatterOptions()) -> Book:
     if len(data) > MAX_TXT_BYTES:
         raise BookError(path, f"text file too large ({len(data)} bytes, limit {MAX_TXT_BYTES})")
     text, encoding = decode_text(data, path)
@@ -35,9 +38,51 @@ def read_txt(data: bytes, path: str) -> Book:
     # lines before those blanks are cut mid-sentence.
     if _double_spaced(lines) and (not english or double_spaced_wraps(lines)):
         lines = _collapse_double_spacing(lines)
-    if english:
-        return _english_book(lines, pg_meta, pg, path, encoding)
-    return chinese_book(lines, pg_meta, path, encoding)
+    book = (_english_book(lines, pg_meta, pg, path, encoding) if english
+            else chinese_book(lines, pg_meta, path, encoding))
+    return _gutenberg_matter(book, pg, matter, path)
+
+
+def _gutenberg_matter(book: Book, pg: Gutenberg, matter: MatterOptions, path: str) -> Book:
+    """Gutenberg's header and footer as matter "pg-license": set aside (numbered 1, 2), or read as the book's first
+    and last chapters."""
+    numbering = Numbering(matter)
+    first: list[Chapter] = []
+    last: list[Chapter] = []
+    aside: list[SetAside] = []
+    for lines, title, where in ((pg.header, PG_TITLES[0], first), (pg.footer, PG_TITLES[1], last)):
+        paras = _blank_line_paragraphs(lines)
+        if not paras:
+            continue
+        if not matter.sets_aside("pg-license"):
+            where.append(Chapter(0, title, paras))
+            continue
+        number, set_aside = numbering.next()
+        how = "its header" if where is first else "its footer and licence"
+        if set_aside:
+            aside.append(SetAside(number, "pg-license", title, paras, 0 if where is first else len(book.chapters),
+                                  reason("pg-license", how)))
+        else:
+            where.append(Chapter(0, title, paras))
+    numbering.check(path)
+    if not (first or last or aside):
+        return book
+    chapters = [*first, *book.chapters, *last]
+    shift = len(first)
+    aside = [a if a.after == 0 else replace(a, after=a.after + shift) for a in aside]
+    return Book(book.meta, tuple(replace(c, index=i) for i, c in enumerate(chapters)), tuple(aside))
+
+
+def _blank_line_paragraphs(lines: tuple[str, ...]) -> tuple[str, ...]:
+    """Lines as paragraphs: blank lines between them, each one's lines joined (whitespace collapsed)."""
+    out, cur = [], []
+    for ln in (*lines, ""):
+        if ln.strip():
+            cur.append(ln)
+        elif cur:
+            out.append(collapse_ws("\n".join(cur)).strip())
+            cur = []
+    return tuple(p for p in out if p)
 
 
 def _count(pattern: re.Pattern[str], text: str) -> int:

@@ -214,6 +214,8 @@ def _br_at_line_ends(text: str) -> bool:
 class Gutenberg:
     found: bool        # a Gutenberg header or footer was removed
     language: str      # BCP 47 tag from the header's "Language:" line, "" when absent or not known
+    header: tuple[str, ...] = ()   # the lines removed before the text (through '*** START OF ...')
+    footer: tuple[str, ...] = ()   # the lines removed after it (from '*** END OF ...': the licence)
 
 
 def strip_gutenberg(lines: list[str]) -> tuple[list[str], dict[str, str], Gutenberg]:
@@ -244,4 +246,5 @@ def strip_gutenberg(lines: list[str]) -> tuple[list[str], dict[str, str], Gutenb
         if m:
             meta.setdefault("footer_title", m.group(1).strip())
             meta.setdefault("footer_author", (m.group(2) or "").strip())
-    return lines[start:end], meta, Gutenberg(found=start > 0 or end < len(lines), language=language)
+    return lines[start:end], meta, Gutenberg(found=start > 0 or end < len(lines), language=language,
+                                             header=tuple(lines[:start]), footer=tuple(lines[end:]))

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from itertools import pairwise
 
-from tasks.ingest.common import clean_title, collapse_ws
+from tasks.ingest.common import clean_title, collapse_ws, roman_sum
 
 MAX_HEADING_CHARS = 80              # characters; a longer line is never a heading
 MAX_TITLE_LINE_CHARS = 60           # characters; a heading's title on a line of its own
@@ -70,7 +70,6 @@ _ILLUSTRATION_RE = re.compile(r"^\[Illustration[^\]]*\]$", re.I | re.S)
 _SEPARATOR_RE = re.compile(r"^[\s*\-=_~.·•]{3,}$")   # "* * * * *": a scene break, not text
 _ITALIC_RE = re.compile(r"(?<![\w_])_(?=\S)([^_]*?\S)_(?![\w_])")
 _SENTENCE_END = tuple(".!?\"'”’)")
-_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
 
 
 @dataclass(frozen=True)
@@ -148,15 +147,7 @@ def _roman_heading(line: str) -> int | None:
         m = ROMAN_TITLE_RE.match(s)
         if m is None or len(s) > MAX_HEADING_CHARS or not _is_title_line(m.group("title")):
             return None
-    return _roman_value(m.group("num"))
-
-
-def _roman_value(s: str) -> int:
-    total = 0
-    for a, b in zip(s, s[1:] + " "):
-        v = _ROMAN_VALUES[a]
-        total += -v if b != " " and _ROMAN_VALUES[b] > v else v
-    return total
+    return roman_sum(m.group("num"))
 
 
 def _headings(lines: list[str]) -> list[_Heading]:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from manifests.lock import render_in_flight
 from manifests.source import read_source_hash, source_sha256
+from manifests.status import STATUS_DONE
+from manifests.store import load
 from tasks.bookdir import REPORT_NAME, book_slug
 from tasks.errors import BookError
 from tasks.fleet.lease import Lease
@@ -40,8 +42,6 @@ class BookState:
 
 def render_complete(book_dir: str | Path) -> bool:
     """Every segment of the latest plan is done and the outputs were packaged (report.json exists)."""
-    from manifests.store import STATUS_DONE, load
-
     book_dir = Path(book_dir)
     table = load(book_dir)
     if table.num_rows == 0 or not (book_dir / REPORT_NAME).is_file():

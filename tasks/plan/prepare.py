@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from engine.api import DEFAULT_SPEED, SPEEDS, Controls, Refine, Synthesizer
 from engine.atomic import write_bytes
 from engine.voice import VoiceSpec
 from manifests.crashpoints import crashpoint
@@ -32,9 +33,12 @@ from tasks.bookdir import (
 )
 from tasks.errors import BookError
 from tasks.ingest import load_book
+from tasks.ingest.matter import MatterOptions
+from tasks.plan.direction import Direction, direct, directed_segments
 from tasks.plan.fixes import load_fixes, match_fixes, parse_name, save_fixes
 from tasks.plan.rows import MAX_ATTEMPTS, plan_rows
-from tasks.text.coverage import audit_chapter
+from tasks.text.coverage import CoverageReport, audit_chapter
+from tasks.text.inspect import set_aside_entry
 from tasks.text.quotes import attribute_book, book_runs
 from tasks.text.segment import SegmentOptions, book_options, segment_chapter
 from tasks.voice.cast import Cast, resolve_cast
@@ -42,7 +46,7 @@ from tasks.voice.voices import book_voice
 
 UNDETERMINED = ("", "und")               # language tags that say nothing: the reading language replaces them
 
-Anchor = Callable[[str, "str | None", object], str]   # (voice, stored voice, engine) -> the anchored voice string
+Anchor = Callable[[str, "str | None", Synthesizer], str]   # (voice, stored voice, engine) -> the anchored voice string
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,15 @@ class PrepareOptions:
     voice: VoiceSpec | None = None    # None: the voice stored in the manifest, else DEFAULT_VOICE
     cast: Cast | None = None          # voices per role and character (tasks/voice/cast.py); None: one narrator
     chapters: tuple[int, ...] = ()    # 1-based chapter numbers to render (a preview); () renders all
+    matter: MatterOptions = field(default_factory=MatterOptions)   # what is set aside (tasks/ingest/matter.py)
+    speed: int | None = None          # --speed: the book's pace for voices without their own (None: 5)
+    refine: Refine | None = None      # --refine: upstream's refine-text pass at these levels; None: skipped
+    direction: Direction | None = None   # per-line controls (tasks/plan/direction.py)
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
+        if self.speed is not None and self.speed not in SPEEDS:
+            raise ValueError(f"--speed {self.speed}: must be 0..9 (ChatTTS's [speed_N]; 5 is its default)")
         if self.language not in LANGUAGE_CHOICES:
             raise ValueError(f"--language {self.language!r}: must be one of {', '.join(LANGUAGE_CHOICES)}")
         if self.cast is not None and self.cast.narrator is not None and self.voice is not None:
@@ -64,12 +74,13 @@ class PrepareOptions:
                              "keep one")
 
 
-def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts: int = MAX_ATTEMPTS,
+def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine: Callable[[], Synthesizer],
+                 max_attempts: int = MAX_ATTEMPTS,
                  anchor: Anchor | None = None) -> Path:
     """Ingest, normalize, segment and audit the book, then commit a new plan into book_dir when it changed; returns
     book_dir.  `max_attempts`: the duration guard's (a row it failed that often stays failed); `anchor`: conditions
     the narrator's voice on its own rendering (with --voice-anchor: tasks.synthesize.anchor)."""
-    book = load_book(opts.book)                     # BookError on bad input: nothing written yet
+    book = load_book(opts.book, matter=opts.matter)  # BookError on bad input: nothing written yet
     seg = book_options(book, opts.segment, opts.language)       # the reading language, from the whole book
     book = tagged(book, seg.lang)
     runs = cast_runs(book) if opts.cast else None   # the whole book's names, also for a preview
@@ -77,6 +88,7 @@ def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts:
         book = select_chapters(book, opts.chapters)
     crashpoint("ingest")
     segments, reports = segment_book(book, seg, runs)   # BookError when characters vanished
+    segments, directed, notes = direct_book(opts, segments)   # BookError naming a direction file's bad line
     old = load(book_dir).to_pylist() if book_dir.exists() else []
     engine = get_engine()                            # only a good book loads the model
     fixes = load_fixes(book_dir)                     # `chattts-render fix`: per-segment overrides
@@ -86,12 +98,14 @@ def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts:
     spk_emb = book_voice(opts.voice or (opts.cast.narrator if opts.cast else None), stored, engine)
     if anchor is not None:                           # the narrator's (a cast's dialogue has its own voices)
         spk_emb = anchor(spk_emb, stored, engine)
-    voice_of = resolve_cast(opts.cast, spk_emb, engine.loaded).voice_of if opts.cast else None
+    voice_of = resolve_cast(opts.cast, spk_emb, engine.resolve_voice).voice_of if opts.cast else None
     overrides, dropped = match_fixes(fixes, segments)
     rows = plan_rows(book, segments, spk_emb, engine.version, book_dir,
                      previous={r["content_key"]: r for r in old}, max_attempts=max_attempts, voice_of=voice_of,
                      adopts=engine.adopts, fixes=overrides,
-                     previous_at={(r["chapter"], r["segment"]): r for r in old})
+                     previous_at={(r["chapter"], r["segment"]): r for r in old}, directed=directed)
+    for note in notes:
+        print(f"chattts-render: note: {note}", file=sys.stderr)
     book_dir.mkdir(parents=True, exist_ok=True)
     if dropped:                                      # the book changed there: never apply a fix to another sentence
         save_fixes(book_dir, {n: f for n, f in fixes.items() if n not in dropped})
@@ -103,10 +117,46 @@ def prepare_book(opts: PrepareOptions, book_dir: Path, get_engine, max_attempts:
     if book.meta.cover:
         info["cover_file"] = cover_file(book.meta.cover)
         write_bytes(book_dir / info["cover_file"], book.meta.cover, keep_same=True)   # unchanged: untouched
-    write_bytes(book_dir / COVERAGE_JSON, json_bytes([r.to_dict() for r in reports]), keep_same=True)
+    write_bytes(book_dir / COVERAGE_JSON, json_bytes(coverage_json(reports, book)), keep_same=True)
     write_bytes(book_dir / BOOK_JSON, json_bytes(info), keep_same=True)
     write_bytes(book_dir / TEXT_JSON, json_bytes(text_json(book)), keep_same=True)
     return book_dir
+
+
+def coverage_json(reports: Sequence[CoverageReport], book: Book) -> dict:
+    """coverage.json: every chapter's audit, and every item set aside with why (never silently dropped)."""
+    return {"chapters": [r.to_dict() for r in reports], "set_aside": [set_aside_entry(s) for s in book.set_aside]}
+
+
+def direct_book(opts: PrepareOptions, segments: list[Segment]) -> tuple[list[Segment], dict, list[str]]:
+    """The segments as directed (tasks/plan/direction.py: insertions in their text), each one's controls and pause
+    by (chapter, segment), and notes.  A segment's speed: its direction's, else its voice's own (a saved voice's or
+    a cast part's), else --speed, else 5; --refine's levels for all."""
+    speed_of = voice_speeds(opts)
+
+    def base(s: Segment) -> Controls:
+        own = speed_of(s.role, s.speaker)
+        return Controls(speed=own if own is not None else opts.speed if opts.speed is not None else DEFAULT_SPEED,
+                        refine=opts.refine)
+
+    lines = direct(segments, opts.direction, base_of=base, check_names=not opts.chapters)
+    return directed_segments(segments, lines)
+
+
+def voice_speeds(opts: PrepareOptions):
+    """(role, speaker) -> the speed of the voice that speaks it, when that voice carries one: a cast part's spec
+    (its table's `speed`, or its saved voice's), else the narrator's (--voice, the cast's narrator) for every part
+    that speaks in the narrator's voice; None when the voice has none."""
+    narrator = opts.voice or (opts.cast.narrator if opts.cast else None)
+
+    def speed_of(role: str, speaker: str) -> int | None:
+        spec = narrator
+        if opts.cast is not None:
+            part = opts.cast.part(role, speaker)
+            own = opts.cast.spec(part)
+            spec = own if own is not None else spec
+        return spec.speed if spec is not None else None
+    return speed_of
 
 
 def tagged(book: Book, lang: Language) -> Book:

@@ -1,8 +1,10 @@
 """Plan: turn a segmented book into manifest rows — content keys, per-segment seeds, what is already done.
 
-A segment's audio depends only on (text, voice, seed, engine version), so the content key hashes exactly
-those, and the audio file is named by it.  The seed is derived from (text, voice) alone: the same sentence
-in the same voice always gets the same seed, wherever it sits and whatever it is batched with.  An edited
+A segment's audio depends only on (text, voice, seed, engine version, controls), so the content key hashes exactly
+those, and the audio file is named by it; controls (engine.api.Controls: pace, sampling, the refine pass) enter
+the hash only when they differ from the defaults, so every key made before them is the key it was.  The seed is
+derived from (text, voice) alone: the same sentence in the same voice always gets the same seed, wherever it sits
+and whatever it is batched with.  An edited
 book re-plans; every segment whose key already has audio on disk is adopted as done, the rest are pending.
 
 Incremental re-render: editing a paragraph changes only the keys of the segments cut from it (a segment's
@@ -21,6 +23,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from engine.api import Controls, Request
+from engine.units import without_controls
+from manifests.status import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
 from tasks.book import Book, Segment
 from tasks.bookdir import audio_relpath
 from tasks.plan.fixes import Fix
@@ -38,8 +43,24 @@ def derive_seed(text: str, vid: str) -> int:
     return int.from_bytes(h[:8], "big") >> 1
 
 
-def content_key(text: str, vid: str, seed: int, engine_version: str) -> str:
-    return hashlib.sha256(f"{text}\x1f{vid}\x1f{seed}\x1f{engine_version}".encode()).hexdigest()[:32]
+def content_key(text: str, vid: str, seed: int, engine_version: str, controls: str = "") -> str:
+    """The audio's name: a hash of what it depends on; `controls` (Controls.key()) only when not the defaults."""
+    extra = f"\x1f{controls}" if controls else ""
+    return hashlib.sha256(f"{text}\x1f{vid}\x1f{seed}\x1f{engine_version}{extra}".encode()).hexdigest()[:32]
+
+
+def said(row: dict) -> str:
+    """What a row's audio says, as a listener hears it: the refine pass's text when it has one, else its text,
+    without ChatTTS's control tokens (what the ASR check compares a take with)."""
+    return without_controls(row.get("refined") or row["text"])
+
+
+def row_request(row: dict, key: str | None = None, seed: int | None = None) -> Request:
+    """What the engine is given for a manifest row: its text, voice, seed (or `seed`: a re-roll's, a take's), its
+    controls and the refine pass's text when it has one; `key` the request's (default: the row's content key)."""
+    return Request(key=key or row["content_key"], text=row["text"], spk_emb=row["spk_emb"],
+                   seed=row["seed"] if seed is None else seed, controls=Controls.parse(row.get("controls") or ""),
+                   refined=row.get("refined") or None)
 
 
 def spoken(text: str, spk_emb: str, fix: Fix | None = None) -> tuple[str, str, str, int]:
@@ -55,18 +76,19 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
               book_dir: Path, previous: dict[str, dict] | None = None, max_attempts: int = MAX_ATTEMPTS,
               voice_of: Callable[[str, str], str] | None = None, adopts: Sequence[str] = (),
               fixes: Mapping[tuple[int, int], Fix] | None = None,
-              previous_at: Mapping[tuple[int, int], dict] | None = None) -> list[dict]:
+              previous_at: Mapping[tuple[int, int], dict] | None = None,
+              directed: Mapping[tuple[int, int], tuple[Controls, str]] | None = None) -> list[dict]:
     """Manifest rows for a new plan.  `previous` maps content_key -> latest row of the old plan (if any):
     a key that was done and whose audio is on disk stays done with its sample count and attempts; a key the
     guard failed after all of its `max_attempts` (GuardOptions') stays failed.  Every segment speaks with
-    `spk_emb`, or with voice_of(role, speaker) (a cast: tasks/cast.CastVoices.voice_of).  A segment not done
+    `spk_emb`, or with voice_of(role, speaker) (a cast: tasks.voice.cast.CastVoices.voice_of).  A segment not done
     under `engine_version` whose key under one of the `adopts` versions is done (audio on disk) keeps that row's
     key, audio and engine version.  `fixes`: overrides by 0-based (chapter, segment) (tasks.plan.fixes.match_fixes):
     the row speaks the fix's text (source_text and subtitles stay the book's), voice and seed.  `previous_at`: the
     old plan's rows by (chapter, segment): a row whose key is unchanged keeps its own kept take (a sentence repeated
-    in the book shares its key, and each place may keep another take: `chattts-render fix --take`)."""
-    from manifests.store import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
-
+    in the book shares its key, and each place may keep another take: `chattts-render fix --take`).  `directed`:
+    each segment's controls and pause_after by (chapter, segment) (tasks/plan/direction.directed_segments); a
+    segment without an entry gets the defaults and its own pause."""
     titles = {c.index: c.title for c in book.chapters}
     plan_id = uuid.uuid4().hex[:12]
     previous = previous or {}
@@ -80,7 +102,9 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
     for s in segments:
         text, emb, vid, seed = spoken(s.text, voice_of(s.role, s.speaker) if voice_of else spk_emb,
                                       (fixes or {}).get((s.chapter, s.index)))
-        keys = {v: content_key(text, vid, seed, v) for v in (engine_version, *adopts)}
+        controls, pause = (directed or {}).get((s.chapter, s.index), (None, s.pause_after))
+        ctl = controls.key() if controls is not None else ""
+        keys = {v: content_key(text, vid, seed, v, ctl) for v in (engine_version, *adopts)}
         done_as = next((v for v, k in keys.items() if is_done(k)), None)   # ours first, then the adopted
         done, version = done_as is not None, done_as or engine_version      # not done: render under ours
         key = keys[version]
@@ -93,25 +117,24 @@ def plan_rows(book: Book, segments: Sequence[Segment], spk_emb: str, engine_vers
             kept["take"] = kept["take"] or 1
         rows.append({
             "plan_id": plan_id, "chapter": s.chapter, "chapter_title": titles.get(s.chapter, ""),
-            "segment": s.index, "text": text, "source_text": s.source_text, "pause_after": s.pause_after,
+            "segment": s.index, "text": text, "source_text": s.source_text, "pause_after": pause,
             "content_key": key, "audio_path": row.get("audio_path") or rel if done else rel,
             "status": STATUS_DONE if done else STATUS_FAILED if hopeless else STATUS_PENDING,
             "samples": row["samples"] if done else 0, "duration_s": row["duration_s"] if done else 0.0,
             "voice_id": vid, "spk_emb": emb, "seed": seed, "engine_version": version,
             "error": row["error"] if hopeless else "", "attempts": row["attempts"] if done or hopeless else 0,
-            "role": s.role, "speaker": s.speaker, **kept,
+            "role": s.role, "speaker": s.speaker, **kept, "controls": ctl,
+            "refined": (row.get("refined") or "") if done else "",   # the refine pass's text of the audio kept
         })
     return rows
 
 
 def is_final_failure(row: dict, max_attempts: int = MAX_ATTEMPTS) -> bool:
     """A row the guard already failed after all its attempts: rendering it again gives the same audio."""
-    return (row.get("status") == "failed" and (row.get("error") or "").startswith(GUARD_REASON_PREFIX)
+    return (row.get("status") == STATUS_FAILED and (row.get("error") or "").startswith(GUARD_REASON_PREFIX)
             and (row.get("attempts") or 0) >= max_attempts)
 
 
 def to_render(rows: list[dict], max_attempts: int = MAX_ATTEMPTS) -> list[dict]:
     """The rows a render still renders: not done, and not failed for good (is_final_failure)."""
-    from manifests.store import STATUS_DONE
-
     return [r for r in rows if r["status"] != STATUS_DONE and not is_final_failure(r, max_attempts)]

@@ -25,7 +25,6 @@ from tasks.text.english import wetext_en
 from tasks.text.normalize import normalize_with_map
 
 LANGUAGES = ("zh", "en")
-OPS = ("equal", "sub", "del", "ins")
 
 _RE_HAN_RUN = re.compile(r"[\u4e00-\u9fff\u3007]+")
 _RE_LATIN_WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)*")

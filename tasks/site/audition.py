@@ -1,168 +1,44 @@
-"""Audition: hear candidate voices read one passage of the book before committing to a 20-hour render.
-
-    result = audition(book, book_dir, AuditionOptions(count=6), get_engine)
-    # OUT/<book>/voices/: NN-<name>.flac per candidate, voices.json, index.html (works offline from file://)
-
-The passage is the first ~15 s of the book's first chapter after normalization (or `text`, normalized the same
-way).  Candidates: the book's stored voice (when it was rendered into OUT), every saved voice
-(tasks/voice/voices.py), then `seed:S` … `seed:S+N-1`; a voice that sounds the same as an earlier one (the same voice
-string) is listed once.  Each candidate is rendered like a segment — seed plan.derive_seed(passage, voice),
-content key plan.content_key, the quality guard, audio in the book's content-addressed `segments/` — so the
-same passage in the same voice is never rendered twice (a segment of the book with the same text is that same
-audio).  The voices/ folder holds copies the page plays.
-"""
+"""The audition's files (tasks/synthesize/audition.py renders the candidates): OUT/<book>/voices/ holds each
+candidate's audio (NN-<name>.flac), voices.json and index.html, one row per candidate with a player, its seed and
+fingerprint, and its --voice option to copy (works offline from file://)."""
 from __future__ import annotations
 
 import html
 import shlex
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.atomic import write_bytes
-from engine.units import SAMPLE_RATE, estimate_seconds, speakable_chars
-from engine.voice import MAX_SEED, VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
+from engine.units import SAMPLE_RATE
 from tasks.audio.names import safe_name
 from tasks.bookdir import PAGE_NAME, VOICES_DIRNAME, audio_relpath, json_bytes
-from tasks.errors import BookError
-from tasks.ingest import load_book
-from tasks.plan.rows import content_key, derive_seed
-from tasks.synthesize.guard import GuardOptions
-from tasks.synthesize.render import render_guarded
+from tasks.synthesize.audition import Audition, Candidate
 from tasks.synthesize.segment_audio import audio_frames, write_segment_audio
-from tasks.text.normalize import normalize
-from tasks.text.segment import SegmentOptions, book_options, segment_chapter
-from tasks.voice.voices import saved_voices, voice_id
+from tasks.voice.voices import voice_id
 
 if TYPE_CHECKING:
     import numpy as np
 
-AUDITION_SECONDS = 15.0            # s: the default passage is the first chapter's pieces up to this long
-PIECE_SECONDS = 8.0                # s: the pieces it is packed from (the segmenter's target for the passage)
-MAX_PASSAGE_SECONDS = 25.0         # s: never longer than this
-DEFAULT_COUNT = 12
-DEFAULT_FROM_SEED = 2222           # the default voice (tasks.voice.voices.DEFAULT_VOICE) is the first seed
-MAX_COUNT = 100
 VOICES_JSON = "voices.json"
-BOOK_VOICE_NAME = "book"           # the candidate that is the book's stored voice
 
 
-@dataclass(frozen=True)
-class AuditionOptions:
-    count: int = DEFAULT_COUNT               # seed candidates
-    from_seed: int = DEFAULT_FROM_SEED       # the first seed candidate
-    text: str | None = None                  # the passage; None: the first ~15 s of the first chapter
-
-    def __post_init__(self) -> None:
-        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
-        if not 0 <= self.count <= MAX_COUNT:
-            raise ValueError(f"--count {self.count}: must be in 0..{MAX_COUNT}")
-        if not 0 <= self.from_seed <= MAX_SEED - self.count:
-            raise ValueError(f"--from-seed {self.from_seed}: seeds must stay in 0..2**63-1")
-        if self.text is not None and not self.text.strip():
-            raise ValueError("--text is empty")
+def write_audition(book_dir: Path, a: Audition) -> dict:
+    """voices/: each candidate's audio, voices.json and the page.  Returns {dir, candidates, rendered, cached,
+    notes}."""
+    entries = _write_files(book_dir, a.picked, a.failed)
+    write_page(book_dir / VOICES_DIRNAME, {"book": a.book, "text": a.text, "engine": a.engine, "candidates": entries})
+    return {"dir": book_dir / VOICES_DIRNAME, "candidates": len(entries), "rendered": a.rendered,
+            "cached": len(a.picked) - a.rendered, "notes": a.notes}
 
 
-@dataclass(frozen=True)
-class Candidate:
-    name: str                      # "seed:2222", a saved voice's name, "book"
-    spec: VoiceSpec
-    flag: str                      # the --voice value that selects it
-    seed: int | None = None        # the voice's seed, for seed candidates
-
-
-def passage(book, segment, text: str | None = None) -> str:
-    """The audition passage, normalized as the book's text is (`segment`: SegmentOptions).  BookError when
-    nothing of it can be spoken."""
-    if text is not None:
-        out = normalize(text, segment.normalize).strip()
-    else:
-        pieces = segment_chapter(book.chapters[0], opts=replace(segment, target_seconds=PIECE_SECONDS,
-                                                                max_seconds=max(PIECE_SECONDS, segment.min_seconds)))
-        out = ""
-        for p in pieces:
-            longer = out + p.text
-            if out and (estimate_seconds(longer) > MAX_PASSAGE_SECONDS or len(longer) > segment.max_chars):
-                break
-            out = longer
-            if estimate_seconds(out) >= AUDITION_SECONDS:
-                break
-    if speakable_chars(out) == 0:
-        raise BookError(book.meta.source_path, "the audition passage has nothing to speak"
-                        + (" (--text)" if text is not None else " (first chapter)"))
-    if text is not None and (estimate_seconds(out) > MAX_PASSAGE_SECONDS or len(out) > segment.max_chars):
-        raise BookError(book.meta.source_path, f"the audition passage (--text) reads ~{estimate_seconds(out):.0f} s "
-                        f"({len(out)} characters); at most {MAX_PASSAGE_SECONDS:g} s and {segment.max_chars} "
-                        "characters")
-    return out
-
-
-def candidates(aud: AuditionOptions, stored: str | None) -> tuple[list[Candidate], list[str]]:
-    """(candidates in page order, notes on saved voices that cannot be used)."""
-
-    out, notes = [], []
-    if stored:
-        out.append(Candidate(BOOK_VOICE_NAME, parse_voice_spec(stored), stored))
-    for e in saved_voices():
-        if e["problem"]:
-            notes.append(f"saved voice {e['name']} skipped: {e['problem']}")
-        else:
-            spec = parse_voice_spec(e["name"])
-            out.append(Candidate(e["name"], spec, e["name"], seed=spec.seed))
-    for s in range(aud.from_seed, aud.from_seed + aud.count):
-        out.append(Candidate(f"seed:{s}", VoiceSpec(f"seed:{s}", seed=s), f"seed:{s}", seed=s))
-    return out, notes
-
-
-def audition(path: Path, book_dir: Path, aud: AuditionOptions, get_engine, segment: SegmentOptions = SegmentOptions(),
-             language: str = "auto", guard: GuardOptions = GuardOptions()) -> dict:
-    """Render the audition of the book at `path` into book_dir/voices/ (see the module docstring), its text read as
-    a render reads it (`segment`, `language`), each candidate checked by the duration `guard`.  The caller holds the
-    book's lock.  Returns {dir, candidates, rendered, cached, notes}."""
-    from manifests.store import load
-
-    book = load_book(path)                               # BookError: nothing written yet
-    text = passage(book, book_options(book, segment, language), aud.text)   # the book's reading language
-    rows = load(book_dir).to_pylist() if book_dir.exists() else []
-    cands, notes = candidates(aud, rows[0]["spk_emb"] if rows else None)
-    engine = get_engine()
-    picked: dict[str, tuple[Candidate, str]] = {}        # voice string -> (candidate, content key)
-    todo: dict[str, tuple[str, str, int]] = {}           # content key -> (text, voice, seed): not in the cache
-    for c in cands:
-        try:
-            voice = resolve_voice(c.spec, engine.loaded)
-        except VoiceError as e:
-            notes.append(f"{c.name} skipped: {e}")
-            continue
-        if voice in picked:
-            continue
-        seed = derive_seed(text, voice_id(voice))
-        keys = [content_key(text, voice_id(voice), seed, v) for v in (engine.version, *engine.adopts)]
-        key = next((k for k in keys if (book_dir / audio_relpath(k)).is_file()), keys[0])   # adopted audio too
-        picked[voice] = (c, key)
-        if not (book_dir / audio_relpath(key)).is_file():
-            todo[key] = (text, voice, seed)
-    guard_failed: dict[str, tuple[np.ndarray, str]] = {}
-    for key, audio, reason, _attempt in render_guarded(engine, todo, guard):
-        if reason:                                       # heard on the page, never cached as a segment
-            guard_failed[key] = (audio, reason)
-        else:
-            write_segment_audio(book_dir / audio_relpath(key), audio, SAMPLE_RATE)
-    entries = _write_files(book_dir, list(picked.items()), guard_failed)
-    info = {"book": book.meta.title, "text": text, "engine": engine.version, "candidates": entries}
-    _write_page(book_dir / VOICES_DIRNAME, info)
-    return {"dir": book_dir / VOICES_DIRNAME, "candidates": len(entries), "rendered": len(todo),
-            "cached": len(picked) - len(todo), "notes": notes}
-
-
-def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]],
+def _write_files(book_dir: Path, picked: list[tuple[str, Candidate, str]],
                  failed: dict[str, tuple[np.ndarray, str]]) -> list[dict]:
     """Copy each candidate's audio into voices/ as NN-<name>.flac (a guard failure: its last rendering); remove
     the files of candidates no longer listed.  Returns the voices.json entries."""
     folder = book_dir / VOICES_DIRNAME
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
-    for i, (voice, (c, key)) in enumerate(picked, 1):
+    for i, (voice, c, key) in enumerate(picked, 1):
         dest = folder / f"{i:02d}-{safe_name(c.name.replace(':', '-'), max_bytes=60)}.flac"
         audio, reason = failed.get(key, (None, ""))
         if audio is not None:
@@ -180,7 +56,7 @@ def _write_files(book_dir: Path, picked: list[tuple[str, tuple[Candidate, str]]]
     return entries
 
 
-def _write_page(folder: Path, info: dict) -> None:
+def write_page(folder: Path, info: dict) -> None:
     """voices.json and index.html (self-contained: inline style and script, relative audio links)."""
     write_bytes(folder / VOICES_JSON, json_bytes(info), keep_same=True)
     write_bytes(folder / PAGE_NAME, page_html(info).encode("utf-8"), keep_same=True)

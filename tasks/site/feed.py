@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import format_datetime
 
+from tasks.audio.encode import MEDIA_TYPES
 from tasks.site.html import GENERATOR
 from tasks.site.library import DONE, BookEntry
 
@@ -38,8 +39,6 @@ def feed_items(entries: list[BookEntry]) -> list[Episode]:
 
 def feed_xml(entries: list[BookEntry], title: str, link, language: str = "zh") -> bytes:
     """The feed document; `link(folder, name)` makes a file's URL (absolute with a base URL, else relative)."""
-    from tasks.audio.encode import MEDIA_TYPES
-
     ET.register_namespace("itunes", ITUNES)
     ET.register_namespace("atom", ATOM)
     items = feed_items(entries)

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from manifests.lock import render_in_flight
+from manifests.status import STATUS_DONE, STATUS_FAILED, STATUS_PENDING
+from manifests.store import load, manifest_dir
 from tasks.audio.names import FORMATS
 from tasks.bookdir import PAGE_NAME, QA_PAGE, REPORT_NAME, read_book_json, read_report
 
@@ -64,8 +66,6 @@ def book_entry(book_dir: Path, stat: Stat | None = None, rendering: bool | None 
     """The entry of one book folder; None when it holds no manifest rows (not a book).  A book in a store
     (tasks.fleet.mirror.catalogue_view): book_dir holds its manifest, book.json and report.json, `stat` answers
     for the store's files and `rendering` is its lease; by default both are the folder's own."""
-    from manifests.store import STATUS_DONE, STATUS_FAILED, STATUS_PENDING, load
-
     book_dir = Path(book_dir)
     stat = stat or local_stat(book_dir)
     rows = load(book_dir).to_pylist()
@@ -120,8 +120,6 @@ def _enclosure(stat: Stat, report: dict) -> str | None:
 
 def scan_output(out: Path) -> list[BookEntry]:
     """Every book folder of the output root, by folder name (hidden folders and temp folders skipped)."""
-    from manifests.store import manifest_dir
-
     folders = sorted(p for p in Path(out).iterdir()
                      if p.is_dir() and not p.name.startswith(".") and manifest_dir(p).is_dir())
     return [e for e in (book_entry(p) for p in folders) if e is not None]

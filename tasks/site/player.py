@@ -1,24 +1,9 @@
 """A book's web player: `OUT/<book>/index.html`, written after every packaging (render and `package`).
 
-One static page that works offline from file:// (no server, no network): cover, title, author, total duration,
-the chapter list with durations, one audio player, the chapter's original text with the sentence being spoken
-highlighted and scrolled into view (click one to play from it; space, ←/→), the position remembered per book
-(localStorage), and the per-chapter duration and loudness summary of report.json (tasks.site.status.book_table).
-
-Proof and pickups: every spoken sentence knows its segment's name, C.S (tasks.site.qa.segment_name); a flag
-button after it puts that segment on the page's list of re-takes (kept per book in localStorage), which shows
-the exact `chattts-render fix` command for all of them and offers the list as a text file for `fix --from`
-(made in the browser, no server).  Sentences the checks flagged (the row's `qa` is "flag") carry a mark and the
-reason as a title, inconclusive ones a lighter mark; the page links the QA page (qa.html) when there is one.
-
-Where its numbers come from — nothing is measured again:
-- the cue of every segment: report.json's `cues_ms` per chapter, the milliseconds the subtitles print
-  (tasks.audio.subtitles.timed), split into sentences by tasks.audio.subtitles.by_sentence as the
-  sentence subtitles are;
-- the text: the chapter's original text (text.json) laid out by tasks.audio.readalong — paragraphs of runs,
-  each spoken by one segment (its `source_text` in the manifest) or by none — as the read-along EPUB shows it;
-- the audio: each chapter's file in the first of the book's formats the browser can play, else the M4B at the
-  chapter's offset (the sum of the chapter durations before it).
+One static page that works offline from file://: the chapters, one audio player, the chapter's original text with
+the sentence being spoken highlighted, and the segments to re-take (a flag per sentence, the `chattts-render fix`
+command for them).  Nothing is measured again: its cues, text and audio are the packaging's (report.json, text.json,
+the chapter files).  What it shows and where each number comes from: docs/modules.md, "The book's web player".
 """
 from __future__ import annotations
 
@@ -28,6 +13,8 @@ from pathlib import Path
 
 from engine.atomic import write_bytes
 from engine.units import hms
+from manifests.status import STATUS_DONE
+from manifests.store import load
 from tasks.audio.encode import MEDIA_TYPES
 from tasks.audio.names import inside
 from tasks.audio.readalong import load_text, read_along
@@ -73,8 +60,6 @@ class PlayerChapter:
 def player_chapters(book_dir: Path, report: dict, manifest: list[dict] | None = None) -> list[PlayerChapter]:
     """The packaged chapters in reading order, with their files, M4B offsets and timed sentences (`manifest`:
     the book's rows, when the caller has loaded them)."""
-    from manifests.store import load
-
     rows: dict[int, list[dict]] = {}
     for r in manifest if manifest is not None else load(book_dir).to_pylist():   # sorted by (chapter, segment)
         rows.setdefault(r["chapter"], []).append(r)
@@ -98,8 +83,6 @@ def player_chapters(book_dir: Path, report: dict, manifest: list[dict] | None = 
 def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
     """A readalong run as sentences: unspoken text whole; a segment's text cut by split_sentences, each piece
     timed by by_sentence (the sentence subtitles' split of the segment's cue)."""
-    from manifests.store import STATUS_DONE
-
     if run.segment is None:
         return [Sentence(run.text)]
     row = rows[run.segment]
@@ -113,8 +96,6 @@ def _sentences(run, cues: list[TimedText], rows: list[dict]) -> list[Sentence]:
 
 def book_page(book_dir: Path) -> str:
     """The player page of a packaged book (see the module docstring)."""
-    from manifests.store import load
-
     book_dir = Path(book_dir)
     info, report = read_book_json(book_dir), read_report(book_dir)
     rows = load(book_dir).to_pylist()

@@ -22,9 +22,11 @@ import statistics
 from pathlib import Path
 
 from engine.atomic import write_bytes
+from manifests.store import load
 from tasks.audio.names import inside
 from tasks.book import segment_name as book_segment_name
 from tasks.bookdir import PAGE_NAME, QA_PAGE, READING_LANGUAGE, read_book_json
+from tasks.plan.rows import said
 from tasks.qa.compare import compare
 from tasks.site.html import document, esc, href
 
@@ -213,11 +215,12 @@ def _segment(row: dict, language: str, book: str, folder: Path) -> str:
             "similarity": _num(_round(row.get("similarity"))), "take kept": row.get("take") or "none",
             "reason": kept_take(row).get("reason") or ""}
     fields = "".join(f'<tr><th>{esc(k)}</th><td data-field="{esc(k)}">{esc(v)}</td></tr>' for k, v in info.items())
-    texts = f'<p><span class="label">intended</span> <span class="intended">{esc(row["text"])}</span></p>'
-    if row["source_text"].strip() != row["text"].strip():
+    intended = said(row)                         # the refine pass's text, when it ran; no control tokens
+    texts = f'<p><span class="label">intended</span> <span class="intended">{esc(intended)}</span></p>'
+    if row["source_text"].strip() != intended.strip():
         texts += f'<p><span class="label">book text</span> <span class="source">{esc(row["source_text"])}</span></p>'
     texts += ('<p><span class="label">heard</span> <span class="heard">'
-              f'{marked_transcript(row["text"], row.get("transcript") or "", language)}</span></p>')
+              f'{marked_transcript(intended, row.get("transcript") or "", language)}</span></p>')
     takes = []
     for t in takes_of(row) or [{"take": row.get("take"), "audio_path": row["audio_path"]}]:
         path = t.get("audio_path") or ""
@@ -225,7 +228,7 @@ def _segment(row: dict, language: str, book: str, folder: Path) -> str:
                  if path and (folder / path).is_file() else '<span class="muted">(no audio)</span>')
         kept = t.get("take") == row.get("take")
         action = "kept" if kept else _copy(fix_command(book, [name], f"--take {t.get('take')}"))
-        heard = marked_transcript(row["text"], t.get("transcript") or "", language)
+        heard = marked_transcript(intended, t.get("transcript") or "", language)
         takes.append(f'<tr class="take{" kept" if kept else ""}" data-take="{esc(t.get("take"))}">'
                      f'<td>{esc(t.get("take"))}</td><td>{audio}</td><td>{esc(t.get("verdict") or "")}</td>'
                      f'<td class="num">{_num(_round(t.get("cer")))}</td>'
@@ -244,8 +247,6 @@ def _segment(row: dict, language: str, book: str, folder: Path) -> str:
 
 def qa_page(book_dir: Path) -> str:
     """qa.html of a book (see the module docstring)."""
-    from manifests.store import load
-
     book_dir = Path(book_dir)
     info = read_book_json(book_dir)
     rows = load(book_dir).to_pylist()

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.units import hms
+from manifests.store import load, summary
 from tasks.bookdir import read_report
 
 
 def book_table(book_dir: Path) -> list[dict]:
     """One row per chapter: segments done/failed, rendered seconds, and the final file's duration and loudness
     (from manifests.summary and report.json)."""
-    from manifests.store import load, summary
-
     report = read_report(book_dir)
     files: dict[int, dict] = {}
     for f in report.get("files", []):

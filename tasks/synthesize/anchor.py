@@ -12,9 +12,10 @@ synthesize stage; tasks/stages.prepare passes it to the plan.
 """
 from __future__ import annotations
 
+from engine.api import Request, Synthesizer
 from engine.voice import decode_voice
 from tasks.plan.rows import derive_seed
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.render import render_guarded
 from tasks.voice.voices import voice_id
 
@@ -22,7 +23,7 @@ ANCHOR_TEXT = "这是全书朗读所用的声音。从第一章到最后一章�
 ANCHOR_ORIGIN = "anchor"
 
 
-def anchored(voice: str, stored: str | None, engine, guard: GuardOptions | None = None) -> str:
+def anchored(voice: str, stored: str | None, engine: Synthesizer, guard: GuardOptions | None = None) -> str:
     """`voice` conditioned on its own rendering of ANCHOR_TEXT; `stored` when it already is that; a voice with
     a sample as it is."""
     if decode_voice(voice).spk_smp is not None:
@@ -31,7 +32,7 @@ def anchored(voice: str, stored: str | None, engine, guard: GuardOptions | None 
         s = decode_voice(stored)
         if s.origin == ANCHOR_ORIGIN and s.spk_emb == voice and s.txt_smp == ANCHOR_TEXT:
             return stored
-    item = {"anchor": (ANCHOR_TEXT, voice, derive_seed(ANCHOR_TEXT, voice_id(voice)))}
+    item = {"anchor": Request("anchor", ANCHOR_TEXT, voice, derive_seed(ANCHOR_TEXT, voice_id(voice)))}
     # the guard's accepted rendering, or its last attempt when every attempt failed (the anchor is one sample)
     _key, audio, _reason, _attempt = next(render_guarded(engine, item, guard or GuardOptions()))
     return engine.anchor_voice(voice, audio, ANCHOR_TEXT)

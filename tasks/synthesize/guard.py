@@ -13,37 +13,12 @@ the token count from the text, so they always pass; real weights may not.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 import numpy as np
 
 from engine.units import estimate_seconds
-from tasks.plan.rows import (
-    GUARD_REASON_PREFIX as REASON_PREFIX,  # manifest `error` of a segment the guard failed
-    MAX_ATTEMPTS,  # renders per segment, the first included
-)
-
-MIN_RATIO = 0.4           # duration / expected below this is truncated
-MAX_RATIO = 2.5           # duration / expected above this is babbling
-SLACK_S = 1.0             # s, absolute slack on both sides of the band (short texts vary most)
-
-
-@dataclass(frozen=True)
-class GuardOptions:
-    min_ratio: float = MIN_RATIO
-    max_ratio: float = MAX_RATIO
-    slack_s: float = SLACK_S
-    max_attempts: int = MAX_ATTEMPTS
-    enabled: bool = True
-
-    def __post_init__(self) -> None:
-        """Raise ValueError naming the conflict: every instance is valid, so no stage validates again."""
-        if not 0 <= self.min_ratio < self.max_ratio:
-            raise ValueError(f"guard min_ratio {self.min_ratio} must be in [0, max_ratio={self.max_ratio})")
-        if self.slack_s < 0:
-            raise ValueError(f"guard slack_s {self.slack_s} must be >= 0")
-        if self.max_attempts < 1:
-            raise ValueError("guard max_attempts must be at least 1")
+from tasks.plan.rows import GUARD_REASON_PREFIX as REASON_PREFIX  # manifest `error` of a segment the guard failed
+from tasks.synthesize.options import GuardOptions
 
 
 def expected_band(text: str, opts: GuardOptions = GuardOptions()) -> tuple[float, float]:

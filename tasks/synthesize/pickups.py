@@ -17,6 +17,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from engine.api import Synthesizer
 from engine.atomic import read_json
 from engine.units import SAMPLE_RATE
 from manifests.store import commit
@@ -25,8 +26,12 @@ from tasks.bookdir import CHAPTERS_JSON, audio_relpath, check_relpath, take_relp
 from tasks.errors import BookError
 from tasks.plan.fixes import Fix, load_fixes, parse_name, save_fixes
 from tasks.plan.rows import QA_EMPTY, content_key, spoken
+from tasks.qa.checker import Checker
+from tasks.qa.options import QAOptions
 from tasks.synthesize.guard import reroll_seed
-from tasks.synthesize.proof import public_take, render_takes, verdict_of
+from tasks.synthesize.options import GuardOptions
+from tasks.synthesize.proof import public_take, verdict_of
+from tasks.synthesize.render import renderer_for
 from tasks.synthesize.segment_audio import audio_frames
 
 TAKES_HEADER = ("segment", "take", "seed", "verdict", "cer", "similarity", "seconds", "kept")
@@ -103,10 +108,12 @@ def choose_take(book_dir: Path, rows: list[dict], take: int, book: str) -> list[
     return new
 
 
-def retake(book_dir: Path, engine, rows: list[dict], book: str, qa, guard, checker) -> list[dict]:
-    """A new take of each row's segment: take n = (highest take on disk) + 1 with reroll_seed(seed, n), rendered,
-    heard when qa is on, and kept.  Rows of one content key (a repeated sentence) share the new take.  A row
-    whose audio another engine made: BookError (its key names that engine).  Commits and returns the new rows."""
+def retake(book_dir: Path, engine: Synthesizer, rows: list[dict], book: str, qa: QAOptions | None,
+           guard: GuardOptions, checker: Checker | None) -> list[dict]:
+    """A new take of each row's segment: take n = (highest take on disk) + 1 with reroll_seed(seed, n), rendered
+    (tasks.synthesize.render.renderer_for), heard when qa is on and a checker given, and kept.  Rows of one content
+    key (a repeated sentence) share the new take.  A row whose audio another engine made: BookError (its key names
+    that engine).  Commits and returns the new rows."""
     versions = (engine.version, *engine.adopts)
     for r in rows:
         if r["engine_version"] not in versions:
@@ -115,7 +122,7 @@ def retake(book_dir: Path, engine, rows: list[dict], book: str, qa, guard, check
                                   "engine options (--model, --dtype, --int8, …)")
     before = {r["content_key"]: take_entries(book_dir, r) for r in rows}
     wanted = {k: (next(r for r in rows if r["content_key"] == k), len(e) + 1) for k, e in before.items()}
-    recs = render_takes(book_dir, engine, wanted, qa, guard, checker)
+    recs = renderer_for(book_dir, engine, guard, qa if checker is not None else None, checker).takes(wanted)
     new = [_keeping(book_dir, r, wanted[r["content_key"]][1],
                     before[r["content_key"]] + [public_take(recs[r["content_key"]])]) for r in rows]
     commit(book_dir, new)
@@ -148,9 +155,10 @@ def override(book_dir: Path, rows: list[dict], fix: Fix, engine_version: str) ->
         old = fixes.get(name)
         fixes[name] = old.merged(mine) if old is not None and old.source_text == r["source_text"] else mine
         text, emb, vid, seed = spoken(r["text"], r["spk_emb"], fixes[name])
-        key = content_key(text, vid, seed, engine_version)
+        key = content_key(text, vid, seed, engine_version, r.get("controls") or "")   # the line's controls stay
         if key != r["content_key"]:
             changed.append({**r, **QA_EMPTY, "text": text, "spk_emb": emb, "voice_id": vid, "seed": seed,
+                            "refined": "",
                             "content_key": key, "engine_version": engine_version, "status": "pending",
                             "audio_path": audio_relpath(key), "samples": 0, "duration_s": 0.0, "error": "",
                             "attempts": 0})
@@ -169,5 +177,5 @@ def repackaged(before: dict[str, object], after: dict[str, object]) -> list[int]
     return sorted(int(i) + 1 for i, e in after.items() if before.get(i) != e)
 
 
-def _num(x) -> str:
+def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"

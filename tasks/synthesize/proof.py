@@ -27,24 +27,25 @@ import json
 import threading
 from collections.abc import Callable, Set
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from engine.api import Request
+from engine.api import Request, Synthesizer
 from engine.atomic import read_json, write_bytes
 from engine.units import SAMPLE_RATE, estimate_seconds
 from manifests.crashpoints import crashpoint
-from manifests.store import STATUS_DONE
+from manifests.status import STATUS_DONE
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
-from tasks.plan.rows import to_render
+from tasks.plan.rows import row_request, said, to_render
 from tasks.qa.asr import pack_windows
 from tasks.qa.checker import CHECK_ORDER, Checker, ToHear, accepted, judge_drift, reference_cutoff, voice_reference
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
 from tasks.qa.verdict import FLAG, PASS, combine, take_rank
 from tasks.synthesize.guard import check as guard_check, reroll_seed
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.segment_audio import read_audio, write_segment_audio
 
 SUSPECT_RATIO = (0.6, 1.6)    # duration / expected outside this: `--qa suspect` transcribes the take
@@ -64,10 +65,11 @@ class _Segment:
         return self.rows[0]
 
 
-def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QAOptions, guard,
-                   checker: Checker, finish: Callable[[list[dict]], None], all_rows: list[dict]) -> dict:
-    """Render, hear and decide every key of by_key (see the module docstring).  finish(rows) commits decided
-    rows.  Returns counts {rendered, failed, retaken}."""
+def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[dict]], qa: QAOptions,
+                   guard: GuardOptions, checker: Checker, finish: Callable[[list[dict]], None],
+                   all_rows: list[dict], ranks: dict[str, int] | None = None) -> dict:
+    """Render, hear and decide every key of by_key (the module docstring); finish(rows) commits decided rows;
+    `ranks`: each key's Request.rank (render.chapter_ranks).  Returns counts {rendered, failed, retaken}."""
     segs = {k: _Segment(rs, _takes_on_disk(book_dir, k)) for k, rs in by_key.items()}
     counts = {"rendered": 0, "failed": 0, "retaken": 0}
     refs = _read_references(book_dir)
@@ -85,7 +87,7 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
         new = {k: t for k in sorted({f.result()[0] for f in done})
                if (t := _next_take(segs[k], qa)) is not None and t not in segs[k].takes}
         counts["retaken"] += len(new)
-        return [_request(segs[k], k, t) for k, t in new.items()]
+        return [_request(segs[k], k, t, ranks) for k, t in new.items()]
 
     with _CheckerThread(book_dir, qa, guard, checker) as checking:
         while open_keys:
@@ -97,20 +99,18 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
             need = {k: t for k in sorted(open_keys) if (t := _next_take(segs[k], qa)) is not None
                     and t not in segs[k].takes}
             counts["retaken"] += sum(t > 1 for t in need.values())
-            requests = [_request(segs[k], k, t) for k, t in need.items()]
+            requests = [_request(segs[k], k, t, ranks) for k, t in need.items()]
             for res in engine.synthesize(requests, more=retakes):
-                k, t = res.key.rsplit("#", 1)
-                write_segment_audio(book_dir / take_relpath(k, int(t)), res.audio, SAMPLE_RATE)
+                k, take = key_and_take(res.key)
+                write_segment_audio(book_dir / take_relpath(k, take), res.audio, SAMPLE_RATE)
                 crashpoint("segment-written")
-                segs[k].takes[int(t)] = None
-                hearing.append(checking.submit(k, int(t), segs[k], res.audio))
+                segs[k].takes[take] = None
+                hearing.append(checking.submit(k, take, segs[k], res.audio))
             checking.flush()
             _collect(hearing, segs)
             hearing.clear()
             refs = _judge_voices(book_dir, segs, refs, qa, checker, all_rows)
-            waiting = {s.first["voice_id"] for k, s in segs.items() if k in open_keys
-                       and s.first["voice_id"] not in refs and _next_take(s, qa) is not None}
-            decided = {k for k in open_keys if _next_take(segs[k], qa) is None and not _waits(segs[k], waiting)}
+            decided = _decided(segs, open_keys, refs, qa)
             if not decided and not requests and not heard:
                 raise RuntimeError("proof: no segment could be decided and none rendered")   # a bug, not input
             for k in sorted(decided):
@@ -121,9 +121,22 @@ def render_proofed(book_dir: Path, engine, by_key: dict[str, list[dict]], qa: QA
     return counts
 
 
-def _request(seg: _Segment, key: str, take: int) -> Request:
+def _decided(segs: dict[str, _Segment], open_keys: set[str], refs: dict, qa: QAOptions) -> set[str]:
+    """The open keys whose segment is decided: no take left to render, none waiting on its voice's reference."""
+    waiting = {s.first["voice_id"] for k, s in segs.items() if k in open_keys
+               and s.first["voice_id"] not in refs and _next_take(s, qa) is not None}
+    return {k for k in open_keys if _next_take(segs[k], qa) is None and not _waits(segs[k], waiting)}
+
+
+def key_and_take(request_key: str) -> tuple[str, int]:
+    """(content key, take) of a take's request key `<content key>#<take>`."""
+    key, take = request_key.rsplit("#", 1)
+    return key, int(take)
+
+
+def _request(seg: _Segment, key: str, take: int, ranks: dict[str, int] | None = None) -> Request:
     row = seg.first
-    return Request(key=f"{key}#{take}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], take))
+    return replace(row_request(row, f"{key}#{take}", reroll_seed(row["seed"], take)), rank=(ranks or {}).get(key, 0))
 
 
 class _CheckerThread:
@@ -135,7 +148,7 @@ class _CheckerThread:
     futures of its batch (the render stops at the first it collects); closing hears what is still waiting, then
     ends the thread."""
 
-    def __init__(self, book_dir: Path, qa: QAOptions, guard, checker: Checker):
+    def __init__(self, book_dir: Path, qa: QAOptions, guard: GuardOptions, checker: Checker):
         self._hear = lambda jobs: _hear_many(book_dir, jobs, qa, guard, checker)
         self._batch = checker.batch
         self._pack = qa.mode == "full"
@@ -148,7 +161,7 @@ class _CheckerThread:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         with self._ready:
             self._closed = True
             self._ready.notify()
@@ -197,8 +210,8 @@ class _CheckerThread:
                 done.set_result(result)
 
 
-def _hear_many(book_dir: Path, jobs: list[tuple[str, int, _Segment, np.ndarray]], qa: QAOptions, guard,
-               checker: Checker) -> list[tuple[str, int, dict]]:
+def _hear_many(book_dir: Path, jobs: list[tuple[str, int, _Segment, np.ndarray]], qa: QAOptions,
+               guard: GuardOptions, checker: Checker) -> list[tuple[str, int, dict]]:
     """Takes (key, take, segment, audio) heard: each one's duration check, then their ASR in one call and their
     embeddings (Checker.hear_many), then each record on disk, in order → [(key, take, record)]."""
     asked, durations = [], []
@@ -208,8 +221,9 @@ def _hear_many(book_dir: Path, jobs: list[tuple[str, int, _Segment, np.ndarray]]
         ratio = len(audio) / SAMPLE_RATE / max(estimate_seconds(text), 1e-6)
         odd = bool(duration) or not SUSPECT_RATIO[0] <= ratio <= SUSPECT_RATIO[1]
         asr = qa.mode == "full" or (qa.mode == "suspect" and odd)
-        asked.append(ToHear(text, audio, SAMPLE_RATE, asr=asr and not duration, embed=not duration))  # failed: no
-        durations.append(duration)                                                                    # more checks
+        asked.append(ToHear(said(seg.first), audio, SAMPLE_RATE, asr=asr and not duration,   # said: without
+                            embed=not duration))                                                 # control tokens
+        durations.append(duration)                                             # failed: no more checks
     out = []
     for (key, take, seg, audio), duration, rec in zip(jobs, durations, checker.hear_many(asked)):
         rec = {**rec, "version": RECORD_VERSION, "take": take, "seed": reroll_seed(seg.first["seed"], take),
@@ -308,7 +322,7 @@ def reference_keys(book_dir: Path, rows: list[dict], qa: QAOptions, max_attempts
 
 def _transcribed(book_dir: Path, takes: list[tuple[_Segment, dict]], checker: Checker) -> list[dict]:
     """The records of these takes (segment, record) with their transcripts and ASR verdicts added."""
-    asked = [ToHear(seg.first["text"], read_audio(book_dir / rec["audio_path"]), SAMPLE_RATE, asr=True, embed=False)
+    asked = [ToHear(said(seg.first), read_audio(book_dir / rec["audio_path"]), SAMPLE_RATE, asr=True, embed=False)
              for seg, rec in takes]
     return [{**rec, **{f: h[f] for f in ("transcript", "cer", "asr", "language")},
              "checks": sorted(set(rec["checks"]) | {"asr"}, key=CHECK_ORDER.index),
@@ -389,32 +403,23 @@ def _write_record(book_dir: Path, key: str, take: int, rec: dict) -> None:
 
 # ------------------------------------------------------------- chosen takes (`chattts-render fix --retake`)
 
-def render_takes(book_dir: Path, engine, wanted: dict[str, tuple[dict, int]], qa: QAOptions | None, guard,
-                 checker: Checker | None) -> dict[str, dict]:
+def render_takes(book_dir: Path, engine: Synthesizer, wanted: dict[str, tuple[dict, int]], qa: QAOptions,
+                 guard: GuardOptions, checker: Checker) -> dict[str, dict]:
     """Render take t of each key (wanted: key -> (a row of that key, t)) with reroll_seed(seed, t) into
-    take_relpath(key, t), durable.  With qa on (and its checker) each take is heard as render_proofed hears one
-    and judged against its voice's frozen reference (qa.json) when there is one; its record is written beside it.
-    Returns key -> the take's record; without qa, one that is not written (take, seed, audio_path, samples and
-    the duration check: `version` absent, nothing was heard)."""
-    hearing = (qa, checker) if checker is not None and qa is not None and qa.mode != "off" else None
-    refs = _read_references(book_dir) if hearing else {}
-    requests = [Request(key=f"{k}#{t}", text=row["text"], spk_emb=row["spk_emb"], seed=reroll_seed(row["seed"], t))
-                for k, (row, t) in wanted.items()]
+    take_relpath(key, t), durable; each take is heard as render_proofed hears one and judged against its voice's
+    frozen reference (qa.json) when there is one; its record is written beside it.  Returns key -> the take's
+    record (tasks.synthesize.render.GuardedRenderer.takes: the same without hearing)."""
+    refs = _read_references(book_dir)
+    requests = [row_request(row, f"{k}#{t}", reroll_seed(row["seed"], t)) for k, (row, t) in wanted.items()]
     out = {}
     for res in engine.synthesize(requests):
-        k, t = res.key.rsplit("#", 1)
-        row, t = wanted[k][0], int(t)
+        k, t = key_and_take(res.key)
+        row = wanted[k][0]
         write_segment_audio(book_dir / take_relpath(k, t), res.audio, SAMPLE_RATE)
-        if hearing is not None:
-            rec = _hear_many(book_dir, [(k, t, _Segment([row]), res.audio)], hearing[0], guard, hearing[1])[0][2]
-            if (ref := refs.get(row["voice_id"])) is not None:
-                rec = judge_drift(rec, decode_vector(ref["reference"]), ref["cutoff"])
-                _write_record(book_dir, k, t, rec)
-        else:
-            reason = guard_check(row["text"], res.audio, SAMPLE_RATE, guard) or ""
-            rec = {"take": t, "seed": reroll_seed(row["seed"], t), "audio_path": take_relpath(k, t),
-                   "samples": int(len(res.audio)), "checks": ["duration"] if guard.enabled else [],
-                   "transcript": "", "cer": None, "similarity": None, "duration": reason, "reason": reason}
+        rec = _hear_many(book_dir, [(k, t, _Segment([row]), res.audio)], qa, guard, checker)[0][2]
+        if (ref := refs.get(row["voice_id"])) is not None:
+            rec = judge_drift(rec, decode_vector(ref["reference"]), ref["cutoff"])
+            _write_record(book_dir, k, t, rec)
         out[k] = rec
     return out
 

@@ -1,29 +1,10 @@
 """Telephone numbers and codes inside Chinese text, read digit by digit in their groups (issue 33).
 
 `find_codes(text, start, end, say)` returns `(start, end, reading)` for every telephone number or code in
-text[start:end], before the number windows of tasks/text/normalize.py see them (wetext and our rules read them as
-amounts, ranges or subtractions: `(010) 6552-1234` -> 零一零，六千五百五十二减一千二百三十四).  Only shapes that are
-nothing else are taken; what a decision depends on is inside the span (a keyword and the marks after it: `邮编：`),
-so a segment cut between spans reads the same alone.  `say` renders the plain text a span takes in (keywords and
-marks) exactly as the rest of the paragraph is rendered.
-
-The conventions (tests/data/tn/codes/README.md, docs/text-frontend.md) follow the golden sets: every digit is read,
-no pause between the groups of one number (`010-64035547` -> 零一零六四零三五五四七), the `+` of a country code is
-silent, letters stay as written; 1 is 幺 in mobile numbers and in the service numbers wetext's grammar knows (110,
-12306, 12345, 10086 ...), 一 everywhere else.
-
-Shapes, in order of precedence at a position:
-- a keyword then the number (`_KEYWORDS`: 电话, 热线, 编号, 邮编, 账号, QQ群, 区号 ... up to three characters
-  between, marks included; dial verbs 拨打/致电/呼叫 only right before the digits): digit by digit, grouped account
-  numbers whole (`银行帐户:1125 0101 0400 1012 9`);
-- telephone numbers (`_phone_reading`): `+cc` and what follows (`+86-10-6552-1234`, `+(86)(10) 8531-4000`,
-  `+1-202-4952216`), an area code with a dash or in brackets before a 7-8 digit number, a mobile or a service number
-  (`0755-8888 6666`, `(010) 6552-1234`, `010-13812345678`, `0451-12345`), an international prefix (`011-86-10-…`),
-  an American `(212) 555-0199`, dashed 3-3-4 groups (`400-810-5888`), mobiles in 3-4-4 groups (`138 0013 8000`),
-  a bare `400`/`800` number; an extension after it (`转821`);
-- codes without a keyword: 17 digits or more (ID-card and bank-card numbers, `11010519491231002X`), a number with a
-  leading zero (`021`, `007`), a postcode after a place and a space at the end of a bracket (`北京 100850)`), train
-  numbers paired by a slash (`K967/966`) and ranges of codes with one prefix (`G1001-G9998` -> G一零零一到G九九九八).
+text[start:end], before the number windows of tasks/text/normalize.py see them.  Only shapes that are nothing else
+are taken, and what a decision depends on is inside the span, so a segment cut between spans reads the same alone;
+`say` renders the plain text a span takes in as the rest of the paragraph is.  The conventions and the shapes, in
+order of precedence: docs/modules.md, "Telephone numbers and codes".
 """
 from __future__ import annotations
 
@@ -42,10 +23,11 @@ _GROUPED = ("账号", "帐号", "账户", "帐户", "卡号")
 _DIAL = "拨打|致电|呼叫"
 _NOT_A_COUNT = "多余次个遍人万亿元块倍岁"      # after a number: a count or an amount (拨打100多次, 电话费为2000元)
 _EXPRESSION = "×xX*:：/.%％"                        # after a number: it goes on (分辨率1920×1080 is a product)
-_BETWEEN = r"(?:\s*[^\d\s，。！？；!?;\n]){0,3}?\s*"          # up to 3 characters (spaces free) after a keyword
+_BETWEEN = r"(?:\s*[^\d\s，。！？；!?;\n+＋]){0,3}?\s*"      # up to 3 characters (spaces free) after a keyword
+PLUS = "加"                                          # the + of a country code, as a Chinese reader says it
 _FW_DIGITS = str.maketrans({chr(0xFF10 + i): str(i) for i in range(10)})
 
-_RE_KEYWORD = re.compile(rf"(?P<kw>{_KEYWORDS})(?P<mid>{_BETWEEN})(?=\d)|(?P<dial>{_DIAL})(?=\d)")
+_RE_KEYWORD = re.compile(rf"(?P<kw>{_KEYWORDS})(?P<mid>{_BETWEEN})(?=\+?\d)|(?P<dial>{_DIAL})(?=\d)")
 # A telephone candidate: an optional +, digits joined by dashes, single spaces and brackets; ends on a digit.
 _RE_PHONE = re.compile(
     r"(?<![0-9A-Za-z.,+\-‐－/%])(?:\+\s?)?(?:[(（]\s?)?\d"
@@ -59,6 +41,14 @@ _RE_CODE_PAIR = re.compile(r"(?<![A-Za-z0-9])([A-Z])(\d{2,4})/([A-Z]?)(\d{2,4})(
 _RE_CODE_RANGE = re.compile(r"(?<![A-Za-z0-9])([A-Z]{1,2})(\d{1,5})\s?[-–~～]\s?\1(\d{1,5})(?![\d])")
 _RE_GROUPED = re.compile(r"\d+(?:[ \-]\d+)*")
 _RE_DIGITS = re.compile(r"\d+[Xx]?")
+# Room and flat numbers: a door (3-5 digits, a letter after it) before a room word; a range of doors before 室; a door
+# that ends an address after its building, unit or floor, with no measure word or unit after it.
+# The room word and the building word are inside the span (a cut between spans reads the same).
+_ROOM_WORD = r"室(?![内外友温])|号房|房间|寝室|号寝|房(?![子屋产价租东客贷源型地])"
+_RE_ROOM = re.compile(rf"(?<![\d.,A-Za-z共约近逾达超])(\d{{3,5}})(?:\s?([A-Za-z]))?\s?({_ROOM_WORD})")
+_RE_ROOM_RANGE = re.compile(r"(?<![\d.,])(\d{3,5})\s?[-–~～]\s?(\d{3,5})(\s?室)")
+_RE_DOOR = re.compile(r"([栋幢座楼]|单元|大厦)(\d{3,5})"
+                      r"(?![\d.,:：/\-%％‰A-Za-z]|\s?[层楼号米平方元万千百亿年月日天人个次户套间栋幢期多余位名])")
 
 Say = Callable[[str], str]
 
@@ -69,8 +59,9 @@ def _mobile(d: str) -> bool:
 
 @lru_cache(maxsize=1024)
 def service_number(d: str) -> bool:
-    """Is `d` a service number wetext's grammar reads with 幺 (110, 120, 12306, 12345, 10086, 95511 ...)?"""
-    return 3 <= len(d) <= 5 and "幺" in rules.wetext_zh().normalize(d)
+    """Is `d` a service number wetext's grammar reads with 幺 (110, 120, 12306, 12345, 10086, 95511 ...)?  None
+    starts with 0 (`0110`, the last group of `+65 6509 0110`, is no service number)."""
+    return 3 <= len(d) <= 5 and d[0] != "0" and "幺" in rules.wetext_zh().normalize(d)
 
 
 def read_digits(d: str) -> str:
@@ -110,7 +101,7 @@ def _phone_reading(cand: str) -> str | None:
         national = digits[len(cc):]
         if not (len(cc) <= 3 and 6 <= len(national) <= 13):
             return None
-        return rules.digits_zh(cc) + _read_groups(groups[1:])
+        return PLUS + rules.digits_zh(cc) + _read_groups(groups[1:])
     if len(groups) < 2 and not re.fullmatch(r"[48]00\d{7}", digits):
         return None
     if len(groups) == 1:                                       # a bare 400/800 number, unless shaped like an amount
@@ -177,6 +168,13 @@ def find_codes(text: str, start: int, end: int, say: Say) -> list[tuple[int, int
     found += [(m.start(), m.end(), m.group(1) + rules.digits_zh(m.group(2)) + "到" + m.group(1)
                + rules.digits_zh(m.group(3))) for m in _RE_CODE_RANGE.finditer(text, start, end)
               if max(len(m.group(2)), len(m.group(3))) >= 3]
+    found += [(m.start(), m.end(),
+               rules.digits_zh(m.group(1)) + "到" + rules.digits_zh(m.group(2)) + _marks(m.group(3), say))
+              for m in _RE_ROOM_RANGE.finditer(text, start, end)]
+    found += [(m.start(), m.end(), rules.digits_zh(m.group(1)) + (m.group(2) or "") + _marks(m.group(3), say))
+              for m in _RE_ROOM.finditer(text, start, end)]
+    found += [(m.start(), m.end(), _marks(m.group(1), say) + rules.digits_zh(m.group(2)))
+              for m in _RE_DOOR.finditer(text, start, end)]
     out: list[tuple[int, int, str]] = []
     for code in sorted(found, key=lambda c: (c[0], -c[1])):
         if not out or code[0] >= out[-1][1]:

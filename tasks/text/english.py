@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import TypeVar
 
+from tasks.ingest.common import roman_sum
+
 # ---------------------------------------------------------------------------------------------------------------
 # Constants
 # ---------------------------------------------------------------------------------------------------------------
@@ -95,7 +97,6 @@ HEADING_WORDS = ("chapter book part volume vol section act scene canto letter ps
 
 _RE_NUMBER = re.compile(r"\d")
 _RE_ROMAN = re.compile(r"M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
-_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -203,11 +204,7 @@ def roman_value(s: str) -> int:
     """The value of a valid Roman numeral (upper case), else 0."""
     if not s or not s.isupper() or _RE_ROMAN.fullmatch(s) is None:
         return 0
-    total = 0
-    for a, b in zip(s, s[1:] + " "):
-        v = _ROMAN_VALUES[a]
-        total += -v if b != " " and _ROMAN_VALUES[b] > v else v
-    return total
+    return roman_sum(s)
 
 
 # ---------------------------------------------------------------------------------------------------------------

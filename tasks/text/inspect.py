@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from engine.units import estimate_seconds, hms
-from tasks.book import Book, Run, Segment, segment_name
+from engine.units import compact, estimate_seconds, hms
+from tasks.book import Book, Run, Segment, SetAside, segment_name
 from tasks.text.coverage import audit_chapter
 from tasks.text.polyphones import polyphone_words
 from tasks.text.segment import SegmentOptions, iter_segments
@@ -24,7 +24,7 @@ LANGUAGE_NAMES = {"zh": "Chinese", "en": "English"}
 
 def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
                  runs: Mapping[int, Mapping[int, Sequence[Run]]] | None = None, segments: bool = False,
-                 polyphones: bool = False) -> dict:
+                 polyphones: bool = False, direct: Callable[[list[Segment]], tuple] | None = None) -> dict:
     """Title, author, encoding, the declared `language` and the `reading_language` (opts.lang: resolved by the
     caller, tasks.text.segment.book_options), per-chapter characters/segments/estimated seconds, and the coverage
     reports.
@@ -33,7 +33,9 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
     segment as the manifest will hold it — chapter and segment (0-based, the manifest's), `name` (C.S, 1-based,
     as the player and `fix` show it), `text` (what ChatTTS is given), `source_text` (the book's), its pause,
     role and speaker, and its estimated seconds.  With `polyphones`: the words of what ChatTTS is given that hold
-    a character of more than one reading in use, most frequent first (tasks/text/polyphones.polyphone_words)."""
+    a character of more than one reading in use, most frequent first (tasks/text/polyphones.polyphone_words).
+    `direct` (tasks/plan/prepare.direct_book): with `segments`, each one's text as directed, its `controls`
+    (engine.api.Controls.key(): "" for the defaults) and pause; the direction's notes in "direction_notes"."""
     parts: Counter = Counter()
     chapters = []
     reports = []
@@ -43,10 +45,12 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
     total_secs = 0.0
     listed = []
     spoken: list[tuple[str, str]] = []
+    every: list[Segment] = []
     for ch in book.chapters:
         segs = list(iter_segments(ch, opts=opts, runs=(runs or {}).get(ch.index)))
         if segments:
             listed += [segment_entry(s) for s in segs]
+            every += segs
         if polyphones:
             spoken += [(segment_name(s.chapter, s.index), s.text) for s in segs]
         rep = audit_chapter(ch, segs, opts=opts)
@@ -65,6 +69,12 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
         total_chars += chars
         total_segs += len(segs)
         total_secs += secs
+    notes: list[str] = []
+    if segments and direct is not None:
+        directed, by_pos, notes = direct(every)
+        for entry, s in zip(listed, directed):
+            controls, pause = by_pos[(s.chapter, s.index)]
+            entry.update(text=s.text, pause_after=pause, controls=controls.key(), speed=controls.speed)
     m = book.meta
     return {
         "title": m.title, "author": m.author, "language": m.language, "reading_language": opts.lang,
@@ -81,11 +91,19 @@ def inspect_book(book: Book, opts: SegmentOptions = SegmentOptions(),
                      "removed_by_reason": dict(sorted(removed.items())),
                      "removed_count": sum(removed.values())},
         "coverage_reports": reports,
+        "set_aside": [set_aside_entry(s) for s in book.set_aside],
         **({"parts": [{"role": r, "speaker": sp, "segments": n, "characters": parts[(r, sp, "characters")]}
                       for (r, sp, what), n in parts.items() if what == "segments"]} if runs is not None else {}),
         **({"segments": listed} if segments else {}),
+        **({"direction_notes": notes} if notes else {}),
         **({"polyphones": polyphone_words(spoken)} if polyphones else {}),
     }
+
+
+def set_aside_entry(s: SetAside) -> dict:
+    """What was not read and why, as inspect and coverage.json list it (tasks/ingest/matter.py)."""
+    return {"number": s.number, "kind": s.kind, "title": s.title, "reason": s.reason, "after_chapter": s.after,
+            "paragraphs": len(s.paragraphs), "characters": s.characters, "text": list(s.paragraphs)}
 
 
 def segment_entry(s: Segment) -> dict:
@@ -156,24 +174,48 @@ def format_inspect(d: dict) -> str:
                 shown += 1
         if sum(len(rep["removed"]) for rep in d["coverage_reports"]) > shown:
             lines.append("    ... (all of them in --json)")
+    if d.get("set_aside"):
+        lines += _format_set_aside(d["set_aside"])
     if "cast" in d:
         lines += _format_cast(d["cast"])
     if "segments" in d:
         lines += _format_segments(d["segments"])
+    for note in d.get("direction_notes", []):
+        lines.append(f"note: {note}")
     if "polyphones" in d:
         lines += _format_polyphones(d["polyphones"])
     return "\n".join(lines)
 
 
+def _format_set_aside(items: list[dict]) -> list[str]:
+    """What is not read: number (for --include N), kind, where, size, title and why."""
+    lines = ["", f"Set aside: {len(items)} item(s) not read aloud "
+                 "(--include KIND or N brings one back, --skip KIND or N sets more aside):",
+             f"{'#':>4}  {'kind':<15}  {'where':<18}  {'chars':>7}  title — why"]
+    for s in items:
+        where = "before chapter 1" if s["after_chapter"] == 0 else f"after chapter {s['after_chapter']}"
+        lines.append(f"{s['number']:>4}  {s['kind']:<15}  {where:<18}  {s['characters']:>7,}  "
+                     f"{_clip(s['title'], TITLE_WIDTH)} — {s['reason']}")
+    return lines
+
+
 def _format_segments(segments: list[dict]) -> list[str]:
-    """Every segment: its C.S name and what ChatTTS is given; below it, the book's text where that differs."""
-    lines = ["", f"Segments:  {len(segments)} (C.S  what ChatTTS is given;  < the book's text, where it differs)"]
+    """Every segment: its C.S name and what ChatTTS is given (its controls where they are not the defaults, its
+    status in a render); below it, the book's text where that differs, and the refine pass's text after a render
+    that ran it."""
+    lines = ["", f"Segments:  {len(segments)} (C.S  what ChatTTS is given  {{controls}};  < the book's text, where it "
+                 "differs;  ~ the refine pass's text)"]
     width = max((len(s["name"]) for s in segments), default=3)
     for s in segments:
         who = f"  [{s['role']}{': ' + s['speaker'] if s['speaker'] else ''}]" if s["role"] != "narrator" else ""
-        lines.append(f"{s['name']:>{width}}  {s['text']}{who}")
+        how = f"  {{{s['controls']}}}" if s.get("controls") else ""
+        status = f"  ({s['status']})" if s.get("status") else ""
+        pause = f"  +{s['pause_after'].split('@')[1]} s" if "@" in s["pause_after"] else ""
+        lines.append(f"{s['name']:>{width}}  {s['text']}{how}{pause}{who}{status}")
         if " ".join(s["source_text"].split()) != s["text"]:
             lines.append(f"{'<':>{width}}  {' '.join(s['source_text'].split())}")
+        if s.get("refined"):
+            lines.append(f"{'~':>{width}}  {compact(s['refined'])}")
     return lines
 
 

@@ -1,30 +1,10 @@
 """Quoted speech and who says it: the text side of a cast (`--cast`; voices per role in tasks/voice/cast.py).
 
-A paragraph's quotes are found by their marks (QUOTE_MARKS: 「」 『』 “” and straight "…").  Inside a quote only
-its own closing marks end it (nested 『』 ‘’ '…' belong to it); a quote still open at the paragraph's end ends
-there.  Only speech is a quote: a quoted run that holds a clause or sentence mark, or that follows a colon.  A
-quoted word ("大書"敕造宁國府"五個大字", 以"嫂"呼之) stays narration.
-
-A quote gets a speaker only when the text names one (attribute_book), in one of two places:
-
-    before it:  NAME [manner]* VERB [：，] “…”     寶玉道：「…」  黛玉笑道：“…”  孔乙己低聲說道，“…”
-    after it:   “…，”NAME [manner]* VERB [。，]     “…”母親說。   “…”閏土說著，又叫水生上來打拱
-
-VERB is a speech verb (SPEECH_VERBS, e.g. 道 說 問 告訴), manner words (MANNER: 忙 便 笑 一面 …) may sit between.
-The NAME is what is left of the verb's clause once its leading connectives and trailing manner words are
-removed (a "clean" attribution; the clean attributions of the whole book are its learned names), or a learned
-name that starts the clause ("賈母急的摟了寶玉道").  A clause without a subject ("…，因笑道：") is a topic chain:
-the clauses before it in the same sentence are read back to the first one that has a subject ("這熙鳳攜著黛玉
-的手，…，因笑道："); a pronoun, an indefinite or collective noun (他, 一個丫鬟, 眾人) or a possessive (賈赦之妻)
-ends the search with no speaker.  The name is never guessed: a speaker is always the text at that place, as the
-source writes it.  An after-attribution ending in a colon belongs to the next quote; one ending in a comma
-right before the next quote belongs to both only when the first quote ends with a comma ("“…，”他說，“…”").
-
-A learned name must look like one: 2-4 letters, no pronoun, not a collective or a place (心里), and not read by
-jieba's dictionary as ending in a verb, adverb or particle (寶玉听說, 掌櫃也不) — for a word jieba does not know
-(戟臨, 襲人), only both ends being such classes refuses it.  Matching runs on a per-character Simplified folding
-of the text (fold), so Traditional and Simplified books behave the same.  Measured on hand-labelled quotes
-(tests/tasks/text/test_quotes.py): precision 100 %, recall 92 % (紅樓夢 chapter 3), 87 % (吶喊).
+A paragraph's quotes are found by their marks (QUOTE_MARKS); only speech is a quote.  A quote gets a speaker only
+where the text names one, before or after it with a speech verb (attribute_book); the name is never guessed: a
+speaker is always the text at that place, as the source writes it.  Matching runs on a Simplified folding of the
+text (fold), so Traditional and Simplified books behave the same.  The rules, and what they score on hand-labelled
+quotes: docs/modules.md, "Quoted speech and its speakers".
 """
 from __future__ import annotations
 

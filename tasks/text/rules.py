@@ -339,8 +339,13 @@ _PRE: list[tuple[re.Pattern, object]] = [
     (re.compile(r"\s?±\s?(?=\d)"), "正负"),
     # No.5 -> 五号: "No." abbreviates 号 (No.5香水 is 五号香水).
     (re.compile(r"(?<![A-Za-z])[Nn][Oo]\.\s?(\d+)"), lambda m: cardinal_zh(m.group(1)) + "号"),
-    # Country codes: +86 -> 八六 (then the number itself).
-    (re.compile(r"\+(\d{1,3})\s?(?=\d{7,})"), lambda m: digits_zh(m.group(1))),
+    # Country codes: +86 -> 加八六 (then the number itself; tasks/text/codes.py reads most telephone numbers first).
+    (re.compile(r"\+(\d{1,3})\s?(?=\d{7,})"), lambda m: "加" + digits_zh(m.group(1))),
+    # A flat's unit is named, not counted: 2单元 -> 二单元 (wetext: 两单元); a layout counts rooms: 3室2厅1卫 ->
+    # 三室两厅一卫 (wetext: 三室二厅).
+    (re.compile(r"(?<![\d.])(\d{1,2})(?=单元)"), lambda m: cardinal_zh(m.group(1))),
+    (re.compile(r"(?<![\d.])(\d)室(\d)厅(?:(\d)卫)?"),
+     lambda m: f"{_count(m.group(1))}室{_count(m.group(2))}厅" + (f"{_count(m.group(3))}卫" if m.group(3) else "")),
     # Identifiers: numbers before 号 with 3+ digits (not dates) digit by digit; after 电话/编号/… they are codes
     # (tasks/text/codes.py, before the number windows).  Mobile numbers and the words wetext knows (手机, 尾号) are
     # left to wetext, which reads 1 as 幺 there.

@@ -8,7 +8,8 @@ characters and English words each at its own rate); a sentence over the limit is
 between words (jieba in Chinese, spaces in English), never inside a span's reading (nor, in English, inside a word
 of the source: a web address); a single reading over the caps is a segment of its own, noted (OVER_CAP_NOTE).
 Fragments under `min_chars` speakable characters (English: `min_words` words) are merged with a neighbour (ChatTTS
-fails on very short inputs).  The chapter title is always the first segment (pause "paragraph").  Works as a
+fails on very short inputs), never across a chapter's `breaks` (where matter was set aside: the body reads the same
+either way).  The chapter title is always the first segment (pause "paragraph").  Works as a
 stream: memory is bounded by a chunk, not the paragraph.
 """
 from __future__ import annotations
@@ -332,6 +333,7 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
     units = chapter_units(chapter)
     has_title = bool(units) and units[0] is chapter.title
     runs = runs or {}
+    breaks = {p + has_title for p in chapter.breaks}   # units no draft joins across (matter set aside there)
 
     def drafts() -> Iterator[_Draft]:
         for ui, text in enumerate(units):
@@ -346,7 +348,7 @@ def iter_segments(chapter: Chapter, *, opts: SegmentOptions = SegmentOptions(),
         prev: _Draft | None = None
         for d in drafts():
             if (prev is not None and (prev.role, prev.speaker) == (d.role, d.speaker)
-                    and not prev.title and not d.title):
+                    and not prev.title and not d.title and not (d.u0 in breaks and d.u0 != prev.u1)):
                 joined = prev.text + "。" + d.text if opts.lang == "zh" else _join(prev.text, d.text, opts)
                 if (_short(d, opts) or _short(prev, opts)) and _fits(joined, opts):
                     prev = _merge(prev, d, opts)

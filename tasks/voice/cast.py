@@ -6,6 +6,10 @@
     [characters]                    # optional: the names as the book writes them, Traditional or Simplified
     "寶玉" = "seed:1234"             # (宝玉 matches 寶玉), quoted (TOML keys outside A-Z 0-9 _ - are);
     "黛玉" = "voices/daiyu.txt"      # any voice spec engine/voice.parse_voice_spec takes
+    "王熙鳳" = { voice = "seed:77", speed = 7 }   # a part's own pace: ChatTTS's [speed_N], 0..9
+
+A part's `speed` (or its saved voice's) is the pace of its segments, whatever --speed says (a direction file's
+line overrides it: tasks/plan/direction.py).
 
 With a cast, quoted speech becomes its own segments with role "dialogue" and the speaker the text names
 (tasks/text/quotes.py); each segment is rendered in its role's or character's voice.  The voices are checked
@@ -16,12 +20,12 @@ voice, segments, characters and share, and the speaker names the text gives, so 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.voice import VoiceError, VoiceSpec, parse_voice_spec, resolve_voice
+from engine.voice import VoiceError, VoiceSpec, parse_voice_spec
 from tasks.book import ROLE_DIALOGUE, ROLE_NARRATOR
 from tasks.errors import BookError
 from tasks.text.quotes import fold, speaker_counts
@@ -53,6 +57,14 @@ class Cast:
         key = fold(speaker)
         return next((name for name, _ in self.characters if speaker and fold(name) == key), None)
 
+    def spec(self, part: str) -> VoiceSpec | None:
+        """The voice the cast gives a part ("narrator", "dialogue", a character's name), None when it gives none."""
+        if part == ROLE_NARRATOR:
+            return self.narrator
+        if part == ROLE_DIALOGUE:
+            return self.dialogue
+        return next((v for name, v in self.characters if name == part), None)
+
     def part(self, role: str, speaker: str) -> str:
         """Who voices a segment: "narrator", "dialogue", or a character's name from the cast."""
         if role == ROLE_NARRATOR:
@@ -79,12 +91,22 @@ def load_cast(path: str | Path) -> Cast:
         raise BookError(str(p), "characters must be a table: [characters] name = \"voice\"")
 
     def spec(key: str, value: Any) -> VoiceSpec:
+        speed = None
+        if isinstance(value, dict):                   # { voice = "seed:1", speed = 6 }
+            extra = sorted(set(value) - {"voice", "speed"})
+            if extra or "voice" not in value:
+                raise BookError(str(p), f"{key}: a part's table holds voice = \"...\" and an optional speed = 0..9"
+                                        f"{f' (not {extra[0]!r})' if extra else ''}")
+            value, speed = value["voice"], value.get("speed")
+            if not (isinstance(speed, int) and not isinstance(speed, bool) and 0 <= speed <= 9) and speed is not None:
+                raise BookError(str(p), f"{key}: speed {speed!r} must be 0..9 (ChatTTS's [speed_N])")
         if not isinstance(value, str):
             raise BookError(str(p), f"{key}: the voice must be a string such as \"seed:2222\"")
         try:
-            return parse_voice_spec(value)
+            out = parse_voice_spec(value)
         except VoiceError as e:
             raise BookError(str(p), f"{key}: {e}") from None
+        return out if speed is None else replace(out, speed=speed)
 
     try:
         return Cast(str(p), narrator=spec("narrator", data["narrator"]) if "narrator" in data else None,
@@ -107,13 +129,13 @@ class CastVoices:
         return {ROLE_NARRATOR: self.narrator, ROLE_DIALOGUE: self.dialogue}.get(part) or self.characters[part]
 
 
-def resolve_cast(cast: Cast, narrator: str, model: Any) -> CastVoices:
-    """Each part's voice for this model (engine/voice.resolve_voice); `narrator` is the narrator's spk_emb
+def resolve_cast(cast: Cast, narrator: str, resolve_voice: Callable[[VoiceSpec], str]) -> CastVoices:
+    """Each part's voice for this model (`resolve_voice`: the engine's); `narrator` is the narrator's spk_emb
     (the cast's own narrator, resolved by the caller like any book voice).  A part without a voice speaks
     in the narrator's."""
 
     def resolve(spec: VoiceSpec | None) -> str:
-        return narrator if spec is None else resolve_voice(spec, model)
+        return narrator if spec is None else resolve_voice(spec)
 
     return CastVoices(cast, narrator, resolve(cast.dialogue), {name: resolve(s) for name, s in cast.characters})
 
@@ -144,4 +166,6 @@ def cast_report(cast: Cast, parts: Sequence[dict], quotes: dict[int, list]) -> d
 
 def _part_row(part: str, spec: VoiceSpec | None) -> dict:
     voice = spec.source if spec else ("the book's voice" if part == ROLE_NARRATOR else "the narrator's")
+    if spec is not None and spec.speed is not None:
+        voice += f" (speed {spec.speed})"
     return {"part": part, "voice": voice, "segments": 0, "characters": 0}

@@ -19,16 +19,17 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
+from engine.api import Synthesizer
 from engine.atomic import write_bytes
 from engine.clip import clip_origin
 from engine.voice import (
     NAME_RE,
+    SPEED_KEY,
     VOICE_SUFFIX,
     VoiceError,
     VoiceSpec,
     decode_voice,
     parse_voice_spec,
-    resolve_voice,
     saved_voice_file,
     voices_dir,
 )
@@ -59,14 +60,14 @@ def voice_id(spk_emb: str) -> str:
     return hashlib.sha256(spk_emb.encode()).hexdigest()[:16]
 
 
-def book_voice(spec: VoiceSpec | None, stored: str | None, engine) -> str:
+def book_voice(spec: VoiceSpec | None, stored: str | None, engine: Synthesizer) -> str:
     """The book's voice string: an explicit spec wins, else the stored voice, else DEFAULT_VOICE.  A spec the
     stored voice was made from keeps the stored string (see the module docstring).  An anchored stored voice is
     kept as it is when no spec is given."""
     if spec is None and stored:
         return stored
     spec = spec or parse_voice_spec(DEFAULT_VOICE)
-    return _made_from(spec, stored) or resolve_voice(spec, engine.loaded)
+    return _made_from(spec, stored) or engine.resolve_voice(spec)
 
 
 def _made_from(spec: VoiceSpec, stored: str | None) -> str | None:
@@ -84,7 +85,10 @@ def _made_from(spec: VoiceSpec, stored: str | None) -> str | None:
 def save_voice(name: str, spec: VoiceSpec, force: bool = False) -> Path:
     """Keep `spec` as a saved voice NAME (voices_dir()/NAME.voice): a seed as `seed:N`, a voice string as is, a
     recording copied beside it (NAME.clip<suffix> and its transcript) so the voice outlives the original
-    file.  VoiceError for a bad name, or an existing one without `force`.  Returns the .voice file."""
+    file; its `speed` (the voice's own pace) on a second line.  VoiceError for a bad name or speed, or an existing
+    one without `force`.  Returns the .voice file."""
+    if spec.speed is not None and not 0 <= spec.speed <= 9:
+        raise VoiceError(f"--speed {spec.speed}: must be 0..9 (ChatTTS's [speed_N])")
 
     if not NAME_RE.match(name):
         raise VoiceError(f"voice name {name!r}: use up to 40 ASCII letters, digits, '-' and '_', starting with "
@@ -103,6 +107,8 @@ def save_voice(name: str, spec: VoiceSpec, force: bool = False) -> Path:
         text = f"clip:{clip.name}"
     else:
         text = f"seed:{spec.seed}" if spec.seed is not None else spec.spk_emb or ""
+    if spec.speed is not None:
+        text += f"\n{SPEED_KEY}={spec.speed}"
     write_bytes(dest, text.encode("utf-8") + b"\n")
     for p in old_clips:                                  # a replaced clip voice's recording
         p.unlink(missing_ok=True)
@@ -124,6 +130,8 @@ def saved_voices() -> list[dict]:
         except VoiceError as e:
             entry.update(kind="unusable", problem=str(e))
         else:
+            if spec.speed is not None:
+                entry["speed"] = str(spec.speed)
             if spec.seed is not None:
                 entry.update(kind="seed", spec=f"seed:{spec.seed}")
             elif spec.clip is not None:
@@ -141,4 +149,5 @@ def format_saved(entries: list[dict]) -> str:
     if not entries:
         return f"no saved voices in {voices_dir()} (chattts-render voices save NAME --voice SPEC)"
     width = max(len(e["name"]) for e in entries)
-    return "\n".join(f"{e['name']:<{width}}  {e['kind']:<8}  {e['problem'] or e['spec']}" for e in entries)
+    return "\n".join(f"{e['name']:<{width}}  {e['kind']:<8}  {e['problem'] or e['spec']}"
+                     f"{'  speed ' + e['speed'] if e.get('speed') else ''}" for e in entries)

@@ -29,7 +29,18 @@ def test_render_against_engine_alone_with_split_and_limit(tmp_path, capsys):
     assert r["path_limit_fraction"] == pytest.approx(r["engine_alone"]["audio_s_per_wall_s"]
                                                      / r["path_ceiling_audio_s"], rel=1e-2)
     assert r["engine_alone"]["audio_s"] == pytest.approx(r["audio_s"]) and r["audio_s"] > 0
-    assert r["memory_bandwidth_gbs"] > 0 and r["decode_bound"] in ("memory", "compute")
+    assert r["memory_bandwidth_gbs"] > 0 and r["read_bandwidth_gbs"] > 0 and r["decode_bound"] in ("memory", "compute")
+    for key in ("", "path_"):           # the KV cache's bytes only lower the ceiling
+        assert r[f"{key}ceiling_audio_s"] <= r[f"{key}ceiling_audio_s_weights_only"]
+        assert r[f"{key}limit_fraction_weights_only"] == pytest.approx(
+            r["engine_alone"]["audio_s_per_wall_s"] / r[f"{key}ceiling_audio_s_weights_only"], rel=1e-2)
+        assert r[f"{key}step_mb"]["kv"] > 0 and r[f"{key}step_mb"]["weights"] > 0
+    p = r["profile"]
+    assert p["rows"] == 2 and p["step_ms"] > 0 and p["decoder_vocos_s_per_audio_s"] > 0
+    if r["path"] != "none" and "step_gemm_gflops" in p:   # the step is one call of our kernels: its rates
+        assert p["step_gemm_gflops"] > 0 and p["step_attention_gbs"] > 0
+    assert r["vocoder"] == ("bf16" if "+vocoder_bf16" in r["engine"] else "fp32")
+    assert ("vs_fp32_vocoder" in r) == (r["vocoder"] == "bf16")
     if "baseline" in r:                 # --dtype auto (the default) took another path than fp32 AVX2 here
         b = r["baseline"]
         assert b["path"] == bench.BASELINE_PATH and b["engine_alone"]["audio_s"] == pytest.approx(r["audio_s"])
@@ -37,7 +48,16 @@ def test_render_against_engine_alone_with_split_and_limit(tmp_path, capsys):
                                                   / b["engine_alone"]["audio_s_per_wall_s"], rel=1e-2)
     printed = capsys.readouterr().out
     assert "pipeline_overhead" in printed and "limit_fraction" in printed and "split:" in printed
-    assert f"({r['path']}): roofline at the best float" in printed
+    assert f"({r['path']}): roofline at the best float" in printed and "weights only" in printed
+    assert "per-step profile (2 rows" in printed and "read-only" in printed
+
+
+def test_a_baseline_that_is_not_an_fp32_path_is_refused(capsys):
+    from benchmarks import book_throughput as bench
+
+    assert bench.main(["--baseline", "int8-vnni", "--corpus", str(corpus_path("txt", "gutenberg-zh",
+                                                                              "27166-0.txt"))]) == 2
+    assert "--baseline int8-vnni: not an fp32 path" in capsys.readouterr().err
 
 
 def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):
@@ -63,3 +83,42 @@ def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):
     assert full["asr_calls"] >= 1 and full["encoder_calls"] >= 4 and full["verdicts"] == {"pass": 4}
     assert full["takes"] == 4                                      # right recordings: nothing re-taken
     assert f"qa_fraction {r['qa_fraction']:.4f}" in capsys.readouterr().out
+
+
+def test_listen_renders_both_schedules_and_reports_chapter_ones_share(tmp_path, capsys):
+    """--listen-only: the segments as chapters, rendered with each schedule by the same engine; the shares and the
+    cost are what the runs' numbers say (no timing is asserted: they are measurements)."""
+    from benchmarks import book_throughput as bench
+
+    out = tmp_path / "listen.json"
+    assert bench.main(["--model", "random-tiny", "--threads", "1", "--batch", "2", "--segments", "6",
+                       "--chapter-segments", "2", "--listen-only", "--corpus",
+                       str(corpus_path("txt", "gutenberg-zh", "27166-0.txt")), "--json", str(out)]) == 0
+    r = json.loads(out.read_text(encoding="utf-8"))
+    listen = r["listen"]
+    assert (listen["chapter_count"], listen["chapter_segments"], r["segments"]) == (3, 2, 6)
+    medians = listen["schedules"]
+    for schedule in ("length", "chapters"):
+        run = medians[schedule]
+        assert 0 < run["first_chapter_s"] <= run["wall_s"]
+        assert run["first_chapter_share"] == pytest.approx(run["first_chapter_s"] / run["wall_s"], abs=2e-3)
+    assert r["first_chapter_share"] == medians["chapters"]["first_chapter_share"]
+    assert r["chapter_order_cost"] == pytest.approx(
+        1 - medians["chapters"]["audio_s_per_wall_s"] / medians["length"]["audio_s_per_wall_s"], abs=1e-3)
+    assert f"chapter_order_cost {r['chapter_order_cost']:+.4f}" in capsys.readouterr().out
+
+
+def test_refine_share_is_measured_in_the_same_render(tmp_path, capsys):
+    """--refine: the render runs the refine-text pass, and its wall time is its own line of the split."""
+    from benchmarks import book_throughput as bench
+
+    book = corpus_path("txt", "gutenberg-zh", "27166-0.txt")
+    out = tmp_path / "book.json"
+    assert bench.main(["--model", "random-tiny", "--threads", "1", "--batch", "2", "--segments", "3", "--refine",
+                       "--corpus", str(book), "--json", str(out)]) == 0
+    r = json.loads(out.read_text(encoding="utf-8"))
+    assert 0 < r["split"]["refine_s"] < r["render_wall_s"] and r["split"]["synthesize_outside_engine_s"] >= 0
+    assert sum(r["split"].values()) == pytest.approx(r["render_wall_s"], abs=0.05)
+    assert r["refine_share"] == pytest.approx(r["split"]["refine_s"] / r["render_wall_s"], abs=1e-3)
+    assert r["refine_vs_speech"] == pytest.approx(r["split"]["refine_s"] / r["split"]["engine_in_render_s"], rel=1e-2)
+    assert "refine_share" in capsys.readouterr().out

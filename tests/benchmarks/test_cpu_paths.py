@@ -22,6 +22,11 @@ def test_every_path_here_is_timed_with_its_split(tmp_path, capsys):
     for t in r["steps"][0]["paths"].values():
         assert t["step_ms"] > 0 and t["gemm_ms"] > 0 and t["attention_ms"] > 0
         assert t["gemm_ms"] + t["attention_ms"] + t["rest_ms"] <= t["step_ms"] * 1.05
+    base = "fp32-avx512" if "fp32-avx512" in here else "fp32-avx2"
+    vs = r["steps"][0]["vs_fp32"]
+    assert vs["path"] == base and vs["ratio"][base] == 1.0 and set(vs["ratio"]) == set(here)
     [lin] = r["bf16_linears"]
-    assert set(lin["ms_per_layer"]) == {"torch_bf16"} | ({"ours_bf16"} if "bf16" in kernels.kinds() else set())
-    assert "paths here:" in capsys.readouterr().out
+    ours = {f"ours_{k}" for k in ("bf16", "amx_bf16") if k in kernels.kinds()}
+    assert set(lin["ms_per_layer"]) == {"torch_bf16"} | ours
+    out = capsys.readouterr().out
+    assert "paths here:" in out and f"vs {base} (its step / each path's)" in out

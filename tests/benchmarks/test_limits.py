@@ -69,6 +69,10 @@ def test_the_roofline_is_the_slower_of_bytes_over_bandwidth_and_flops_over_peak(
     slow_memory = roofline(s, 10, [3, 3], [5, 5], 2, 1e3, {"fp32": 1e3, "bf16": 1e3}, bf16, cost)
     assert slow_memory["decode_bound"] == "memory"
     assert slow_memory["seconds"]["decode"] == pytest.approx(memory / 1e3)
+    assert slow_memory["step_mb"] == pytest.approx({"weights": (640 * 2 + 10 * 8 * 4) / 1e6, "kv": keys * 32 / 4e6})
+    light = slow_memory["weights_only"]                                   # the same without the KV cache's bytes
+    assert light["decode_bound"] == "memory" and light["decode_step_ms"] == pytest.approx(1e3 * (640 * 2 + 320) / 1e3)
+    assert light["ceiling_audio_s"] > slow_memory["ceiling_audio_s"]
     assert slow_memory["seconds"]["prefill"] == pytest.approx(2 * 640 * 2 / 1e3)    # each row's weights once
     flops = 2 * 640 * 2 * 4 + 4 * 2 * 4 * keys                            # the linears, the attention
     slow_compute = roofline(s, 10, [3, 3], [5, 5], 2, 1e15, {"fp32": 1e-6, "bf16": 1e-6}, bf16, cost)
@@ -76,6 +80,25 @@ def test_the_roofline_is_the_slower_of_bytes_over_bandwidth_and_flops_over_peak(
     assert slow_compute["seconds"]["decode"] == pytest.approx((flops + 2 * 80 * 10) / 1e3)
     audio_s = 10 / 46.875
     assert slow_compute["ceiling_audio_s"] == pytest.approx(audio_s / sum(slow_compute["seconds"].values()))
+    assert slow_compute["weights_only"]["ceiling_audio_s"] == pytest.approx(slow_compute["ceiling_audio_s"])
+
+
+def test_the_vocoder_runs_at_its_dtypes_peak():
+    from benchmarks.limits import roofline
+    from engine.llama import LlamaShape
+
+    s = LlamaShape(hidden=8, layers=1, heads=2, kv_heads=2, ffn=16, rope_theta=1e4, eps=1e-6, max_pos=64)
+    peaks, cost = {"fp32": 1.0, "bf16": 4.0}, {"decoder_vocos": 2.0}
+    secs = {v: roofline(s, 10, [3], [5], 1, 1e15, peaks, {"weights": 2, "kv": 2, "compute": "bf16", "vocoder": v},
+                        cost)["seconds"]["decoder_vocos"] for v in ("fp32", "bf16")}
+    assert secs["fp32"] == pytest.approx(4 * secs["bf16"]) == pytest.approx(2.0 * 5 / 46.875)   # GFLOP / GFLOP/s
+
+
+def test_read_bandwidth_measures_a_positive_rate():
+    pytest.importorskip("torch")
+    from benchmarks.limits import read_bandwidth
+
+    assert 1e8 < read_bandwidth(1) < 1e13
 
 
 def test_memory_bandwidth_measures_a_positive_rate():

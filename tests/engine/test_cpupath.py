@@ -42,10 +42,10 @@ class Timer:
 
 
 def test_each_request_has_its_candidates_and_paths_of_one_name_share_their_bits():
-    assert [p.name for p in candidates("auto", False)] == ["fp32-avx2", "fp32-avx512", "bf16-avx512"]
+    assert [p.name for p in candidates("auto", False)] == ["fp32-avx2", "fp32-avx512", "bf16-avx512", "bf16-amx"]
     assert [p.name for p in candidates("fp32", False)] == ["fp32-avx2", "fp32-avx512"]
-    assert [p.name for p in candidates("bf16", False)] == ["bf16-avx512"]
-    assert [p.name for p in candidates("auto", True)] == ["int8-avx2", "int8-avx512", "int8-vnni"]
+    assert [p.name for p in candidates("bf16", False)] == ["bf16-avx512", "bf16-amx"]
+    assert [p.name for p in candidates("auto", True)] == ["int8-avx2", "int8-avx512", "int8-vnni", "int8-amx"]
     assert {p for r in ("auto", "fp32", "bf16") for i in (False, True) for p in candidates(r, i)} == set(PATHS)
     for a in PATHS:                      # one version name <=> one arithmetic: the kinds run the same chains
         for b in PATHS:
@@ -56,7 +56,7 @@ def test_each_request_has_its_candidates_and_paths_of_one_name_share_their_bits(
 def test_the_fastest_is_measured_once_and_remembered_on_disk(every_kind, monkeypatch):
     fast_bf16 = Timer(bf16_avx512=3, fp32_avx2=9, fp32_avx512=8)
     assert choose("auto", False, SHAPE, 32, fast_bf16) is BY_NAME["bf16-avx512"]
-    assert fast_bf16.calls == [("fp32-avx2", "fp32-avx512", "bf16-avx512")]
+    assert fast_bf16.calls == [("fp32-avx2", "fp32-avx512", "bf16-avx512", "bf16-amx")]
     [file] = (every_kind / cpupath.CACHE_DIR).iterdir()
     data = json.loads(file.read_text())
     assert data["path"] == "bf16-avx512" and data["step_ms"]["fp32-avx2"] == 9 and data["key"]["rows"] == 32
@@ -94,7 +94,8 @@ def test_a_damaged_cache_file_is_measured_again_and_replaced(every_kind):
 
 def test_one_candidate_is_taken_without_measuring_and_none_without_kernels(every_kind, monkeypatch):
     t = Timer()
-    assert choose("bf16", False, SHAPE, 8, t) is BY_NAME["bf16-avx512"] and t.calls == []
+    monkeypatch.setattr(kernels, "kinds", lambda: tuple(k for k in kernels.KINDS if k not in kernels.TILE_KINDS))
+    assert choose("bf16", False, SHAPE, 8, t) is BY_NAME["bf16-avx512"] and t.calls == []   # no AMX: one bf16
     monkeypatch.setattr(kernels, "kinds", lambda: ("f32", "q8"))                         # an AVX2-only CPU
     monkeypatch.setattr(cpupath, "_CHOSEN", {})
     assert choose("auto", False, SHAPE, 8, t) is BY_NAME["fp32-avx2"] and t.calls == []

@@ -146,10 +146,11 @@ def _path_param(name: str):
 
 
 @pytest.mark.parametrize("path", [_path_param(p) for p in ("fp32-avx2", "fp32-avx512", "bf16-avx512", "int8-avx2",
-                                                           "int8-avx512", "int8-vnni")])
+                                                           "int8-avx512", "int8-vnni", "bf16-amx", "int8-amx")])
 def test_every_cpu_path_is_batch_invariant_and_named(requests, path, monkeypatch):
     """Each path of engine/cpupath.py this CPU has (forced by CHATTTS_RENDER_KERNELS; skipped naming the flags it
-    lacks elsewhere): batched == alone under refill, and the version names its dtype and arithmetic."""
+    lacks elsewhere): batched == alone under refill (Decoder + Vocos in the path's dtype: bf16 on a bf16 path), and
+    the version names its dtype and arithmetic."""
     from engine.cpupath import BY_NAME
     from engine.engine import Engine
 
@@ -158,6 +159,7 @@ def test_every_cpu_path_is_batch_invariant_and_named(requests, path, monkeypatch
     e = Engine.load(EngineOptions(model="random-tiny", max_batch=2, int8=p.int8, dtype="auto"))
     assert e.path == p and e.dtype == p.dtype and f"-{p.dtype}-cpu-{p.tag}-aten_" in e.version
     assert e.version.endswith("+int8") == p.int8
+    assert e.vocoder == p.dtype and e.version.endswith("+vocoder_bf16") == (p.dtype == "bf16")
     reqs = requests[:4]
     out = {r.key: r for r in e.synthesize(reqs)}
     for req in reqs[:2]:

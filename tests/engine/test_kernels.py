@@ -79,8 +79,8 @@ def test_a_rows_bits_depend_on_nothing_else_in_the_call(kind):
 
 @pytest.mark.parametrize("kind", [kind_param(k) for k in kernels.SAME_BITS])
 def test_the_avx512_kinds_run_the_avx2_chains_bit_for_bit(kind):
-    """f32_512 and q8_512 give f32's and q8's bits (so the engine names their arithmetic alike), at every call
-    size and over blocks of 32, 16 and 8 columns."""
+    """f32_512, q8_512 and amx_i8 give f32's, q8's and i8's bits (so the engine names their arithmetic alike), at
+    every call size and over blocks of 32, 16 and 8 columns."""
     twin = kernels.SAME_BITS[kind]
     if why := why_not(twin):
         pytest.skip(why)
@@ -129,13 +129,12 @@ def test_the_w8a8_int8linear_is_exact_on_any_cpu():
     assert torch.equal(Int8Linear(dense)(x), _w8a8_reference(w, x))
 
 
-def test_the_vnni_kind_gives_the_w8a8_bits():
-    """"i8" quantizes a row and rescales as engine.cpu.Int8Linear does (an exact integer product, then the same
-    fp32 operations), so the same bits as the int64 reference."""
-    if why := why_not("i8"):
-        pytest.skip(why)
+@pytest.mark.parametrize("kind", [kind_param(k) for k in kernels.W8A8])
+def test_the_w8a8_kinds_give_the_w8a8_bits(kind):
+    """"i8" (VNNI) and "amx_i8" (AMX tiles) quantize a row and rescale as engine.cpu.Int8Linear does (an exact
+    integer product, then the same fp32 operations), so the same bits as the int64 reference."""
     w, x = _w8a8_case()
-    assert torch.equal(_linear("i8", w)[0](x), _w8a8_reference(w, x))
+    assert torch.equal(_linear(kind, w)[0](x), _w8a8_reference(w, x))
 
 
 def test_the_cpu_int8_engine_runs_its_whole_step_on_an_int8_kind(lin):
@@ -414,12 +413,13 @@ def test_the_decode_step_equals_the_layer_by_layer_path(kind):
     assert isinstance(model.attention, CStep)
     step = model.attention.decode
     assert isinstance(step, kernels.DecodeStep) and step.kind == kind
-    assert step.kv_dtype == (torch.bfloat16 if kind == "bf16" else torch.float32)
+    bf16 = kernels.KINDS[kind][2] == "bf16"
+    assert step.kv_dtype == (torch.bfloat16 if bf16 else torch.float32)
     x, pos, cache, slots, lens = _step_inputs(model)
     ref_cache = _clone(cache)
     y = _run(model, x, pos, cache, slots, lens)
-    ref = _run(model, x, pos, ref_cache, slots, lens, PerRow() if kind == "bf16" else CAttention())
-    tol = {"bf16": 2e-2, "i8": 5e-2}.get(kind, 2e-5)
+    ref = _run(model, x, pos, ref_cache, slots, lens, PerRow() if bf16 else CAttention())
+    tol = {"bf16": 2e-2, "int8": 5e-2}.get(kernels.ACTIVATIONS.get(kind, ""), 2e-5)
     torch.testing.assert_close(y, ref, atol=tol, rtol=tol / 2)
     for a, b in zip(cache.k + cache.v, ref_cache.k + ref_cache.v):
         torch.testing.assert_close(a.float(), b.float(), atol=tol, rtol=tol / 2)

@@ -152,3 +152,20 @@ def test_is_oom_follows_the_exception_chain():
     except RuntimeError as err:
         assert S.is_oom(err)
     assert not S.is_oom(RuntimeError("shape mismatch"))
+
+
+def test_rank_comes_before_the_bucket_and_changes_no_row(model, reference):
+    """Request.rank (a book's chapter in reading order) orders admission before the length buckets; each row's
+    output stays exactly what it is without ranks."""
+    rs = rows(model)
+    for r in rs:
+        r.rank = 0 if r.key in ("r7", "r8") else 1
+    rs[0].end_at = 400                                   # the longest bucket, but ranked later
+    assert [r.key for r in S.bucket_order(rs)[:3]] == ["r7", "r8", "r0"]
+    ranked = rows(model)
+    for r in ranked:
+        r.rank = -int(r.key[1:])                         # the reverse of arrival
+    out = {r.key: r for r in S.Scheduler(model, max_batch=4, exact=True, free_bytes=1 << 40).run(ranked)}
+    assert set(out) == set(reference)
+    for k in reference:
+        assert out[k].tokens == reference[k].tokens and torch.equal(out[k].hiddens, reference[k].hiddens), k

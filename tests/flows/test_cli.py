@@ -61,7 +61,8 @@ def test_sub_commands_and_the_default_command(tmp_path, capsys):
     from tasks.errors import BookError, GapsError, OutputError, ToolMissing
 
     parser = build_parser()
-    assert parser.commands == ("render", "status", "inspect", "package", "voices", "catalogue", "check", "fix")
+    assert parser.commands == ("render", "status", "inspect", "package", "voices", "catalogue", "check", "studio",
+                               "fix")
     a = parser.parse_args(["render", "b.epub", "--voice", "seed:3"])
     assert a.command == "render" and a.voice == "seed:3"
     assert main(["inspect", str(SAMPLE), "--json"]) == 0 and '"chapters"' in capsys.readouterr().out
@@ -180,3 +181,33 @@ def test_version_prints_the_package_version_and_exits_0(tmp_path, monkeypatch, c
 
     monkeypatch.setattr(metadata, "version", not_installed)     # a checkout that is not installed
     assert package_version() == declared
+
+
+def test_with_a_server_a_url_book_is_fetched_once(tmp_path, monkeypatch):
+    """With a Prefect server the render flow renders the book the command fetched (and checked): a book given as a
+    URL is downloaded once, not once by the command and again by the flow."""
+    import flows.commands as commands
+    import flows.render_book as render_book
+    from flows.cli import build_parser
+    from flows.options import options_from_params
+    from tasks.fleet import storage
+
+    book = write_txt_book(tmp_path / "novel.txt", chapters=1, sentences=2)
+    fetched, seen = [], {}
+
+    class Stop(Exception):
+        pass
+
+    def flow(**params):                                  # what the flow does first: the params become options
+        seen.update(params)
+        options_from_params(**params)
+        raise Stop
+
+    monkeypatch.setattr(storage, "fetch_book", lambda url, scratch: fetched.append(url) or book)
+    monkeypatch.setattr(commands, "prefect_server_configured", lambda: True)
+    monkeypatch.setattr(render_book, "render_book_flow", flow)
+    args = build_parser().parse_args(["render", "s3://books/novel.txt", "--model", "random-tiny", "--out",
+                                      str(tmp_path / "out")])
+    with pytest.raises(Stop):
+        commands.cmd_render(args)
+    assert fetched == ["s3://books/novel.txt"] and seen["book"] == str(book)

@@ -101,3 +101,24 @@ def test_a_text_fix_is_normalized_in_the_books_reading_language(tmp_path, monkey
     fix._fix_of(a, SegmentOptions(), "auto", book_dir)
     fix._fix_of(a, SegmentOptions(), "zh", book_dir)
     assert seen == ["en", "zh"]
+
+
+def test_fix_packages_as_the_book_was_last_packaged():
+    """`fix` without --loudness/--tempo keeps the last packaging's (report.json): a preset by its target and
+    ceiling, a plain number as itself, the tempo; an option given wins."""
+    import argparse
+
+    from flows.fix import _packaging
+    from flows.options import package_options
+    from flows.params import RenderParams
+
+    p = RenderParams(book="b.txt")
+    none = argparse.Namespace(format=None, loudness=None, tempo=None)
+    acx = {"formats": ["mp3"], "tempo": 1.25, "loudness": {"target_lufs": -18.0, "true_peak_ceiling_dbtp": -3.5}}
+    kept = _packaging(none, p, acx)
+    assert (kept.loudness, kept.tempo, kept.formats) == ("acx", 1.25, ("mp3",))
+    assert package_options(kept).true_peak_dbtp == -3.5
+    plain = _packaging(none, p, {"loudness": {"target_lufs": -20.0, "true_peak_ceiling_dbtp": -1.5}})
+    assert (plain.loudness, plain.tempo) == (-20.0, 1.0)                    # a report from before --tempo: 1
+    given = _packaging(argparse.Namespace(format=None, loudness="podcast", tempo=1.1), p, acx)
+    assert (given.loudness, given.tempo) == ("podcast", 1.1)

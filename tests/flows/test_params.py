@@ -10,11 +10,12 @@ import pytest
 import yaml
 
 from flows.options import options_from_params, render_options
-from flows.params import BY_NAME, PARAMS, RenderParams, choices, describe, flag, help_of
+from flows.params import BY_NAME, PARAMS, RenderParams, choices, flag, help_of
+from flows.signature import describe
 from tests.conftest import ROOT
 
 OWN = {"render-book": {"catalogue", "base_url", "shards", "shard", "shard_token"},       # the flows' own parameters
-       "nightly-catalogue": {"catalogue", "out", "deployment", "wait", "base_url", "segments_per_shard", "max_shards"}}
+       "nightly-catalogue": {"catalogue", "deployment", "wait", "base_url", "segments_per_shard", "max_shards"}}
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -150,7 +151,7 @@ def test_the_lexicons_reach_the_segment_options(tmp_path, monkeypatch):
 
 def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypatch):
     from tasks import stages
-    from tasks.synthesize.guard import GuardOptions
+    from tasks.synthesize.options import GuardOptions
 
     book = tmp_path / "b.txt"
     book.write_text("第一章\n一句话。\n", encoding="utf-8")
@@ -162,13 +163,14 @@ def test_guard_options_from_params_reach_the_synthesize_stage(tmp_path, monkeypa
 
     seen = {}
     monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None, qa=None,
-                        checker=None: seen.update(guard=guard, qa=qa) or {"rendered": 0})
-    random_model = SimpleNamespace(loaded=SimpleNamespace(is_random=True))
+                        checker=None, schedule="length": seen.update(guard=guard, qa=qa, schedule=schedule)
+                        or {"rendered": 0})
+    random_model = SimpleNamespace(is_random=True)
     monkeypatch.setattr(stages, "get_engine", lambda o: random_model)
     stages.synthesize(tmp_path, opts)
     assert seen["guard"] is opts.guard and seen["qa"].mode == "off"      # random weights: nothing to hear
-    stages.synthesize(tmp_path, options_from_params(str(book), qa="suspect", asr_model="tiny"))
-    assert (seen["qa"].mode, seen["qa"].asr_model) == ("suspect", "tiny")
+    stages.synthesize(tmp_path, options_from_params(str(book), qa="suspect", asr_model="tiny", schedule="chapters"))
+    assert (seen["qa"].mode, seen["qa"].asr_model, seen["schedule"]) == ("suspect", "tiny", "chapters")
 
 
 def test_qa_auto_picks_by_cost_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
@@ -182,10 +184,10 @@ def test_qa_auto_picks_by_cost_and_says_so_in_one_line(tmp_path, monkeypatch, ca
     book.write_text("第一章\n一句话。\n", encoding="utf-8")
     seen, installed = {}, {"yes": True}
     monkeypatch.setattr(stages, "synthesize_book", lambda d, e, on_done=None, guard=None, shard=None, qa=None,
-                        checker=None: seen.update(qa=qa) or {"rendered": 0})
+                        checker=None, schedule="length": seen.update(qa=qa) or {"rendered": 0})
     monkeypatch.setattr(stages, "checker_for", lambda qa: SimpleNamespace(available=lambda: installed["yes"]))
     monkeypatch.setattr(qa_opts, "BASE_SHARE", {"cpu": 0.2, "cuda": 0.05})
-    real = SimpleNamespace(loaded=SimpleNamespace(is_random=False))
+    real = SimpleNamespace(is_random=False)
     monkeypatch.setattr(stages, "get_engine", lambda o: real)
     said = []
     for asr_model, installed["yes"] in ((None, True), ("small", True), (None, False)):
@@ -199,7 +201,7 @@ def test_qa_auto_picks_by_cost_and_says_so_in_one_line(tmp_path, monkeypatch, ca
     assert all(err.count("\n") == 1 for _, err in said)
     stages.synthesize(tmp_path, options_from_params(str(book), qa="full"))      # asked for: no line
     assert seen["qa"].mode == "full" and capsys.readouterr().err == ""
-    monkeypatch.setattr(stages, "get_engine", lambda o: SimpleNamespace(loaded=SimpleNamespace(is_random=True)))
+    monkeypatch.setattr(stages, "get_engine", lambda o: SimpleNamespace(is_random=True))
     stages.synthesize(tmp_path, options_from_params(str(book)))
     assert seen["qa"].mode == "off" and capsys.readouterr().err == ""
 
@@ -223,8 +225,9 @@ def test_device_cuda_without_a_gpu_is_refused_before_the_book_is_fetched(monkeyp
 
 def test_language_option_from_the_cli_to_the_render_options(tmp_path):
     """--language reaches RenderOptions on every command that segments a book; a bad value is a usage error."""
-    from flows.arguments import UsageError, options, render_params
+    from flows.arguments import UsageError, render_params
     from flows.cli import build_parser
+    from flows.options import options
 
     parser = build_parser()
     book = tmp_path / "b.txt"
@@ -239,3 +242,17 @@ def test_language_option_from_the_cli_to_the_render_options(tmp_path):
     assert options(book=str(book)).language == "auto"
     with pytest.raises(UsageError, match="--language 'fr': must be one of auto, zh, en"):
         options(book=str(book), language="fr")
+
+
+def test_parameters_are_checked_by_name_without_a_book():
+    """flows.params.check: RenderParams' validator over parameters by name (the nightly flow's, checked once for all
+    its books: no folder stands in for a book)."""
+    from flows.params import check
+
+    check({"out": "o", "device": "cuda", "qa": "full"})
+    with pytest.raises(ValueError, match="--device 'gpu': must be one of"):
+        check({"device": "gpu"})
+    with pytest.raises(ValueError, match="--clip-text"):
+        check({"clip_text": "你好"})
+    with pytest.raises(ValueError, match="--clip-text"):
+        RenderParams(book="b.txt", clip_text="你好")

@@ -24,13 +24,21 @@ class Draft:
     title: str
     paras: list[str] = field(default_factory=list)
     refs: list[str] = field(default_factory=list)    # note targets ("path#id") its paragraphs cite
+    breaks: list[int] = field(default_factory=list)  # paragraphs that start after matter (Block.barrier)
+
+    def add(self, blocks: list[Block]) -> None:
+        for b in blocks:
+            if b.barrier:
+                self.breaks.append(len(self.paras))
+            self.paras.append(b.text)
+            self.refs.extend(b.refs)
 
 
 def place(chapters: list[Draft], blocks: list[Block], entries: list[TocEntry], split: bool,
-          fallback_title: str) -> None:
+          fallback_title: str) -> list[int]:
     """Add one spine document's blocks to the chapters.  Its TOC entries (the shallowest ones) start chapters
     at their fragments; without entries the first heading starts one, else the text continues the previous
-    chapter (a Gutenberg "Split on p" chunk)."""
+    chapter (a Gutenberg "Split on p" chunk).  Returns the chapter (its index in `chapters`) each block went to."""
     starts: dict[int, str] = {}
     if entries:
         top = min(e.depth for e in entries)
@@ -57,15 +65,19 @@ def place(chapters: list[Draft], blocks: list[Block], entries: list[TocEntry], s
         lead = blocks[: min(starts) if starts else len(blocks)]
         starts[0] = next((b.text for b in lead if b.kind != "p"), "") or fallback_title
     cut = sorted(starts)
+    went: list[int] = []
     if not cut or cut[0] > 0:  # text before the first start continues the previous chapter
         head = blocks[: cut[0]] if cut else blocks
-        chapters[-1].paras.extend(b.text for b in head)
-        chapters[-1].refs.extend(r for b in head for r in b.refs)
+        chapters[-1].add(head)
+        went += [len(chapters) - 1] * len(head)
     for k, i in enumerate(cut):
         seg = blocks[i: cut[k + 1] if k + 1 < len(cut) else len(blocks)]
+        went += [len(chapters)] * len(seg)
         title = starts[i]
         seg = _drop_title_blocks(seg, title)
-        chapters.append(Draft(title, [b.text for b in seg], [r for b in seg for r in b.refs]))
+        chapters.append(Draft(title))
+        chapters[-1].add(seg)
+    return went
 
 
 def _drop_title_blocks(seg: list[Block], title: str) -> list[Block]:
@@ -120,6 +132,7 @@ def finish(chapters: list[Draft]) -> list[Chapter]:
     for ch in chapters:
         paras = [p for p in ch.paras if p]
         if paras:
+            breaks = tuple(sorted({b for b in ch.breaks if 0 < b < len(paras)}))
             out.append(Chapter(index=len(out), title=clean_title(ch.title) or str(len(out) + 1),
-                               paragraphs=tuple(paras)))
+                               paragraphs=tuple(paras), breaks=breaks))
     return out

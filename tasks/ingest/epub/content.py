@@ -2,18 +2,22 @@
 they reference) and notes (footnotes, endnotes, asides: collected apart, never read mid-sentence).
 
 Skipped: scripts, styles, ruby annotations (the base text stays), images, page numbers, line numbers, note marks,
-page breaks, navigation.  `<pre>` and `<br>` in running text make one paragraph per line.  Short stand-alone
-paragraphs styled as headings are kind "hp".  Gutenberg's header, credit line and footer are dropped, and its
+page breaks.  `<pre>` and `<br>` in running text make one paragraph per line.  Short stand-alone paragraphs styled
+as headings are kind "hp".  Blocks inside an element whose epub:type or role names a matter kind (navigation,
+index, bibliography, copyright page … : tasks/ingest/matter.py) carry that kind, the innermost one; so do
+Gutenberg's header, credit line and footer ("pg-license"): read_epub decides what is set aside.  Gutenberg's
 plain-text renderings (`*.txt.html`) have their hard-wrapped CJK lines joined again."""
 from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote, urldefrag
 
 from tasks.ingest.common import PG_END_RE, PG_START_RE, clean_title, collapse_ws
 from tasks.ingest.epub.archive import join_href, local_name
+from tasks.ingest.matter import kind_of
 
 MAX_HEADING_CHARS = 40                   # characters; a "styled paragraph heading" is no longer than this
 
@@ -29,7 +33,6 @@ HEADING_TAGS = {"h1": 1, "h2": 2, "h3": 3}
 NOTE_TYPES = {"footnote", "endnote", "rearnote", "note", "footnotes", "endnotes", "rearnotes", "doc-footnote",
               "doc-endnote", "doc-endnotes", "doc-footnotes"}
 NOTEREF_TYPES = {"noteref", "doc-noteref"}
-NAV_SKIP_TYPES = {"toc", "page-list", "landmarks", "doc-toc", "doc-pagelist"}
 PAGEBREAK_TYPES = {"pagebreak", "doc-pagebreak"}
 NOTE_CONTAINER_TYPES = {"footnotes", "endnotes", "rearnotes", "doc-endnotes", "doc-footnotes"}
 SKIP_CLASSES = {"lnum", "linenum", "line-number", "linenumber", "pagenum", "page-number", "pageno"}
@@ -53,6 +56,9 @@ class Block:
     anchors: tuple[str, ...] = ()            # element ids that start at this block (TOC fragments land here)
     refs: tuple[str, ...] = ()               # note targets ("path#id") referenced from this block
     linky: bool = False                      # all of its text is inside <a href> (a table-of-contents line)
+    matter: str = ""                         # its matter kind (tasks/ingest/matter.py), "" for the body
+    how: str = ""                            # how the kind was recognized (inspect's reason)
+    barrier: bool = False                    # set by read_epub: matter was set aside or brought back before it
 
 
 @dataclass
@@ -77,12 +83,14 @@ class _Extractor:
         self.refs: list[str] = []
         self.kind = "p"
         self.in_link = 0
+        self.matter: list[tuple[str, str]] = []   # (kind, how) of the matter elements around, innermost last
 
     def flush(self):
         text = collapse_ws("".join(self.buf)).strip()
         if text:
             linky = self.link_chars >= len(text) * 0.9
-            self.blocks.append(Block(text, self.kind, tuple(self.anchors), tuple(self.refs), linky))
+            matter, how = self.matter[-1] if self.matter else ("", "")
+            self.blocks.append(Block(text, self.kind, tuple(self.anchors), tuple(self.refs), linky, matter, how))
             self.anchors, self.refs = [], []
         self.buf = []
         self.link_chars = 0
@@ -108,8 +116,22 @@ class _Extractor:
             return  # the note mark is not read mid-sentence
         if types & PAGEBREAK_TYPES:
             return
-        if tag == "nav" and (types & NAV_SKIP_TYPES or not types):
+        kind = kind_of(types) if tag in BLOCK_TAGS else ""    # a landmark's <a epub:type="index"> is a link
+        if tag == "nav" and not kind:
+            kind = "toc"                              # navigation without a type: a table of contents
+        if kind:
+            self.flush()
+            token = next((t for t in sorted(types) if kind_of([t]) == kind), "")   # the token that named it
+            self.matter.append((kind, f'marked "{token}"' if token else "a <nav> element"))
+            try:
+                self._walk(el, tag, types)
+            finally:
+                self.flush()
+                self.matter.pop()
             return
+        self._walk(el, tag, types)
+
+    def _walk(self, el, tag: str, types: set[str]):
         if types & NOTE_TYPES or tag == "aside":
             self._note(el, container=bool(types & NOTE_CONTAINER_TYPES))
             return
@@ -141,10 +163,7 @@ class _Extractor:
         else:
             self.text(el.text)
         kind_here = self.kind
-        for c in el:
-            if isinstance(c.tag, str):
-                self.walk(c)
-            self.text(c.tail)
+        each_child(el, self.walk, self.text)
         self.in_link -= link
         if block:
             if kind_here != "p" and self.kind == "p" and self.buf:
@@ -168,12 +187,12 @@ class _Extractor:
 
     def note_mode(self, el):
         # Inside a single note nested notes are just text.
-        for c in el:
-            if isinstance(c.tag, str):
-                tag = local_name(c.tag)
-                if tag and tag not in SKIP_TAGS and not (element_types(c) & NOTEREF_TYPES):
-                    self._walk_plain(c)
-            self.text(c.tail)
+        def plain(c) -> None:
+            tag = local_name(c.tag)
+            if tag and tag not in SKIP_TAGS and not (element_types(c) & NOTEREF_TYPES):
+                self._walk_plain(c)
+
+        each_child(el, plain, self.text)
         if el.text:
             self.buf.insert(0, el.text)
 
@@ -190,19 +209,13 @@ class _Extractor:
             self.flush()
         else:
             self.text(el.text)
-        for c in el:
-            if isinstance(c.tag, str):
-                self._walk_plain(c)
-            self.text(c.tail)
+        each_child(el, self._walk_plain, self.text)
         if block:
             self.flush()
 
     def walk_children(self, el):
         self.text(el.text)
-        for c in el:
-            if isinstance(c.tag, str):
-                self.walk(c)
-            self.text(c.tail)
+        each_child(el, self.walk, self.text)
 
 
 def extract(root, doc: str) -> tuple[list[Block], list[Note], bool]:
@@ -221,7 +234,7 @@ def extract(root, doc: str) -> tuple[list[Block], list[Note], bool]:
         blocks = _join_wrapped_paragraphs(blocks)
     ended = False
     if any(PG_START_RE.search(b.text) or _is_pg_end(b.text) for b in blocks):
-        blocks, ended = _drop_pg_boilerplate(blocks)
+        blocks, ended = _mark_pg_boilerplate(blocks)
     return blocks, ex.notes, ended
 
 
@@ -257,22 +270,24 @@ def _is_pg_end(text: str) -> bool:
     return bool(PG_END_RE.search(text) or _PG_END_LINE_RE.match(text))
 
 
-def _drop_pg_boilerplate(blocks: list[Block]) -> tuple[list[Block], bool]:
-    """Drop the Project Gutenberg header (up to '*** START OF ...' and the "Produced by" credit) and footer
-    (from '*** END OF ...' / 'End of the Project Gutenberg ...').  Returns (blocks, the footer was seen)."""
+def _mark_pg_boilerplate(blocks: list[Block]) -> tuple[list[Block], bool]:
+    """Mark the Project Gutenberg header (up to '*** START OF ...' and the "Produced by" credit) and footer (from
+    '*** END OF ...' / 'End of the Project Gutenberg ...') as matter "pg-license".  Returns (blocks, the footer was
+    seen)."""
     start = 0
     for i, b in enumerate(blocks):
         if PG_START_RE.search(b.text):
             start = i + 1
-    out = blocks[start:]
-    ended = False
-    for i, b in enumerate(out):
-        if _is_pg_end(b.text):
-            out, ended = out[:i], True
-            break
-    if start and out and _PG_CREDIT_RE.match(out[0].text):
-        out = out[1:]
-    return out, ended
+    end = next((i for i in range(start, len(blocks)) if _is_pg_end(blocks[i].text)), len(blocks))
+    if start and start < end and _PG_CREDIT_RE.match(blocks[start].text):
+        start += 1
+    return [pg_license(b, "its header" if i < start else "its footer and licence")
+            if i < start or i >= end else b for i, b in enumerate(blocks)], end < len(blocks)
+
+
+def pg_license(b: Block, how: str) -> Block:
+    """The block marked as Gutenberg's boilerplate."""
+    return Block(b.text, b.kind, b.anchors, b.refs, b.linky, "pg-license", how)
 
 
 def doc_title(root) -> str:
@@ -299,19 +314,26 @@ def visible_text(el) -> list[str]:
     """Text pieces of an element without ruby annotations, scripts, etc."""
     out: list[str] = []
 
+    def text(t: str | None) -> None:
+        if t:
+            out.append(t)
+
     def rec(e):
-        if local_name(e.tag) in SKIP_TAGS:
-            return
-        if e.text:
-            out.append(e.text)
-        for c in e:
-            if isinstance(c.tag, str):
-                rec(c)
-            if c.tail:
-                out.append(c.tail)
+        if local_name(e.tag) not in SKIP_TAGS:
+            text(e.text)
+            each_child(e, rec, text)
 
     rec(el)
     return out
+
+
+def each_child(el, visit: Callable, text: Callable[[str | None], None]) -> None:
+    """The EPUB walkers' step: visit(child) for every element child of `el` in document order, text(its tail)
+    after each (a comment's or processing instruction's tail too)."""
+    for c in el:
+        if isinstance(c.tag, str):
+            visit(c)
+        text(c.tail)
 
 
 def _looks_like_noteref(el, tag: str) -> bool:

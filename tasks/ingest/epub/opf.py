@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote, urldefrag
 
 from tasks.errors import BookError
 from tasks.ingest.common import clean_title, collapse_ws
 from tasks.ingest.epub.archive import Archive, children, find_all, join_href, local_name, parse_meta_xml, parse_xhtml
 from tasks.ingest.epub.content import element_types, visible_text
+from tasks.ingest.matter import kind_of
 
 MAX_COVER_BYTES = 16 * 1024 * 1024       # bytes; a larger cover image is left out
 MAX_TOC_ENTRIES = 20_000                 # TOC entries read
@@ -39,6 +40,7 @@ class Package:
     toc_id: str
     meta: dict[str, str]
     cover_id: str = ""
+    guide: list[tuple[str, str, str]] = field(default_factory=list)   # EPUB 2 <guide>: (type, path, fragment)
 
 
 def read_package(z: Archive) -> Package:
@@ -101,7 +103,10 @@ def _parse_opf(z: Archive, opf_path: str) -> Package:
                     meta[ln] = txt
             elif ln == "meta" and (el.get("name") or "").lower() == "cover":
                 cover_id = el.get("content") or ""
-    return Package(opf_path, items, spine, toc_id, meta, cover_id)
+    guide = [((ref.get("type") or "").strip().lower(), join_href(base, ref.get("href") or ""),
+              urldefrag(ref.get("href") or "")[1])
+             for g in find_all(root, "guide") for ref in children(g, "reference") if ref.get("href")]
+    return Package(opf_path, items, spine, toc_id, meta, cover_id, guide)
 
 
 def _check_drm(z: Archive, pkg: Package) -> None:
@@ -223,6 +228,37 @@ def _read_ncx(z: Archive, name: str) -> list[TocEntry]:
 
 def _text_of(el) -> str:
     return collapse_ws("".join(el.itertext())).strip()
+
+
+# ---------------------------------------------------------------------------------------------- matter
+def matter_documents(z: Archive, pkg: Package) -> dict[str, tuple[str, str]]:
+    """Whole documents that the EPUB 3 landmarks or the EPUB 2 guide name as matter (tasks/ingest/matter.py): path
+    -> (kind, how).  Only entries without a fragment (one with a fragment may name a part of a document); the
+    landmarks win over the guide.  A broken nav or guide names nothing."""
+    out: dict[str, tuple[str, str]] = {}
+    for kind_name, path, frag in pkg.guide:
+        kind = kind_of([kind_name])
+        if kind and path and not frag and (name := z.resolve(path)):
+            out[name] = (kind, f'the guide\'s "{kind_name}"')
+    nav = next((it for it in pkg.items.values() if "nav" in it.properties.split()), None)
+    try:
+        root = parse_xhtml(z, nav.href) if nav is not None and z.has(nav.href) else None
+    except BookError as e:
+        if "entit" in e.problem or "too large" in e.problem or "ratio" in e.problem:
+            raise
+        root = None
+    if root is None:
+        return out
+    base = posixpath.dirname(nav.href) if nav is not None else ""
+    for n in (n for n in root.iter() if local_name(n.tag) == "nav" and "landmarks" in element_types(n)):
+        for a in (a for a in n.iter() if local_name(a.tag) == "a" and a.get("href")):
+            path, frag = urldefrag(a.get("href"))
+            kind = kind_of(element_types(a))
+            if kind and path and not frag and not re.match(r"^[a-z][a-z0-9+.-]*:", path, re.I) \
+                    and (name := z.resolve(join_href(base, path))):
+                token = next(t for t in sorted(element_types(a)) if kind_of([t]) == kind)
+                out[name] = (kind, f'the landmarks\' "{token}"')
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- cover

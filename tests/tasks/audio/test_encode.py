@@ -6,7 +6,6 @@ import numpy as np
 import soundfile as sf
 
 from tasks.audio.encode import (
-    BITRATES_KBPS,
     chapter_tags,
     codec_args,
     cover_kind,
@@ -15,6 +14,7 @@ from tasks.audio.encode import (
     tag_text,
     write_lossless,
 )
+from tasks.audio.options import BITRATES_KBPS
 from tasks.book import BookMeta
 
 META = BookMeta(title="书=名;#", author="作者\n甲", language="zh-CN", cover=b"\x89PNG\r\n\x1a\nrest")

@@ -4,7 +4,10 @@ written again) is tested in tests/flows/test_reliability_package.py."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
+
+import pytest
 
 import manifests
 from tasks import stages
@@ -33,12 +36,35 @@ def test_signature_follows_every_input_and_nothing_else(tmp_path):
         chapter_signature([{**rows[0], "pause_after": "paragraph"}, *rows[1:]], "第一章", 2, meta, *opts),
         chapter_signature(rows, "第一章", 2, meta, AssembleOptions(), PackageOptions(target_lufs=-20.0)),
         chapter_signature(rows, "第一章", 2, meta, AssembleOptions(lead_in_s=0.25), PackageOptions()),
+        chapter_signature(rows, "第一章", 2, meta, AssembleOptions(), PackageOptions(tempo=1.25)),
+        chapter_signature(rows, "第一章", 2, meta, AssembleOptions(), PackageOptions(true_peak_dbtp=-3.5)),
     ]
     assert base not in changed and len(set(changed)) == len(changed)
     gap = [{**rows[0], "status": "failed"}, *rows[1:]]           # a gap: its text counts, not its key
     assert chapter_signature(gap, "第一章", 2, meta, *opts) != base
     assert chapter_signature([{**gap[0], "content_key": "y" * 32}, *rows[1:]], "第一章", 2, meta, *opts) == \
         chapter_signature(gap, "第一章", 2, meta, *opts)
+
+
+def test_a_new_tempo_repackages_every_chapter_and_renders_nothing(tmp_path):
+    """--tempo is a packaging option: the segments (keys, audio) stay; every chapter's files are written again,
+    shorter, and packaging again at the same tempo writes nothing."""
+    if not shutil.which("ffmpeg"):
+        pytest.skip("ffmpeg not installed (apt-get install ffmpeg)")
+    book_dir, _ = make_book(tmp_path)
+    synthesize_book(book_dir, StubEngine(lambda req: 1.0))
+    rows = manifests.load(book_dir).to_pylist()
+    stages.package(book_dir)
+    seconds = [c["seconds"] for c in json.loads((book_dir / "report.json").read_text())["chapters"]]
+    first = {p.name: p.stat().st_mtime_ns for p in book_dir.glob("0*.flac")}
+    stages.package(book_dir, package=PackageOptions(tempo=1.25))
+    report = json.loads((book_dir / "report.json").read_text())
+    assert report["tempo"] == 1.25 and manifests.load(book_dir).to_pylist() == rows
+    assert [c["seconds"] for c in report["chapters"]] == pytest.approx([s / 1.25 for s in seconds], rel=0.01)
+    again = {p.name: p.stat().st_mtime_ns for p in book_dir.glob("0*.flac")}
+    assert set(again) == set(first) and all(again[n] != first[n] for n in first)
+    stages.package(book_dir, package=PackageOptions(tempo=1.25))
+    assert {p.name: p.stat().st_mtime_ns for p in book_dir.glob("0*.flac")} == again
 
 
 def test_package_cleans_temps_then_writes_state_and_ignores_an_old_version(tmp_path):

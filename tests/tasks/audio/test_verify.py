@@ -25,7 +25,7 @@ def run_loop(tmp_path, monkeypatch, measurements, fmt="mp3", opts=PackageOptions
 
     def measure_file(path, sr):
         lufs, tp = measurements[len(encodes) - 1]
-        return lufs, tp, 1.0
+        return V.Measured(lufs, tp, 1.0)
 
     monkeypatch.setattr(V, "encode_lossy", encode_lossy)
     monkeypatch.setattr(V, "measure_file", measure_file)

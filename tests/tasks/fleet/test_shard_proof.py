@@ -13,7 +13,7 @@ from tasks.bookdir import QA_JSON
 from tasks.fleet import shards
 from tasks.qa.checker import Checker
 from tasks.qa.options import QAOptions
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.proof import reference_keys
 from tasks.synthesize.render import render_references, synthesize_book
 from tests.conftest import corpus_path, unavailable

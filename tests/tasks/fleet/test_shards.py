@@ -11,7 +11,7 @@ import manifests
 from engine.units import expected_tokens
 from tasks.errors import RenderFailed
 from tasks.fleet import shards
-from tasks.synthesize.guard import GuardOptions
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.render import synthesize_book
 from tests.tasks.synthesize.test_guard import StubEngine, make_book
 

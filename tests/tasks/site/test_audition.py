@@ -143,7 +143,7 @@ def test_the_passage(tmp_path):
     from engine.units import estimate_seconds
     from tasks.errors import BookError
     from tasks.ingest import load_book
-    from tasks.site.audition import AUDITION_SECONDS, MAX_PASSAGE_SECONDS, passage
+    from tasks.synthesize.audition import AUDITION_SECONDS, MAX_PASSAGE_SECONDS, passage
     from tasks.text.segment import SegmentOptions
 
     book = load_book(SAMPLE)
@@ -156,7 +156,7 @@ def test_the_passage(tmp_path):
 
 
 def test_bad_audition_input_creates_nothing(tmp_path, capsys):
-    from tasks.site.audition import AuditionOptions
+    from tasks.synthesize.options import AuditionOptions
 
     out = tmp_path / "out"
     for args in ([str(tmp_path / "none.epub")], [str(SAMPLE), "--count", "101"], [str(SAMPLE), "--from-seed", "-1"],

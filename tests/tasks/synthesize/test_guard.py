@@ -20,7 +20,8 @@ from tasks.book import Book, BookMeta, Chapter, Segment
 from tasks.bookdir import BOOK_JSON, book_json
 from tasks.errors import GapsError
 from tasks.plan.rows import plan_rows
-from tasks.synthesize.guard import GuardOptions, check, expected_band, reroll_seed
+from tasks.synthesize.guard import check, expected_band, reroll_seed
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.render import synthesize_book
 
 TEXTS = ["山高水长，风和日丽，我们一起去看海，看那日出东方。", "春眠不觉晓，处处闻啼鸟。", "夜来风雨声，花落知多少。"]

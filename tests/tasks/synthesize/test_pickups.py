@@ -19,7 +19,8 @@ from tasks.bookdir import BOOK_JSON, FIXES_JSON, book_json, take_relpath
 from tasks.errors import BookError
 from tasks.plan.fixes import Fix, load_fixes, match_fixes, parse_name, read_names, save_fixes
 from tasks.plan.rows import derive_seed, plan_rows
-from tasks.synthesize.guard import GuardOptions, reroll_seed
+from tasks.synthesize.guard import reroll_seed
+from tasks.synthesize.options import GuardOptions
 from tasks.synthesize.pickups import (
     choose_take,
     find_rows,

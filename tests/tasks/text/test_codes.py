@@ -25,14 +25,16 @@ from tasks.text.normalize import _say, normalize, normalize_with_map
     ("185-0130-1238", "幺八五零幺三零幺二三八"),
     ("13800138000", "幺三八零零幺三八零零零"),
     ("010-13812345678", "零一零幺三八幺二三四五六七八"),
-    ("+86 138 0013 8000", "八六幺三八零零幺三八零零零"),             # the plus is silent, as in PaddleSpeech's set
-    ("+8613921234567", "八六幺三九二幺二三四五六七"),
+    ("+86 138 0013 8000", "加八六幺三八零零幺三八零零零"),           # the plus is read 加 (issue 41)
+    ("+8613921234567", "加八六幺三九二幺二三四五六七"),
     ("0086-13800138000", "零零八六幺三八零零幺三八零零零"),
     # +86 landlines, international prefixes, American numbers inside Chinese
-    ("+86-10-6552-1234", "八六一零六五五二一二三四"),
-    ("电话: +(86)(10) 8531-4000", "电话，八六一零八五三一四零零零"),
+    ("+86-10-6552-1234", "加八六一零六五五二一二三四"),
+    ("电话: +(86)(10) 8531-4000", "电话，加八六一零八五三一四零零零"),
+    ("电话：+852 5221 8490", "电话，加八五二五二二一八四九零"),       # after a keyword: the plus is not its mark
+    ("电话：+65 6509 0110", "电话，加六五六五零九零一一零"),           # 0110 is no service number: 一
     ("请拨011-86-10-8531 4000", "请拨零一一八六一零八五三一四零零零"),
-    ("大使馆:+1-202-4952216", "大使馆，一二零二四九五二二一六"),
+    ("大使馆:+1-202-4952216", "大使馆，加一二零二四九五二二一六"),
     ("他的电话是(212) 555-0199。", "他的电话是二一二五五五零一九九。"),
     # 400/800 numbers; service numbers wetext knows keep 幺, others 一
     ("客服热线400-810-5888", "客服热线四零零八一零五八八八"),
@@ -89,9 +91,46 @@ def test_lookalikes_keep_their_readings(src, out):
     assert normalize(src) == out
 
 
+@pytest.mark.parametrize("src, out", [
+    # room and flat numbers (issue 41): three to five digits before a room word, or ending an address
+    ("他住在1502室。", "他住在一五零二室。"),
+    ("请到2305房间找我。", "请到二三零五房间找我。"),
+    ("也有 601 号房", "也有六零一号房"),
+    ("433 寝室", "四三三寝室"),
+    ("东达中心1305A室", "东达中心一三零五A室"),
+    ("26楼2606-2607室", "二十六楼二六零六到二六零七室"),
+    ("3栋2单元1502室", "三栋二单元一五零二室"),
+    ("阳光花园B区5栋8楼803，", "阳光花园B区五栋八楼八零三，"),
+    ("锦绣家园12栋101的张阿姨", "锦绣家园十二栋一零一的张阿姨"),
+    ("融科望京中心B座1103", "融科望京中心B座一一零三"),
+    ("理想大厦1203", "理想大厦一二零三"),
+    ("凤溪路211号1幢1单元401室", "凤溪路二一一号一幢一单元四零一室"),   # a house number of 3+ digits: 号 rule
+])
+def test_rooms_and_flats_read_digit_by_digit(src, out):
+    assert normalize(src) == out
+
+
+@pytest.mark.parametrize("src, out", [
+    ("12号房大一些", "十二号房大一些"),                              # one or two digits: a cardinal
+    ("远大中心B座14层", "远大中心B座十四层"),                          # a floor
+    ("改到B座12层大会议室", "改到B座十二层大会议室"),
+    ("户型3室2厅1卫", "户型三室两厅一卫"),                             # a layout counts rooms: 两
+    ("2室1厅", "两室一厅"),
+    ("这栋楼高300米", "这栋楼高三百米"),                               # a height after 楼
+    ("那座1000年前的寺", "那座一千年前的寺"),
+    ("大楼1000多人", "大楼一千多人"),
+    ("酒店共300房间", "酒店共三百房间"),                               # a count of rooms
+    ("室内温度", "室内温度"),
+    ("2单元", "二单元"),
+])
+def test_counts_and_floors_near_rooms_stay_numbers(src, out):
+    assert normalize(src) == out
+
+
 def test_service_numbers_are_wetexts():
     assert service_number("110") and service_number("12345") and service_number("10086")
     assert not service_number("911") and not service_number("10015") and not service_number("12308")
+    assert not service_number("0110") and not service_number("0120")                # no service number starts with 0
     assert read_digits("12306") == "幺二三零六"
     assert read_digits("12308") == "一二三零八"
     assert read_digits("13800138000") == "幺三八零零幺三八零零零"
@@ -109,7 +148,8 @@ def test_a_cut_between_any_two_spans_reads_the_same():
     """The segmenter may cut between any two spans and the coverage audit reads each segment's source alone: a
     code's reading may not depend on text outside its span."""
     src = ("咨询电话:0731-84792176，邮编：100080；QQ群(1009827379)，拨打911或+86-10-65612308，"
-           "帐号:291020120105001210，乘坐K967/966次。北京的区号是010，客服热线400-887-7108转821。")
+           "帐号:291020120105001210，乘坐K967/966次。北京的区号是010，客服热线400-887-7108转821。"
+           "住在3栋2单元1502室，理想大厦1203，26楼2606-2607室，5栋8楼803。")
     whole, spans = normalize_with_map(src)
     for cut in sorted({s.end for s in spans if 0 < s.end < len(src)}):
         halves = normalize(src[:cut]) + normalize(src[cut:])

@@ -94,3 +94,19 @@ def test_the_readme_example_is_a_cast_file(tmp_path, monkeypatch):
     cast = load_cast(_cast(tmp_path, block))
     assert cast.narrator.seed == 2222 and cast.dialogue.seed == 4099
     assert cast.character("宝玉") == "寶玉" and cast.character("黛玉") == "黛玉"
+    assert cast.spec("王熙鳳").speed == 7 and cast.spec("寶玉").speed is None
+
+
+def test_a_cast_part_may_carry_its_own_speed(tmp_path):
+    f = tmp_path / "cast.toml"
+    f.write_text('narrator = { voice = "seed:1", speed = 3 }\n[characters]\n"寶玉" = { voice = "seed:2", speed = 8 }\n'
+                 '"黛玉" = "seed:4"\n', encoding="utf-8")
+    cast = load_cast(f)
+    assert (cast.narrator.seed, cast.narrator.speed) == (1, 3)
+    assert cast.spec("寶玉").speed == 8 and cast.spec("黛玉").speed is None and cast.spec("dialogue") is None
+    for bad, problem in (('narrator = { voice = "seed:1", speed = 10 }', "speed 10 must be 0..9"),
+                         ('narrator = { speed = 3 }', "holds voice"),
+                         ('narrator = { voice = "seed:1", pace = 3 }', "not 'pace'")):
+        f.write_text(bad + "\n", encoding="utf-8")
+        with pytest.raises(BookError, match=problem):
+            load_cast(f)

@@ -94,3 +94,21 @@ def test_a_stored_clip_voice_is_reused_not_encoded_again(engine, tmp_path, monke
     assert book_voice(None, stored, engine) == stored
     with pytest.raises(AssertionError, match="encoded again"):           # another transcript: a new voice
         book_voice(parse_voice(f"clip:{clip}", clip_text="别的话。"), stored, engine)
+
+
+def test_a_saved_voice_keeps_its_own_pace(saved):
+    """`voices save NAME --speed N`: a second line `speed=N`; the voice parses with it, and a voice file of one line
+    (every voice saved before) has none; a bad second line is one error naming the file."""
+    from dataclasses import replace
+
+    save_voice("slow", replace(parse_voice_spec("seed:7"), speed=2))
+    save_voice("plain", parse_voice_spec("seed:8"))
+    assert (saved / "slow.voice").read_text() == "seed:7\nspeed=2\n"
+    assert (parse_voice_spec("slow").seed, parse_voice_spec("slow").speed) == (7, 2)
+    assert parse_voice_spec("plain").speed is None
+    assert "slow   seed      seed:7  speed 2" in format_saved(saved_voices())
+    with pytest.raises(VoiceError, match="--speed 12"):
+        save_voice("fast", replace(parse_voice_spec("seed:7"), speed=12))
+    (saved / "odd.voice").write_text("seed:9\nspeed=fast\n")
+    with pytest.raises(VoiceError, match=r"odd.voice: line 2: expected speed=0..9"):
+        parse_voice_spec("odd")

@@ -33,9 +33,10 @@ def zip_bytes(entries: list[tuple[str, bytes | str]], *, mimetype: bool = True,
 def make_epub(docs: list[tuple[str, str]], *, toc: list[tuple[str, str]] | list | None = None, ncx: bool = False,
               nav: bool = True, linear: dict[str, str] | None = None, meta: str = "", manifest_extra: str = "",
               extra: list[tuple[str, bytes | str]] | None = None, opf_head: str = "",
-              raw_docs: dict[str, str] | None = None) -> bytes:
+              raw_docs: dict[str, str] | None = None, guide: str = "") -> bytes:
     """docs: (file name, body XHTML) in spine order.  toc: (href, title) entries, or nested lists
-    [(href, title, [children...])]; None = one entry per doc titled from the file name."""
+    [(href, title, [children...])]; None = one entry per doc titled from the file name.  guide: an EPUB 2 <guide>'s
+    <reference> elements."""
     toc = [(n, n.rsplit(".", 1)[0]) for n, _ in docs] if toc is None else toc
     linear = linear or {}
     raw_docs = raw_docs or {}
@@ -83,7 +84,8 @@ def make_epub(docs: list[tuple[str, str]], *, toc: list[tuple[str, str]] | list 
 <package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
 <metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x</dc:identifier>
 {meta or '<dc:title>測試書</dc:title><dc:creator>作者甲</dc:creator><dc:language>zh-CN</dc:language>'}</metadata>
-<manifest>{''.join(items)}{manifest_extra}</manifest><spine{spine_toc}>{''.join(refs)}</spine></package>"""
+<manifest>{''.join(items)}{manifest_extra}</manifest><spine{spine_toc}>{''.join(refs)}</spine>
+{f"<guide>{guide}</guide>" if guide else ""}</package>"""
     files.insert(1, ("OEBPS/content.opf", opf))
     return zip_bytes(files + (extra or []))
 

@@ -1,4 +1,4 @@
-"""engine/trtcheck.py: the static TensorRT check passes on graphs exported from small modules with our GPT's ops,
+"""benchmarks/trtcheck.py: the static TensorRT check passes on graphs exported from small modules with our GPT's ops,
 fails on unsupported ops / dtypes / restrictions, derives optimization profiles, and keeps positions integer."""
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from onnx import (
     numpy_helper,
 )
 
-from engine import trtcheck, trtprofile
+from benchmarks import trtcheck
+from engine import trtprofile
 
 C, H, P = 16, 2, 64                     # hidden, heads, rope table rows of the small GPT-like block
 

@@ -4,7 +4,7 @@ No machine of ours has TensorRT, so what can be known before one does is checked
 
 1. **Operators.**  Every node (subgraphs and inlined local functions included) must be an ONNX standard op that
    TensorRT's ONNX parser supports, for the dtypes it sees.  The support table is onnx/onnx-tensorrt's
-   docs/operators.md, vendored unchanged as data (engine/data/onnx-tensorrt-operators.md; its header names the
+   docs/operators.md, vendored unchanged as data (benchmarks/data/onnx-tensorrt-operators.md; its header names the
    commit) and parsed here: the `Supported` column (Y/N), the `Supported Types` column checked against each
    node's *data* tensors (the inputs/outputs of the schema's data type variable: a Gather's indices, a Reshape's
    shape or a comparison's bool output are not data), and of the `Restrictions` column what can be read from a
@@ -21,7 +21,7 @@ No machine of ours has TensorRT, so what can be known before one does is checked
    position input (or an integer Range) to the rotary embedding, i.e. before the path reaches a table lookup
    (position as Gather indices), a Cos/Sin, or a comparison.
 
-`python -m engine.trtcheck DIR_OR_FILES [--dim NAME=MIN,OPT,MAX ...]` prints a table per graph and exits 1 when
+`python -m benchmarks.trtcheck DIR_OR_FILES [--dim NAME=MIN,OPT,MAX ...]` prints a table per graph and exits 1 when
 a graph has a problem (2 on unreadable input).  A developer tool: the runtime (engine/ortengine.py) imports only
 engine/trtprofile.py.  Needs the `onnx` package (imported lazily).
 """
@@ -347,7 +347,7 @@ def _dim_arg(text: str):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine.trtcheck", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.trtcheck", description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="+", help=".onnx files or folders holding them")
     p.add_argument("--dim", type=_dim_arg, action="append", default=[], metavar="NAME=MIN,OPT,MAX",
                    help="profile range of one dim symbol (overrides its role's)")
