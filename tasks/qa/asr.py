@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from tasks.errors import QAUnavailable
 from tasks.qa.options import LOW_LOGPROB
+from tasks.qa.voicing import frames
 
 if TYPE_CHECKING:
     import numpy as np
@@ -221,8 +222,6 @@ class Transcriber:
     def tail_speech(self, audio: np.ndarray, sample_rate: int, transcript: Transcript) -> TailSpeech | None:
         """The voiced speech before and after the end of the transcript's last word (TailSpeech); None where
         nothing was heard or the recording is longer than one window."""
-        from tasks.qa.voicing import frames
-
         if not transcript.text.strip() or len(audio) > N_FRAMES * FRAME_S * sample_rate:
             return None
         heard = self.words(audio, sample_rate, transcript.language, transcript.text)

@@ -9,8 +9,10 @@ short text) and by benchmarks/qa_precision.py to keep a cut between two syllable
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 FRAME_S = 0.025               # s: one analysis frame (a few pitch periods of a low voice)
 HOP_S = 0.01                  # s between frame starts
@@ -34,11 +36,13 @@ class Frames:
     def voiced_s(self, start_s: float = 0.0, end_s: float = float("inf")) -> float:
         """Seconds of voiced frames whose centre lies in [start_s, end_s)."""
         inside = (self.centre_s >= start_s) & (self.centre_s < end_s)
-        return float(np.count_nonzero(self.voiced & inside)) * HOP_S
+        return float((self.voiced & inside).sum()) * HOP_S
 
 
 def frames(audio: np.ndarray, rate: int) -> Frames:
     """The frames of float mono audio [samples] at `rate` Hz (none when it is shorter than one frame)."""
+    import numpy as np
+
     x = np.asarray(audio, dtype=np.float64)
     size, hop = int(round(FRAME_S * rate)), int(round(HOP_S * rate))
     n = max(0, (len(x) - size) // hop + 1)
