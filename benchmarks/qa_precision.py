@@ -5,7 +5,9 @@ second).
     python -m benchmarks.qa_precision                       # Whisper base, one thread
     python -m benchmarks.qa_precision --asr-model small --threads 2 --json out.json -v
     python -m benchmarks.qa_precision --span-clips 2 --spans 1   # short texts from the first 2 clips, one per
-                                                                 # length (tests/tasks/qa/test_corpus.py's CI set)
+                                                                 # length
+    python -m benchmarks.qa_precision --span-clips zh_thchs30_test_2.wav --spans 1   # tests/tasks/qa/
+                                                                 # test_corpus.py's CI set
 
 Pairs (built by asr_pairs / drift_pairs from ../shared/corpus/speech/transcripts.tsv and the file names), at
 every length: the full clips, and short texts cut from them (cut_spans, LENGTHS: 2-4, 5-8 and 9-12 units, i.e.
@@ -28,7 +30,10 @@ unit i starts and unit j ends (clip_cuts), with FADE_S fades.  Those times come 
 (tasks.qa.compare.align over toneless syllables or words): a cut is made only between two units both heard as
 themselves and next to each other in what Whisper heard, at the middle of their boundary, moved to the quietest
 10 ms within SNAP_S, and only where that 10 ms is CUT_MAX_DB below the clip's loudest (a syllable boundary is a dip
-in energy; a boundary without one would cut a syllable); a clip's start and end are cuts too.  Per clip and
+in energy; a boundary without one would cut a syllable) and is not the gap between a syllable's consonant and its
+vowel (inside_syllable: unvoiced sound up to the cut, voicing right after it — the aspiration of 出 "chu" fades to
+-20 dB before its vowel, and Whisper's boundary 40-90 ms late put a cut there that kept "ch" and dropped "u"); a
+clip's start and end are cuts too.  Per clip and
 length: a span from the clip's start, one to its end and one in its middle (SPANS_PER_LENGTH), those that do not
 overlap, each of a length in the range (which one varies by clip and place).  Where a clip's last unit ends is
 Whisper's end of its last word: a clip's trailing silence or room noise (up to 0.8 s here) is not part of what it
@@ -53,7 +58,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +75,9 @@ SNAP_S = 0.06                     # s: a cut moves to the quietest ENERGY_FRAME_
 ENERGY_FRAME_S = 0.01             # s: the frames whose energy places a cut
 CUT_MAX_DB = -20.0                # dB re the clip's loudest frame: a cut only where the audio dips this low (a
                                   # boundary between two syllables, not the middle of one)
+ONSET_S = 0.03                    # s: voicing this soon after a cut, with unvoiced sound up to it, is a vowel whose
+                                  # consonant the cut kept on the other side (inside_syllable)
+BEFORE_S = 0.05                   # s before a cut looked at for that consonant (its frication or aspiration)
 FADE_S = 0.005                    # s: a span's ends fade in and out (no click where it is cut)
 NOISY = ("_noise0dB",)            # clips that are another clip plus noise: no spans of their own (the same text)
 NOISE_RATE = 16_000               # Hz
@@ -198,15 +206,17 @@ class Timeline:
 def clip_timeline(clip: Clip, audio, rate: int, transcriber) -> Timeline:
     """Where the clip may be cut (module doc) and where what it says ends, from Whisper's word timestamps."""
     from tasks.qa.compare import unit_spans
+    from tasks.qa.voicing import frames
 
     heard = word_times(transcriber, audio, rate, clip.language)
     end = len(audio) / rate
     said = min(end, heard[-1][2]) if heard else end
     if any(m in clip.name for m in NOISY):
         return Timeline({}, said)
+    voiced = frames(audio, rate)
     inner = {b: t for b, t in ((b, snap(audio, rate, t)) for b, t in
                                unit_boundaries(clip.text, heard, clip.language).items())
-             if level_db(audio, rate, t) <= CUT_MAX_DB}
+             if (db := level_db(audio, rate, t)) <= CUT_MAX_DB and not inside_syllable(voiced, t, db)}
     return Timeline({0: 0.0, **dict(sorted(inner.items())), len(unit_spans(clip.text, clip.language)): end}, said)
 
 
@@ -320,6 +330,23 @@ def level_db(audio, rate: int, t: float) -> float:
     return float(10 * np.log10(max(np.mean(np.square(x[at:at + f])), 1e-20) / max(frames.max(), 1e-20)))
 
 
+def inside_syllable(f, t: float, cut_db: float) -> bool:
+    """Whether a cut at t (s) falls between a syllable's consonant and its vowel: a voiced frame within ONSET_S
+    after it, and the frames of the BEFORE_S up to it all unvoiced (not periodic) but not quieter than the cut's
+    own level cut_db (level_db) — the frication or aspiration of the consonant (f: tasks.qa.voicing.frames of the
+    clip).  Mandarin closes a syllable only with a voiced n / ng / r, so unvoiced sound right before a vowel opens
+    that vowel's syllable; an English word ending in a voiceless consonant before a vowel-initial word is rejected
+    too (a cut lost, none wrong)."""
+    from tasks.qa.voicing import VOICED_R
+
+    after = (f.centre_s > t) & (f.centre_s <= t + ONSET_S)
+    before = (f.centre_s >= t - BEFORE_S) & (f.centre_s < t)
+    if not after.any() or not before.any():
+        return False
+    return bool(f.voiced[after].any() and (f.periodicity[before] < VOICED_R).all()
+                and f.level_db[before].max() >= cut_db)
+
+
 def faded(audio, rate: int):
     """audio with FADE_S linear fades at both ends."""
     import numpy as np
@@ -404,7 +431,7 @@ def rates(rows: list[dict]) -> dict:
 
 
 def run(asr_model: str = "base", threads: int = 1, speech_dir: Path = SPEECH, clips: int | None = None,
-        per_length: int = SPANS_PER_LENGTH, span_clips: int | None = None) -> dict:
+        per_length: int = SPANS_PER_LENGTH, span_clips: int | Collection[str] | None = None) -> dict:
     """Load Whisper (`asr_model`, int8 on `threads` CPU threads) and the speaker encoder, then `measure` (the first
     `clips` clips, all by default)."""
     from tasks.qa.asr import load_transcriber
@@ -418,22 +445,30 @@ def run(asr_model: str = "base", threads: int = 1, speech_dir: Path = SPEECH, cl
 
 
 def measure(clips: list[Clip], transcriber, encoder, per_length: int = SPANS_PER_LENGTH,
-            span_clips: int | None = None) -> dict:
+            span_clips: int | Collection[str] | None = None) -> dict:
     """Every pair's verdict (asr_rows, drift_rows), their precision and recall per kind (asr: every length;
-    asr_by_length: per length), the spans, and the checks' seconds per audio second; each audio is heard (in one
-    transcribe_many) and embedded once.  span_clips: short texts and stopped takes of the first N clips only."""
+    asr_by_length: per length), the spans, and the checks' seconds per audio second.  Each audio is heard twice,
+    each time in one transcribe_many: alone, and packed into Whisper's windows in pair order; a pair's verdict is
+    the one a render gives (tasks.qa.hearing.judged: the packed transcript where it passes, else the one heard
+    alone), its `alone_verdict` the one hearing it alone gives; asr_alone: the rates of those, packed_differs: the
+    pairs where the two differ.  Embedded once.  span_clips: short texts and stopped takes of the first N clips
+    only, or of the clips of these names."""
+    from tasks.qa.asr import pack_windows
+    from tasks.qa.hearing import judged, tail_of
     from tasks.qa.options import QAOptions
     from tasks.qa.speaker import similarity
-    from tasks.qa.verdict import asr_verdict, comparable_count, drift_verdict
+    from tasks.qa.verdict import comparable_count, drift_verdict
 
     opts = QAOptions()
     by_name, cache = {c.name: c for c in clips}, {}
     t = time.perf_counter()
     lines = {c.name: clip_timeline(c, *audio_of(c.name, by_name, cache), transcriber) for c in clips}
-    spans = [s for k, c in enumerate(clips[:span_clips]) for s in cut_spans(c, lines[c.name], k, per_length)]
+    cut = [(k, c) for k, c in enumerate(clips) if span_clips is None
+           or (k < span_clips if isinstance(span_clips, int) else c.name in span_clips)]
+    spans = [s for k, c in cut for s in cut_spans(c, lines[c.name], k, per_length)]
     cut_s = time.perf_counter() - t
     by_key = {s.key: s for s in spans}
-    cuts = {c.name: lines[c.name].cuts for c in clips[:span_clips]}
+    cuts = {c.name: lines[c.name].cuts for _, c in cut}
     stops = {**{c.name: cuts[c.name][k] for c in clips if cuts.get(c.name)
                 and (k := stop_at(0, max(cuts[c.name]), cuts[c.name])) is not None},
              **{s.key: s.stop_s - s.start_s for s in spans if s.stop_s is not None}}
@@ -442,19 +477,28 @@ def measure(clips: list[Clip], transcriber, encoder, per_length: int = SPANS_PER
     apairs = asr_pairs(clips, spans, stops)
     keys = list(dict.fromkeys((p.audio, p.language) for p in apairs))          # each audio heard once
     heard = [(*audio_of(key, by_name, cache, by_key, stops, truncs), lang) for key, lang in keys]
+    audio_s = sum(len(a) / rate for a, rate, _ in heard)
     t = time.perf_counter()
-    transcripts = dict(zip(keys, transcriber.transcribe_many(heard)))
-    asr_s, audio_s = time.perf_counter() - t, sum(len(a) / rate for a, rate, _ in heard)
+    alone = dict(zip(keys, transcriber.transcribe_many(heard)))
+    asr_s = time.perf_counter() - t
+    t = time.perf_counter()
+    packed = dict(zip(keys, transcriber.transcribe_many(heard, pack=True)))
+    packed_s = time.perf_counter() - t
+    tails = {key: tail_of(transcriber, a, rate) for key, (a, rate, _) in zip(keys, heard)}
     asr_rows = []
     for p in apairs:
-        tr = transcripts[p.audio, p.language]
-        check = asr_verdict(p.text, tr, p.language, opts)
+        key = p.audio, p.language
+        tr, check = judged(p.text, p.language, packed[key], alone[key], tails[key], opts)
+        _, by_itself = judged(p.text, p.language, alone[key], alone[key], tails[key], opts)
         asr_rows.append({"kind": p.kind, "length": p.length, "audio": p.audio, "text": p.text,
-                         "transcript": tr.text, "avg_logprob": round(tr.avg_logprob, 4),
+                         "transcript": tr.text, "packed": tr.packed, "avg_logprob": round(tr.avg_logprob, 4),
                          "no_speech_prob": round(tr.no_speech_prob, 4), "cer": round(check.cer, 4),
                          "units": len(check.comparison.ref), "heard": len(check.comparison.hyp),
                          "comparable": comparable_count(check.comparison, p.language),
-                         "verdict": check.verdict, "reason": check.reason, "should_flag": p.should_flag})
+                         "verdict": check.verdict, "reason": check.reason, "should_flag": p.should_flag,
+                         "alone_transcript": alone[key].text, "alone_verdict": by_itself.verdict,
+                         "alone_reason": by_itself.reason})
+    alone_rows = [{**r, "verdict": r["alone_verdict"]} for r in asr_rows]
 
     t = time.perf_counter()
     emb = {c.name: encoder.embed(*audio_of(c.name, by_name, cache), opts.min_speech_s) for c in clips}
@@ -466,12 +510,17 @@ def measure(clips: list[Clip], transcriber, encoder, per_length: int = SPANS_PER
         drift_rows.append({"kind": p.kind, "a": p.audio, "b": p.other, "similarity": sim and round(sim, 4),
                            "verdict": drift_verdict(sim, opts.drift_floor), "should_flag": p.should_flag})
     lengths = [*_by_length(spans), FULL]
-    return {"asr_s_per_audio_s": round(asr_s / audio_s, 4), "asr_audio_s": round(audio_s, 2),
+    return {"asr_s_per_audio_s": round(asr_s / audio_s, 4), "packed_s_per_audio_s": round(packed_s / audio_s, 4),
+            "asr_audio_s": round(audio_s, 2), "packed_windows": len(pack_windows(
+                [len(a) / rate for a, rate, _ in heard], [lang for *_, lang in heard])),
             "asr_recordings": len(heard), "cut_s": round(cut_s, 2),
             "embed_s_per_audio_s": round(embed_s / sum(len(cache[c.name][0]) / cache[c.name][1] for c in clips), 4),
             "thresholds": {"max_cer": opts.max_cer, "min_units": opts.min_units, "low_logprob": opts.low_logprob,
                            "drift_floor": opts.drift_floor, "min_speech_s": opts.min_speech_s},
             "asr": {"all": rates(asr_rows), **{k: rates([r for r in asr_rows if r["kind"] == k]) for k in KINDS}},
+            "asr_alone": {"all": rates(alone_rows),
+                          **{k: rates([r for r in alone_rows if r["kind"] == k]) for k in KINDS}},
+            "packed_differs": [r for r in asr_rows if r["verdict"] != r["alone_verdict"]],
             "asr_by_length": {n: {k: rates([r for r in asr_rows if r["kind"] == k and r["length"] == n])
                                   for k in KINDS} for n in lengths},
             "drift": {"all": rates(drift_rows), **{k: rates([r for r in drift_rows if r["kind"] == k])
@@ -487,14 +536,19 @@ def _fmt(r: dict) -> str:
             f"(false {r['false_flags']})  inconclusive {r['inconclusive']:2d}  precision {p}  recall {c}")
 
 
+def _span_clips(value: str) -> int | set[str]:
+    return int(value) if value.isdigit() else {v.strip() for v in value.split(",") if v.strip()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--asr-model", default="base")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--corpus", type=Path, default=SPEECH, help="the speech folder (transcripts.tsv + clips)")
     ap.add_argument("--clips", type=int, default=None, help="the first N clips of transcripts.tsv (default: all)")
-    ap.add_argument("--span-clips", type=int, default=None,
-                    help="short texts and stopped takes of the first N clips only (default: all)")
+    ap.add_argument("--span-clips", type=_span_clips, default=None,
+                    help="short texts and stopped takes of the first N clips only, or of these clips (file names, "
+                         "comma-separated; default: all)")
     ap.add_argument("--spans", type=int, default=SPANS_PER_LENGTH, choices=range(4),
                     help=f"short texts per clip and length, 0-3 (default {SPANS_PER_LENGTH})")
     ap.add_argument("--json", type=Path, default=None, help="write every number and row here")
@@ -528,6 +582,14 @@ def main(argv: list[str] | None = None) -> int:
           f"avg_logprob min {min(lp):.3f}; wrong pairs: cer min "
           f"{min(x['cer'] for x in r['asr_rows'] if x['kind'] == 'wrong'):.3f}")
     print(f"  similarity: same-speaker min {min(sims['same']):.3f}, other-speaker max {max(sims['other']):.3f}")
+    print(f"  heard alone: ASR   all       {_fmt(r['asr_alone']['all'])}")
+    print(f"  packed vs alone: {len(r['packed_differs'])} of {len(r['asr_rows'])} verdicts differ")
+    for row in r["packed_differs"]:
+        print(f"    {row['length']:4} {row['kind']:9} {row['audio']} | {row['text'][:24]} | packed "
+              f"{row['transcript'][:30]!r} {row['verdict']} | alone {row['alone_transcript'][:30]!r} "
+              f"{row['alone_verdict']}")
+    print(f"  ASR alone {r['asr_s_per_audio_s']:.3f} s per audio s, packed {r['packed_s_per_audio_s']:.3f} "
+          f"({r['packed_windows']} windows)")
     print(f"  ASR {r['asr_s_per_audio_s']:.3f} s per audio s ({r['asr_recordings']} recordings, "
           f"{r['asr_audio_s']:.0f} s of audio; model load {r['load_s']:.2f} s; the cuts' word timestamps "
           f"{r['cut_s']:.1f} s); speaker embedding {r['embed_s_per_audio_s']:.3f} s per audio s")

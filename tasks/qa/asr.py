@@ -4,17 +4,26 @@ on CUDA, many recordings heard in one call.
 Decoding is deterministic (temperature 0 with no sampling fallback, no previous-text conditioning, no VAD, no
 timestamps): greedy, and where Whisper is unsure of a recording (avg_logprob < LOW_LOGPROB, the threshold at
 which Whisper itself decodes again) once more with beam search (RETRY_BEAM), the more likely of the two kept.  So
-a recording's transcript depends only on the recording and the model — not on the batch it was heard in.  Nothing
+a recording heard in its own windows has a transcript that depends only on it and the model — not on the batch it
+was heard in (packed with others, below, its neighbours are context).  Nothing
 is skipped as silence: the transcript keeps Whisper's own avg_logprob and no_speech_prob and the verdict decides
 (tasks/qa/verdict.py).
 
 Batches (Transcriber.transcribe_many): each recording is cut into its own 30 s windows, exactly as faster-whisper's
 WhisperModel.transcribe cuts one (its log-mel over the whole recording, then windows of N_FRAMES, the last one
 padded); the windows of many recordings are stacked into one encoder call and one `generate` call with one prompt
-per window (its recording's language).  Recordings are never merged into one window (faster-whisper's old
-BatchedInferencePipeline did, and two clips' words could land in one transcript).  The result is the transcript
-WhisperModel.transcribe gives for that recording alone with the same options (tests/tasks/qa/test_asr.py, on the
-corpus clips): on CPU the int8 kernels compute each row on its own, so a batch changes no bit.
+per window (its recording's language).  The result is the transcript WhisperModel.transcribe gives for that
+recording alone with the same options (tests/tasks/qa/test_asr.py, on the corpus clips): on CPU the int8 kernels
+compute each row on its own, so a batch changes no bit.
+
+Packed (transcribe_many's pack, what the QA checks use: tasks.qa.hearing.hear_texts): Whisper pads every window to
+30 s and its encoder is most of its cost, while a take is 5-15 s; so recordings of one language that fit together
+(pack_windows: in order, PACK_GAP_S of silence between them) are heard in one window, decoded as above (greedy, no
+timestamps), and Whisper's cross-attention alignment of the words it heard (faster-whisper's word timestamps) gives
+each word to the recording it lies in.  A packed transcript may differ from the one heard alone (its neighbours are
+context); the checks keep it only where it stands (a pass, an exact one for a short text) and hear the others again
+alone (tasks/qa/hearing.py; docs/qa.md: the verdicts, packed and alone, on the corpus).  A recording alone in its
+window is heard exactly as without packing.
 
 Where a model spec is found (load_transcriber):
     DIR                      a local faster-whisper model directory (model.bin, config.json, tokenizer.json, …)
@@ -37,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from tasks.errors import QAUnavailable
 from tasks.qa.options import LOW_LOGPROB
+from tasks.qa.voicing import frames
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,6 +60,9 @@ MAX_LENGTH = 448                  # tokens: Whisper's decoder context, the promp
 MAX_INITIAL_TIMESTAMP_S = 1.0     # faster-whisper's default (it matters only where timestamps are decoded)
 RETRY_BEAM = 5                    # beams of the second decoding of a recording Whisper is unsure of (faster-whisper's
                                   # default beam): short recordings cut out of a sentence are heard better (docs/qa.md)
+PACK_S = 29.9                     # s of one window that packed recordings fill at most (N_FRAMES frames, one to spare)
+PACK_GAP_S = 1.0                  # s of silence between two recordings in one window (a word's alignment is off by
+                                  # a few tens of ms, rarely more: it cannot reach across)
 BATCH = {"cpu": 4, "cuda": 16}    # windows in one encoder + generate call at most, per device: a take's verdict
                                   # waits for its whole batch (CPU: ~1 s a window, so a short wait)
 MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
@@ -69,6 +82,16 @@ class Transcript:
     avg_logprob: float            # nats per token, Whisper's own (token-weighted over its segments)
     no_speech_prob: float         # Whisper's probability that the window holds no speech (its first segment's)
     language: str                 # the language decoded: the one asked for, else the one Whisper detected
+    packed: bool = False          # heard in one window with other recordings (Transcriber.transcribe_many's pack)
+
+
+@dataclass(frozen=True)
+class TailSpeech:
+    """How much a recording says after the last word Whisper heard in it, by the recording's own voicing
+    (tasks/qa/voicing.py): the second signal for a short text's missing last unit (tasks/qa/verdict.py)."""
+    said_s: float                 # where the last heard word ends (s): Whisper's alignment of the transcript
+    voiced_s: float               # seconds of voiced frames before that
+    after_s: float                # seconds of voiced frames after it
 
 
 class Transcriber:
@@ -97,10 +120,31 @@ class Transcriber:
         """audio: float32 mono [samples] at sample_rate Hz; language None: detected (from the first 30 s)."""
         return self.transcribe_many([(audio, sample_rate, language)])[0]
 
-    def transcribe_many(self, items: Sequence[tuple[np.ndarray, int, str | None]]) -> list[Transcript]:
+    def transcribe_many(self, items: Sequence[tuple[np.ndarray, int, str | None]],
+                        pack: bool = False) -> list[Transcript]:
         """Each (audio [samples] float32 mono, sample rate Hz, language or None) heard on its own, in batches of
-        windows; the recordings Whisper is unsure of decoded again with RETRY_BEAM beams (the module doc)."""
-        heard = [_Heard(self._model.feature_extractor(to_asr_rate(a, rate)), language) for a, rate, language in items]
+        windows; the recordings Whisper is unsure of decoded again with RETRY_BEAM beams (the module doc).
+        pack: recordings of one language that fit together are heard in one window (pack_windows, the module doc:
+        their transcripts are `packed`); a recording alone in its window, or of no given language, is heard as
+        without pack."""
+        hear = [to_asr_rate(a, rate) for a, rate, _ in items]
+        windows = pack_windows([len(a) / ASR_RATE for a in hear], [lang for _, _, lang in items]) if pack \
+            else [[i] for i in range(len(items))]
+        out: list[Transcript | None] = [None] * len(items)
+        alone = [i for w in windows if len(w) == 1 for i in w]
+        for i, t in zip(alone, self._alone([(hear[i], items[i][2]) for i in alone])):
+            out[i] = t
+        together = [w for w in windows if len(w) > 1]
+        for w, ts in zip(together, self._packed([[hear[i] for i in w] for w in together],
+                                                [str(items[w[0]][2]) for w in together])):
+            for i, t in zip(w, ts):
+                out[i] = t
+        assert all(t is not None for t in out)
+        return [t for t in out if t is not None]
+
+    def _alone(self, items: Sequence[tuple[np.ndarray, str | None]]) -> list[Transcript]:
+        """Each (16 kHz audio, language or None) heard on its own (transcribe_many without pack)."""
+        heard = [_Heard(self._model.feature_extractor(a), language) for a, language in items]
         self._detect([h for h in heard if h.language is None])
         for h in heard:
             assert h.language is not None                 # asked for, or detected just now
@@ -114,6 +158,78 @@ class Transcriber:
             if g.segments and g.avg_logprob() > h.avg_logprob():
                 h.segments = g.segments
         return [h.transcript() for h in heard]
+
+    def _packed(self, windows: list[list[np.ndarray]], languages: list[str]) -> list[list[Transcript]]:
+        """Each window's recordings (16 kHz audio), PACK_GAP_S of silence between them, heard in one window:
+        greedy, no timestamps (as alone), then Whisper's alignment of the words it heard; a word belongs to the
+        recording its middle lies in (or nearest to, in a gap).  A transcript's avg_logprob and no_speech_prob are
+        its window's."""
+        import numpy as np
+
+        gap = np.zeros(int(PACK_GAP_S * ASR_RATE), dtype=np.float32)
+        out: list[list[Transcript]] = [[] for _ in windows]
+        by_language: dict[str, list[int]] = {}
+        for k, lang in enumerate(languages):
+            by_language.setdefault(lang, []).append(k)
+        for lang, ks in by_language.items():
+            tokenizer = self._tokenizer(lang)
+            for at in range(0, len(ks), self.batch):
+                chunk = ks[at:at + self.batch]
+                spans, features = [], []
+                for k in chunk:
+                    starts = np.cumsum([0] + [len(a) + len(gap) for a in windows[k][:-1]]) / ASR_RATE
+                    spans.append([(s, s + len(a) / ASR_RATE) for s, a in zip(starts, windows[k])])
+                    joined = np.concatenate([x for a in windows[k] for x in (a, gap)][:-1])
+                    features.append(self._model.feature_extractor(joined))
+                contents = [f.shape[-1] - 1 for f in features]
+                encoded = self._model.encode(np.stack([_padded(f[:, :c]) for f, c in zip(features, contents)]))
+                results = self._model.model.generate(
+                    encoded, [[*tokenizer.sot_sequence, tokenizer.no_timestamps]] * len(chunk), beam_size=1,
+                    patience=1, length_penalty=1, repetition_penalty=1, no_repeat_ngram_size=0,
+                    max_length=MAX_LENGTH, return_scores=True, return_no_speech_prob=True, suppress_blank=True,
+                    suppress_tokens=self._suppressed(),
+                    max_initial_timestamp_index=int(round(MAX_INITIAL_TIMESTAMP_S / TOKEN_S)))
+                tokens = [[t for t in r.sequences_ids[0] if t < tokenizer.eot] for r in results]
+                aligned = self._model.find_alignment(tokenizer, tokens, encoded, contents)
+                for k, r, toks, words, where in zip(chunk, results, tokens, aligned, spans):
+                    logprob = r.scores[0] * len(toks) / (len(toks) + 1)              # length_penalty 1, as alone
+                    texts = [""] * len(where)
+                    for w in words:
+                        texts[_owner(where, (w["start"] + w["end"]) / 2)] += w["word"]
+                    out[k] = [Transcript(text=t.strip(), avg_logprob=float(logprob) if t.strip() else 0.0,
+                                         no_speech_prob=float(r.no_speech_prob) if t.strip() else 1.0,
+                                         language=tokenizer.language_code, packed=True) for t in texts]
+        return out
+
+    def words(self, audio: np.ndarray, sample_rate: int, language: str, text: str) -> list[tuple[str, float, float]]:
+        """Where each word of `text` lies in a recording of one window at most (s): Whisper's cross-attention
+        alignment of the text's tokens (faster-whisper's find_alignment, as its word timestamps); [] for an empty
+        text.  A recording longer than one window: ValueError."""
+        import numpy as np
+
+        features = self._model.feature_extractor(to_asr_rate(audio, sample_rate))
+        content = features.shape[-1] - 1
+        if content > N_FRAMES:
+            raise ValueError(f"words: {content * FRAME_S:.1f} s is longer than one {N_FRAMES * FRAME_S:.0f} s window")
+        tokenizer = self._tokenizer(language)
+        tokens = tokenizer.encode((" " if language == "en" else "") + text.strip())
+        if not text.strip():
+            return []
+        encoded = self._model.encode(np.stack([_padded(features[:, :content])]))
+        found = self._model.find_alignment(tokenizer, [tokens], encoded, content)[0]
+        return [(w["word"], float(w["start"]), float(w["end"])) for w in found]
+
+    def tail_speech(self, audio: np.ndarray, sample_rate: int, transcript: Transcript) -> TailSpeech | None:
+        """The voiced speech before and after the end of the transcript's last word (TailSpeech); None where
+        nothing was heard or the recording is longer than one window."""
+        if not transcript.text.strip() or len(audio) > N_FRAMES * FRAME_S * sample_rate:
+            return None
+        heard = self.words(audio, sample_rate, transcript.language, transcript.text)
+        if not heard:
+            return None
+        said = heard[-1][2]
+        f = frames(to_asr_rate(audio, sample_rate), ASR_RATE)
+        return TailSpeech(said_s=said, voiced_s=f.voiced_s(0.0, said), after_s=f.voiced_s(said))
 
     def _decode(self, heard: list[_Heard], beam: int) -> None:
         """Every window of these recordings, `beam` beams: round r decodes the r-th window of each that has one."""
@@ -227,6 +343,31 @@ def _split(tokens: list[int], timestamp_begin: int, seek: int, size: int) -> tup
                       offset + (part[-1] - timestamp_begin) * TOKEN_S))
         last = cut
     return parts, seek + size if single_end else seek + (tokens[last - 1] - timestamp_begin) * INPUT_STRIDE
+
+
+def pack_windows(durations: Sequence[float], languages: Sequence[str | None]) -> list[list[int]]:
+    """Recordings (their durations in s and languages, in order) grouped into Whisper windows: a recording joins the
+    open window of its language while the window's recordings, PACK_GAP_S apart, fit in PACK_S; one of no given
+    language, or longer than PACK_S, is a window of its own.  Windows in the order of their first recording."""
+    windows: list[list[int]] = []
+    open_: dict[str, tuple[int, float]] = {}             # language -> (its open window, seconds used)
+    for i, (d, lang) in enumerate(zip(durations, languages)):
+        if lang is None or d > PACK_S:
+            windows.append([i])
+            continue
+        k, used = open_.get(lang, (-1, 0.0))
+        if k >= 0 and used + PACK_GAP_S + d <= PACK_S:
+            windows[k].append(i)
+            open_[lang] = (k, used + PACK_GAP_S + d)
+        else:
+            windows.append([i])
+            open_[lang] = (len(windows) - 1, d)
+    return windows
+
+
+def _owner(spans: Sequence[tuple[float, float]], t: float) -> int:
+    """The index of the (start, end) span t lies in, or nearest to."""
+    return min(range(len(spans)), key=lambda j: max(spans[j][0] - t, t - spans[j][1], 0.0))
 
 
 def _padded(features: np.ndarray) -> np.ndarray:

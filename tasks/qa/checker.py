@@ -4,7 +4,7 @@
     record = checker.hear(text, audio, SAMPLE_RATE, asr=True, embed=True)
     # {"checks": ["asr", "drift"], "transcript": …, "cer": 0.08, "asr": "pass", "speech_s": 4.1,
     #  "embedding": <base64 float16 [256]>, "language": "zh", "reason": ""}
-    records = checker.hear_many([ToHear(text, audio, SAMPLE_RATE, asr=True), …])   # the transcripts in one call
+    records = checker.hear_many([ToHear(text, audio, SAMPLE_RATE, asr=True), …])   # packed (tasks.qa.hearing)
 
 The drift gate needs the voice's reference, which only the book's own takes give: `voice_reference` (the
 centroid of the book's first accepted takes in reading order: 3 s of speech or more, not flagged by the ASR or
@@ -24,9 +24,10 @@ import numpy as np
 from tasks.errors import QAUnavailable
 from tasks.qa.asr import load_transcriber
 from tasks.qa.compare import detect_language
+from tasks.qa.hearing import hear_texts
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector, load_encoder, similarity
-from tasks.qa.verdict import FLAG, asr_verdict, drift_cutoff, drift_verdict
+from tasks.qa.verdict import FLAG, drift_cutoff, drift_verdict
 
 MIN_REFERENCE_TAKES = 3       # accepted takes in the whole book below which a voice gets no drift gate
 CHECK_ORDER = ["duration", "asr", "drift"]   # a record's `checks`, in this order
@@ -85,18 +86,17 @@ class Checker:
         return self.hear_many([ToHear(text, audio, sample_rate, asr, embed)])[0]
 
     def hear_many(self, takes: Sequence[ToHear]) -> list[dict]:
-        """hear() of each take, the transcripts in one call (tasks.qa.asr.Transcriber.transcribe_many: the same
-        transcript as one by one)."""
+        """hear() of each take, the transcripts in a few calls (hear_texts: packed into Whisper's windows, what
+        does not pass heard again alone)."""
         langs = [detect_language(t.text) for t in takes]
         recs: list[dict[str, Any]] = [
             {"checks": [], "language": lang, "transcript": "", "cer": None, "asr": "", "reason": "", "speech_s": None,
              "embedding": "", "similarity": None, "drift": ""} for lang in langs]
         asked = [i for i, t in enumerate(takes) if t.asr]
-        heard = self.transcriber.transcribe_many(
-            [(np.asarray(takes[i].audio, dtype=np.float32), takes[i].sample_rate, langs[i]) for i in asked]) \
+        heard = hear_texts(self.transcriber, [(takes[i].text, np.asarray(takes[i].audio, dtype=np.float32),
+                                               takes[i].sample_rate, langs[i]) for i in asked], self.opts) \
             if asked else []
-        for i, tr in zip(asked, heard):
-            check = asr_verdict(takes[i].text, tr, langs[i], self.opts)
+        for i, (tr, check) in zip(asked, heard):
             recs[i].update(transcript=tr.text, cer=_round(check.cer), asr=check.verdict,
                            reason=f"asr: {check.reason}" if check.verdict != "pass" else "")
             recs[i]["checks"].append("asr")

@@ -7,7 +7,8 @@ Both sides go through the same path, so only differences a listener hears count:
         per Latin word; punctuation and spaces dropped.  Homophones and proper-noun spellings (王英汉 / 王应汉)
         are the same syllables, Traditional and Simplified the same characters.
     en  lower-case words; a token holding a digit or a symbol is read aloud by wetext's English grammar first
-        ("23" -> twenty three, "$12" -> twelve dollars); punctuation dropped, hyphens split words.
+        ("23" -> twenty three, "$12" -> twelve dollars); punctuation dropped, hyphens split words, apostrophes
+        dropped ("dream's" is "dreams", "it's" is "its": the same sounds).
 
 cer = Levenshtein(ref units, hyp units) / max(1, len(ref units)); for English that is a word error rate.  Each unit
 remembers the characters of the original text it came from, so the differences (ops) show the original text.
@@ -130,7 +131,8 @@ def _en_units(text: str) -> list[_Unit]:
     for m in _RE_TOKEN.finditer(text):                 # a unit points at its whole token of the original
         token = unicodedata.normalize("NFKC", m.group()).translate(_APOSTROPHES)
         spoken = _en_tn(token) if _RE_NEEDS_TN.search(token) else token
-        out += [_Unit(w.lower(), m.start(), m.end()) for w in _RE_LATIN_WORD.findall(spoken.replace("-", " "))]
+        out += [_Unit(w.lower().replace("'", ""), m.start(), m.end())
+                for w in _RE_LATIN_WORD.findall(spoken.replace("-", " "))]
     return out
 
 

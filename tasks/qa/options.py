@@ -19,6 +19,9 @@ TAIL_SHARE = 0.3          # share of the intended units after the last one heard
                           # flagged at any length, before a pass
 TAIL_UNITS = 2            # units: the fewest a take that stopped short has lost where something was heard in their
                           # place (one unit heard as another is a misheard last syllable)
+TAIL_SPEECH_S = 0.05      # s of voiced speech after the last heard word (tasks/qa/voicing.py) from which a missing
+                          # last unit with nothing heard for it may have been said: inconclusive, not flagged (a
+                          # light syllable Whisper drops; corpus: said >= 0.07, a take cut inside it <= 0.03)
 MIN_GAP_UNITS = 2         # units: a length gap flags only from this many on (a 2-unit text heard as 3 is not "far")
 LOW_LOGPROB = -1.0        # Whisper avg_logprob (nats/token) below which a transcript is too unsure to judge
                           # (Whisper's own log_prob_threshold; right pairs here ≥ -0.39, noise ≤ -1.28)
@@ -33,10 +36,11 @@ REFERENCE_TAKES = 5       # a voice's drift reference: its book's first accepted
 QAMode = Literal["off", "suspect", "full", "auto"]   # auto: resolved before a render (tasks.stages.resolve_qa)
 QA_MODES: tuple[str, ...] = get_args(QAMode)
 QA_SHARE_GOAL = {"cpu": 0.30, "cuda": 0.15}    # the most wall time `auto` lets full QA add to a render (a share)
-BASE_SHARE = {"cpu": 0.45, "cuda": 0.15}       # what full QA with Whisper base adds to a render's wall time: cpu
-                                               # measured (a quiet 2-core box, the bf16 engine: 0.454; the fp32 one:
-                                               # 0.29-0.30; docs/qa.md), cuda not measured yet, set at its goal
-                                               # (gpu_check.sh GPU_CHECK_QA=1)
+BASE_SHARE = {"cpu": 0.26, "cuda": 0.15}       # what full QA with Whisper base adds to a render's wall time: cpu
+                                               # estimated (takes packed into Whisper's windows: the quiet box's
+                                               # 0.454 heard one by one x the packed / alone ASR CPU time 0.47-0.57,
+                                               # docs/qa.md; to re-measure with book_throughput --qa full), cuda not
+                                               # measured yet, set at its goal (gpu_check.sh GPU_CHECK_QA=1)
 ASR_COST = (("tiny", 0.53), ("base", 1.0), ("small", 3.3), ("medium", 10.4), ("turbo", 10.9),
             ("large", 20.9))                   # Whisper sizes' parameters / base's (39M ... 1550M; a name holding
                                                # one: "distil-large-v3" costs as large, first match wins)

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from tasks.errors import BookError
 from tasks.qa.compare import LANGUAGES, detect_language
+from tasks.qa.hearing import hear_texts
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import similarity
-from tasks.qa.verdict import FLAG, INCONCLUSIVE, asr_verdict, combine, drift_verdict
+from tasks.qa.verdict import FLAG, INCONCLUSIVE, combine, drift_verdict
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,10 +127,10 @@ def check_recordings(items: Sequence[tuple[Path, str]], audio: Sequence[tuple[np
     """Each recording's checks.  With a reference embedding the drift gate uses the floor alone (a handful of
     recordings has no spread to take a percentile of)."""
     langs = [language_of(text, language) for _, text in items]
-    transcripts = transcriber.transcribe_many([(a, rate, lang) for (a, rate), lang in zip(audio, langs)])
+    heard = hear_texts(transcriber, [(text, a, rate, lang) for (_, text), (a, rate), lang in zip(items, audio, langs)],
+                       opts)
     out = []
-    for (path, text), (a, rate), lang, tr in zip(items, audio, langs, transcripts):
-        asr = asr_verdict(text, tr, lang, opts)
+    for (path, text), (a, rate), lang, (tr, asr) in zip(items, audio, langs, heard):
         sim, drift, reasons = None, None, [asr.reason] if asr.verdict != "pass" else []
         if encoder is not None and reference is not None:
             emb = encoder.embed(a, rate, opts.min_speech_s)

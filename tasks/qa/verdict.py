@@ -3,9 +3,12 @@
     ASR    (n intended units, h heard, m heard as themselves: equal in the edit script; rules in this order)
            flag          nothing heard: no units
            flag          it stopped short: the units after the last one heard as itself are >= TAIL_SHARE * n
-                         and either >= TAIL_UNITS or nothing was heard in their place (one unit heard as another
-                         is a misheard last syllable; one with nothing heard for it is gone), and the text before
-                         them was heard (MIN_HEARD of it at least): a truncation, also where the rest matches
+                         and either >= TAIL_UNITS or nothing was heard in their place and the recording holds
+                         less than TAIL_SPEECH_S of voiced speech after the last word heard (TailSpeech: one
+                         unit heard as another is a misheard last syllable), and the text before them was heard
+                         (MIN_HEARD of it at least): a truncation, also where the rest matches
+           inconclusive  the same but for voiced speech after the last word heard: a light last syllable Whisper
+                         dropped, or a take that stopped short — which, the transcript cannot tell
            pass          cer <= max_cer (even when Whisper is unsure: the match itself is the evidence)
            flag          Whisper's own silence rule (no_speech_prob > NO_SPEECH_PROB and avg_logprob <
                          low_logprob) and none of the text heard (m = 0)
@@ -27,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tasks.qa.asr import Transcript
+from tasks.qa.asr import TailSpeech, Transcript
 from tasks.qa.compare import Comparison, compare
 from tasks.qa.options import (
     DRIFT_MIN_VALUES,
@@ -35,6 +38,7 @@ from tasks.qa.options import (
     MIN_HEARD,
     NO_SPEECH_PROB,
     TAIL_SHARE,
+    TAIL_SPEECH_S,
     TAIL_UNITS,
     QAOptions,
 )
@@ -49,6 +53,8 @@ class AsrCheck:
     comparison: Comparison
     verdict: str
     reason: str                                 # one line; "" for a pass
+    needs_tail: bool = False                    # flagged by the one-unit tail rule on the text alone: judge it again
+                                                # with the recording's TailSpeech (Transcriber.tail_speech)
 
 
 def comparable_count(comparison: Comparison, language: str) -> int:
@@ -56,17 +62,29 @@ def comparable_count(comparison: Comparison, language: str) -> int:
     return sum(len(u) for u in comparison.ref) if language == "en" else len(comparison.ref)
 
 
-def asr_verdict(intended: str, transcript: Transcript, language: str, opts: QAOptions = QAOptions()) -> AsrCheck:
-    """The ASR check's verdict of one transcript against its intended text (the module doc's rules, in order)."""
+def asr_verdict(intended: str, transcript: Transcript, language: str, opts: QAOptions = QAOptions(),
+                tail: TailSpeech | None = None) -> AsrCheck:
+    """The ASR check's verdict of one transcript against its intended text (the module doc's rules, in order).
+    tail: the recording's voiced speech around the end of the transcript's last word, the second signal of the
+    one-unit tail rule; without it that rule flags on the text alone (needs_tail)."""
     c = compare(intended, transcript.text, language)
     n, h, m = len(c.ref), len(c.hyp), c.matched
     heard = _clip(transcript.text)
     if not h:
         return AsrCheck(c.cer, c, FLAG, f"nothing heard ({heard!r}) for {n} units")
     after = n - c.last_matched - 1                  # intended units after the last one heard as itself
-    if (m and m >= MIN_HEARD * (n - after) and after >= TAIL_SHARE * n
-            and (after >= TAIL_UNITS or not c.heard_after)):
-        return AsrCheck(c.cer, c, FLAG, f"stopped short: the last {after} of {n} units not heard ({heard!r})")
+    if m and m >= MIN_HEARD * (n - after) and after >= TAIL_SHARE * n:
+        stopped = f"stopped short: the last {after} of {n} units not heard ({heard!r})"
+        if after >= TAIL_UNITS:
+            return AsrCheck(c.cer, c, FLAG, stopped)
+        if not c.heard_after:                       # nothing heard in its place: gone, or dropped by Whisper
+            if tail is None:
+                return AsrCheck(c.cer, c, FLAG, stopped, needs_tail=True)
+            if tail.after_s < TAIL_SPEECH_S:
+                return AsrCheck(c.cer, c, FLAG, f"{stopped}, and no voiced speech after it ({tail.after_s:.2f} s)")
+            return AsrCheck(c.cer, c, INCONCLUSIVE, f"the last {after} of {n} units not heard ({heard!r}) but the "
+                                                    f"recording goes on: {tail.after_s:.2f} s of voiced speech "
+                                                    "after it (a syllable Whisper dropped?)")
     if c.cer <= opts.max_cer:
         return AsrCheck(c.cer, c, PASS, "")
     unsure = transcript.avg_logprob < opts.low_logprob

@@ -3,10 +3,10 @@
 One request per distinct content key, as render.py.  Take k (1-based) renders with reroll_seed(seed, k) into
 tasks.bookdir.take_relpath(key, k) (durable), then the checker thread hears it while the engine decodes on
 (tasks.qa.checker.Checker.hear_many: the ASR — mode full: every take; suspect: the takes whose duration is odd and
-those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  The
-checker thread takes every take waiting when it is free, at most Checker.batch, and hears them in one call: a lone
-take is heard at once (a re-take decision never waits for a batch to fill), takes that finished together share the
-ASR's model calls (on a GPU most of its cost; on a CPU the decoder's share).  A take
+those the drift gate flags — and the speaker embedding) and writes its record beside it (check_relpath).  In full
+mode the takes wait until they fill one of Whisper's 30-s windows, where they are heard together (packed: one
+encoder pass for several takes, most of the ASR's cost on a CPU; docs/qa.md), or until the engine waits for them
+(idle, or its pass is over); in suspect mode the thread hears every take waiting whenever it is free.  A take
 the duration guard or the ASR flags is re-taken in the same pass: the engine asks for more rows before every step
 (Engine.synthesize's `more`), and when it has none left it waits for the takes still being heard.  After each
 pass over the engine:
@@ -39,6 +39,7 @@ from manifests.crashpoints import crashpoint
 from manifests.status import STATUS_DONE
 from tasks.bookdir import QA_JSON, check_relpath, json_bytes, take_relpath
 from tasks.plan.rows import row_request, said, to_render
+from tasks.qa.asr import pack_windows
 from tasks.qa.checker import CHECK_ORDER, Checker, ToHear, accepted, judge_drift, reference_cutoff, voice_reference
 from tasks.qa.options import QAOptions
 from tasks.qa.speaker import decode_vector, encode_vector
@@ -78,6 +79,8 @@ def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[d
     def retakes(idle: bool) -> list[Request]:
         """The engine asks before every step: the re-takes of the takes heard since (flagged by the duration guard
         or the ASR) join its running pass.  Idle: wait for every take still being heard."""
+        if idle:
+            checking.flush()
         done = [f for f in hearing if idle or f.done()]
         _collect(done, segs)
         hearing[:] = [f for f in hearing if f not in done]
@@ -89,8 +92,9 @@ def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[d
     with _CheckerThread(book_dir, qa, guard, checker) as checking:
         while open_keys:
             unheard = [(k, t) for k in sorted(open_keys) for t, rec in segs[k].takes.items() if rec is None]
-            _collect([checking.submit(k, t, segs[k], read_audio(book_dir / take_relpath(k, t)))
-                      for k, t in unheard], segs)                              # a killed render's takes, first:
+            waits = [checking.submit(k, t, segs[k], read_audio(book_dir / take_relpath(k, t))) for k, t in unheard]
+            checking.flush()
+            _collect(waits, segs)                                              # a killed render's takes, first:
             heard = bool(unheard)                                              # their verdicts decide re-takes
             need = {k: t for k in sorted(open_keys) if (t := _next_take(segs[k], qa)) is not None
                     and t not in segs[k].takes}
@@ -102,6 +106,7 @@ def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[d
                 crashpoint("segment-written")
                 segs[k].takes[take] = None
                 hearing.append(checking.submit(k, take, segs[k], res.audio))
+            checking.flush()
             _collect(hearing, segs)
             hearing.clear()
             refs = _judge_voices(book_dir, segs, refs, qa, checker, all_rows)
@@ -135,16 +140,20 @@ def _request(seg: _Segment, key: str, take: int, ranks: dict[str, int] | None = 
 
 
 class _CheckerThread:
-    """The checker thread: takes handed to it (submit) wait in a queue; whenever it is free it hears every take
-    waiting, at most checker.batch, in one call (_hear_many), and resolves each take's future with (key, take,
-    record).  An error fails the futures of its batch (the render stops at the first it collects); closing hears
-    what is still waiting, then ends the thread."""
+    """The checker thread: takes handed to it (submit) wait in a queue until they fill one of Whisper's windows
+    (full QA: tasks.qa.asr.pack_windows — they are heard packed into it) or the render waits for them (flush: the
+    engine is idle, or a pass ends); then it hears every take waiting, at most checker.batch windows of them, in
+    one call (_hear_many), and resolves each take's future with (key, take, record).  In suspect mode a take is
+    heard as soon as the thread is free (only odd takes are transcribed: nothing to pack).  An error fails the
+    futures of its batch (the render stops at the first it collects); closing hears what is still waiting, then
+    ends the thread."""
 
     def __init__(self, book_dir: Path, qa: QAOptions, guard: GuardOptions, checker: Checker):
         self._hear = lambda jobs: _hear_many(book_dir, jobs, qa, guard, checker)
         self._batch = checker.batch
+        self._pack = qa.mode == "full"
         self._waiting: list[tuple[tuple, Future]] = []
-        self._closed = False
+        self._closed = self._flushing = False
         self._ready = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="qa-checker", daemon=True)
 
@@ -165,13 +174,32 @@ class _CheckerThread:
             self._ready.notify()
         return done
 
+    def flush(self) -> None:
+        """Hear every take waiting now, full window or not (the render is about to wait for them)."""
+        with self._ready:
+            self._flushing = bool(self._waiting)
+            self._ready.notify()
+
+    def _windows(self) -> list[list[int]]:
+        return pack_windows([len(audio) / SAMPLE_RATE for (_, _, _, audio), _ in self._waiting],
+                            [""] * len(self._waiting))         # one language: a window's worth of audio
+
+    def _due(self) -> bool:
+        return bool(self._waiting) and (self._closed or self._flushing or not self._pack
+                                        or len(self._windows()) > 1)
+
     def _run(self) -> None:
         while True:
             with self._ready:
-                self._ready.wait_for(lambda: self._waiting or self._closed)
+                self._ready.wait_for(lambda: self._due() or (self._closed and not self._waiting))
                 if not self._waiting:
                     return
-                batch, self._waiting = self._waiting[:self._batch], self._waiting[self._batch:]
+                windows = self._windows()
+                whole = windows if self._closed or self._flushing else windows[:-1]   # the last may fill still
+                n = len([i for w in whole[:self._batch] for i in w]) if self._pack else self._batch
+                batch, self._waiting = self._waiting[:n], self._waiting[n:]
+                if not self._waiting:
+                    self._flushing = False
             try:
                 heard = self._hear([job for job, _ in batch])
             except BaseException as e:                  # noqa: BLE001 — handed to whoever waits on these takes

