@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": args.model, "engine": engine.version, "threads": args.threads, "batch": eopts.batch,
         "segments": alone["segments"], "audio_s": alone["audio_s"], "outputs": outputs,
         "render_wall_s": round(wall, 2), "render_audio_s_per_wall_s": round(alone["audio_s"] / wall, 4),
-        "split": {k: round(v, 2) for k, v in split.items()},
+        "split": {k: round(v, 4) for k, v in split.items()},
         "split_share": {k: round(v / wall, 4) for k, v in split.items()},
         "engine_alone": alone, "pipeline_overhead": round(overhead, 4),
         "peak_gemm_gflops": {k: round(v, 1) for k, v in peaks.items()}, "gflop_per_audio_s": cost,

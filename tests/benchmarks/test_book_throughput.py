@@ -119,6 +119,8 @@ def test_refine_share_is_measured_in_the_same_render(tmp_path, capsys):
     r = json.loads(out.read_text(encoding="utf-8"))
     assert 0 < r["split"]["refine_s"] < r["render_wall_s"] and r["split"]["synthesize_outside_engine_s"] >= 0
     assert sum(r["split"].values()) == pytest.approx(r["render_wall_s"], abs=0.05)
-    assert r["refine_share"] == pytest.approx(r["split"]["refine_s"] / r["render_wall_s"], abs=1e-3)
-    assert r["refine_vs_speech"] == pytest.approx(r["split"]["refine_s"] / r["split"]["engine_in_render_s"], rel=1e-2)
+    # The JSON rounds the split to 4 decimals and the wall to 2: the ratios recomputed from it agree within that.
+    refine, speech, wall = r["split"]["refine_s"], r["split"]["engine_in_render_s"], r["render_wall_s"]
+    assert r["refine_share"] == pytest.approx(refine / wall, abs=(5e-5 + refine / wall * 5e-3) / wall + 1e-4)
+    assert r["refine_vs_speech"] == pytest.approx(refine / speech, abs=5e-5 * (1 + refine / speech) / speech + 1e-4)
     assert "refine_share" in capsys.readouterr().out
