@@ -19,8 +19,7 @@ from tasks.ingest.matter import ALL, SET_ASIDE
 from tasks.qa.options import QAMode
 from tasks.synthesize.options import GuardOptions, Schedule
 
-GROUPS = ("output", "engine", "voices", "render", "prosody", "text", "proof")   # the option groups commands take
-                                                                                # (arguments.py)
+GROUPS = ("output", "engine", "voices", "render", "prosody", "text", "proof")   # option groups (arguments.py)
 BOOK_HELP = "the book: an .epub or a .txt file (or its URL in a store, e.g. s3://…)"
 Help = str | Callable[[], str] | None    # a callable: help that depends on the machine (its CPUs)
 T = TypeVar("T")
@@ -65,10 +64,8 @@ class RenderParams:
                               "sampling, the model calls through ONNX Runtime: the onnx extra; docs/onnx.md)")
     cuda_graphs: bool = option("engine", EngineOptions.cuda_graphs, "CUDA only: the decode step as CUDA graphs",
                                old="--compile")
-    reengine: bool = option("engine", False,
-                            "CPU: render a book with this process's own choice of engine instead of the one the book "
-                            "recorded at its first render (which a process that cannot run it refuses); what is done "
-                            "stays, only what is left renders with the new one")
+    reengine: bool = option("engine", False, "CPU: render with this process's own engine instead of the one the "
+                            "book recorded at its first render; what is done stays, only the rest renders with it")
     max_batch: int | None = option("engine", EngineOptions.max_batch,
                                    "rows decoded together at most, >= 1 (default: 32 on CPU, 128 on CUDA; fewer when "
                                    "memory is short)")

@@ -21,8 +21,6 @@ ENGINE_RECORD = "engine.json"          # in the book's manifest dir: the record 
 def record_engine(book_dir: str | Path, record: EngineRecord) -> bool:
     """Keep `record` as the book's engine (manifest/engine.json, atomically; unchanged: untouched).  Returns
     whether it changed."""
-    from manifests.store import manifest_dir
-
     mdir = manifest_dir(book_dir)
     if read_engine(book_dir) == record:
         return False

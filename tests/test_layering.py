@@ -38,7 +38,7 @@ FORBIDDEN = {
 LAYERS = (                   # lowest first; a module may import its own layer and the ones before it
     ("engine",),
     ("manifests",),
-    ("tasks.book", "tasks.errors", "tasks.bookdir"),
+    ("tasks.book", "tasks.errors", "tasks.bookdir", "tasks.bookengine"),
     ("tasks.ingest",),
     ("tasks.text",),
     ("tasks.voice",),

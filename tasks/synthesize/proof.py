@@ -91,11 +91,7 @@ def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[d
 
     with _CheckerThread(book_dir, qa, guard, checker) as checking:
         while open_keys:
-            unheard = [(k, t) for k in sorted(open_keys) for t, rec in segs[k].takes.items() if rec is None]
-            waits = [checking.submit(k, t, segs[k], read_audio(book_dir / take_relpath(k, t))) for k, t in unheard]
-            checking.flush()
-            _collect(waits, segs)                                              # a killed render's takes, first:
-            heard = bool(unheard)                                              # their verdicts decide re-takes
+            heard = _hear_on_disk(book_dir, checking, segs, open_keys)        # a killed render's takes, first
             need = {k: t for k in sorted(open_keys) if (t := _next_take(segs[k], qa)) is not None
                     and t not in segs[k].takes}
             counts["retaken"] += sum(t > 1 for t in need.values())
@@ -119,6 +115,16 @@ def render_proofed(book_dir: Path, engine: Synthesizer, by_key: dict[str, list[d
                 finish(rows)
             open_keys -= decided
     return counts
+
+
+def _hear_on_disk(book_dir: Path, checking: _CheckerThread, segs: dict[str, _Segment], open_keys: set[str]) -> bool:
+    """Hear the takes on disk not heard yet (a killed render's): their verdicts decide the re-takes.  Whether there
+    were any."""
+    unheard = [(k, t) for k in sorted(open_keys) for t, rec in segs[k].takes.items() if rec is None]
+    waits = [checking.submit(k, t, segs[k], read_audio(book_dir / take_relpath(k, t))) for k, t in unheard]
+    checking.flush()
+    _collect(waits, segs)
+    return bool(unheard)
 
 
 def _decided(segs: dict[str, _Segment], open_keys: set[str], refs: dict, qa: QAOptions) -> set[str]:
