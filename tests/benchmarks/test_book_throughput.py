@@ -60,6 +60,7 @@ def test_a_baseline_that_is_not_an_fp32_path_is_refused(capsys):
     assert "--baseline int8-vnni: not an fp32 path" in capsys.readouterr().err
 
 
+@pytest.mark.slow      # a benchmark's QA run on real speech; packing in CI: tests/tasks/qa
 def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):
     """--qa full: the reader's book (4 segments of real speech) rendered with --qa off and --qa full by the same
     loaded engine; qa_fraction is full's best wall over off's, every take of full heard (all pass), none of off."""
@@ -85,6 +86,7 @@ def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):
     assert f"qa_fraction {r['qa_fraction']:.4f}" in capsys.readouterr().out
 
 
+@pytest.mark.slow      # two whole renders; the chapter schedule in CI: tests/tasks/synthesize, the studio
 def test_listen_renders_both_schedules_and_reports_chapter_ones_share(tmp_path, capsys):
     """--listen-only: the segments as chapters, rendered with each schedule by the same engine; the shares and the
     cost are what the runs' numbers say (no timing is asserted: they are measurements)."""

@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("ChatTTS")
 
 
+@pytest.mark.slow      # a benchmark's whole run; token equality with upstream in CI: tests/engine
 def test_one_run_measures_both_baselines_and_every_dtype(tmp_path, capsys):
     from benchmarks import engine_vs_upstream as bench
 

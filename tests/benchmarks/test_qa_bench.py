@@ -11,6 +11,7 @@ from tests.conftest import corpus_path, unavailable
 pytest.importorskip("ChatTTS")
 
 
+@pytest.mark.slow      # a benchmark's whole run (qa modes); the QA paths themselves in CI: tests/tasks/qa, test_proof
 def test_one_run_renders_the_book_with_qa_off_suspect_full_and_full_next(tmp_path, capsys):
     from benchmarks import qa_bench as bench
     from tasks.qa.checker import checker_for

@@ -596,6 +596,7 @@ def test_the_cpu_engine_version_names_its_back_end_and_isa(lin):
 SETUPTOOLS_LICENSE = 77              # the first setuptools that reads pyproject's license expression (PEP 639)
 
 
+@pytest.mark.slow      # builds a wheel and a venv; the build and its cache in CI: the tests above
 def test_the_wheel_ships_the_kernel_source_and_an_installed_engine_builds_it(lin, tmp_path):
     """A wheel built from the project (offline, no build isolation) and installed into a fresh venv: imported
     from outside the source tree, engine/kernels.c is inside the installed package and the kernel loads."""

@@ -129,6 +129,7 @@ def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_r
     assert status.returncode == 0 and f"total {len(after)} done, 0 pending, 0 failed" in status.stdout, status
 
 
+@pytest.mark.slow      # the store's package in CI: test_store_commands
 def test_package_from_the_store_in_an_empty_scratch(s3_server, book, local_reference, tmp_path):
     """`package BOOK --out URL --format flac,m4b` on a machine that never rendered the book: the manifest, the
     records packaging reads (book.json, text.json) and the audio come from the store, the new outputs go to it;

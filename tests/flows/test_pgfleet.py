@@ -144,6 +144,7 @@ def test_the_server_runs_on_postgresql(fleet, pg_server):
     assert not list(fleet.home.rglob("*.db")), "a SQLite database was created"
 
 
+@pytest.mark.slow      # the book lock in CI: test_server's locked book
 def test_two_runs_of_one_book_one_renders_one_is_skipped(fleet, s3_server, book, local_render, tmp_path):
     """The first run is held mid-book (alive: its concurrency slot's lease and heartbeats go on); the second,
     started meanwhile on the other worker, ends Completed "skipped, already running" without rendering; the
@@ -207,6 +208,7 @@ def test_one_book_over_both_workers_equals_a_one_shard_render(fleet, s3_server, 
     assert shards and not [p for d in shards for p in d.iterdir()]   # the shard's own scratch folder is gone
 
 
+@pytest.mark.slow      # the nightly in CI: test_shards' sharded nightly
 def test_nightly_scan_against_the_store(fleet, s3_server, tmp_path):
     """The recipe's nightly scan with out=s3://…: the first starts one render per book, each completes into the
     store and publishes its source record; the second finds every book complete there and starts none."""

@@ -39,6 +39,7 @@ def _package_without_engine(book, out, formats: str) -> str:
     return r.stdout
 
 
+@pytest.mark.slow      # read-along in CI: the TXT book below and tests/tasks/audio/test_epub3.py
 def test_epub_book_to_read_along_epub_and_package_without_the_engine(tmp_path):
     assert main([str(SAMPLE), "--model", "random-tiny", "--out", str(tmp_path), "--format", "epub,m4b"]) == 0
     book_dir = tmp_path / "daodejing"

@@ -167,6 +167,7 @@ def heard(book_dir: Path) -> dict[str, tuple[int, bytes]]:
             for p in sorted((book_dir / "segments").glob("*/*.qa.json"))}
 
 
+@pytest.mark.slow      # resume in CI: the random and named SIGKILLs above; a killed proofed render: test_proof
 def test_sigkill_mid_qa_resumes_without_hearing_a_take_twice(fork_server, tmp_path):
     """`--qa full`: killed right after a take was heard (its record written, nothing committed), and again
     later; each rerun keeps every record on disk as it was (a check belongs to its audio: never heard twice),

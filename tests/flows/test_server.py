@@ -178,6 +178,7 @@ def worker_of(service: PrefectService, pid: int) -> str:
     return name
 
 
+@pytest.mark.slow      # the nightly in CI: test_shards' sharded one; a killed book resumed elsewhere: test_fleet
 def test_nightly_catalogue_and_a_worker_killed_mid_book(service, tmp_path):
     """Acceptance 1 (nightly part) and 2.  The nightly scan starts one render-book run per book of a catalogue
     of three; each completes on a worker, none twice.  Then a fourth, longer book is started by hand and its

@@ -125,6 +125,7 @@ def wait_paused_all(crash_dir: Path, point: str, n: int) -> list[int]:
         time.sleep(0.05)
 
 
+@pytest.mark.slow      # shards in CI: the sharded nightly above and tests/tasks/fleet/test_shards.py
 def test_a_killed_shard_fails_the_parent_and_a_rerun_renders_only_the_rest(service, book, reference,
                                                                            tmp_path):
     out, crash = tmp_path / "out", tmp_path / "crash"

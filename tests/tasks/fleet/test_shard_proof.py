@@ -66,6 +66,7 @@ def sharded(tmp_path, n: int, book, checker):
     return first, rendered, frozen, rows
 
 
+@pytest.mark.slow      # three proofed renders; shards' references in CI: the tests below
 def test_the_shards_judge_against_the_parents_reference_whatever_the_split(tmp_path, book, checker):
     texts, _ = book
     first, rendered, frozen2, rows2 = sharded(tmp_path, 2, book, checker)

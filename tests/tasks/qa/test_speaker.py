@@ -41,6 +41,7 @@ def _voice_like(seconds: float, seed: int = 7) -> np.ndarray:
     return (0.1 * x / np.abs(x).max()).astype(np.float32)
 
 
+@pytest.mark.slow      # a one-off equivalence with librosa; the embedding itself in CI
 def test_the_torchaudio_mel_equals_librosas(encoder):
     from resemblyzer.audio import wav_to_mel_spectrogram  # librosa.feature.melspectrogram inside
 
