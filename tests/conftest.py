@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(config, items):
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow: set RUN_SLOW=1"))
     if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: work_unit(item.nodeid) != PREFECT_GROUP)     # stable: else as collected
+        items.sort(key=lambda item: unit_order(work_unit(item.nodeid)))          # stable: else as collected
 
 
 # `make test` runs the suite in two processes (pytest-xdist, -n 2 --dist loadfile) with this scheduler: a module
@@ -57,6 +57,22 @@ def pytest_collection_modifyitems(config, items):
 PREFECT_GROUP = "prefect"
 PREFECT_MODULES = ("tests/flows/test_server.py", "tests/flows/test_shards.py", "tests/flows/test_pgfleet.py",
                    "tests/flows/test_render_book_flow.py")
+
+
+# After the Prefect unit, the longest modules (over ~30 s of a 2-core machine each): handed out early, they cannot
+# be the one a worker is still running when the other has finished.
+LONG_MODULES = ("tests/tasks/qa/test_corpus.py", "tests/flows/test_fleet.py", "tests/tasks/site/studio/test_studio.py",
+                "tests/flows/test_reliability_kill.py", "tests/benchmarks/test_book_throughput.py",
+                "tests/engine/test_kernels.py", "tests/flows/test_render.py", "tests/tasks/qa/test_asr.py",
+                "tests/flows/test_store_commands.py", "tests/flows/test_reliability.py",
+                "tests/flows/test_book_engine.py", "tests/flows/test_proof_render.py")
+
+
+def unit_order(unit: str) -> int:
+    """0: the Prefect unit; 1 + its place in LONG_MODULES; then every other module."""
+    if unit == PREFECT_GROUP:
+        return 0
+    return 1 + LONG_MODULES.index(unit) if unit in LONG_MODULES else 1 + len(LONG_MODULES)
 
 
 def work_unit(nodeid: str) -> str:
