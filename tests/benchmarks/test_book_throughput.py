@@ -110,6 +110,7 @@ def test_listen_renders_both_schedules_and_reports_chapter_ones_share(tmp_path, 
     assert f"chapter_order_cost {r['chapter_order_cost']:+.4f}" in capsys.readouterr().out
 
 
+@pytest.mark.slow      # a benchmark's refine run; the refine pass in CI: tests/engine, tests/flows/test_controls.py
 def test_refine_share_is_measured_in_the_same_render(tmp_path, capsys):
     """--refine: the render runs the refine-text pass, and its wall time is its own line of the split."""
     from benchmarks import book_throughput as bench

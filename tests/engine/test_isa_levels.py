@@ -72,7 +72,9 @@ def test_every_level_is_a_onednn_isa_of_engine_cpu():
 
 
 @pytest.mark.skipif(os.environ.get(CHILD) == "1", reason="already the child of test_isa_levels")
-@pytest.mark.parametrize("level", list(LEVELS))
+# The default level (no cap) is what the suite itself runs INVARIANCE_TESTS at: its child run is slow only.
+@pytest.mark.parametrize("level", [pytest.param(lv, marks=pytest.mark.slow) if lv == "default" else lv
+                                   for lv in LEVELS])
 def test_invariance_tests_pass_at_each_cpu_dispatch_level(level):
     if level != "default" and platform.machine().lower() not in ("x86_64", "amd64"):
         pytest.skip(f"{level} is an x86-64 level")

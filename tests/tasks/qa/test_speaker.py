@@ -51,6 +51,7 @@ def test_the_torchaudio_mel_equals_librosas(encoder):
     assert np.abs(ours - theirs).max() <= MEL_TOLERANCE * theirs.max()
 
 
+@pytest.mark.slow      # a one-off equivalence with resemblyzer's own pipeline; the embedding's uses in CI
 def test_the_embedding_equals_resemblyzers_own_on_a_16_khz_recording(encoder):
     import soundfile as sf
     from resemblyzer import preprocess_wav
