@@ -10,6 +10,7 @@ from tests.conftest import corpus_path, unavailable
 pytest.importorskip("ChatTTS")
 
 
+@pytest.mark.slow      # a benchmark's whole run on random-tiny
 def test_render_against_engine_alone_with_split_and_limit(tmp_path, capsys):
     from benchmarks import book_throughput as bench
 

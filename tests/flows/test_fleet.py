@@ -90,6 +90,7 @@ def local_reference(book, tmp_path_factory):
     return ByEngine("novel", lambda: tmp_path_factory.mktemp("local"), one)
 
 
+@pytest.mark.slow      # the fleet in CI: test_pgfleet; resume: test_reliability_kill
 def test_killed_in_the_store_resumes_on_another_machine(s3_server, book, local_reference, tmp_path):
     fs = s3_server.filesystem()
     bucket = s3_server.bucket("resume")

@@ -80,6 +80,7 @@ def stamps(paths) -> dict:
     return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in paths}
 
 
+@pytest.mark.slow      # SIGKILL and resume in CI: test_reliability_kill's twenty
 def test_sigkill_and_resume_is_byte_identical(fork_server, tmp_path):
     """Acceptance 3: SIGKILL part-way, rerun: done segments are not rendered again, and the chapter files
     equal an uninterrupted render's byte for byte.  The render is stopped when its (COMMIT_EVERY_ROWS + 1)-th

@@ -141,6 +141,7 @@ def _assert_batched_equals_one_by_one(transcriber, items, batches):
         assert transcriber.with_batch(batch).transcribe_many(items) == list(alone)   # texts, logprobs, languages
 
 
+@pytest.mark.slow      # batched = alone on the corpus; packed = alone per verdict in CI: test_corpus
 def test_transcribe_many_equals_one_by_one_on_corpus_clips(transcriber):
     """A Chinese and an English clip, the English one again with its language detected, noise and a silence, in
     batches of 3: every Transcript field equal to WhisperModel.transcribe's of the recording alone (the int8 CPU
