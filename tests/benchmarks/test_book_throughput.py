@@ -87,6 +87,34 @@ def test_qa_full_measures_the_qa_share_on_the_readers_speech(tmp_path, capsys):
     assert f"qa_fraction {r['qa_fraction']:.4f}" in capsys.readouterr().out
 
 
+def test_chapter_clock_sees_the_stage_commit_chapter_one_while_rows_are_left(tmp_path):
+    """ChapterClock wraps the synthesize stage's own commits: under "chapters" with two rows a batch, chapter 1
+    of three is whole in the manifest while the other chapters' rows are still to render, and every chapter's
+    time is inside the render (a clock that wraps a name the stage does not call sees every chapter at the end)."""
+    import time
+
+    from benchmarks.book_throughput import ChapterClock
+    from engine.api import EngineOptions
+    from flows.options import options_from_params
+    from tasks import stages
+    from tasks.synthesize.render import synthesize_book
+
+    book = tmp_path / "book.txt"
+    book.write_text("".join(f"第{n}章\n\n{n}月的春眠不觉晓。\n\n处处闻啼鸟，{n}日夜来风雨声。\n\n" for n in "一二三"),
+                    encoding="utf-8")
+    book_dir = stages.prepare(options_from_params(str(book), out=str(tmp_path / "out"), model="random-tiny",
+                                                  max_batch=2))
+    t0 = time.perf_counter()
+    with ChapterClock(t0) as clock:
+        counts = synthesize_book(book_dir, stages.get_engine(EngineOptions(model="random-tiny", max_batch=2)),
+                                 schedule="chapters")
+    wall = time.perf_counter() - t0
+    assert counts["rendered"] == counts["total"] == 6 and clock.commits >= 3         # a heading and a segment each
+    assert sorted(clock.whole, key=clock.whole.__getitem__) == [0, 1, 2]
+    assert clock.left_at[0] >= 2 and clock.left_at[2] == 0          # chapter 1 whole, chapter 3 still to render
+    assert 0 < clock.whole[0] < clock.whole[2] <= wall
+
+
 @pytest.mark.slow      # two whole renders; the chapter schedule in CI: tests/tasks/synthesize, the studio
 def test_listen_renders_both_schedules_and_reports_chapter_ones_share(tmp_path, capsys):
     """--listen-only: the segments as chapters, rendered with each schedule by the same engine; the shares and the
@@ -105,6 +133,7 @@ def test_listen_renders_both_schedules_and_reports_chapter_ones_share(tmp_path, 
         run = medians[schedule]
         assert 0 < run["first_chapter_s"] <= run["wall_s"]
         assert run["first_chapter_share"] == pytest.approx(run["first_chapter_s"] / run["wall_s"], abs=2e-3)
+    assert medians["chapters"]["rows_left_at_first_chapter"] > 0    # chapter 1 before the book (batch 2, three chapters)
     assert r["first_chapter_share"] == medians["chapters"]["first_chapter_share"]
     assert r["chapter_order_cost"] == pytest.approx(
         1 - medians["chapters"]["audio_s_per_wall_s"] / medians["length"]["audio_s_per_wall_s"], abs=1e-3)
