@@ -6,7 +6,8 @@
 
 Pending rows start by rank (Request.rank), then longest first; a batch holds rows of one kind and one
 SamplingParams, as many as fit free memory (at most `max_batch`); a finished row's slot is refilled at once (the
-newcomer prefilled alone), a CUDA out-of-memory error halves the batch, and rows may join while it runs (`more`).
+newcomer prefilled alone), a CUDA out-of-memory error halves the batch, and rows may join while it runs (`more`),
+each in its place in that order.
 The order, the batch, the backoff and late rows: docs/modules.md, "Continuous batching".
 """
 from __future__ import annotations
@@ -84,8 +85,8 @@ class Scheduler:
         batch: DecodeBatch | None = None
         while True:
             in_flight = batch is not None and bool(batch.rows)
-            if more is not None:
-                pending.extend(more(not pending and not in_flight))
+            if more is not None and (late := list(more(not pending and not in_flight))):
+                pending = deque(bucket_order([*pending, *late]))   # a late row takes its place by rank
             if not pending and not in_flight:
                 return
             finished: list[Row] = []

@@ -88,21 +88,27 @@ def chapter_ranks(rows: Rows, batch: int) -> dict[str, int]:
 def render_guarded(engine: Synthesizer, items: Mapping[str, Request], guard: GuardOptions) -> Iterator[Attempt]:
     """Render each item, key -> the engine's request (its seed the first attempt's), through the quality guard
     (tasks.synthesize.guard): an outlier is re-rendered with reroll_seed(seed, attempt) up to guard.max_attempts
-    (the refine pass's text, when the request has one, stays).  Yields (key, audio, reason, attempt) as items
-    finish: reason is None for accepted audio, else why the last attempt failed."""
-    keys = list(items)
-    for attempt in range(1, guard.max_attempts + 1):
-        if not keys:
-            break
-        requests = [replace(items[k], key=k, seed=reroll_seed(items[k].seed, attempt)) for k in keys]
-        retry = []
-        for result in engine.synthesize(requests):
-            reason = check(items[result.key].text, result.audio, SAMPLE_RATE, guard)
-            if reason and attempt < guard.max_attempts:
-                retry.append(result.key)
-                continue
-            yield result.key, result.audio, reason, attempt
-        keys = retry
+    (the refine pass's text, when the request has one, stays).  A re-roll joins the same engine call at once (its
+    `more`), with its item's rank: a chapter waits for its own re-rolls, not for the rest of the book's first
+    attempts.  Yields (key, audio, reason, attempt) as items finish: reason is None for accepted audio, else why
+    the last attempt failed."""
+    attempts = dict.fromkeys(items, 1)
+    rerolls: list[Request] = []
+
+    def more(_idle: bool) -> list[Request]:
+        out = rerolls[:]
+        rerolls.clear()
+        return out
+
+    first = [replace(items[k], key=k, seed=reroll_seed(items[k].seed, 1)) for k in items]
+    for result in engine.synthesize(first, more=more):
+        key, attempt = result.key, attempts[result.key]
+        reason = check(items[key].text, result.audio, SAMPLE_RATE, guard)
+        if reason and attempt < guard.max_attempts:
+            attempts[key] = attempt + 1
+            rerolls.append(replace(items[key], key=key, seed=reroll_seed(items[key].seed, attempt + 1)))
+            continue
+        yield key, result.audio, reason, attempt
 
 
 @dataclass(frozen=True)

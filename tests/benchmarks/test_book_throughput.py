@@ -133,7 +133,7 @@ def test_listen_renders_both_schedules_and_reports_chapter_ones_share(tmp_path, 
         run = medians[schedule]
         assert 0 < run["first_chapter_s"] <= run["wall_s"]
         assert run["first_chapter_share"] == pytest.approx(run["first_chapter_s"] / run["wall_s"], abs=2e-3)
-    assert medians["chapters"]["rows_left_at_first_chapter"] > 0    # chapter 1 before the book (batch 2, three chapters)
+    assert medians["chapters"]["rows_left_at_first_chapter"] > 0    # chapter 1 whole before the book (batch 2)
     assert r["first_chapter_share"] == medians["chapters"]["first_chapter_share"]
     assert r["chapter_order_cost"] == pytest.approx(
         1 - medians["chapters"]["audio_s_per_wall_s"] / medians["length"]["audio_s_per_wall_s"], abs=1e-3)

@@ -143,6 +143,31 @@ def test_rows_arriving_while_it_runs_join_the_running_batch_and_decode_as_alone(
     assert asked[-1] is True                    # it ended idle, when more had nothing
 
 
+def test_a_late_row_takes_its_place_by_rank(model, reference):
+    """A row given by `more` (a re-roll, a re-take) is admitted by rank like the others, before pending rows of a
+    later rank: not after every row already waiting."""
+    rs = rows(model)
+    for r in rs:
+        r.rank = 1
+    first, late = rs[:-1], rs[-1]
+    late.rank = 0
+    given = [late]
+    admitted: list[str] = []
+
+    def more(_idle: bool) -> list:
+        return [given.pop()] if given and admitted else []
+
+    def hook(batch):
+        admitted.extend(r.key for r in batch.rows.values() if r.key not in admitted)
+
+    sched = S.Scheduler(model, max_batch=1, exact=True, free_bytes=1 << 40, step_hook=hook)
+    out = {r.key: r for r in sched.run(first, more)}
+    assert set(out) == set(reference)
+    assert admitted[1] == late.key, admitted               # next after the row that was running when it came
+    for k in reference:
+        assert out[k].tokens == reference[k].tokens and torch.equal(out[k].hiddens, reference[k].hiddens), k
+
+
 def test_is_oom_follows_the_exception_chain():
     try:
         try:

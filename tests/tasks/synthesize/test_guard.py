@@ -35,12 +35,16 @@ class StubEngine:
         self.factor = factor
         self.calls: list[tuple[str, int]] = []
 
-    def synthesize(self, requests):
-        for req in requests:
+    def synthesize(self, requests, progress=None, more=None):
+        """In order; `more` asked after each result and once idle (late requests join the call, as the engine's)."""
+        queue = list(requests)
+        while queue or (more is not None and (queue := list(more(True)))):
+            req = queue.pop(0)
             self.calls.append((req.key, req.seed))
             n = int(self.factor(req) * estimate_seconds(req.text) * SAMPLE_RATE)
             audio = (0.1 * np.random.default_rng(req.seed).standard_normal(n)).astype(np.float32)
             yield Result(key=req.key, audio=audio, tokens=n // 512)
+            queue += list(more(False)) if more is not None else []
 
 
 def make_book(tmp_path: Path) -> tuple[Path, list[dict]]:

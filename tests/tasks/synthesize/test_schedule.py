@@ -76,3 +76,26 @@ def test_chapter_order_plays_chapter_one_first_with_the_same_audio(planned, tmp_
     assert by_chapter[0] == first                    # chapter 1 first, committed the moment it is whole
     assert sorted(by_chapter, key=by_chapter.__getitem__) == [0, 1, 2, 3]
     assert by_length[0] > first                      # the default order: after the long rows of later chapters
+
+
+def test_a_reroll_in_chapter_one_joins_the_run_and_does_not_wait_for_the_book(planned, tmp_path, monkeypatch):
+    """The guard re-rolls chapter 1's segment (its first attempt flagged): the re-roll joins the running
+    engine call with its chapter's rank, so chapter 1 is still whole before the later chapters (a re-roll used
+    to wait for a second pass after every first attempt of the book), and its row says two attempts."""
+    from tasks.synthesize import render as stage
+
+    flagged: list[str] = []
+
+    def check(text, audio, sample_rate, guard):
+        if text.startswith(SHORT) and not flagged:
+            flagged.append(text)
+            return "guard: truncated (the test's)"
+        return real_check(text, audio, sample_rate, guard)
+
+    real_check = stage.check
+    monkeypatch.setattr("tasks.synthesize.render.check", check)
+    by_chapter, first, _ = render(planned, tmp_path, monkeypatch, "chapters")
+    assert len(flagged) == 1
+    assert by_chapter[0] < by_chapter[3] and by_chapter[0] <= first + 2      # the re-roll, at most a row beside it
+    [row] = [r for r in manifests.store.load(tmp_path / "chapters").to_pylist() if r["text"] == flagged[0]]
+    assert row["attempts"] == 2 and row["status"] == "done"
