@@ -93,18 +93,14 @@ class ChapterClock:
     (tasks.synthesize.render.Commits), so that is the one wrapped: wrapping manifests.store.commit after the stage
     was imported saw none of them (issue 42's first measurement, every chapter "whole" at the render's end)."""
 
-    TARGET = "tasks.synthesize.render"             # the module whose `commit` the stage's Commits call
-
     def __init__(self, t0: float):
         self.t0, self.whole, self.left_at, self.commits = t0, {}, {}, 0
 
     def __enter__(self):
-        import importlib
-
         import manifests.store as store
+        from tasks.synthesize import render as stage  # the module whose `commit` the stage's Commits call
 
-        self._module = importlib.import_module(self.TARGET)
-        self._commit = self._module.commit
+        self._module, self._commit = stage, stage.commit
         clock = self
 
         def commit(book_dir, rows, **kw):
